@@ -1,0 +1,75 @@
+// swift-tools-version:6.0
+import PackageDescription
+
+// Layers, top to bottom: executables → services (NodeAgent, Coordinator) → CoordCore (pure) / CoordWire (protobuf)
+// → Media (cameras, stripe, Matroska) → C wrappers (ZeroMQ, V4L2, FFmpeg inside Media).
+let package = Package(
+    name: "coord",
+    platforms: [.macOS(.v13)],
+    products: [
+        .executable(name: "coord", targets: ["coord"]),
+        .executable(name: "coord-node", targets: ["coord-node"]),
+    ],
+    dependencies: [
+        .package(url: "https://github.com/apple/swift-argument-parser", from: "1.8.2"),
+        .package(url: "https://github.com/apple/swift-log", from: "1.16.2"),
+        .package(url: "https://github.com/apple/swift-protobuf", exact: "1.39.0"),
+        .package(url: "https://github.com/apple/swift-crypto", from: "3.12.3"),
+        .package(url: "https://github.com/swift-server/swift-service-lifecycle", from: "2.13.0"),
+    ],
+    targets: [
+        // C libraries, each behind a shim.h for what Swift cannot import (function-like macros, variadics).
+        .systemLibrary(name: "CZeroMQ", path: "Sources/CZeroMQ", pkgConfig: "libzmq", providers: [.apt(["libzmq3-dev"])]),
+        .systemLibrary(name: "CV4L2", path: "Sources/CV4L2", pkgConfig: "libv4l2", providers: [.apt(["libv4l-dev"])]),
+        .systemLibrary(name: "CFFmpeg", path: "Sources/CFFmpeg", pkgConfig: "libavformat libavcodec libavutil",
+                       providers: [.apt(["libavformat-dev", "libavcodec-dev", "libavutil-dev"])]),
+
+        // One Swift funnel per C library.
+        .target(name: "ZeroMQ", dependencies: ["CZeroMQ"]),
+        // Host clocks, sleeping to an instant, eventfd wake-ups.
+        .target(name: "Platform"),
+        .target(name: "V4L2", dependencies: ["CV4L2"]),
+
+        // Pure domain: no sockets, files, clocks or C.
+        .target(name: "CoordCore"),
+        // Generated protobuf plus conversions to and from core types.
+        .target(name: "CoordWire", dependencies: [
+            "CoordCore", .product(name: "SwiftProtobuf", package: "swift-protobuf"),
+        ]),
+        // Camera sources, the SYNCSTRIPE painter/decoder, the libavformat writer.
+        .target(name: "Media", dependencies: ["CFFmpeg", "V4L2", "Platform", "CoordCore"]),
+
+        // I/O shells.
+        .target(name: "NodeAgent", dependencies: [
+            "CoordCore", "CoordWire", "Media", "ZeroMQ", "Platform",
+            .product(name: "Logging", package: "swift-log"),
+            .product(name: "Crypto", package: "swift-crypto"),
+            .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+        ]),
+        .target(name: "Coordinator", dependencies: [
+            "CoordCore", "CoordWire", "ZeroMQ", "Platform",
+            .product(name: "Logging", package: "swift-log"),
+            .product(name: "Crypto", package: "swift-crypto"),
+        ]),
+
+        // Thin executables.
+        .executableTarget(name: "coord", dependencies: [
+            "Coordinator", "CoordCore", "Media",
+            .product(name: "ArgumentParser", package: "swift-argument-parser"),
+            .product(name: "Logging", package: "swift-log"),
+        ]),
+        .executableTarget(name: "coord-node", dependencies: [
+            "NodeAgent", "Media",
+            .product(name: "ArgumentParser", package: "swift-argument-parser"),
+            .product(name: "Logging", package: "swift-log"),
+            .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+        ]),
+
+        .testTarget(name: "CoordCoreTests", dependencies: ["CoordCore"]),
+        .testTarget(name: "MediaTests", dependencies: ["Media"]),
+        .testTarget(name: "ZeroMQTests", dependencies: ["ZeroMQ", "CoordWire"]),
+        .testTarget(name: "V4L2Tests", dependencies: ["V4L2"]),
+        .testTarget(name: "EndToEndTests", dependencies: ["CoordCore", "CoordWire", "ZeroMQ", "Media"]),
+    ],
+    swiftLanguageModes: [.v5]
+)

@@ -1,0 +1,64 @@
+/// A format a camera can deliver, as a V4L2 device enumerates it.
+public struct CameraFormat: Equatable, Sendable {
+    public var pixelFormat: String
+    public var width: Int
+    public var height: Int
+    public var minFramePeriodMicroseconds: Int64
+    public var maxFramePeriodMicroseconds: Int64
+
+    public init(pixelFormat: String, width: Int, height: Int, minFramePeriodMicroseconds: Int64, maxFramePeriodMicroseconds: Int64) {
+        self.pixelFormat = pixelFormat; self.width = width; self.height = height
+        self.minFramePeriodMicroseconds = minFramePeriodMicroseconds; self.maxFramePeriodMicroseconds = maxFramePeriodMicroseconds
+    }
+}
+
+/// What a node says about one of its cameras in the handshake.
+public struct CameraCapabilities: Equatable, Sendable {
+    public var name: String
+    public var source: String
+    public var device: String
+    public var formats: [CameraFormat]
+    public var codecs: [String]
+
+    public init(name: String, source: String, device: String = "", formats: [CameraFormat], codecs: [String]) {
+        self.name = name; self.source = source; self.device = device; self.formats = formats; self.codecs = codecs
+    }
+}
+
+/// What the coordinator asks one camera to record.
+public struct CameraSettings: Equatable, Sendable {
+    public var camera: String
+    public var ordinal: Int
+    public var width: Int
+    public var height: Int
+    public var fps: Int
+    public var codec: String
+
+    public init(camera: String, ordinal: Int, width: Int, height: Int, fps: Int, codec: String) {
+        self.camera = camera; self.ordinal = ordinal; self.width = width; self.height = height; self.fps = fps; self.codec = codec
+    }
+
+    /// Why these settings cannot run on a camera with `capabilities`, as one sentence; nil if they can.
+    public func problem(on node: String, with capabilities: CameraCapabilities?) -> String? {
+        guard let capabilities else { return "node \(node) has no camera named \"\(camera)\"." }
+        guard (0...255).contains(ordinal) else { return "camera \(node)/\(camera): ordinal \(ordinal) is outside 0…255." }
+        guard fps > 0 else { return "camera \(node)/\(camera): frame rate \(fps) must be positive." }
+        guard width > 0, height > 0, width % 2 == 0, height % 2 == 0, width >= 104, height >= 64 else {
+            return "camera \(node)/\(camera): size \(width)x\(height) must be even and at least 104x64."
+        }
+        guard capabilities.codecs.contains(codec) else {
+            return "camera \(node)/\(camera) cannot record codec \"\(codec)\" (it offers \(capabilities.codecs.joined(separator: ", ")))."
+        }
+        let period = FrameGrid.period(fps: fps)
+        let sized = capabilities.formats.filter { $0.width == width && $0.height == height }
+        guard !sized.isEmpty else {
+            let sizes = capabilities.formats.map { "\($0.width)x\($0.height)" }
+            return "camera \(node)/\(camera) has no \(width)x\(height) format (it offers \(Array(Set(sizes)).sorted().joined(separator: ", ")))."
+        }
+        guard sized.contains(where: { period >= $0.minFramePeriodMicroseconds && period <= $0.maxFramePeriodMicroseconds }) else {
+            let fastest = sized.map(\.minFramePeriodMicroseconds).min()!
+            return "camera \(node)/\(camera) cannot run \(width)x\(height) at \(fps) fps (its fastest is \(1_000_000 / max(fastest, 1)) fps)."
+        }
+        return nil
+    }
+}

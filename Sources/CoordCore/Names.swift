@@ -1,0 +1,40 @@
+/// Node and camera names: `[A-Za-z0-9._-]{1,64}` (CONTRACT §4), so they are safe as file names.
+public enum RigName {
+    public static func isValid(_ name: String) -> Bool {
+        let bytes = Array(name.utf8)
+        guard (1...64).contains(bytes.count), name != ".", name != ".." else { return false }
+        return bytes.allSatisfy { b in
+            (b >= 0x30 && b <= 0x39) || (b >= 0x41 && b <= 0x5A) || (b >= 0x61 && b <= 0x7A) || b == 0x2E || b == 0x5F || b == 0x2D
+        }
+    }
+
+    /// Why `name` is not a valid node or camera name, or nil if it is.
+    public static func problem(with name: String, kind: String) -> String? {
+        isValid(name) ? nil : "\(kind) name \"\(name)\" is not allowed: use 1 to 64 of A-Z a-z 0-9 . _ -"
+    }
+}
+
+/// A take id: `YYYYMMDD-HHMMSS-<name>-<6 hex>` (CONTRACT §4).
+public struct TakeID: Hashable, Sendable, CustomStringConvertible {
+    public let value: String
+    public var description: String { value }
+
+    /// `utc` fields are the coordinator's wall clock; `nonce` supplies the 6 hex digits.
+    public init(year: Int, month: Int, day: Int, hour: Int, minute: Int, second: Int, name: String, nonce: UInt32) {
+        func pad(_ v: Int, _ width: Int) -> String {
+            let s = String(v)
+            return String(repeating: "0", count: max(0, width - s.count)) + s
+        }
+        var hex = String(nonce & 0xFF_FFFF, radix: 16)
+        hex = String(repeating: "0", count: 6 - hex.count) + hex
+        value = "\(pad(year, 4))\(pad(month, 2))\(pad(day, 2))-\(pad(hour, 2))\(pad(minute, 2))\(pad(second, 2))-\(name)-\(hex)"
+    }
+
+    public init?(parsing value: String) {
+        let parts = value.split(separator: "-", omittingEmptySubsequences: false)
+        guard parts.count >= 4, parts[0].count == 8, parts[1].count == 6, parts.last!.count == 6,
+              parts[0].allSatisfy(\.isNumber), parts[1].allSatisfy(\.isNumber), parts.last!.allSatisfy(\.isHexDigit),
+              RigName.isValid(value) else { return nil }
+        self.value = value
+    }
+}

@@ -1,0 +1,79 @@
+/// Percentiles of a set of integer figures (nearest-rank).
+public struct Percentiles: Codable, Equatable, Sendable {
+    public var p50: Int64
+    public var p99: Int64
+    public var max: Int64
+
+    public init(p50: Int64, p99: Int64, max: Int64) {
+        self.p50 = p50; self.p99 = p99; self.max = max
+    }
+
+    public init(of values: [Int64]) {
+        guard !values.isEmpty else { self.init(p50: 0, p99: 0, max: 0); return }
+        let sorted = values.sorted()
+        func rank(_ p: Double) -> Int64 {
+            let index = Int((p * Double(sorted.count)).rounded(.up)) - 1
+            return sorted[Swift.max(0, Swift.min(sorted.count - 1, index))]
+        }
+        self.init(p50: rank(0.50), p99: rank(0.99), max: sorted[sorted.count - 1])
+    }
+}
+
+/// `sync-report.json` (CONTRACT §4), computed only from the take's frames.csv rows and clock figures.
+public struct SyncReport: Codable, Equatable, Sendable {
+    public struct Camera: Codable, Equatable, Sendable {
+        public var node: String
+        public var camera: String
+        public var frames: Int64
+        public var dropped: Int64
+        public var phaseErrorMicroseconds: Percentiles
+        public var clockUncertaintyMicroseconds: Double
+        enum CodingKeys: String, CodingKey {
+            case node, camera, frames, dropped, phaseErrorMicroseconds = "phase_error_us"
+            case clockUncertaintyMicroseconds = "clock_uncertainty_us"
+        }
+    }
+
+    public var groups: Int64
+    public var spreadMicroseconds: Percentiles
+    public var cameras: [Camera]
+    /// Groups in which at least two cameras delivered a real (non-dup) frame: the groups the spread covers.
+    public var groupsMeasured: Int64
+
+    enum CodingKeys: String, CodingKey {
+        case groups, spreadMicroseconds = "spread_us", cameras, groupsMeasured = "groups_measured"
+    }
+
+    /// One camera's rows with the identity and clock figures the report needs.
+    public struct Input: Sendable {
+        public var node: String
+        public var camera: String
+        public var rows: [FrameRow]
+        public var clockUncertaintyMicroseconds: Double
+        public init(node: String, camera: String, rows: [FrameRow], clockUncertaintyMicroseconds: Double) {
+            self.node = node; self.camera = camera; self.rows = rows; self.clockUncertaintyMicroseconds = clockUncertaintyMicroseconds
+        }
+    }
+
+    public init(groups: Int64, grid: FrameGrid, inputs: [Input]) {
+        self.groups = groups
+        var centersByGroup: [Int64: [Int64]] = [:]
+        var cameras: [Camera] = []
+        for input in inputs {
+            var phase: [Int64] = []
+            var dropped: Int64 = 0
+            for row in input.rows {
+                if row.isDup { dropped += 1; continue }
+                centersByGroup[row.group, default: []].append(row.centerMicroseconds)
+                phase.append(abs(row.centerMicroseconds - grid.instant(ofGroup: row.group)))
+            }
+            cameras.append(Camera(node: input.node, camera: input.camera, frames: Int64(input.rows.count), dropped: dropped,
+                                  phaseErrorMicroseconds: Percentiles(of: phase),
+                                  clockUncertaintyMicroseconds: input.clockUncertaintyMicroseconds))
+        }
+        let spreads = centersByGroup.values.filter { $0.count >= 2 }.map { $0.max()! - $0.min()! }
+        self.spreadMicroseconds = Percentiles(of: spreads)
+        self.groupsMeasured = Int64(spreads.count)
+        self.cameras = cameras
+    }
+}

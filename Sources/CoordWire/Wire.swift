@@ -1,0 +1,172 @@
+// Conversions between the generated protobuf types (coord.v1) and the core's own types. Nothing outside
+// the services' edges sees a generated type.
+import CoordCore
+import Foundation
+import SwiftProtobuf
+
+public typealias Envelope = Coord_V1_Envelope
+
+public enum Wire {
+    /// The protocol version this build speaks.
+    public static let protocolVersion: UInt32 = UInt32(Coord_V1_ProtocolVersion.current.rawValue)
+    /// Largest request a node accepts; bigger ones get TOO_LARGE.
+    public static let maxRequestBytes = 1 << 20
+    /// Largest chunk a FetchChunk may ask for.
+    public static let maxChunkBytes: UInt32 = 4 << 20
+
+    public static func envelope(_ requestID: UInt64, _ body: Envelope.OneOf_Body) -> Envelope {
+        var e = Envelope()
+        e.protocolVersion = protocolVersion
+        e.requestID = requestID
+        e.body = body
+        return e
+    }
+
+    public static func encode(_ envelope: Envelope) -> [UInt8] {
+        // Serializing a fully-populated message cannot fail; a failure would be a programming error.
+        (try? envelope.serializedBytes()) ?? []
+    }
+
+    /// Parses one message, or says in a sentence why it is not a coord.v1 Envelope.
+    public static func decode(_ bytes: [UInt8]) throws(NodeFailure) -> Envelope {
+        if bytes.count > maxRequestBytes {
+            throw NodeFailure(.tooLarge, "message of \(bytes.count) bytes exceeds the limit of \(maxRequestBytes) bytes.")
+        }
+        let envelope: Envelope
+        do {
+            envelope = try Envelope(serializedBytes: bytes)
+        } catch {
+            throw NodeFailure(.malformed, "message of \(bytes.count) bytes is not a coord.v1 Envelope (\(error)).")
+        }
+        if envelope.protocolVersion != protocolVersion {
+            throw NodeFailure(.versionMismatch,
+                              "peer speaks coord protocol version \(envelope.protocolVersion), this program speaks version \(protocolVersion).")
+        }
+        return envelope
+    }
+
+    public static func error(_ requestID: UInt64, _ failure: NodeFailure) -> Envelope {
+        var e = Coord_V1_Error()
+        e.code = failure.code.wire
+        e.message = failure.message
+        return envelope(requestID, .error(e))
+    }
+}
+
+extension NodeFailure.Code {
+    public var wire: Coord_V1_Error.Code {
+        switch self {
+        case .malformed: return .malformed
+        case .unknownMessage: return .unknownMessage
+        case .versionMismatch: return .versionMismatch
+        case .tooLarge: return .tooLarge
+        case .badState: return .badState
+        case .badConfig: return .badConfig
+        case .notFound: return .notFound
+        case .io: return .io
+        case .internal: return .internal
+        }
+    }
+
+    public init(wire: Coord_V1_Error.Code) {
+        switch wire {
+        case .malformed: self = .malformed
+        case .unknownMessage: self = .unknownMessage
+        case .versionMismatch: self = .versionMismatch
+        case .tooLarge: self = .tooLarge
+        case .badState: self = .badState
+        case .badConfig: self = .badConfig
+        case .notFound: self = .notFound
+        case .io: self = .io
+        default: self = .internal
+        }
+    }
+}
+
+extension NodeFailure {
+    public init(wire: Coord_V1_Error) {
+        self.init(Code(wire: wire.code), wire.message)
+    }
+}
+
+extension CameraFormat {
+    public init(wire: Coord_V1_CameraFormat) {
+        self.init(pixelFormat: wire.pixelFormat, width: Int(wire.width), height: Int(wire.height),
+                  minFramePeriodMicroseconds: Int64(wire.minFramePeriodUs), maxFramePeriodMicroseconds: Int64(wire.maxFramePeriodUs))
+    }
+
+    public var wire: Coord_V1_CameraFormat {
+        var w = Coord_V1_CameraFormat()
+        w.pixelFormat = pixelFormat
+        w.width = UInt32(clamping: width)
+        w.height = UInt32(clamping: height)
+        w.minFramePeriodUs = UInt64(clamping: minFramePeriodMicroseconds)
+        w.maxFramePeriodUs = UInt64(clamping: maxFramePeriodMicroseconds)
+        return w
+    }
+}
+
+extension CameraCapabilities {
+    public init(wire: Coord_V1_CameraInfo) {
+        self.init(name: wire.name, source: wire.source, device: wire.device, formats: wire.formats.map(CameraFormat.init(wire:)),
+                  codecs: wire.codecs)
+    }
+
+    public var wire: Coord_V1_CameraInfo {
+        var w = Coord_V1_CameraInfo()
+        w.name = name
+        w.source = source
+        w.device = device
+        w.formats = formats.map(\.wire)
+        w.codecs = codecs
+        return w
+    }
+}
+
+extension CameraSettings {
+    public init(wire: Coord_V1_CameraConfig) {
+        self.init(camera: wire.camera, ordinal: Int(wire.ordinal), width: Int(wire.width), height: Int(wire.height),
+                  fps: Int(wire.fps), codec: wire.codec)
+    }
+
+    public var wire: Coord_V1_CameraConfig {
+        var w = Coord_V1_CameraConfig()
+        w.camera = camera
+        w.ordinal = UInt32(clamping: ordinal)
+        w.width = UInt32(clamping: width)
+        w.height = UInt32(clamping: height)
+        w.fps = UInt32(clamping: fps)
+        w.codec = codec
+        return w
+    }
+}
+
+extension ClockMapping {
+    public init(wire: Coord_V1_ClockMapping) {
+        self.init(offsetMicroseconds: Double(wire.offsetUs), ratePPM: wire.ratePpm, referenceLocal: wire.refLocalUs,
+                  uncertaintyMicroseconds: wire.uncertaintyUs)
+    }
+
+    public var wire: Coord_V1_ClockMapping {
+        var w = Coord_V1_ClockMapping()
+        w.offsetUs = Int64(offsetMicroseconds.rounded())
+        w.ratePpm = ratePPM
+        w.refLocalUs = referenceLocal
+        w.uncertaintyUs = uncertaintyMicroseconds
+        return w
+    }
+}
+
+extension TakeManifest.File {
+    public init(wire: Coord_V1_FileInfo) {
+        self.init(path: wire.path, bytes: wire.bytes, sha256: wire.sha256)
+    }
+
+    public var wire: Coord_V1_FileInfo {
+        var w = Coord_V1_FileInfo()
+        w.path = path
+        w.bytes = bytes
+        w.sha256 = sha256
+        return w
+    }
+}

@@ -1,0 +1,173 @@
+import CoordCore
+import Foundation
+import Platform
+
+/// A synthetic camera that behaves like a free-running sensor (CONTRACT §5): its frame clock runs on the
+/// host's real time with its own rate error and a random start phase; the node sees each frame only
+/// through its (simulated) local clock and a noisy start-of-exposure buffer timestamp, as from V4L2.
+/// Every frame carries the SYNCSTRIPE with the true exposure-centre time, which only tests read.
+public final class SyntheticSensor: @unchecked Sendable {
+    public struct Spec: Sendable {
+        public var ordinal: UInt8
+        public var width: Int
+        public var height: Int
+        public var nominalPeriodMicroseconds: Double
+        /// The sensor's own rate error: its real frame period is nominal × (1 + ppm·1e-6).
+        public var rateErrorPPM: Double
+        public var exposureMicroseconds: Double
+        /// Standard deviation of the buffer timestamp's noise, as a driver's.
+        public var timestampJitterMicroseconds: Double
+        /// Frame-duration limits the sensor declares (as a real sensor's VBLANK range allows).
+        public var minPeriodMicroseconds: Double
+        public var maxPeriodMicroseconds: Double
+        public var seed: UInt64
+        /// Buffers in the capture queue, as V4L2's REQBUFS count: when all are held downstream, frames drop.
+        public var bufferCount: Int
+
+        public init(ordinal: UInt8, width: Int, height: Int, fps: Int, rateErrorPPM: Double, timestampJitterMicroseconds: Double,
+                    seed: UInt64, bufferCount: Int = 6) {
+            self.ordinal = ordinal; self.width = width; self.height = height
+            self.nominalPeriodMicroseconds = 1_000_000 / Double(fps)
+            self.rateErrorPPM = rateErrorPPM
+            self.exposureMicroseconds = (1_000_000 / Double(fps)) / 2
+            self.timestampJitterMicroseconds = timestampJitterMicroseconds
+            self.minPeriodMicroseconds = 1_000_000 / Double(fps) * 0.5
+            self.maxPeriodMicroseconds = 1_000_000 / Double(fps) * 2
+            self.seed = seed
+            self.bufferCount = bufferCount
+        }
+    }
+
+    /// A frame as the node receives it: its picture, the sensor's sequence number and the buffer timestamp.
+    public struct Capture: @unchecked Sendable {
+        public let picture: PlanarFrame
+        public let sequence: UInt32
+        /// Start of exposure on the node's local clock, with driver noise.
+        public let timestampLocal: Int64
+        public let exposureMicroseconds: Int64
+    }
+
+    public let spec: Spec
+    private let localClock: @Sendable (Int64) -> Int64
+    private let lock = NSLock()
+    private var free: [PlanarFrame]
+    private var queue: [Capture] = []
+    private let available = NSCondition()
+    private var running = false
+    private var thread: Thread?
+    private var pendingPeriod: Double?
+    private var random: SeededRandom
+    /// Frames the sensor produced with no free buffer to put them in.
+    public private(set) var droppedAtSensor: UInt64 = 0
+    public private(set) var produced: UInt64 = 0
+
+    /// `localClock` maps the host's CLOCK_MONOTONIC (µs) to the node's local clock (µs).
+    public init(spec: Spec, localClock: @escaping @Sendable (Int64) -> Int64) {
+        self.spec = spec
+        self.localClock = localClock
+        self.free = (0..<spec.bufferCount).map { _ in PlanarFrame(width: spec.width, height: spec.height) }
+        self.random = SeededRandom(seed: spec.seed)
+    }
+
+    /// Starts the free-running frame clock at a random phase.
+    public func start() {
+        lock.lock()
+        guard !running else { lock.unlock(); return }
+        running = true
+        lock.unlock()
+        let firstStart = Double(MonotonicClock.now()) + Double.random(in: 0..<spec.nominalPeriodMicroseconds, using: &random)
+        let thread = Thread { [self] in run(firstStart: firstStart) }
+        thread.name = "sensor-\(spec.ordinal)"
+        thread.qualityOfService = .userInteractive
+        self.thread = thread
+        thread.start()
+    }
+
+    public func stop() {
+        lock.lock()
+        running = false
+        lock.unlock()
+        available.lock()
+        available.broadcast()
+        available.unlock()
+    }
+
+    /// Requests one frame duration for the next frame, as a sensor's frame-duration control does.
+    /// Returns false (and changes nothing) outside the declared limits.
+    @discardableResult
+    public func requestNextFramePeriod(_ microseconds: Double) -> Bool {
+        guard microseconds >= spec.minPeriodMicroseconds, microseconds <= spec.maxPeriodMicroseconds else { return false }
+        lock.lock()
+        pendingPeriod = microseconds
+        lock.unlock()
+        return true
+    }
+
+    /// The next captured frame, waiting at most `timeoutMicroseconds`; nil on timeout or after stop.
+    public func next(timeoutMicroseconds: Int64) -> Capture? {
+        available.lock()
+        defer { available.unlock() }
+        let deadline = Date().addingTimeInterval(Double(timeoutMicroseconds) / 1_000_000)
+        while queue.isEmpty {
+            if !isRunning { return nil }
+            if !available.wait(until: deadline) { return nil }
+        }
+        return queue.removeFirst()
+    }
+
+    /// Gives a picture back to the sensor's buffer pool.
+    public func release(_ picture: PlanarFrame) {
+        lock.lock()
+        free.append(picture)
+        lock.unlock()
+    }
+
+    private var isRunning: Bool {
+        lock.lock()
+        defer { lock.unlock() }
+        return running
+    }
+
+    private func run(firstStart: Double) {
+        var start = firstStart
+        var counter: UInt32 = 0
+        while true {
+            let exposure = spec.exposureMicroseconds
+            // The frame is readable once its exposure has ended.
+            MonotonicClock.sleep(until: Int64((start + exposure).rounded(.up)))
+            lock.lock()
+            let keepRunning = running
+            let period = pendingPeriod ?? spec.nominalPeriodMicroseconds * (1 + spec.rateErrorPPM * 1e-6)
+            pendingPeriod = nil
+            let buffer = free.popLast()
+            lock.unlock()
+            guard keepRunning else { break }
+
+            let center = start + exposure / 2
+            produced += 1
+            if let buffer {
+                TestPattern.paint(into: buffer, frameCounter: counter, ordinal: spec.ordinal)
+                SyncStripe(ordinal: spec.ordinal, frameCounter: counter, trueCenterMicroseconds: Int64(center.rounded()))
+                    .paint(into: buffer)
+                let noise = random.gaussian(standardDeviation: spec.timestampJitterMicroseconds)
+                let stamp = localClock(Int64(start.rounded())) + Int64(noise.rounded())
+                let capture = Capture(picture: buffer, sequence: counter, timestampLocal: stamp,
+                                      exposureMicroseconds: Int64(exposure.rounded()))
+                available.lock()
+                queue.append(capture)
+                available.signal()
+                available.unlock()
+            } else {
+                droppedAtSensor += 1
+            }
+            counter &+= 1
+            start += period
+        }
+        // Pictures still queued go back to the pool.
+        available.lock()
+        let leftover = queue
+        queue.removeAll()
+        available.unlock()
+        for capture in leftover { release(capture.picture) }
+    }
+}

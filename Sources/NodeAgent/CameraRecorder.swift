@@ -1,0 +1,262 @@
+import CoordCore
+import Foundation
+import Logging
+import Media
+import Platform
+
+/// Records one camera of a take: takes frames from the sensor, maps their exposure centres onto the rig
+/// timebase, lets the `GroupAssigner` decide which group each fills, and writes the Matroska file and
+/// frames.csv. Runs on its own thread; recording never waits for the network.
+final class CameraRecorder: @unchecked Sendable {
+    struct Progress: Sendable {
+        var frames: Int64 = 0
+        var dropped: Int64 = 0
+        var lastGroup: Int64 = -1
+        var finished = false
+        var error: String?
+        var sensorSkips: Int64 = 0
+    }
+
+    let settings: CameraSettings
+    let node: String
+    let mkvURL: URL
+    let csvURL: URL
+    private let sensor: SyntheticSensor
+    private let writer: MatroskaWriter
+    private let csv: FileHandle
+    private let grid: FrameGrid
+    private let mapping: ClockMapping
+    private let localNow: @Sendable () -> Int64
+    private let logger: Logger
+    private let onFinish: @Sendable () -> Void
+
+    private let lock = NSLock()
+    private var progress = Progress()
+    private var requestedStart: (start: Int64, stop: Int64?)?
+    private var requestedStop: Int64?
+    private var abandon = false
+    private var thread: Thread?
+
+    // Owned by the recorder thread.
+    private var assigner: GroupAssigner?
+    private var previous: (picture: PlanarFrame, center: Int64)?
+    private var blank: PlanarFrame?
+    private var csvBuffer = ""
+    private var rowsWritten: Int64 = 0
+    private var lastSequence: UInt32?
+
+    /// Opens the file and its frames table; the sensor starts running now (armed), writing waits for `start`.
+    init(settings: CameraSettings, node: String, directory: URL, sensor: SyntheticSensor, grid: FrameGrid, mapping: ClockMapping,
+         metadata: [String: String], localNow: @escaping @Sendable () -> Int64, logger: Logger,
+         onFinish: @escaping @Sendable () -> Void) throws(NodeFailure) {
+        self.settings = settings
+        self.node = node
+        self.sensor = sensor
+        self.grid = grid
+        self.mapping = mapping
+        self.localNow = localNow
+        self.logger = logger
+        self.onFinish = onFinish
+        mkvURL = directory.appendingPathComponent("\(settings.camera).mkv")
+        csvURL = directory.appendingPathComponent("\(settings.camera).frames.csv")
+        guard let codec = VideoCodec(rawValue: settings.codec) else {
+            throw NodeFailure(.badConfig, "camera \(node)/\(settings.camera): unknown codec \"\(settings.codec)\".")
+        }
+        do {
+            writer = try MatroskaWriter(path: mkvURL.path, width: settings.width, height: settings.height, fps: settings.fps,
+                                        codec: codec, metadata: metadata)
+        } catch {
+            throw NodeFailure(.io, "camera \(node)/\(settings.camera): \(error)")
+        }
+        guard FileManager.default.createFile(atPath: csvURL.path, contents: Data((FramesTable.header + "\n").utf8)),
+              let handle = try? FileHandle(forWritingTo: csvURL) else {
+            try? writer.finish()
+            throw NodeFailure(.io, "camera \(node)/\(settings.camera): cannot create \(csvURL.path).")
+        }
+        _ = try? handle.seekToEnd()
+        csv = handle
+    }
+
+    func arm() {
+        sensor.start()
+        let thread = Thread { [self] in run() }
+        thread.name = "record-\(settings.camera)"
+        self.thread = thread
+        thread.start()
+    }
+
+    /// Writes groups [start, stop); stop nil means until `stop(at:)`.
+    func start(group: Int64, stop: Int64?) {
+        lock.lock()
+        requestedStart = (group, stop)
+        lock.unlock()
+    }
+
+    func stop(at group: Int64) {
+        lock.lock()
+        requestedStop = group
+        lock.unlock()
+    }
+
+    /// Stops without finishing the take's groups (abort, or shutdown before start).
+    func abandonRecording() {
+        lock.lock()
+        abandon = true
+        lock.unlock()
+    }
+
+    var snapshot: Progress {
+        lock.lock()
+        defer { lock.unlock() }
+        return progress
+    }
+
+    private var lateness: Int64 { max(4 * grid.periodMicroseconds, 200_000) }
+
+    private func run() {
+        defer {
+            sensor.stop()
+            if let previous { sensor.release(previous.picture) }
+            previous = nil
+            onFinish()
+        }
+        while true {
+            lock.lock()
+            let start = requestedStart
+            requestedStart = nil
+            let stop = requestedStop
+            requestedStop = nil
+            let quit = abandon
+            lock.unlock()
+
+            if quit {
+                finishFiles(reason: "stopped before its last group")
+                return
+            }
+            var actions: [GroupAssigner.Action] = []
+            if let start, assigner == nil {
+                assigner = GroupAssigner(grid: grid, startGroup: start.start, stopGroup: start.stop)
+            }
+            if let stop, assigner != nil { actions += assigner!.stop(at: stop) }
+            if !actions.isEmpty, perform(actions, capture: nil) { return }
+
+            let capture = sensor.next(timeoutMicroseconds: grid.periodMicroseconds)
+            if let capture {
+                if let last = lastSequence, capture.sequence != last &+ 1 {
+                    lock.lock(); progress.sensorSkips += Int64(capture.sequence &- last &- 1); lock.unlock()
+                }
+                lastSequence = capture.sequence
+                let centerLocal = Double(capture.timestampLocal) + Double(capture.exposureMicroseconds) / 2
+                let center = Int64(mapping.rig(fromLocal: centerLocal).rounded())
+                if assigner == nil {
+                    keepAsPrevious(capture.picture, center: center)
+                    continue
+                }
+                actions = assigner!.frame(center: center)
+                if perform(actions, capture: (capture.picture, center)) { return }
+            } else if assigner != nil {
+                let now = Int64(mapping.rig(fromLocal: Double(localNow())).rounded())
+                actions = assigner!.tick(now: now, lateness: lateness)
+                if perform(actions, capture: nil) { return }
+            }
+        }
+    }
+
+    private func keepAsPrevious(_ picture: PlanarFrame, center: Int64) {
+        if let previous { sensor.release(previous.picture) }
+        previous = (picture, center)
+    }
+
+    /// Carries out the assigner's decisions; returns true once the file is finished.
+    private func perform(_ actions: [GroupAssigner.Action], capture: (picture: PlanarFrame, center: Int64)?) -> Bool {
+        var captureKept = false
+        defer { if let capture, !captureKept { sensor.release(capture.picture) } }
+        do {
+            for action in actions {
+                switch action {
+                case .holdAsPrevious:
+                    if let capture { keepAsPrevious(capture.picture, center: capture.center); captureKept = true }
+                case .write(let group):
+                    guard let capture else { continue }
+                    try writer.write(capture.picture, ptsMicroseconds: pts(group))
+                    appendRow(group: group, center: capture.center, dup: false)
+                    keepAsPrevious(capture.picture, center: capture.center)
+                    captureKept = true
+                case .repeatPrevious(let group):
+                    if writer.framesWritten > 0 {
+                        try writer.writeRepeat(ptsMicroseconds: pts(group))
+                    } else {
+                        // Nothing written yet: the held pre-roll picture (or a blank one) fills the first group.
+                        try writer.write(previous?.picture ?? blankPicture(), ptsMicroseconds: pts(group))
+                    }
+                    appendRow(group: group, center: previous?.center ?? grid.instant(ofGroup: group), dup: true)
+                case .discard:
+                    break
+                case .finish:
+                    finishFiles(reason: nil)
+                    return true
+                }
+            }
+        } catch {
+            let message = "camera \(node)/\(settings.camera) stopped recording: \(error)"
+            logger.error("\(message)")
+            lock.lock(); progress.error = message; lock.unlock()
+            finishFiles(reason: message)
+            return true
+        }
+        return false
+    }
+
+    private func pts(_ group: Int64) -> Int64 {
+        (group - (assigner?.startGroup ?? 0)) * grid.periodMicroseconds
+    }
+
+    private func blankPicture() -> PlanarFrame {
+        if let blank { return blank }
+        let frame = PlanarFrame(width: settings.width, height: settings.height)
+        frame.luma.update(repeating: 16)
+        frame.cb.update(repeating: 128)
+        frame.cr.update(repeating: 128)
+        blank = frame
+        return frame
+    }
+
+    private func appendRow(group: Int64, center: Int64, dup: Bool) {
+        csvBuffer += FramesTable.line(FrameRow(frame: rowsWritten, group: group, centerMicroseconds: center, isDup: dup))
+        csvBuffer += "\n"
+        rowsWritten += 1
+        lock.lock()
+        progress.frames = rowsWritten
+        if dup { progress.dropped += 1 }
+        progress.lastGroup = group
+        lock.unlock()
+        // Rows reach the disk every second's worth of frames, so a crash loses little.
+        if rowsWritten % Int64(max(settings.fps, 1)) == 0 { flushRows() }
+    }
+
+    private func flushRows() {
+        guard !csvBuffer.isEmpty else { return }
+        do {
+            try csv.write(contentsOf: Data(csvBuffer.utf8))
+        } catch {
+            lock.lock(); progress.error = progress.error ?? "camera \(node)/\(settings.camera): writing \(csvURL.path) failed: \(error.localizedDescription)"; lock.unlock()
+        }
+        csvBuffer = ""
+    }
+
+    private func finishFiles(reason: String?) {
+        flushRows()
+        try? csv.synchronize()
+        try? csv.close()
+        do {
+            try writer.finish()
+        } catch {
+            lock.lock(); progress.error = progress.error ?? "camera \(node)/\(settings.camera): finishing \(mkvURL.path) failed: \(error)"; lock.unlock()
+        }
+        lock.lock()
+        progress.finished = true
+        if let reason, progress.error == nil, assigner != nil { progress.error = "camera \(node)/\(settings.camera) \(reason)" }
+        lock.unlock()
+        logger.info("camera finished", metadata: ["camera": "\(settings.camera)", "frames": "\(rowsWritten)"])
+    }
+}

@@ -1,0 +1,358 @@
+import CoordCore
+import CoordWire
+import Foundation
+import Logging
+import Media
+import Platform
+
+/// How a node agent is set up (from flags or its config file).
+public struct NodeConfiguration: Sendable {
+    public var name: String
+    public var endpoint: String
+    public var staging: URL
+    public var syntheticCameras: [String]
+    /// Simulated local clock (demo only): offset and drift from the host's CLOCK_MONOTONIC.
+    public var clockOffsetMicroseconds: Int64 = 0
+    public var clockDriftPPM: Double = 0
+    /// Standard deviation of synthetic buffer-timestamp noise.
+    public var timestampJitterMicroseconds: Double = 30
+    /// Rate error of each synthetic sensor is drawn from ±this.
+    public var sensorRateErrorPPM: Double = 20
+    public var seed: UInt64 = 1
+    /// Exit when this process (the demo's coordinator) is gone.
+    public var parentPID: Int32?
+    /// Keep files after the coordinator confirmed them (default: delete them to free the disk).
+    public var keepAfterCollect = false
+
+    public init(name: String, endpoint: String, staging: URL, syntheticCameras: [String]) {
+        self.name = name
+        self.endpoint = endpoint
+        self.staging = staging
+        self.syntheticCameras = syntheticCameras
+    }
+
+    /// One sentence naming what is wrong with this configuration, or nil.
+    public func problem() -> String? {
+        if let p = RigName.problem(with: name, kind: "node") { return p }
+        for camera in syntheticCameras { if let p = RigName.problem(with: camera, kind: "camera") { return p } }
+        if Set(syntheticCameras).count != syntheticCameras.count { return "camera names must be unique on node \(name)." }
+        if syntheticCameras.isEmpty { return "node \(name) has no cameras: give --synthetic NAME[,NAME…]." }
+        return nil
+    }
+}
+
+/// The node agent's request handling: one request in, one reply out, on the socket's thread. Recording runs
+/// on the recorders' own threads.
+public final class NodeAgent: @unchecked Sendable {
+    public static let version = "0.1.0"
+
+    let configuration: NodeConfiguration
+    let logger: Logger
+    private let store: FileStore
+    private let simulatedClock: SimulatedClock
+    private let cameras: [CameraCapabilities]
+
+    private let lock = NSLock()
+    private var machine = NodeTakeMachine()
+    private var settings: [CameraSettings] = []
+    private var recorders: [CameraRecorder] = []
+    private var finishedFiles: [String: [TakeManifest.File]] = [:]
+    private var failureDetail = ""
+
+    public init(configuration: NodeConfiguration, logger: Logger) {
+        self.configuration = configuration
+        self.logger = logger
+        store = FileStore(root: configuration.staging)
+        simulatedClock = SimulatedClock(offsetMicroseconds: configuration.clockOffsetMicroseconds,
+                                        driftPPM: configuration.clockDriftPPM, hostReference: MonotonicClock.now())
+        cameras = configuration.syntheticCameras.map { name in
+            // A synthetic sensor declares the formats a typical USB camera offers, up to 60 fps.
+            let sizes = [(320, 240), (640, 480), (1280, 720), (1920, 1080), (3840, 2160)]
+            return CameraCapabilities(
+                name: name, source: "synthetic",
+                formats: sizes.map { CameraFormat(pixelFormat: "yuv420p", width: $0.0, height: $0.1,
+                                                  minFramePeriodMicroseconds: 16_667, maxFramePeriodMicroseconds: 1_000_000) },
+                codecs: VideoCodec.allCases.map(\.rawValue))
+        }
+    }
+
+    /// The node's local clock (µs): CLOCK_MONOTONIC, shifted by the simulation if one is configured.
+    public func localNow() -> Int64 { simulatedClock.local(fromHost: MonotonicClock.now()) }
+
+    /// Handles one request. `receivedLocal` is the local time the bytes came off the socket.
+    public func handle(_ bytes: [UInt8], receivedLocal: Int64) -> Envelope {
+        let envelope: Envelope
+        do {
+            envelope = try Wire.decode(bytes)
+        } catch {
+            logger.warning("rejected a message", metadata: ["reason": "\(error.message)"])
+            return Wire.error(0, error)
+        }
+        do {
+            return try reply(to: envelope, receivedLocal: receivedLocal)
+        } catch {
+            logger.warning("request refused", metadata: ["reason": "\(error.message)"])
+            return Wire.error(envelope.requestID, error)
+        }
+    }
+
+    private func reply(to envelope: Envelope, receivedLocal: Int64) throws(NodeFailure) -> Envelope {
+        let id = envelope.requestID
+        switch envelope.body {
+        case .hello(let hello):
+            logger.info("hello", metadata: ["coordinator": "\(hello.coordinator.prefix(64))"])
+            var r = Coord_V1_HelloReply()
+            r.node = configuration.name
+            r.agentVersion = NodeAgent.version
+            r.cameras = cameras.map(\.wire)
+            r.host = ProcessInfo.processInfo.hostName
+            return Wire.envelope(id, .helloReply(r))
+        case .clockProbe(let probe):
+            var r = Coord_V1_ClockProbeReply()
+            r.t1Us = probe.t1Us
+            r.t2Us = receivedLocal
+            r.t3Us = localNow()
+            return Wire.envelope(id, .clockProbeReply(r))
+        case .configure(let configure):
+            try self.configure(configure)
+            return ack(id, "configured \(configure.cameras.count) camera(s)")
+        case .arm(let arm):
+            return Wire.envelope(id, .armed(try self.arm(arm)))
+        case .startAt(let start):
+            try self.start(start)
+            return ack(id, "recording")
+        case .stopAt(let stop):
+            try self.stop(stop)
+            return ack(id, "stopping at group \(stop.stopGroup)")
+        case .abort(let abort):
+            try self.abort(abort)
+            return ack(id, "aborted")
+        case .statusRequest:
+            return Wire.envelope(id, .status(status()))
+        case .listFiles(let list):
+            return Wire.envelope(id, .fileList(try files(list.takeID)))
+        case .fetchChunk(let fetch):
+            guard fetch.length > 0, fetch.length <= Wire.maxChunkBytes else {
+                throw NodeFailure(.badConfig, "chunk length \(fetch.length) must be between 1 and \(Wire.maxChunkBytes) bytes.")
+            }
+            try requireCollectable(fetch.takeID)
+            let (data, eof) = try store.read(takeID: fetch.takeID, path: fetch.path, offset: fetch.offset, length: Int(fetch.length))
+            var r = Coord_V1_Chunk()
+            r.path = fetch.path
+            r.offset = fetch.offset
+            r.data = data
+            r.eof = eof
+            return Wire.envelope(id, .chunk(r))
+        case .confirmCollected(let confirm):
+            try requireCollectable(confirm.takeID)
+            let confirmed = confirm.files.map(TakeManifest.File.init(wire:))
+            if configuration.keepAfterCollect {
+                return ack(id, "kept \(confirmed.count) file(s)")
+            }
+            let released = try store.release(takeID: confirm.takeID, confirmed: confirmed)
+            lock.lock(); finishedFiles[confirm.takeID] = nil; lock.unlock()
+            logger.info("released collected files", metadata: ["take": "\(confirm.takeID)", "files": "\(released.count)"])
+            return ack(id, "released \(released.count) file(s)")
+        case .helloReply, .armed, .status, .clockProbeReply, .fileList, .chunk, .ack, .error:
+            throw NodeFailure(.unknownMessage, "a node does not accept replies as requests.")
+        case .none:
+            throw NodeFailure(.unknownMessage, "the message carries no request this node knows (protocol version \(Wire.protocolVersion)).")
+        }
+    }
+
+    private func ack(_ id: UInt64, _ detail: String) -> Envelope {
+        var a = Coord_V1_Ack()
+        a.detail = detail
+        return Wire.envelope(id, .ack(a))
+    }
+
+    private func configure(_ message: Coord_V1_Configure) throws(NodeFailure) {
+        guard RigName.isValid(message.takeID) else { throw NodeFailure(.badConfig, "take id \"\(message.takeID)\" is not a valid name.") }
+        guard !message.cameras.isEmpty else { throw NodeFailure(.badConfig, "take \(message.takeID) configures no cameras.") }
+        let requested = message.cameras.map(CameraSettings.init(wire:))
+        for s in requested {
+            if let problem = s.problem(on: configuration.name, with: cameras.first { $0.name == s.camera }) {
+                throw NodeFailure(.badConfig, problem)
+            }
+        }
+        if Set(requested.map(\.camera)).count != requested.count {
+            throw NodeFailure(.badConfig, "take \(message.takeID) configures a camera of node \(configuration.name) twice.")
+        }
+        lock.lock()
+        defer { lock.unlock() }
+        try machine.configure(takeID: message.takeID)
+        settings = requested
+        recorders = []
+        failureDetail = ""
+        logger.info("configured", metadata: ["take": "\(message.takeID)", "cameras": "\(requested.map(\.camera))"])
+    }
+
+    private func arm(_ message: Coord_V1_Arm) throws(NodeFailure) -> Coord_V1_Armed {
+        guard message.framePeriodUs > 0, message.hasClock else {
+            throw NodeFailure(.badConfig, "arm for take \(message.takeID) needs a frame period and a clock mapping.")
+        }
+        lock.lock()
+        defer { lock.unlock() }
+        try machine.arm(takeID: message.takeID)
+        let grid = FrameGrid(t0: message.t0Us, periodMicroseconds: Int64(message.framePeriodUs))
+        let mapping = ClockMapping(wire: message.clock)
+        let directory = store.takeDirectory(message.takeID).appendingPathComponent(configuration.name, isDirectory: true)
+        do {
+            try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        } catch {
+            machine.fail()
+            throw NodeFailure(.io, "node \(configuration.name) cannot create its staging directory \(directory.path): \(error.localizedDescription).")
+        }
+        var made: [CameraRecorder] = []
+        for (index, s) in settings.enumerated() {
+            let spec = SyntheticSensor.Spec(
+                ordinal: UInt8(s.ordinal), width: s.width, height: s.height, fps: s.fps,
+                rateErrorPPM: sensorRateError(index), timestampJitterMicroseconds: configuration.timestampJitterMicroseconds,
+                seed: configuration.seed &* 1_000_003 &+ UInt64(index))
+            let clock = simulatedClock
+            let sensor = SyntheticSensor(spec: spec) { host in clock.local(fromHost: host) }
+            do {
+                let recorder = try CameraRecorder(
+                    settings: s, node: configuration.name, directory: directory, sensor: sensor, grid: grid, mapping: mapping,
+                    metadata: ["coord_take": message.takeID, "coord_node": configuration.name, "coord_camera": s.camera],
+                    localNow: { [weak self] in self?.localNow() ?? 0 }, logger: logger,
+                    onFinish: { [weak self] in self?.cameraFinished() })
+                made.append(recorder)
+            } catch {
+                made.forEach { $0.abandonRecording() }
+                machine.fail()
+                failureDetail = error.message
+                throw error
+            }
+        }
+        recorders = made
+        made.forEach { $0.arm() }
+        logger.info("armed", metadata: ["take": "\(message.takeID)", "t0_us": "\(message.t0Us)"])
+        var armed = Coord_V1_Armed()
+        armed.takeID = message.takeID
+        armed.cameras = settings.map(\.camera)
+        return armed
+    }
+
+    private func sensorRateError(_ index: Int) -> Double {
+        var random = SeededRandom(seed: configuration.seed &+ 7919 &* UInt64(index + 1))
+        return Double.random(in: -configuration.sensorRateErrorPPM...configuration.sensorRateErrorPPM, using: &random)
+    }
+
+    private func start(_ message: Coord_V1_StartAt) throws(NodeFailure) {
+        lock.lock()
+        defer { lock.unlock() }
+        guard message.stopGroup == 0 || message.stopGroup > message.startGroup else {
+            throw NodeFailure(.badConfig, "stop group \(message.stopGroup) must follow start group \(message.startGroup).")
+        }
+        try machine.start(takeID: message.takeID)
+        for recorder in recorders {
+            recorder.start(group: message.startGroup, stop: message.stopGroup == 0 ? nil : message.stopGroup)
+        }
+        logger.info("recording", metadata: ["take": "\(message.takeID)", "start_group": "\(message.startGroup)",
+                                            "stop_group": "\(message.stopGroup)"])
+    }
+
+    private func stop(_ message: Coord_V1_StopAt) throws(NodeFailure) {
+        lock.lock()
+        defer { lock.unlock() }
+        try machine.stop(takeID: message.takeID)
+        recorders.forEach { $0.stop(at: message.stopGroup) }
+    }
+
+    private func abort(_ message: Coord_V1_Abort) throws(NodeFailure) {
+        lock.lock()
+        let wasRecording = machine.state == .recording
+        try machine.abort(takeID: message.takeID)
+        let toStop = recorders
+        recorders = []
+        lock.unlock()
+        toStop.forEach { $0.abandonRecording() }
+        logger.warning("take aborted", metadata: ["take": "\(message.takeID)", "reason": "\(message.reason)"])
+        if !wasRecording {
+            // Nothing was recorded: the empty files go. A take that had started keeps whatever it captured.
+            try? FileManager.default.removeItem(at: store.takeDirectory(message.takeID))
+        }
+    }
+
+    /// Called on a recorder's thread when its file is final; the last one hashes the take's files.
+    private func cameraFinished() {
+        lock.lock()
+        guard machine.state == .recording, recorders.allSatisfy({ $0.snapshot.finished }), let takeID = machine.takeID else {
+            lock.unlock()
+            return
+        }
+        lock.unlock()
+        let files = (try? store.list(takeID: takeID)) ?? []
+        lock.lock()
+        finishedFiles[takeID] = files
+        machine.finish()
+        lock.unlock()
+        logger.info("take finished", metadata: ["take": "\(takeID)", "files": "\(files.count)"])
+    }
+
+    public func status() -> Coord_V1_Status {
+        lock.lock()
+        defer { lock.unlock() }
+        var s = Coord_V1_Status()
+        s.node = configuration.name
+        s.takeID = machine.takeID ?? ""
+        s.localNowUs = localNow()
+        s.detail = failureDetail
+        switch machine.state {
+        case .idle: s.state = .idle
+        case .configured: s.state = .configured
+        case .armed: s.state = .armed
+        case .recording: s.state = .recording
+        case .finished: s.state = .finished
+        case .failed: s.state = .failed
+        }
+        s.cameras = recorders.map { recorder in
+            let p = recorder.snapshot
+            var c = Coord_V1_CameraStatus()
+            c.camera = recorder.settings.camera
+            c.frames = UInt64(p.frames)
+            c.dropped = UInt64(p.dropped)
+            c.lastGroup = p.lastGroup
+            c.finished = p.finished
+            c.error = p.error ?? ""
+            return c
+        }
+        return s
+    }
+
+    private func requireCollectable(_ takeID: String) throws(NodeFailure) {
+        lock.lock()
+        defer { lock.unlock() }
+        if machine.takeID == takeID, machine.state == .recording || machine.state == .armed {
+            throw NodeFailure(.badState, "take \(takeID) is still \(machine.state.rawValue) on node \(configuration.name); its files are not final.")
+        }
+    }
+
+    private func files(_ takeID: String) throws(NodeFailure) -> Coord_V1_FileList {
+        try requireCollectable(takeID)
+        lock.lock()
+        let known = finishedFiles[takeID]
+        lock.unlock()
+        // A take this process did not record (e.g. before a restart) is listed from the staging area.
+        let files: [TakeManifest.File]
+        if let known { files = known } else { files = try store.list(takeID: takeID) }
+        var list = Coord_V1_FileList()
+        list.takeID = takeID
+        list.files = files.map(\.wire)
+        list.final = true
+        return list
+    }
+
+    /// Graceful shutdown: every camera still recording stops now and its file is finalized.
+    public func shutdown() {
+        lock.lock()
+        let active = recorders
+        lock.unlock()
+        active.forEach { $0.abandonRecording() }
+        let deadline = Date().addingTimeInterval(10)
+        while Date() < deadline, !active.allSatisfy({ $0.snapshot.finished }) {
+            Thread.sleep(forTimeInterval: 0.01)  // polling a flag the recorder threads set; bounded by the deadline
+        }
+    }
+}

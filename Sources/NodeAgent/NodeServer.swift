@@ -1,0 +1,118 @@
+import CoordWire
+import Foundation
+import Logging
+import Platform
+import ServiceLifecycle
+import ZeroMQ
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// The node agent's ZeroMQ shell: one ROUTER socket, owned by one thread, answering each request with one
+/// reply. Runs as a `Service`; graceful shutdown (SIGTERM) finalizes any recording in progress.
+public final class NodeServer: Service, @unchecked Sendable {
+    public let agent: NodeAgent
+    private let logger: Logger
+    private let context = ZMQContext()
+    private let wake = WakeSignal()
+    private let lock = NSLock()
+    private var stopRequested = false
+    /// Called once with the endpoint actually bound (a `*` port resolved).
+    private let onReady: @Sendable (String) -> Void
+
+    public init(agent: NodeAgent, logger: Logger, onReady: @escaping @Sendable (String) -> Void) {
+        self.agent = agent
+        self.logger = logger
+        self.onReady = onReady
+    }
+
+    public func run() async throws {
+        try await withGracefulShutdownHandler {
+            try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<Void, Error>) in
+                let thread = Thread { [self] in
+                    do {
+                        try serve()
+                        continuation.resume()
+                    } catch {
+                        continuation.resume(throwing: error)
+                    }
+                }
+                thread.name = "node-socket"
+                thread.start()
+            }
+        } onGracefulShutdown: { [self] in
+            requestStop()
+        }
+        agent.shutdown()
+    }
+
+    public func requestStop() {
+        lock.lock()
+        stopRequested = true
+        lock.unlock()
+        wake.signal()
+    }
+
+    private var shouldStop: Bool {
+        lock.lock()
+        defer { lock.unlock() }
+        return stopRequested
+    }
+
+    private func serve() throws {
+        var options = ZMQSocket.Options()
+        options.sendTimeoutMs = 500
+        options.receiveTimeoutMs = 0
+        // libzmq drops a peer that sends more than this; anything between the request limit and this gets TOO_LARGE.
+        options.maxMessageBytes = 16 << 20
+        let socket = try context.makeSocket(.router, options: options)
+        defer { socket.close() }
+        let bound = try socket.bind(agent.configuration.endpoint)
+        logger.info("listening", metadata: ["endpoint": "\(bound)", "node": "\(agent.configuration.name)"])
+        onReady(bound)
+
+        var lastParentCheck = MonotonicClock.now()
+        while !shouldStop {
+            let ready = try socket.poll(timeoutMs: 200, wakeFD: wake.fd)
+            if ready.wake { wake.drain() }
+            if ready.socket {
+                // Drain everything readable before polling again.
+                while let frames = try socket.receive() {
+                    let received = agent.localNow()
+                    handle(frames, receivedLocal: received, on: socket)
+                }
+            }
+            let now = MonotonicClock.now()
+            if let parent = agent.configuration.parentPID, now - lastParentCheck > 200_000 {
+                lastParentCheck = now
+                if kill(parent, 0) != 0 && errno == ESRCH {
+                    logger.warning("parent process \(parent) is gone; shutting down")
+                    break
+                }
+            }
+        }
+        logger.info("socket closed")
+    }
+
+    private func handle(_ frames: [[UInt8]], receivedLocal: Int64, on socket: ZMQSocket) {
+        // A DEALER peer's message arrives as [identity, payload]; a REQ peer's as [identity, empty, payload].
+        guard frames.count >= 2 else {
+            logger.warning("dropped a message with no payload frame")
+            return
+        }
+        let identity = frames[0]
+        let envelopeFrames = frames.count == 3 && frames[1].isEmpty ? [frames[1]] : []
+        let payload = frames[frames.count - 1]
+        if frames.count > 3 || (frames.count == 3 && !frames[1].isEmpty) {
+            logger.warning("message with \(frames.count - 1) frames; only the last is read")
+        }
+        let reply = agent.handle(payload, receivedLocal: receivedLocal)
+        do {
+            if try !socket.send([identity] + envelopeFrames + [Wire.encode(reply)]) {
+                logger.warning("reply dropped: the peer is not reading")
+            }
+        } catch {
+            logger.warning("reply failed", metadata: ["error": "\(error)"])
+        }
+    }
+}

@@ -1,0 +1,33 @@
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// A pipe another thread writes to, waking a thread blocked in `ZMQSocket.poll(wakeFD:)`.
+public final class WakeSignal: @unchecked Sendable {
+    /// The end to poll for readability.
+    public let fd: Int32
+    private let writeFD: Int32
+
+    public init() {
+        var fds: [Int32] = [0, 0]
+        precondition(pipe(&fds) == 0, "pipe failed: errno \(errno)")
+        fd = fds[0]
+        writeFD = fds[1]
+    }
+
+    public func signal() {
+        var one: UInt8 = 1
+        _ = write(writeFD, &one, 1)
+    }
+
+    /// Clears pending signals; call only after a poll reported `fd` readable (so the read cannot block).
+    public func drain() {
+        var buffer = [UInt8](repeating: 0, count: 4096)
+        _ = read(fd, &buffer, buffer.count)
+    }
+
+    deinit {
+        close(fd)
+        close(writeFD)
+    }
+}

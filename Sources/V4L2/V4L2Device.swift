@@ -1,0 +1,461 @@
+// The only Swift file that calls libv4l2 (through the cv4l2_* shims in Sources/CV4L2/shim.h).
+// Every call goes through `V4L2Device.call`, which retries EINTR and throws a V4L2Error carrying errno.
+import CV4L2
+import Foundation
+
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Musl)
+import Musl
+#endif
+
+/// A failed V4L2 call, rendered as one sentence naming the device, the operation and errno.
+public struct V4L2Error: Error, CustomStringConvertible, Equatable, Sendable {
+    /// The device path, e.g. "/dev/video0".
+    public var device: String
+    /// "open" or the ioctl's name, e.g. "VIDIOC_QUERYCAP".
+    public var operation: String
+    /// The errno the call left behind.
+    public var errno: Int32
+    /// Replaces the strerror text when the cause was found by us rather than reported by the kernel.
+    public var detail: String?
+
+    public init(device: String, operation: String, errno: Int32, detail: String? = nil) {
+        self.device = device
+        self.operation = operation
+        self.errno = errno
+        self.detail = detail
+    }
+
+    /// The reason in words: `detail`, or the C library's text for `errno`.
+    public var reason: String {
+        if let detail { return detail }
+        return String(cString: strerror(errno))
+    }
+
+    public var description: String {
+        if operation == "open" {
+            return "cannot open \(device): \(reason) (errno \(errno))."
+        }
+        return "\(operation) on \(device) failed: \(reason) (errno \(errno))."
+    }
+}
+
+/// What VIDIOC_QUERYCAP reports about a device node.
+public struct V4L2Capabilities: Equatable, Sendable {
+    public var driver: String
+    public var card: String
+    public var busInfo: String
+    /// The kernel version the driver was built for, as KERNEL_VERSION(a, b, c).
+    public var version: UInt32
+    /// The capabilities of this device node (device_caps when the driver sets it, else the whole device's).
+    public var deviceCapabilities: UInt32
+    /// The node captures single-planar video.
+    public var isVideoCapture: Bool
+    /// The node supports mmap streaming I/O.
+    public var canStream: Bool
+}
+
+/// How a driver enumerates a range: a list of values, or a minimum and maximum (with a step).
+public enum V4L2RangeKind: String, Equatable, Sendable {
+    case discrete, stepwise, continuous
+}
+
+/// A frame period as the fraction of a second V4L2 uses (1/30 is 30 frames per second).
+public struct V4L2FrameInterval: Equatable, Sendable {
+    public var numerator: UInt32
+    public var denominator: UInt32
+
+    public init(numerator: UInt32, denominator: UInt32) {
+        self.numerator = numerator
+        self.denominator = denominator
+    }
+
+    /// The period in microseconds, or nil if the denominator is 0.
+    public var periodUs: Double? {
+        denominator == 0 ? nil : Double(numerator) * 1_000_000 / Double(denominator)
+    }
+}
+
+/// One frame size of a pixel format and the frame intervals the driver offers at it.
+public struct V4L2FrameSize: Equatable, Sendable {
+    public var width: UInt32
+    public var height: UInt32
+    /// Discrete: every interval offered. Stepwise/continuous: the shortest and the longest.
+    public var intervals: [V4L2FrameInterval]
+    public var intervalKind: V4L2RangeKind
+}
+
+/// One pixel format a capture node offers.
+public struct V4L2Format: Equatable, Sendable {
+    /// The four-character code, e.g. "YUYV" or "MJPG".
+    public var fourcc: String
+    public var pixelFormat: UInt32
+    /// The driver's description, e.g. "YUYV 4:2:2".
+    public var description: String
+    public var isCompressed: Bool
+    /// Converted by libv4l2 rather than produced by the driver.
+    public var isEmulated: Bool
+    /// Discrete: every size offered. Stepwise/continuous: the smallest and the largest.
+    public var sizes: [V4L2FrameSize]
+    public var sizeKind: V4L2RangeKind
+}
+
+/// Where the driver takes a buffer's timestamp.
+public enum V4L2TimestampSource: Equatable, Sendable {
+    case endOfFrame, startOfExposure, other(UInt32)
+}
+
+/// One captured frame, valid until it is handed back with `V4L2Device.requeue(_:)`.
+public struct V4L2Frame {
+    public var index: UInt32
+    public var sequence: UInt32
+    /// The buffer timestamp in microseconds of the driver's clock.
+    public var timestampUs: Int64
+    /// The timestamp is on CLOCK_MONOTONIC.
+    public var timestampIsMonotonic: Bool
+    public var timestampSource: V4L2TimestampSource
+    /// The driver flagged the buffer as damaged.
+    public var hasError: Bool
+    /// The frame's bytes, inside the driver's mapped buffer.
+    public var bytes: UnsafeRawBufferPointer
+}
+
+/// A V4L2 capture device node opened through libv4l2.
+public final class V4L2Device {
+    /// The device path this was opened with.
+    public let path: String
+    private var fd: Int32
+    private var buffers: [(start: UnsafeMutableRawPointer, length: Int)] = []
+    private var streaming = false
+
+    /// Opens a V4L2 device node; throws if it is missing, not a character device or not a V4L2 device.
+    public init(path: String) throws {
+        self.path = path
+        self.fd = -1
+        // Check first: libv4l2 would probe a non-device with an ioctl and log the failure to stderr.
+        let kind = try Self.call(device: path, operation: "open") { cv4l2_is_char_device(path) }
+        guard kind == 1 else {
+            throw V4L2Error(device: path, operation: "open", errno: ENODEV,
+                            detail: "it is not a character device, so not a V4L2 device")
+        }
+        self.fd = try Self.call(device: path, operation: "open") {
+            cv4l2_open(path, O_RDWR | O_NONBLOCK | O_CLOEXEC)
+        }
+    }
+
+    deinit {
+        close()
+    }
+
+    /// Stops streaming, unmaps the buffers and closes the node; calling it again does nothing.
+    public func close() {
+        guard fd >= 0 else { return }
+        if streaming { try? stopStreaming() }
+        releaseBuffers()
+        _ = cv4l2_close(fd)  // the fd is gone whatever close returns; retrying could close a reused fd
+        fd = -1
+    }
+
+    // ---- the funnel ----
+
+    /// Runs one C call, retrying EINTR; a result of -1 becomes a V4L2Error with errno.
+    @discardableResult
+    static func call(device: String, operation: String, _ body: () -> Int32) throws -> Int32 {
+        while true {
+            let result = body()
+            if result != -1 { return result }
+            let err = errno
+            if err == EINTR { continue }
+            throw V4L2Error(device: device, operation: operation, errno: err)
+        }
+    }
+
+    @discardableResult
+    private func ioctl(_ operation: String, _ body: (Int32) -> Int32) throws -> Int32 {
+        guard fd >= 0 else {
+            throw V4L2Error(device: path, operation: operation, errno: EBADF, detail: "the device is closed")
+        }
+        let fd = self.fd
+        return try Self.call(device: path, operation: operation) { body(fd) }
+    }
+
+    /// Runs an enumerating ioctl; returns false when the driver says EINVAL (the end of the list).
+    private func enumerate(_ operation: String, _ body: (Int32) -> Int32) throws -> Bool {
+        do {
+            try ioctl(operation, body)
+            return true
+        } catch let error as V4L2Error where error.errno == EINVAL {
+            return false
+        }
+    }
+
+    // ---- discovery ----
+
+    /// VIDIOC_QUERYCAP.
+    public func capabilities() throws -> V4L2Capabilities {
+        var cap = v4l2_capability()
+        try ioctl("VIDIOC_QUERYCAP") { cv4l2_ioctl_querycap($0, &cap) }
+        let caps = (cap.capabilities & CV4L2_CAP_DEVICE_CAPS) != 0 ? cap.device_caps : cap.capabilities
+        return V4L2Capabilities(
+            driver: Self.string(cap.driver),
+            card: Self.string(cap.card),
+            busInfo: Self.string(cap.bus_info),
+            version: cap.version,
+            deviceCapabilities: caps,
+            isVideoCapture: (caps & CV4L2_CAP_VIDEO_CAPTURE) != 0,
+            canStream: (caps & CV4L2_CAP_STREAMING) != 0)
+    }
+
+    /// Every capture pixel format with its frame sizes and frame intervals.
+    public func formats() throws -> [V4L2Format] {
+        var result: [V4L2Format] = []
+        var index: UInt32 = 0
+        while true {
+            var desc = v4l2_fmtdesc()
+            desc.index = index
+            desc.type = CV4L2_BUF_TYPE_VIDEO_CAPTURE
+            guard try enumerate("VIDIOC_ENUM_FMT", { cv4l2_ioctl_enum_fmt($0, &desc) }) else { break }
+            let (kind, sizes) = try frameSizes(pixelFormat: desc.pixelformat)
+            result.append(V4L2Format(
+                fourcc: Self.fourcc(desc.pixelformat),
+                pixelFormat: desc.pixelformat,
+                description: Self.string(desc.description),
+                isCompressed: (desc.flags & CV4L2_FMT_FLAG_COMPRESSED) != 0,
+                isEmulated: (desc.flags & CV4L2_FMT_FLAG_EMULATED) != 0,
+                sizes: sizes,
+                sizeKind: kind))
+            index += 1
+        }
+        return result
+    }
+
+    private func frameSizes(pixelFormat: UInt32) throws -> (V4L2RangeKind, [V4L2FrameSize]) {
+        var sizes: [V4L2FrameSize] = []
+        var index: UInt32 = 0
+        while true {
+            var size = v4l2_frmsizeenum()
+            size.index = index
+            size.pixel_format = pixelFormat
+            guard try enumerate("VIDIOC_ENUM_FRAMESIZES", { cv4l2_ioctl_enum_framesizes($0, &size) }) else { break }
+            if size.type == CV4L2_FRMSIZE_TYPE_DISCRETE {
+                let (w, h) = (size.discrete.width, size.discrete.height)
+                let (kind, intervals) = try frameIntervals(pixelFormat: pixelFormat, width: w, height: h)
+                sizes.append(V4L2FrameSize(width: w, height: h, intervals: intervals, intervalKind: kind))
+                index += 1
+                continue
+            }
+            // Stepwise or continuous: a single entry describes the whole range.
+            let s = size.stepwise
+            let kind: V4L2RangeKind = size.type == CV4L2_FRMSIZE_TYPE_STEPWISE ? .stepwise : .continuous
+            for (w, h) in [(s.min_width, s.min_height), (s.max_width, s.max_height)] {
+                let (ikind, intervals) = try frameIntervals(pixelFormat: pixelFormat, width: w, height: h)
+                sizes.append(V4L2FrameSize(width: w, height: h, intervals: intervals, intervalKind: ikind))
+            }
+            return (kind, sizes)
+        }
+        return (.discrete, sizes)
+    }
+
+    private func frameIntervals(pixelFormat: UInt32, width: UInt32, height: UInt32) throws
+        -> (V4L2RangeKind, [V4L2FrameInterval])
+    {
+        var intervals: [V4L2FrameInterval] = []
+        var index: UInt32 = 0
+        while true {
+            var ival = v4l2_frmivalenum()
+            ival.index = index
+            ival.pixel_format = pixelFormat
+            ival.width = width
+            ival.height = height
+            guard try enumerate("VIDIOC_ENUM_FRAMEINTERVALS", { cv4l2_ioctl_enum_frameintervals($0, &ival) })
+            else { break }
+            if ival.type == CV4L2_FRMIVAL_TYPE_DISCRETE {
+                intervals.append(V4L2FrameInterval(numerator: ival.discrete.numerator,
+                                                   denominator: ival.discrete.denominator))
+                index += 1
+                continue
+            }
+            let s = ival.stepwise
+            let kind: V4L2RangeKind = ival.type == CV4L2_FRMIVAL_TYPE_STEPWISE ? .stepwise : .continuous
+            return (kind, [V4L2FrameInterval(numerator: s.min.numerator, denominator: s.min.denominator),
+                           V4L2FrameInterval(numerator: s.max.numerator, denominator: s.max.denominator)])
+        }
+        return (.discrete, intervals)
+    }
+
+    /// The video* nodes under `devRoot`, as full paths in numeric order (video2 before video10).
+    public static func listDevices(devRoot: String = "/dev") -> [String] {
+        guard let names = try? FileManager.default.contentsOfDirectory(atPath: devRoot) else { return [] }
+        let numbered: [(Int, String)] = names.compactMap { name in
+            guard name.hasPrefix("video") else { return nil }
+            let digits = name.dropFirst("video".count)
+            guard !digits.isEmpty, digits.allSatisfy(\.isASCII), let n = Int(digits) else { return nil }
+            return (n, name)
+        }
+        let root = devRoot.hasSuffix("/") ? String(devRoot.dropLast()) : devRoot
+        return numbered.sorted { $0.0 < $1.0 }.map { "\(root)/\($0.1)" }
+    }
+
+    // ---- capture ----
+
+    /// VIDIOC_S_FMT for single-planar capture; returns what the driver actually chose.
+    @discardableResult
+    public func setFormat(width: UInt32, height: UInt32, pixelFormat: UInt32) throws
+        -> (width: UInt32, height: UInt32, pixelFormat: UInt32, bytesPerLine: UInt32, sizeImage: UInt32)
+    {
+        var format = v4l2_format()
+        format.type = CV4L2_BUF_TYPE_VIDEO_CAPTURE
+        format.fmt.pix.width = width
+        format.fmt.pix.height = height
+        format.fmt.pix.pixelformat = pixelFormat
+        format.fmt.pix.field = CV4L2_FIELD_ANY
+        try ioctl("VIDIOC_S_FMT") { cv4l2_ioctl_s_fmt($0, &format) }
+        let pix = format.fmt.pix
+        return (pix.width, pix.height, pix.pixelformat, pix.bytesperline, pix.sizeimage)
+    }
+
+    /// VIDIOC_G_PARM: the current frame interval, or nil if the driver cannot set one.
+    public func frameInterval() throws -> V4L2FrameInterval? {
+        var parm = v4l2_streamparm()
+        parm.type = CV4L2_BUF_TYPE_VIDEO_CAPTURE
+        try ioctl("VIDIOC_G_PARM") { cv4l2_ioctl_g_parm($0, &parm) }
+        guard (parm.parm.capture.capability & CV4L2_CAP_TIMEPERFRAME) != 0 else { return nil }
+        let t = parm.parm.capture.timeperframe
+        return V4L2FrameInterval(numerator: t.numerator, denominator: t.denominator)
+    }
+
+    /// VIDIOC_S_PARM; returns the interval the driver actually chose.
+    @discardableResult
+    public func setFrameInterval(_ interval: V4L2FrameInterval) throws -> V4L2FrameInterval {
+        var parm = v4l2_streamparm()
+        parm.type = CV4L2_BUF_TYPE_VIDEO_CAPTURE
+        parm.parm.capture.timeperframe.numerator = interval.numerator
+        parm.parm.capture.timeperframe.denominator = interval.denominator
+        try ioctl("VIDIOC_S_PARM") { cv4l2_ioctl_s_parm($0, &parm) }
+        let t = parm.parm.capture.timeperframe
+        return V4L2FrameInterval(numerator: t.numerator, denominator: t.denominator)
+    }
+
+    /// Requests, maps and queues `bufferCount` mmap buffers, then VIDIOC_STREAMON.
+    public func startStreaming(bufferCount: UInt32 = 4) throws {
+        guard !streaming else { return }
+        var req = v4l2_requestbuffers()
+        req.count = bufferCount
+        req.type = CV4L2_BUF_TYPE_VIDEO_CAPTURE
+        req.memory = CV4L2_MEMORY_MMAP
+        try ioctl("VIDIOC_REQBUFS") { cv4l2_ioctl_reqbufs($0, &req) }
+        guard req.count > 0 else {
+            throw V4L2Error(device: path, operation: "VIDIOC_REQBUFS", errno: ENOMEM,
+                            detail: "the driver granted no buffers")
+        }
+        do {
+            for index in 0..<req.count {
+                var buf = Self.captureBuffer(index: index)
+                try ioctl("VIDIOC_QUERYBUF") { cv4l2_ioctl_querybuf($0, &buf) }
+                let length = Int(buf.length)
+                let offset = Int64(buf.m.offset)
+                let fd = self.fd
+                guard let start = cv4l2_mmap(fd, length, offset), cv4l2_map_failed(start) == 0 else {
+                    throw V4L2Error(device: path, operation: "mmap", errno: errno)
+                }
+                buffers.append((start, length))
+                try ioctl("VIDIOC_QBUF") { cv4l2_ioctl_qbuf($0, &buf) }
+            }
+            try ioctl("VIDIOC_STREAMON") { cv4l2_ioctl_streamon($0, CV4L2_BUF_TYPE_VIDEO_CAPTURE) }
+        } catch {
+            releaseBuffers()
+            throw error
+        }
+        streaming = true
+    }
+
+    /// Waits up to `timeoutMs` for a filled buffer; nil on timeout. Hand the frame back with `requeue`.
+    public func dequeueFrame(timeoutMs: Int32) throws -> V4L2Frame? {
+        guard streaming else {
+            throw V4L2Error(device: path, operation: "VIDIOC_DQBUF", errno: EINVAL, detail: "the device is not streaming")
+        }
+        var pfd = pollfd(fd: fd, events: Int16(POLLIN), revents: 0)
+        let ready = try Self.call(device: path, operation: "poll") { poll(&pfd, 1, timeoutMs) }
+        if ready == 0 { return nil }
+        var buf = Self.captureBuffer(index: 0)
+        do {
+            try ioctl("VIDIOC_DQBUF") { cv4l2_ioctl_dqbuf($0, &buf) }
+        } catch let error as V4L2Error where error.errno == EAGAIN {
+            return nil
+        }
+        let index = Int(buf.index)
+        guard index < buffers.count else {
+            throw V4L2Error(device: path, operation: "VIDIOC_DQBUF", errno: EINVAL,
+                            detail: "the driver returned buffer \(index) of \(buffers.count)")
+        }
+        let used = min(Int(buf.bytesused), buffers[index].length)
+        let source: V4L2TimestampSource
+        switch buf.flags & CV4L2_BUF_FLAG_TSTAMP_SRC_MASK {
+        case CV4L2_BUF_FLAG_TSTAMP_SRC_EOF: source = .endOfFrame
+        case CV4L2_BUF_FLAG_TSTAMP_SRC_SOE: source = .startOfExposure
+        case let other: source = .other(other)
+        }
+        return V4L2Frame(
+            index: buf.index,
+            sequence: buf.sequence,
+            timestampUs: Int64(buf.timestamp.tv_sec) * 1_000_000 + Int64(buf.timestamp.tv_usec),
+            timestampIsMonotonic:
+                (buf.flags & CV4L2_BUF_FLAG_TIMESTAMP_MASK) == CV4L2_BUF_FLAG_TIMESTAMP_MONOTONIC,
+            timestampSource: source,
+            hasError: (buf.flags & CV4L2_BUF_FLAG_ERROR) != 0,
+            bytes: UnsafeRawBufferPointer(start: buffers[index].start, count: used))
+    }
+
+    /// Hands a dequeued frame's buffer back to the driver.
+    public func requeue(_ frame: V4L2Frame) throws {
+        var buf = Self.captureBuffer(index: frame.index)
+        try ioctl("VIDIOC_QBUF") { cv4l2_ioctl_qbuf($0, &buf) }
+    }
+
+    /// VIDIOC_STREAMOFF and releases the buffers; frames handed out before are no longer valid.
+    public func stopStreaming() throws {
+        guard streaming else { return }
+        streaming = false
+        defer { releaseBuffers() }
+        try ioctl("VIDIOC_STREAMOFF") { cv4l2_ioctl_streamoff($0, CV4L2_BUF_TYPE_VIDEO_CAPTURE) }
+    }
+
+    private func releaseBuffers() {
+        for buffer in buffers {
+            _ = cv4l2_munmap(buffer.start, buffer.length)
+        }
+        buffers.removeAll()
+        guard fd >= 0 else { return }
+        // Frees the driver's buffers so the format can change later; failure here changes nothing for us.
+        var req = v4l2_requestbuffers()
+        req.count = 0
+        req.type = CV4L2_BUF_TYPE_VIDEO_CAPTURE
+        req.memory = CV4L2_MEMORY_MMAP
+        _ = try? ioctl("VIDIOC_REQBUFS") { cv4l2_ioctl_reqbufs($0, &req) }
+    }
+
+    // ---- conversions ----
+
+    private static func captureBuffer(index: UInt32) -> v4l2_buffer {
+        var buf = v4l2_buffer()
+        buf.index = index
+        buf.type = CV4L2_BUF_TYPE_VIDEO_CAPTURE
+        buf.memory = CV4L2_MEMORY_MMAP
+        return buf
+    }
+
+    /// A NUL-terminated fixed-size C array (imported as a tuple) as a String.
+    static func string<T>(_ tuple: T) -> String {
+        withUnsafeBytes(of: tuple) { raw in
+            let bytes = raw.prefix { $0 != 0 }
+            return String(decoding: bytes, as: UTF8.self)
+        }
+    }
+
+    /// "YUYV" for V4L2_PIX_FMT_YUYV: the four bytes, least significant first.
+    public static func fourcc(_ code: UInt32) -> String {
+        let bytes = (0..<4).map { UInt8((code >> (8 * UInt32($0))) & 0xff) }
+        return String(decoding: bytes, as: UTF8.self).trimmingCharacters(in: .whitespaces)
+    }
+}

@@ -1,0 +1,213 @@
+// The only file in coord that calls libzmq. Every call goes through `check`, which retries EINTR and
+// turns a failure into a `ZMQError` carrying the real errno.
+import CZeroMQ
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// A libzmq call that failed, with its errno; renders as one sentence.
+public struct ZMQError: Error, CustomStringConvertible, Sendable {
+    public let operation: String
+    public let endpoint: String?
+    public let code: Int32
+
+    public var description: String {
+        let reason = String(cString: zmq_strerror(code))
+        if let endpoint { return "\(operation) on \(endpoint) failed: \(reason) (errno \(code))." }
+        return "\(operation) failed: \(reason) (errno \(code))."
+    }
+}
+
+@inline(__always)
+private func check(_ operation: @autoclosure () -> String, endpoint: String? = nil, _ call: () -> Int32) throws(ZMQError) -> Int32 {
+    while true {
+        let rc = call()
+        if rc >= 0 { return rc }
+        let code = zmq_errno()
+        if code == czmq_EINTR { continue }
+        throw ZMQError(operation: operation(), endpoint: endpoint, code: code)
+    }
+}
+
+/// One libzmq context per process.
+public final class ZMQContext: @unchecked Sendable {
+    let handle: UnsafeMutableRawPointer
+
+    public init() {
+        handle = zmq_ctx_new()
+    }
+
+    /// Ends blocking calls in every socket of this context (they fail with ETERM).
+    public func shutdown() {
+        _ = zmq_ctx_shutdown(handle)
+    }
+
+    deinit {
+        _ = zmq_ctx_term(handle)
+    }
+
+    /// The one place sockets are made: transport security (CURVE) will be configured here.
+    public func makeSocket(_ kind: ZMQSocket.Kind, options: ZMQSocket.Options = .init()) throws(ZMQError) -> ZMQSocket {
+        guard let raw = zmq_socket(handle, kind.zmqType) else {
+            throw ZMQError(operation: "zmq_socket", endpoint: nil, code: zmq_errno())
+        }
+        let socket = ZMQSocket(raw)
+        do {
+            try socket.apply(options)
+        } catch {
+            socket.close()
+            throw error
+        }
+        return socket
+    }
+}
+
+/// A ZeroMQ socket. Not thread-safe: one thread owns it for its whole life.
+public final class ZMQSocket {
+    public enum Kind: Sendable {
+        case dealer, router, pair
+        var zmqType: Int32 {
+            switch self {
+            case .dealer: return ZMQ_DEALER
+            case .router: return ZMQ_ROUTER
+            case .pair: return ZMQ_PAIR
+            }
+        }
+    }
+
+    /// Socket options coord always sets: nothing blocks without a timeout and close never hangs.
+    public struct Options: Sendable {
+        public var sendTimeoutMs: Int32 = 1000
+        public var receiveTimeoutMs: Int32 = 1000
+        /// Bounded so closing a socket with unsent messages cannot hang shutdown.
+        public var lingerMs: Int32 = 200
+        /// Messages larger than this make libzmq drop the peer (protects memory); -1 means unlimited.
+        public var maxMessageBytes: Int64 = -1
+        public var sendHighWaterMark: Int32 = 1000
+        public var receiveHighWaterMark: Int32 = 1000
+        /// ROUTER only: fail a send to an unknown peer with EHOSTUNREACH instead of dropping silently.
+        public var routerMandatory = false
+        public init() {}
+    }
+
+    private var raw: UnsafeMutableRawPointer?
+    private var lastEndpointDescription = "socket"
+
+    init(_ raw: UnsafeMutableRawPointer) { self.raw = raw }
+
+    deinit { close() }
+
+    func apply(_ options: Options) throws(ZMQError) {
+        try setInt32(ZMQ_SNDTIMEO, options.sendTimeoutMs, "ZMQ_SNDTIMEO")
+        try setInt32(ZMQ_RCVTIMEO, options.receiveTimeoutMs, "ZMQ_RCVTIMEO")
+        try setInt32(ZMQ_LINGER, options.lingerMs, "ZMQ_LINGER")
+        try setInt32(ZMQ_SNDHWM, options.sendHighWaterMark, "ZMQ_SNDHWM")
+        try setInt32(ZMQ_RCVHWM, options.receiveHighWaterMark, "ZMQ_RCVHWM")
+        var max = options.maxMessageBytes
+        _ = try check("zmq_setsockopt(ZMQ_MAXMSGSIZE)") { zmq_setsockopt(raw, ZMQ_MAXMSGSIZE, &max, MemoryLayout<Int64>.size) }
+        if options.routerMandatory { try setInt32(ZMQ_ROUTER_MANDATORY, 1, "ZMQ_ROUTER_MANDATORY") }
+    }
+
+    private func setInt32(_ option: Int32, _ value: Int32, _ name: String) throws(ZMQError) {
+        var v = value
+        _ = try check("zmq_setsockopt(\(name))") { zmq_setsockopt(raw, option, &v, MemoryLayout<Int32>.size) }
+    }
+
+    /// Binds and returns the endpoint actually bound (a `*` port resolved to the real one).
+    @discardableResult
+    public func bind(_ endpoint: String) throws(ZMQError) -> String {
+        _ = try check("zmq_bind", endpoint: endpoint) { zmq_bind(raw, endpoint) }
+        var buffer = [CChar](repeating: 0, count: 256)
+        var size = buffer.count
+        _ = try check("zmq_getsockopt(ZMQ_LAST_ENDPOINT)", endpoint: endpoint) { zmq_getsockopt(raw, ZMQ_LAST_ENDPOINT, &buffer, &size) }
+        let bound = String(cString: buffer)
+        lastEndpointDescription = bound
+        return bound
+    }
+
+    public func connect(_ endpoint: String) throws(ZMQError) {
+        _ = try check("zmq_connect", endpoint: endpoint) { zmq_connect(raw, endpoint) }
+        lastEndpointDescription = endpoint
+    }
+
+    /// Sends a multipart message. Returns false if the send timed out (peer absent or queue full).
+    @discardableResult
+    public func send(_ frames: [[UInt8]]) throws(ZMQError) -> Bool {
+        for (index, frame) in frames.enumerated() {
+            let flags: Int32 = index < frames.count - 1 ? ZMQ_SNDMORE : 0
+            let rc = frame.withUnsafeBytes { bytes in
+                sendRetryingEINTR(bytes.baseAddress, bytes.count, flags)
+            }
+            if rc < 0 {
+                let code = zmq_errno()
+                if code == czmq_EAGAIN && index == 0 { return false }
+                throw ZMQError(operation: "zmq_send", endpoint: lastEndpointDescription, code: code)
+            }
+        }
+        return true
+    }
+
+    private func sendRetryingEINTR(_ base: UnsafeRawPointer?, _ count: Int, _ flags: Int32) -> Int32 {
+        while true {
+            let rc = zmq_send(raw, base, count, flags)
+            if rc < 0 && zmq_errno() == czmq_EINTR { continue }
+            return rc
+        }
+    }
+
+    /// Receives one multipart message; nil when the receive timeout passed with nothing to read.
+    public func receive() throws(ZMQError) -> [[UInt8]]? {
+        var frames: [[UInt8]] = []
+        var message = zmq_msg_t()
+        _ = zmq_msg_init(&message)
+        defer { zmq_msg_close(&message) }
+        while true {
+            let rc = zmq_msg_recv(&message, raw, 0)
+            if rc < 0 {
+                let code = zmq_errno()
+                if code == czmq_EINTR { continue }
+                if code == czmq_EAGAIN && frames.isEmpty { return nil }
+                throw ZMQError(operation: "zmq_msg_recv", endpoint: lastEndpointDescription, code: code)
+            }
+            let size = zmq_msg_size(&message)
+            let data = zmq_msg_data(&message)
+            if let data, size > 0 {
+                frames.append(Array(UnsafeRawBufferPointer(start: data, count: size)))
+            } else {
+                frames.append([])
+            }
+            if zmq_msg_more(&message) == 0 { return frames }
+        }
+    }
+
+    /// Waits up to `timeoutMs` until the socket is readable, or until `wakeFD` (an eventfd or pipe) is.
+    /// Returns (socketReadable, wakeReadable).
+    public func poll(timeoutMs: Int, wakeFD: Int32? = nil) throws(ZMQError) -> (socket: Bool, wake: Bool) {
+        var items = [zmq_pollitem_t(socket: raw, fd: 0, events: Int16(ZMQ_POLLIN), revents: 0)]
+        if let wakeFD { items.append(zmq_pollitem_t(socket: nil, fd: wakeFD, events: Int16(ZMQ_POLLIN), revents: 0)) }
+        let count = Int32(items.count)
+        let rc = zmq_poll(&items, count, timeoutMs)
+        if rc < 0 {
+            let code = zmq_errno()
+            if code == czmq_EINTR { return (false, false) }
+            throw ZMQError(operation: "zmq_poll", endpoint: lastEndpointDescription, code: code)
+        }
+        let socketReady = items[0].revents & Int16(ZMQ_POLLIN) != 0
+        let wakeReady = items.count > 1 && items[1].revents & Int16(ZMQ_POLLIN) != 0
+        return (socketReady, wakeReady)
+    }
+
+    public func close() {
+        if let raw {
+            _ = zmq_close(raw)
+            self.raw = nil
+        }
+    }
+}
+
+/// libzmq's version, e.g. "4.3.4".
+public var zmqVersion: String {
+    var major: Int32 = 0, minor: Int32 = 0, patch: Int32 = 0
+    zmq_version(&major, &minor, &patch)
+    return "\(major).\(minor).\(patch)"
+}

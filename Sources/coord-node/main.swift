@@ -1,0 +1,74 @@
+import ArgumentParser
+import Foundation
+import Logging
+import NodeAgent
+import ServiceLifecycle
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// coord-node: the node agent daemon that runs on every capture box.
+@main
+struct CoordNode: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "coord-node",
+        abstract: "The coord node agent: records this box's cameras on the rig's frame grid and serves the files.")
+
+    @Option(help: "Node name ([A-Za-z0-9._-]{1,64}).") var name: String = ProcessInfo.processInfo.hostName
+    @Option(help: "ZeroMQ endpoint to listen on; a * port picks a free one.") var endpoint: String = "tcp://0.0.0.0:5710"
+    @Option(help: "Staging directory for recordings until the coordinator collects them.") var staging: String = "/var/lib/coord-node"
+    @Option(help: "Synthetic cameras to offer, comma-separated names.") var synthetic: String = ""
+    @Option(help: "Simulated local clock offset from CLOCK_MONOTONIC, µs (demo).") var clockOffsetUs: Int64 = 0
+    @Option(help: "Simulated local clock drift, ppm (demo).") var clockDriftPpm: Double = 0
+    @Option(help: "Synthetic buffer timestamp noise, µs standard deviation.") var timestampJitterUs: Double = 30
+    @Option(help: "Seed for the synthetic cameras.") var seed: UInt64 = 1
+    @Option(help: "Exit when the process with this pid is gone.") var parentPid: Int32?
+    @Flag(help: "Keep files after the coordinator has confirmed collecting them.") var keepAfterCollect = false
+    @Option(help: "Log level: trace, debug, info, notice, warning, error.") var logLevel: String = "info"
+
+    mutating func run() async throws {
+        let level = Logger.Level(rawValue: logLevel) ?? .info
+        let nodeName = name
+        LoggingSystem.bootstrap { label in
+            var handler = StreamLogHandler.standardError(label: label)
+            handler.logLevel = level
+            handler[metadataKey: "node"] = "\(nodeName)"
+            return handler
+        }
+        let logger = Logger(label: "coord-node")
+        var config = NodeConfiguration(
+            name: name, endpoint: endpoint, staging: URL(fileURLWithPath: staging),
+            syntheticCameras: synthetic.split(separator: ",").map { String($0).trimmingCharacters(in: .whitespaces) })
+        config.clockOffsetMicroseconds = clockOffsetUs
+        config.clockDriftPPM = clockDriftPpm
+        config.timestampJitterMicroseconds = timestampJitterUs
+        config.seed = seed
+        config.parentPID = parentPid
+        config.keepAfterCollect = keepAfterCollect
+        if let problem = config.problem() {
+            FileHandle.standardError.write(Data("coord-node: \(problem)\n".utf8))
+            throw ExitCode(2)
+        }
+        do {
+            try FileManager.default.createDirectory(at: config.staging, withIntermediateDirectories: true)
+        } catch {
+            FileHandle.standardError.write(Data("coord-node: cannot create staging directory \(config.staging.path): \(error.localizedDescription)\n".utf8))
+            throw ExitCode(1)
+        }
+        let agent = NodeAgent(configuration: config, logger: logger)
+        let server = NodeServer(agent: agent, logger: logger) { bound in
+            // The one line on stdout: tells a supervisor (the demo, a test) where the node listens.
+            print("READY \(bound)")
+            fflush(stdout)
+        }
+        let group = ServiceGroup(configuration: .init(
+            services: [.init(service: server, successTerminationBehavior: .gracefullyShutdownGroup)],
+            gracefulShutdownSignals: [.sigterm, .sigint], logger: logger))
+        do {
+            try await group.run()
+        } catch {
+            FileHandle.standardError.write(Data("coord-node: \(error)\n".utf8))
+            throw ExitCode(1)
+        }
+    }
+}

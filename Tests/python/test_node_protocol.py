@@ -1,0 +1,200 @@
+"""The node agent speaks the coord.v1 protocol: real protobuf over a real ZeroMQ DEALER, against
+a real coord-node process with two synthetic cameras."""
+
+from __future__ import annotations
+
+import csv
+import hashlib
+import io
+import re
+import shutil
+import subprocess
+import sys
+
+import pytest
+
+from conftest import (CAMERAS, FRAME_PERIOD_US, NODE_NAME, STOP_TIMEOUT_S, Client, Node,
+                      assert_hello_ok, fetch_file, new_take_id, now_us, record_take)
+
+GROUPS = 15
+SHA256_RE = re.compile(r"^[0-9a-f]{64}$")
+
+
+def test_ready_line_and_sigterm_exit_zero(node, client):
+    assert_hello_ok(client)
+    code = node.terminate()
+    if code is None:
+        node.kill()
+        pytest.fail(f"coord-node did not exit within {STOP_TIMEOUT_S:.0f} s of SIGTERM")
+    assert code == 0, f"coord-node exited with {code} on SIGTERM, expected 0"
+    extra = node.remaining_stdout()
+    assert extra == [], f"coord-node printed more than the READY line on stdout: {extra[:5]!r}"
+
+
+def test_hello(client, pb):
+    reply = client.hello()
+    assert reply.node == NODE_NAME
+    assert [c.name for c in reply.cameras] == CAMERAS
+    for cam in reply.cameras:
+        assert cam.source == "synthetic", f"{cam.name}: source {cam.source!r}"
+        assert cam.device == "", f"{cam.name}: a synthetic camera has no device, got {cam.device!r}"
+        assert len(cam.formats) > 0, f"{cam.name} lists no formats"
+        for f in cam.formats:
+            assert f.width > 0 and f.height > 0, f"{cam.name}: format {f.pixel_format} has size {f.width}x{f.height}"
+            assert 0 < f.min_frame_period_us <= f.max_frame_period_us, \
+                f"{cam.name}: frame periods {f.min_frame_period_us}..{f.max_frame_period_us} µs"
+        assert "mjpeg" in cam.codecs, f"{cam.name}: codecs {list(cam.codecs)} lack mjpeg"
+
+
+def test_clock_probe(client, pb):
+    for _ in range(5):
+        t1 = now_us()
+        reply = client.call("clock_probe", pb.ClockProbe(t1_us=t1), "clock_probe_reply")
+        t4 = now_us()
+        assert reply.t1_us == t1, "ClockProbeReply does not echo t1_us"
+        assert reply.t3_us >= reply.t2_us, f"t3 {reply.t3_us} < t2 {reply.t2_us}"
+        # An unsimulated node's local clock is this host's CLOCK_MONOTONIC, like time.monotonic_ns().
+        assert t1 <= reply.t2_us <= reply.t3_us <= t4, \
+            f"probe not causal on one clock: t1={t1} t2={reply.t2_us} t3={reply.t3_us} t4={t4}"
+
+
+def test_status_when_idle(client, pb):
+    status = client.call("status_request", pb.StatusRequest(), "status")
+    assert status.node == NODE_NAME
+    assert status.state == pb.Status.IDLE, f"a fresh node is {pb.Status.State.Name(status.state)}"
+
+
+def ffprobe_stream(path) -> dict:
+    ffprobe = shutil.which("ffprobe")
+    if ffprobe is None:
+        pytest.fail("ffprobe is not installed (Debian: apt-get install ffmpeg).")
+    out = subprocess.run(
+        [ffprobe, "-v", "error", "-count_frames", "-select_streams", "v:0",
+         "-show_entries", "stream=codec_name,width,height,nb_read_frames", "-of", "default=noprint_wrappers=1",
+         str(path)],
+        capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, f"ffprobe cannot read {path}: {out.stderr.strip()}"
+    return dict(line.split("=", 1) for line in out.stdout.splitlines() if "=" in line)
+
+
+def parse_frames_csv(data: bytes) -> tuple[list[str], list[list[str]]]:
+    text = data.decode("utf-8")
+    rows = list(csv.reader(io.StringIO(text)))
+    assert rows, "frames.csv is empty"
+    return rows[0], rows[1:]
+
+
+def test_full_take(node, client, pb, tmp_path):
+    take_id = new_take_id()
+    t0_us, armed, status = record_take(client, take_id, groups=GROUPS)
+
+    assert armed.take_id == take_id
+    assert list(armed.cameras) == ["cam0"]
+
+    assert status.take_id == take_id
+    assert status.node == NODE_NAME
+    cams = {c.camera: c for c in status.cameras}
+    assert "cam0" in cams, f"Status lists cameras {list(cams)}, not cam0"
+    assert cams["cam0"].frames == GROUPS, f"cam0 wrote {cams['cam0'].frames} frames, expected {GROUPS}"
+    assert cams["cam0"].finished
+
+    # ---- list ----
+    listing = client.call("list_files", pb.ListFiles(take_id=take_id), "file_list")
+    assert listing.final, "FileList.final is false after FINISHED"
+    files = {f.path: f for f in listing.files}
+    mkv, frames_csv = f"{NODE_NAME}/cam0.mkv", f"{NODE_NAME}/cam0.frames.csv"
+    assert set(files) == {mkv, frames_csv}, f"FileList holds {sorted(files)}"
+    for f in listing.files:
+        assert f.bytes > 0, f"{f.path} is empty"
+        assert SHA256_RE.match(f.sha256), f"{f.path}: sha256 {f.sha256!r} is not lower-case hex"
+
+    # ---- fetch and verify ----
+    fetched = {}
+    for path in (mkv, frames_csv):
+        data = fetch_file(client, take_id, path, chunk=64 * 1024)
+        assert len(data) == files[path].bytes, f"{path}: fetched {len(data)} bytes, listed {files[path].bytes}"
+        assert hashlib.sha256(data).hexdigest() == files[path].sha256, f"{path}: sha256 differs from the listing"
+        fetched[path] = data
+
+    local_mkv = tmp_path / "cam0.mkv"
+    local_mkv.write_bytes(fetched[mkv])
+    stream = ffprobe_stream(local_mkv)
+    assert stream.get("nb_read_frames") == str(GROUPS), f"ffprobe counts {stream.get('nb_read_frames')} frames"
+    assert stream.get("codec_name") == "mjpeg", f"codec {stream.get('codec_name')}"
+    assert (stream.get("width"), stream.get("height")) == ("320", "240"), f"size {stream.get('width')}x{stream.get('height')}"
+
+    header, rows = parse_frames_csv(fetched[frames_csv])
+    assert header == ["frame", "group", "center_us", "flags"], f"frames.csv header {header}"
+    assert len(rows) == GROUPS, f"frames.csv has {len(rows)} rows, expected {GROUPS}"
+    for i, row in enumerate(rows):
+        assert len(row) == 4, f"frames.csv row {i}: {row}"
+        frame, group, center_us, flags = row
+        assert int(frame) == i and int(group) == i, f"frames.csv row {i}: frame {frame}, group {group}"
+        int(center_us)
+        assert flags in ("", "dup"), f"frames.csv row {i}: flags {flags!r}"
+
+    # ---- confirm and release ----
+    client.call("confirm_collected", pb.ConfirmCollected(take_id=take_id, files=list(listing.files)), "ack")
+    after = client.request("list_files", pb.ListFiles(take_id=take_id))
+    kind = after.WhichOneof("body")
+    if kind == "error":
+        assert after.error.code == pb.Error.NOT_FOUND, \
+            f"ListFiles after ConfirmCollected: {pb.Error.Code.Name(after.error.code)} {after.error.message!r}"
+    else:
+        assert kind == "file_list", f"ListFiles after ConfirmCollected answered {kind}"
+        assert list(after.file_list.files) == [], \
+            f"files still listed after ConfirmCollected: {[f.path for f in after.file_list.files]}"
+
+    # The node is still healthy, and a graceful stop after a take still exits 0.
+    assert_hello_ok(client)
+    code = node.terminate()
+    assert code == 0, f"coord-node exited with {code} on SIGTERM after a take (None: still running after {STOP_TIMEOUT_S:.0f} s)"
+
+
+def test_frame_centres_lie_on_the_grid(client, pb):
+    """Each written frame's centre estimate is within half a period of its group's grid instant."""
+    take_id = new_take_id()
+    t0_us, _, _ = record_take(client, take_id, groups=GROUPS)
+    data = fetch_file(client, take_id, f"{NODE_NAME}/cam0.frames.csv")
+    _, rows = parse_frames_csv(data)
+    assert len(rows) == GROUPS
+    for frame, group, center_us, flags in rows:
+        if flags == "dup":
+            continue
+        grid = t0_us + int(group) * FRAME_PERIOD_US
+        assert abs(int(center_us) - grid) <= FRAME_PERIOD_US // 2, \
+            f"frame {frame}: centre {center_us} is {int(center_us) - grid} µs from group {group}'s instant {grid}"
+
+
+def test_a_second_client_is_served(node, client, zctx, pb):
+    other = Client(zctx, node.endpoint, pb)
+    try:
+        assert_hello_ok(other)
+        assert_hello_ok(client)
+    finally:
+        other.close()
+
+
+def test_node_exits_when_its_parent_dies(tmp_path, zctx, pb):
+    """--parent-pid: a node whose parent is gone stops by itself, so no orphan outlives a crashed coordinator."""
+    parent = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(120)"])
+    node = None
+    try:
+        node = Node(tmp_path, parent_pid=parent.pid)
+        c = Client(zctx, node.endpoint, pb)
+        try:
+            assert_hello_ok(c)
+        finally:
+            c.close()
+        parent.kill()
+        parent.wait(timeout=5)
+        try:
+            node.proc.wait(timeout=STOP_TIMEOUT_S)
+        except subprocess.TimeoutExpired:
+            pytest.fail(f"coord-node still runs {STOP_TIMEOUT_S:.0f} s after its --parent-pid {parent.pid} died")
+    finally:
+        if parent.poll() is None:
+            parent.kill()
+            parent.wait(timeout=5)
+        if node is not None:
+            node.cleanup()
