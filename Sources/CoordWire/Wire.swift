@@ -27,8 +27,16 @@ public enum Wire {
         (try? envelope.serializedBytes()) ?? []
     }
 
-    /// Parses one message, or says in a sentence why it is not a coord.v1 Envelope.
+    /// Parses one message, or says in a sentence why it is not a coord.v1 Envelope of our version. The
+    /// request id is returned with a version failure, so the refusal can still be matched by the peer.
     public static func decode(_ bytes: [UInt8]) throws(NodeFailure) -> Envelope {
+        let envelope = try parse(bytes)
+        try checkVersion(envelope)
+        return envelope
+    }
+
+    /// Parses one message without judging its version.
+    public static func parse(_ bytes: [UInt8]) throws(NodeFailure) -> Envelope {
         if bytes.count > maxRequestBytes {
             throw NodeFailure(.tooLarge, "message of \(bytes.count) bytes exceeds the limit of \(maxRequestBytes) bytes.")
         }
@@ -38,11 +46,14 @@ public enum Wire {
         } catch {
             throw NodeFailure(.malformed, "message of \(bytes.count) bytes is not a coord.v1 Envelope (\(error)).")
         }
+        return envelope
+    }
+
+    public static func checkVersion(_ envelope: Envelope) throws(NodeFailure) {
         if envelope.protocolVersion != protocolVersion {
             throw NodeFailure(.versionMismatch,
                               "peer speaks coord protocol version \(envelope.protocolVersion), this program speaks version \(protocolVersion).")
         }
-        return envelope
     }
 
     public static func error(_ requestID: UInt64, _ failure: NodeFailure) -> Envelope {

@@ -86,7 +86,7 @@ public final class MatroskaWriter {
 
     // MARK: - Writing
 
-    /// Encode `frame` with presentation time `ptsMicroseconds` (relative to the file start; strictly increasing).
+    /// Encode `picture` with presentation time `ptsMicroseconds` (relative to the file start; strictly increasing).
     public func write(_ picture: PlanarFrame, ptsMicroseconds: Int64) throws {
         try checkWritable(pts: ptsMicroseconds)
         guard picture.width == width, picture.height == height else {

@@ -58,6 +58,7 @@ public final class NodeAgent: @unchecked Sendable {
     private var recorders: [CameraRecorder] = []
     private var finishedFiles: [String: [TakeManifest.File]] = [:]
     private var failureDetail = ""
+    private var armedGrid: (grid: FrameGrid, mapping: ClockMapping)?
 
     public init(configuration: NodeConfiguration, logger: Logger) {
         self.configuration = configuration
@@ -83,12 +84,13 @@ public final class NodeAgent: @unchecked Sendable {
     public func handle(_ bytes: [UInt8], receivedLocal: Int64) -> Envelope {
         let envelope: Envelope
         do {
-            envelope = try Wire.decode(bytes)
+            envelope = try Wire.parse(bytes)
         } catch {
             logger.warning("rejected a message", metadata: ["reason": "\(error.message)"])
             return Wire.error(0, error)
         }
         do {
+            try Wire.checkVersion(envelope)
             return try reply(to: envelope, receivedLocal: receivedLocal)
         } catch {
             logger.warning("request refused", metadata: ["reason": "\(error.message)"])
@@ -226,6 +228,7 @@ public final class NodeAgent: @unchecked Sendable {
             }
         }
         recorders = made
+        armedGrid = (grid, mapping)
         made.forEach { $0.arm() }
         logger.info("armed", metadata: ["take": "\(message.takeID)", "t0_us": "\(message.t0Us)"])
         var armed = Coord_V1_Armed()
@@ -244,6 +247,14 @@ public final class NodeAgent: @unchecked Sendable {
         defer { lock.unlock() }
         guard message.stopGroup == 0 || message.stopGroup > message.startGroup else {
             throw NodeFailure(.badConfig, "stop group \(message.stopGroup) must follow start group \(message.startGroup).")
+        }
+        if machine.state == .armed, machine.takeID == message.takeID, let armedGrid {
+            // The first group must still be ahead by a frame, or its frame may already have been passed over.
+            let now = armedGrid.mapping.rig(fromLocal: Double(localNow()))
+            let begins = armedGrid.grid.instant(ofGroup: message.startGroup)
+            if Double(begins) < now + Double(armedGrid.grid.periodMicroseconds) {
+                throw NodeFailure(.badState, "start group \(message.startGroup) of take \(message.takeID) begins \(Int((Double(begins) - now) / 1000)) ms from now on node \(configuration.name), less than one frame period ahead.")
+            }
         }
         try machine.start(takeID: message.takeID)
         for recorder in recorders {

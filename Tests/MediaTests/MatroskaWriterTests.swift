@@ -135,6 +135,19 @@ private func writeTake(_ writer: MatroskaWriter, count: Int, repeatAfter: Set<In
         #expect(pts == ["0", "33", "100", "133"])
     }
 
+    @Test func subMillisecondSpacingIsAccepted() throws {
+        let scratch = try Scratch()
+        defer { scratch.cleanUp() }
+        let file = scratch.file("close.mkv")
+        let writer = try MatroskaWriter(path: file, width: 160, height: 120, fps: 30, codec: .ffv1)
+        let frame = PlanarFrame(width: 160, height: 120)
+        try writer.write(frame, ptsMicroseconds: 10)
+        try writer.write(frame, ptsMicroseconds: 400)  // both round to the same Matroska millisecond
+        try writer.writeRepeat(ptsMicroseconds: 900)
+        try writer.finish()
+        #expect(try probe(file)?.frames == 3)
+    }
+
     @Test func metadataIsWrittenIntoTheContainer() throws {
         let scratch = try Scratch()
         defer { scratch.cleanUp() }

@@ -1,0 +1,187 @@
+import CoordCore
+import Foundation
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// A complete local rig for `coord demo`: N real `coord-node` processes on loopback, each with K synthetic
+/// cameras and a simulated local clock. Every process is stopped when the rig stops, on Ctrl-C, or when
+/// this process dies (each node watches its parent).
+public final class DemoRig: @unchecked Sendable {
+    public struct Settings: Sendable {
+        public var nodes: Int
+        public var camerasPerNode: Int
+        public var clockOffsetMilliseconds: Double
+        public var driftPPM: Double
+        public var timestampJitterMicroseconds: Double
+        public var seed: UInt64
+        public init(nodes: Int, camerasPerNode: Int, clockOffsetMilliseconds: Double, driftPPM: Double,
+                    timestampJitterMicroseconds: Double, seed: UInt64) {
+            self.nodes = nodes; self.camerasPerNode = camerasPerNode; self.clockOffsetMilliseconds = clockOffsetMilliseconds
+            self.driftPPM = driftPPM; self.timestampJitterMicroseconds = timestampJitterMicroseconds; self.seed = seed
+        }
+    }
+
+    /// What the simulation drew for one node (truth the coordinator never sees).
+    public struct SimulatedNode: Sendable {
+        public var name: String
+        public var clockOffsetMicroseconds: Int64
+        public var driftPPM: Double
+    }
+
+    let settings: Settings
+    let nodeBinary: String
+    let console: Console
+    public let staging: URL
+    public private(set) var simulated: [SimulatedNode] = []
+    private var processes: [Process] = []
+    private let lock = NSLock()
+
+    public init(settings: Settings, nodeBinary: String, console: Console) {
+        self.settings = settings
+        self.nodeBinary = nodeBinary
+        self.console = console
+        staging = FileManager.default.temporaryDirectory.appendingPathComponent("coord-demo-\(getpid())-\(UInt32.random(in: 0...UInt32.max))")
+    }
+
+    /// Where `coord-node` is: $COORD_NODE, next to this executable, or on PATH.
+    public static func findNodeBinary() -> String? {
+        if let env = ProcessInfo.processInfo.environment["COORD_NODE"], FileManager.default.isExecutableFile(atPath: env) { return env }
+        if let me = Bundle.main.executableURL?.resolvingSymlinksInPath() {
+            let sibling = me.deletingLastPathComponent().appendingPathComponent("coord-node").path
+            if FileManager.default.isExecutableFile(atPath: sibling) { return sibling }
+        }
+        for dir in (ProcessInfo.processInfo.environment["PATH"] ?? "").split(separator: ":") {
+            let candidate = "\(dir)/coord-node"
+            if FileManager.default.isExecutableFile(atPath: candidate) { return candidate }
+        }
+        return nil
+    }
+
+    /// Starts every node and returns their endpoints once each has said READY.
+    public func start() throws -> [String] {
+        guard (1...64).contains(settings.nodes) else { throw CoordError(.usage, "--nodes must be between 1 and 64 (got \(settings.nodes)).") }
+        guard (1...16).contains(settings.camerasPerNode) else {
+            throw CoordError(.usage, "--cameras-per-node must be between 1 and 16 (got \(settings.camerasPerNode)).")
+        }
+        try FileManager.default.createDirectory(at: staging, withIntermediateDirectories: true)
+        var random = SeededRandom(seed: settings.seed)
+        var readiness: [(String, ReadyLine)] = []
+        for index in 1...settings.nodes {
+            let name = "node-\(index)"
+            let offset = Int64((Double.random(in: -1...1, using: &random) * settings.clockOffsetMilliseconds * 1000).rounded())
+            let drift = Double.random(in: -1...1, using: &random) * settings.driftPPM
+            simulated.append(SimulatedNode(name: name, clockOffsetMicroseconds: offset, driftPPM: drift))
+            let process = Process()
+            process.executableURL = URL(fileURLWithPath: nodeBinary)
+            process.arguments = [
+                "--name", name, "--endpoint", "tcp://127.0.0.1:*",
+                "--staging", staging.appendingPathComponent(name).path,
+                "--synthetic", (0..<settings.camerasPerNode).map { "cam\($0)" }.joined(separator: ","),
+                // `--flag=value` so a negative value is not read as a flag.
+                "--clock-offset-us=\(offset)", "--clock-drift-ppm=\(drift)",
+                "--timestamp-jitter-us=\(settings.timestampJitterMicroseconds)",
+                "--seed", "\(settings.seed &+ UInt64(index) &* 7_919)",
+                "--parent-pid", "\(getpid())",
+            ]
+            let out = Pipe()
+            process.standardOutput = out
+            let logURL = staging.appendingPathComponent("\(name).log")
+            FileManager.default.createFile(atPath: logURL.path, contents: nil)
+            process.standardError = try FileHandle(forWritingTo: logURL)
+            process.standardInput = FileHandle.nullDevice
+            do {
+                try process.run()
+            } catch {
+                stop()
+                throw CoordError(.failure, "cannot start \(nodeBinary) for \(name): \(error.localizedDescription).")
+            }
+            lock.lock(); processes.append(process); lock.unlock()
+            readiness.append((name, ReadyLine(out.fileHandleForReading)))
+        }
+        var endpoints: [String] = []
+        let deadline = Date().addingTimeInterval(15)
+        for (name, ready) in readiness {
+            guard let endpoint = ready.wait(until: deadline) else {
+                let log = (try? String(contentsOf: staging.appendingPathComponent("\(name).log"), encoding: .utf8)) ?? ""
+                stop()
+                let lines = log.split(separator: "\n").map(String.init)
+                let telling = lines.first { $0.contains("rror") } ?? lines.last ?? "no output"
+                let what = ready.exited ? "exited before it was ready" : "did not become ready within 15 s"
+                throw CoordError(.failure, "node \(name) \(what) (its log says: \(telling.trimmingCharacters(in: .whitespaces))).")
+            }
+            endpoints.append(endpoint)
+        }
+        return endpoints
+    }
+
+    /// Stops every node (SIGTERM, then SIGKILL after 5 s) and removes their staging area.
+    public func stop() {
+        lock.lock()
+        let all = processes
+        processes = []
+        lock.unlock()
+        for p in all where p.isRunning { kill(p.processIdentifier, SIGTERM) }
+        let deadline = Date().addingTimeInterval(5)
+        for p in all {
+            while p.isRunning && Date() < deadline { usleep(10_000) }  // bounded wait for the process to exit
+            if p.isRunning {
+                kill(p.processIdentifier, SIGKILL)
+                p.waitUntilExit()
+            }
+        }
+        try? FileManager.default.removeItem(at: staging)
+    }
+
+    /// Sends SIGTERM to every node without waiting (signal-handler path).
+    public func terminateNow() {
+        lock.lock()
+        let all = processes
+        lock.unlock()
+        for p in all where p.isRunning { kill(p.processIdentifier, SIGTERM) }
+    }
+}
+
+/// Reads a node's stdout on a thread until its `READY <endpoint>` line.
+final class ReadyLine: @unchecked Sendable {
+    private let condition = NSCondition()
+    private var endpoint: String?
+    private var closed = false
+
+    init(_ handle: FileHandle) {
+        let thread = Thread { [self] in
+            var buffer = Data()
+            while true {
+                let data = handle.availableData
+                if data.isEmpty { break }
+                buffer.append(data)
+                if let text = String(data: buffer, encoding: .utf8), let line = text.split(separator: "\n").first(where: { $0.hasPrefix("READY ") }) {
+                    condition.lock()
+                    endpoint = String(line.dropFirst(6)).trimmingCharacters(in: .whitespaces)
+                    condition.broadcast()
+                    condition.unlock()
+                }
+            }
+            condition.lock()
+            closed = true
+            condition.broadcast()
+            condition.unlock()
+        }
+        thread.start()
+    }
+
+    var exited: Bool {
+        condition.lock()
+        defer { condition.unlock() }
+        return closed && endpoint == nil
+    }
+
+    func wait(until deadline: Date) -> String? {
+        condition.lock()
+        defer { condition.unlock() }
+        while endpoint == nil && !closed {
+            if !condition.wait(until: deadline) { break }
+        }
+        return endpoint
+    }
+}

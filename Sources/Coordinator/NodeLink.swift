@@ -1,0 +1,158 @@
+import CoordCore
+import CoordWire
+import Foundation
+import Platform
+import ZeroMQ
+
+/// The coordinator's connection to one node agent: a DEALER socket owned by one thread. Callers `request`
+/// from any task; the link's thread sends, receives and matches replies by request id. Clock probes get
+/// their t1 and t4 stamped on that thread, right at the socket.
+public final class NodeLink: @unchecked Sendable {
+    public let endpoint: String
+    /// The node's name once the handshake told it; the endpoint until then.
+    public private(set) var name: String
+
+    private struct Outgoing {
+        var id: UInt64
+        var envelope: Envelope
+        var deadline: Int64
+        var continuation: CheckedContinuation<(Envelope, receivedAt: Int64), Error>
+        var what: String
+        var timeout: Double
+    }
+
+    private let context: ZMQContext
+    private let wake = WakeSignal()
+    private let lock = NSLock()
+    private var outgoing: [Outgoing] = []
+    private var closing = false
+    private var nextID: UInt64 = 1
+    private var thread: Thread?
+    private let finished = DispatchSemaphore(value: 0)
+
+    public init(endpoint: String, context: ZMQContext) throws {
+        self.endpoint = endpoint
+        self.name = endpoint
+        self.context = context
+        var options = ZMQSocket.Options()
+        options.receiveTimeoutMs = 0
+        options.sendTimeoutMs = 0
+        options.lingerMs = 0  // unsent requests to a vanished node are worthless; never hold up exit
+        let socket = try context.makeSocket(.dealer, options: options)
+        do {
+            try socket.connect(endpoint)
+        } catch {
+            socket.close()
+            throw CoordError(.usage, "cannot connect to node endpoint \(endpoint): \(error)")
+        }
+        let thread = Thread { [self] in serve(socket) }
+        thread.name = "link-\(endpoint)"
+        self.thread = thread
+        thread.start()
+    }
+
+    func setName(_ name: String) {
+        lock.lock(); self.name = name; lock.unlock()
+    }
+
+    /// Sends one request and waits for its reply. An `Error` reply throws a `CoordError` naming the node.
+    public func request(_ body: Envelope.OneOf_Body, timeout: Double, what: String) async throws -> (Envelope, receivedAt: Int64) {
+        let (envelope, received) = try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<(Envelope, receivedAt: Int64), Error>) in
+            lock.lock()
+            if closing {
+                lock.unlock()
+                continuation.resume(throwing: CoordError(.failure, "link to node \(name) is closed."))
+                return
+            }
+            let id = nextID
+            nextID += 1
+            outgoing.append(Outgoing(id: id, envelope: Wire.envelope(id, body), deadline: MonotonicClock.now() + Int64(timeout * 1e6),
+                                     continuation: continuation, what: what, timeout: timeout))
+            lock.unlock()
+            wake.signal()
+        }
+        if case .error(let e) = envelope.body {
+            throw CoordError(.failure, "node \(name) refused \(what): \(e.message)")
+        }
+        return (envelope, received)
+    }
+
+    /// One NTP-style exchange; t1 and t4 are read on the link's thread right at send and receive.
+    public func probe(timeout: Double = 1) async throws -> ClockProbeSample {
+        let (reply, t4) = try await request(.clockProbe(Coord_V1_ClockProbe()), timeout: timeout, what: "a clock probe")
+        guard case .clockProbeReply(let r) = reply.body else {
+            throw CoordError(.failure, "node \(name) answered a clock probe with something else.")
+        }
+        return ClockProbeSample(t1: r.t1Us, t2: r.t2Us, t3: r.t3Us, t4: t4)
+    }
+
+    public func close() {
+        lock.lock()
+        let wasClosing = closing
+        closing = true
+        lock.unlock()
+        guard !wasClosing else { return }
+        wake.signal()
+        finished.wait()
+    }
+
+    private func serve(_ socket: ZMQSocket) {
+        var waiting: [UInt64: Outgoing] = [:]
+        defer {
+            socket.close()
+            lock.lock()
+            let left = outgoing
+            outgoing.removeAll()
+            lock.unlock()
+            for o in left { o.continuation.resume(throwing: CoordError(.failure, "link to node \(name) closed before \(o.what) was sent.")) }
+            for (_, o) in waiting { o.continuation.resume(throwing: CoordError(.failure, "link to node \(name) closed while waiting for \(o.what).")) }
+            finished.signal()
+        }
+        while true {
+            lock.lock()
+            let toSend = outgoing
+            outgoing.removeAll()
+            let stop = closing
+            lock.unlock()
+            if stop { return }
+
+            for var o in toSend {
+                if case .clockProbe = o.envelope.body {
+                    var p = Coord_V1_ClockProbe()
+                    p.t1Us = MonotonicClock.now()
+                    o.envelope.body = .clockProbe(p)
+                }
+                do {
+                    if try socket.send([Wire.encode(o.envelope)]) {
+                        waiting[o.id] = o
+                    } else {
+                        o.continuation.resume(throwing: CoordError(.failure, "node \(name) at \(endpoint) is not accepting messages (send queue full)."))
+                    }
+                } catch {
+                    o.continuation.resume(throwing: CoordError(.failure, "sending \(o.what) to node \(name) failed: \(error)"))
+                }
+            }
+
+            let now = MonotonicClock.now()
+            let nearest = waiting.values.map(\.deadline).min() ?? now + 100_000
+            let timeoutMs = Int(max(0, min(100_000, nearest - now)) / 1000) + 1
+            let ready: (socket: Bool, wake: Bool)
+            do { ready = try socket.poll(timeoutMs: timeoutMs, wakeFD: wake.fd) } catch { return }
+            if ready.wake { wake.drain() }
+            if ready.socket {
+                while let frames = try? socket.receive() {
+                    let received = MonotonicClock.now()
+                    guard let payload = frames.last, let reply = try? Envelope(serializedBytes: payload) else { continue }
+                    // An error reply to bytes the node could not parse carries id 0 and matches nothing.
+                    guard let o = waiting.removeValue(forKey: reply.requestID) else { continue }
+                    o.continuation.resume(returning: (reply, received))
+                }
+            }
+            let after = MonotonicClock.now()
+            for (id, o) in waiting where o.deadline <= after {
+                waiting[id] = nil
+                o.continuation.resume(throwing: CoordError(.failure, "node \(name) at \(endpoint) did not answer \(o.what) within \(o.timeout) s."))
+            }
+        }
+    }
+}

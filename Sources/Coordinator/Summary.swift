@@ -1,0 +1,29 @@
+import CoordCore
+import Foundation
+
+/// The short table printed at the end of every take (and by `coord report`).
+public enum TakeSummary {
+    public static func text(directory: String, manifest: TakeManifest, report: SyncReport) -> String {
+        var lines: [String] = []
+        lines.append("take \(manifest.takeID): \(manifest.status.rawValue), \(manifest.groups) groups × \(manifest.cameras.count) camera(s)")
+        lines.append("  \(directory)")
+        let header = ["node", "camera", "frames", "dup", "phase p50/p99/max µs", "clock ± µs"]
+        var table = [header]
+        for c in report.cameras {
+            let p = c.phaseErrorMicroseconds
+            table.append([c.node, c.camera, "\(c.frames)", "\(c.dropped)", "\(p.p50)/\(p.p99)/\(p.max)",
+                          String(format: "%.1f", c.clockUncertaintyMicroseconds)])
+        }
+        let widths = (0..<header.count).map { col in table.map { $0[col].count }.max()! }
+        for row in table {
+            lines.append("  " + row.enumerated().map { $0.element.padding(toLength: widths[$0.offset], withPad: " ", startingAt: 0) }
+                .joined(separator: "  "))
+        }
+        let s = report.spreadMicroseconds
+        lines.append("  frame-centre spread across cameras (node estimates): p50 \(s.p50) µs, p99 \(s.p99) µs, max \(s.max) µs over \(report.groupsMeasured) groups")
+        for e in manifest.events where e.kind != "start" && e.kind != "stop" {
+            lines.append("  event: \([e.node, e.camera].filter { !$0.isEmpty }.joined(separator: "/")) \(e.kind): \(e.detail)")
+        }
+        return lines.joined(separator: "\n")
+    }
+}

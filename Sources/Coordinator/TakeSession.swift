@@ -1,0 +1,396 @@
+import CoordCore
+import CoordWire
+import Foundation
+import Logging
+import Platform
+import ZeroMQ
+
+/// What the operator asked for.
+public struct TakeRequest: Sendable {
+    public var name: String
+    public var seconds: Double
+    public var fps: Int
+    public var width: Int
+    public var height: Int
+    public var codec: String
+    public var takesDirectory: URL
+    /// Cameras to use on each node, in the order the node lists them; nil means all of them.
+    public var camerasPerNode: Int?
+
+    public init(name: String, seconds: Double, fps: Int, width: Int, height: Int, codec: String, takesDirectory: URL,
+                camerasPerNode: Int? = nil) {
+        self.name = name; self.seconds = seconds; self.fps = fps; self.width = width; self.height = height
+        self.codec = codec; self.takesDirectory = takesDirectory; self.camerasPerNode = camerasPerNode
+    }
+
+    public func problem() -> String? {
+        if let p = RigName.problem(with: name, kind: "take") { return p }
+        if !(seconds > 0) { return "--seconds must be positive (got \(seconds))." }
+        if !(1...240).contains(fps) { return "--fps must be between 1 and 240 (got \(fps))." }
+        if !["mjpeg", "ffv1", "h264"].contains(codec) { return "--codec must be mjpeg, ffv1 or h264 (got \(codec))." }
+        return nil
+    }
+}
+
+/// The outcome of a take: where it is and what the manifest and report say.
+public struct TakeOutcome: Sendable {
+    public var directory: URL
+    public var manifest: TakeManifest
+    public var report: SyncReport
+}
+
+/// Runs one take across a set of node agents: handshake, plan, clock alignment, configure, arm, start on one
+/// instant, wait for the stop instant, collect, and write the take directory.
+public final class TakeSession: @unchecked Sendable {
+    let endpoints: [String]
+    let request: TakeRequest
+    let console: Console
+    let logger: Logger
+    private let context = ZMQContext()
+    private var links: [NodeLink] = []
+    private var events: [TakeManifest.Event] = []
+    private let eventLock = NSLock()
+
+    public init(endpoints: [String], request: TakeRequest, console: Console, logger: Logger) {
+        self.endpoints = endpoints
+        self.request = request
+        self.console = console
+        self.logger = logger
+    }
+
+    struct NodePlan {
+        var link: NodeLink
+        var name: String
+        var cameras: [CameraSettings]
+        var mapping = ClockMapping.identity
+    }
+
+    public func run() async throws -> TakeOutcome {
+        if let problem = request.problem() { throw CoordError(.usage, problem) }
+        defer { links.forEach { $0.close() } }
+        links = try endpoints.map { try NodeLink(endpoint: $0, context: context) }
+
+        // 1. Handshake.
+        console.step("handshake with \(links.count) node(s)")
+        let hellos = try await eachNode(links) { link -> Coord_V1_HelloReply in
+            var hello = Coord_V1_Hello()
+            hello.coordinator = ProcessInfo.processInfo.hostName
+            let (reply, _) = try await link.request(.hello(hello), timeout: 5, what: "the handshake")
+            guard case .helloReply(let r) = reply.body else {
+                throw CoordError(.failure, "node at \(link.endpoint) answered the handshake with something else.")
+            }
+            guard RigName.isValid(r.node) else {
+                throw CoordError(.failure, "node at \(link.endpoint) calls itself \"\(r.node)\", which is not a valid node name.")
+            }
+            link.setName(r.node)
+            return r
+        }
+        var seen = Set<String>()
+        for h in hellos where !seen.insert(h.node).inserted {
+            throw CoordError(.usage, "two nodes are both named \(h.node); every node needs its own name.")
+        }
+
+        // 2. Plan: which cameras record, with which settings; refuse before anything runs.
+        var plans: [NodePlan] = []
+        var ordinal = 0
+        for (link, hello) in zip(links, hellos) {
+            let offered = hello.cameras.map(CameraCapabilities.init(wire:))
+            let chosen = request.camerasPerNode.map { Array(offered.prefix($0)) } ?? offered
+            if let k = request.camerasPerNode, offered.count < k {
+                throw CoordError(.usage, "node \(hello.node) offers \(offered.count) camera(s), \(k) were asked for.")
+            }
+            var cameras: [CameraSettings] = []
+            for capability in chosen {
+                let s = CameraSettings(camera: capability.name, ordinal: ordinal, width: request.width, height: request.height,
+                                       fps: request.fps, codec: request.codec)
+                if let problem = s.problem(on: hello.node, with: capability) { throw CoordError(.usage, problem) }
+                cameras.append(s)
+                ordinal += 1
+            }
+            plans.append(NodePlan(link: link, name: hello.node, cameras: cameras))
+        }
+        guard ordinal > 0 else { throw CoordError(.usage, "the rig has no cameras to record.") }
+        guard ordinal <= 256 else { throw CoordError(.usage, "the rig has \(ordinal) cameras; at most 256 fit the stripe's ordinal.") }
+
+        // 3. The take directory, never reused.
+        let (takeID, directory) = try makeTakeDirectory()
+        console.step("take \(takeID): \(ordinal) camera(s) on \(plans.count) node(s), \(request.width)x\(request.height) at \(request.fps) fps, \(request.codec)")
+
+        // 4. Clock alignment.
+        console.step("aligning clocks")
+        let mappings = try await eachNode(plans.map(\.link)) { link in try await Self.alignClock(link) }
+        for i in plans.indices { plans[i].mapping = mappings[i] }
+        for plan in plans {
+            let figures = clockFigures(plan.mapping, at: MonotonicClock.now())
+            console.step(String(format: "  %@: offset %+.0f µs, drift %+.1f ppm, uncertainty ±%.0f µs", plan.name,
+                                figures.offsetMicroseconds, figures.driftPPM, figures.uncertaintyMicroseconds))
+        }
+
+        // 5. Configure and arm every node; the grid's group 0 is far enough ahead for all to be ready.
+        let period = FrameGrid.period(fps: request.fps)
+        let groups = Int64((request.seconds * 1_000_000 / Double(period)).rounded())
+        guard groups >= 1 else { throw CoordError(.usage, "--seconds \(request.seconds) is shorter than one frame.") }
+        try await eachNode(plans) { plan in
+            var c = Coord_V1_Configure()
+            c.takeID = takeID
+            c.cameras = plan.cameras.map(\.wire)
+            _ = try await plan.link.request(.configure(c), timeout: 5, what: "the configuration")
+        }
+        let lead = max(1_000_000, Int64(plans.count) * 250_000)
+        let grid = FrameGrid(t0: MonotonicClock.now() + lead, periodMicroseconds: period)
+        console.step("arming; group 0 in \(lead / 1000) ms")
+        let armResults = await eachNodeResult(plans) { plan -> Int64 in
+            let began = MonotonicClock.now()
+            var a = Coord_V1_Arm()
+            a.takeID = takeID
+            a.clock = plan.mapping.wire
+            a.t0Us = grid.t0
+            a.framePeriodUs = UInt64(grid.periodMicroseconds)
+            _ = try await plan.link.request(.arm(a), timeout: Double(lead) / 1e6, what: "arming")
+            return MonotonicClock.now() - began
+        }
+        if let failure = armResults.compactMap({ $0.failure }).first {
+            await abortAll(plans, takeID: takeID, reason: "a node could not be armed")
+            try? FileManager.default.removeItem(at: directory)
+            throw CoordError(.failure, "nothing was recorded: \(failure)")
+        }
+        // The start instant must still be ahead once every node is armed, or nothing starts.
+        let margin = max(200_000, 3 * period)
+        if MonotonicClock.now() > grid.t0 - margin {
+            let slowest = zip(plans, armResults).max { ($0.1.success ?? 0) < ($1.1.success ?? 0) }!
+            await abortAll(plans, takeID: takeID, reason: "arming took too long")
+            try? FileManager.default.removeItem(at: directory)
+            throw CoordError(.failure, "nothing was recorded: node \(slowest.0.name) took \((slowest.1.success ?? 0) / 1000) ms to arm, past the start instant.")
+        }
+
+        // 6. Start every camera on group 0, stop all after the last group.
+        let startResults = await eachNodeResult(plans) { plan in
+            var s = Coord_V1_StartAt()
+            s.takeID = takeID
+            s.startGroup = 0
+            s.stopGroup = groups
+            _ = try await plan.link.request(.startAt(s), timeout: Double(grid.t0 - margin - MonotonicClock.now()) / 1e6, what: "the start")
+        }
+        if let failure = startResults.compactMap({ $0.failure }).first {
+            await abortAll(plans, takeID: takeID, reason: "a node did not accept the start")
+            try? FileManager.default.removeItem(at: directory)
+            throw CoordError(.failure, "nothing was recorded: \(failure)")
+        }
+        let startWallclock = WallClock.rfc3339(Date(timeIntervalSinceNow: Double(grid.t0 - MonotonicClock.now()) / 1e6))
+        addEvent(grid.t0, node: "", camera: "", kind: "start", detail: "all \(ordinal) camera(s) start at group 0")
+
+        // 7. Record: show progress until every node reports its files final.
+        let stopInstant = grid.instant(ofGroup: groups)
+        addEvent(stopInstant, node: "", camera: "", kind: "stop", detail: "all cameras stop after group \(groups - 1)")
+        var unfinished = try await waitForFinish(plans, grid: grid, groups: groups, stopInstant: stopInstant)
+
+        // 8. Collect.
+        let collector = Collector(directory: directory, takeID: takeID, console: console)
+        let reachable = plans.filter { !unfinished.contains($0.name) }
+        let collected = await collector.collect(reachable.map(\.link))
+        for (node, failure) in collected.failures {
+            addEvent(MonotonicClock.now(), node: node, camera: "", kind: "collect-failed", detail: failure)
+            unfinished.insert(node)
+        }
+
+        // 9. Manifest and report from what arrived.
+        let writer = TakeDirectoryWriter(directory: directory)
+        var cameras: [TakeManifest.Camera] = []
+        var inputs: [SyncReport.Input] = []
+        var complete = unfinished.isEmpty
+        for plan in plans {
+            let clock = clockFigures(plan.mapping, at: grid.t0)
+            for s in plan.cameras {
+                let mkv = "\(plan.name)/\(s.camera).mkv"
+                let csv = "\(plan.name)/\(s.camera).frames.csv"
+                let files = [mkv, csv].compactMap { collected.files[$0] }
+                let rows = writer.rows(csvPath: csv)
+                let dropped = Int64(rows.filter(\.isDup).count)
+                if files.count != 2 || rows.count != Int(groups) || !writer.rowsMatchGroups(rows) {
+                    complete = false
+                    addEvent(MonotonicClock.now(), node: plan.name, camera: s.camera, kind: "incomplete",
+                             detail: files.count != 2 ? "files missing: \([mkv, csv].filter { collected.files[$0] == nil }.joined(separator: ", "))"
+                                 : "frames.csv holds \(rows.count) rows for \(groups) groups")
+                }
+                if dropped > 0 {
+                    addEvent(grid.t0, node: plan.name, camera: s.camera, kind: "dup",
+                             detail: "\(dropped) of \(groups) groups filled with a repeat of the previous frame")
+                }
+                cameras.append(TakeManifest.Camera(
+                    node: plan.name, camera: s.camera, ordinal: s.ordinal, width: s.width, height: s.height, fps: s.fps,
+                    codec: s.codec, frames: Int64(rows.count), dropped: dropped, clock: clock, files: files))
+                inputs.append(SyncReport.Input(node: plan.name, camera: s.camera, rows: rows,
+                                               clockUncertaintyMicroseconds: clock.uncertaintyMicroseconds))
+            }
+        }
+        let allEvents = sortedEvents()
+        let manifest = TakeManifest(
+            takeID: takeID, name: request.name, status: complete ? .complete : .partial, t0Microseconds: grid.t0,
+            framePeriodMicroseconds: grid.periodMicroseconds, groups: groups, startWallclock: startWallclock,
+            cameras: cameras, events: allEvents)
+        let report = SyncReport(groups: groups, grid: grid, inputs: inputs)
+        try writer.write(manifest: manifest, report: report)
+
+        // 10. Tell nodes which files arrived intact; only those may be released.
+        await eachNodeResult(reachable) { plan in
+            var confirm = Coord_V1_ConfirmCollected()
+            confirm.takeID = takeID
+            confirm.files = collected.files.values.filter { $0.path.hasPrefix(plan.name + "/") }.map(\.wire)
+            _ = try await plan.link.request(.confirmCollected(confirm), timeout: 10, what: "the collection confirmation")
+        }
+        return TakeOutcome(directory: directory, manifest: manifest, report: report)
+    }
+
+    // MARK: steps
+
+    /// Probes a node's clock many times and fits offset and rate (minimum-round-trip filtered).
+    static func alignClock(_ link: NodeLink) async throws -> ClockMapping {
+        var estimator = ClockEstimator()
+        for i in 0..<40 {
+            estimator.add(try await link.probe())
+            // Spread the probes over ~0.6 s so the rate fit has a span to work with.
+            if i < 39 { try await Task.sleep(nanoseconds: 15_000_000) }
+        }
+        guard let mapping = estimator.estimate() else {
+            throw CoordError(.failure, "node \(link.name) gave no usable clock probe.")
+        }
+        return mapping
+    }
+
+    /// The manifest's clock figures: the node clock's offset from the rig at `rigTime`, its drift, uncertainty.
+    func clockFigures(_ mapping: ClockMapping, at rigTime: Int64) -> TakeManifest.ClockFigures {
+        let local = mapping.local(fromRig: Double(rigTime))
+        let r = mapping.ratePPM * 1e-6
+        return TakeManifest.ClockFigures(offsetMicroseconds: (local - Double(rigTime)).rounded(),
+                                         driftPPM: ((1 / (1 + r) - 1) * 1e6 * 100).rounded() / 100,
+                                         uncertaintyMicroseconds: (mapping.uncertaintyMicroseconds * 10).rounded() / 10)
+    }
+
+    private func waitForFinish(_ plans: [NodePlan], grid: FrameGrid, groups: Int64, stopInstant: Int64) async throws -> Set<String> {
+        // Nodes finish on their own at the stop group; allow time for encoders to drain and files to be hashed.
+        let deadline = stopInstant + 30_000_000
+        var finished = Set<String>()
+        var lastStatus: [String: Coord_V1_Status] = [:]
+        var lastProgress: Int64 = 0
+        while finished.count < plans.count {
+            let now = MonotonicClock.now()
+            if now > deadline { break }
+            let pending = plans.filter { !finished.contains($0.name) }
+            let results = await eachNodeResult(pending) { plan -> Coord_V1_Status in
+                let (reply, _) = try await plan.link.request(.statusRequest(Coord_V1_StatusRequest()), timeout: 2, what: "a status request")
+                guard case .status(let s) = reply.body else { throw CoordError(.failure, "node \(plan.name) answered status with something else.") }
+                return s
+            }
+            for (plan, result) in zip(pending, results) {
+                switch result {
+                case .success(let s):
+                    lastStatus[plan.name] = s
+                    if s.state == .finished { finished.insert(plan.name) }
+                    if s.state == .failed {
+                        addEvent(now, node: plan.name, camera: "", kind: "node-failed", detail: s.detail)
+                        finished.insert(plan.name)
+                    }
+                    for c in s.cameras where !c.error.isEmpty {
+                        addEvent(now, node: plan.name, camera: c.camera, kind: "camera-error", detail: c.error)
+                    }
+                case .failure(let error):
+                    logger.warning("status failed", metadata: ["node": "\(plan.name)", "error": "\(error)"])
+                }
+            }
+            if now - lastProgress >= 1_000_000 || finished.count == plans.count {
+                lastProgress = now
+                let elapsed = max(0, min(Double(now - grid.t0), Double(stopInstant - grid.t0))) / 1e6
+                let frames = lastStatus.values.flatMap(\.cameras).map(\.frames)
+                let dups = lastStatus.values.flatMap(\.cameras).map(\.dropped).reduce(0, +)
+                if now < grid.t0 {
+                    console.progress("armed: recording starts in \(String(format: "%.1f", Double(grid.t0 - now) / 1e6)) s")
+                } else {
+                    console.progress(String(format: "recording %.1f / %.1f s  frames %d–%d of %d per camera  dups %d  nodes done %d/%d",
+                                            elapsed, request.seconds, frames.min() ?? 0, frames.max() ?? 0, groups, dups,
+                                            finished.count, plans.count))
+                }
+            }
+            if finished.count < plans.count {
+                let untilStop = stopInstant - MonotonicClock.now()
+                // Poll every half second; sooner once the stop instant is near.
+                try await Task.sleep(nanoseconds: UInt64(max(100_000, min(500_000, untilStop > 0 ? untilStop : 200_000))) * 1000)
+            }
+        }
+        let missing = Set(plans.map(\.name)).subtracting(finished)
+        for name in missing {
+            addEvent(MonotonicClock.now(), node: name, camera: "", kind: "node-unfinished",
+                     detail: "node \(name) did not report its files final within 30 s of the stop instant")
+        }
+        // A node whose status said FAILED is unfinished too.
+        let failed = Set(lastStatus.filter { $0.value.state == .failed }.map(\.key))
+        return missing.union(failed)
+    }
+
+    private func abortAll(_ plans: [NodePlan], takeID: String, reason: String) async {
+        await eachNodeResult(plans) { plan in
+            var a = Coord_V1_Abort()
+            a.takeID = takeID
+            a.reason = reason
+            _ = try await plan.link.request(.abort(a), timeout: 2, what: "the abort")
+        }
+    }
+
+    private func makeTakeDirectory() throws -> (String, URL) {
+        let fm = FileManager.default
+        do {
+            try fm.createDirectory(at: request.takesDirectory, withIntermediateDirectories: true)
+        } catch {
+            throw CoordError(.failure, "cannot create the takes directory \(request.takesDirectory.path): \(error.localizedDescription).")
+        }
+        for _ in 0..<16 {
+            let (y, mo, d, h, mi, s) = WallClock.utcFields()
+            let id = TakeID(year: y, month: mo, day: d, hour: h, minute: mi, second: s, name: request.name,
+                            nonce: UInt32.random(in: 0...0xFF_FFFF)).value
+            let url = request.takesDirectory.appendingPathComponent(id, isDirectory: true)
+            // mkdir without intermediates fails if the directory exists: a take is never reused.
+            if (try? fm.createDirectory(at: url, withIntermediateDirectories: false)) != nil { return (id, url) }
+        }
+        throw CoordError(.failure, "cannot create a new take directory under \(request.takesDirectory.path).")
+    }
+
+    private func sortedEvents() -> [TakeManifest.Event] {
+        eventLock.lock()
+        defer { eventLock.unlock() }
+        return events.sorted { $0.tMicroseconds < $1.tMicroseconds }
+    }
+
+    private func addEvent(_ t: Int64, node: String, camera: String, kind: String, detail: String) {
+        eventLock.lock()
+        events.append(TakeManifest.Event(tMicroseconds: t, node: node, camera: camera, kind: kind, detail: detail))
+        eventLock.unlock()
+    }
+}
+
+// MARK: fan-out helpers
+
+/// Runs `body` for every item concurrently; results in input order; the first error is thrown.
+@discardableResult
+func eachNode<Item: Sendable, T: Sendable>(_ items: [Item], _ body: @escaping @Sendable (Item) async throws -> T) async throws -> [T] {
+    let results = await eachNodeResult(items, body)
+    return try results.map { try $0.get() }
+}
+
+/// Runs `body` for every item concurrently and returns every outcome, in input order.
+@discardableResult
+func eachNodeResult<Item: Sendable, T: Sendable>(_ items: [Item], _ body: @escaping @Sendable (Item) async throws -> T) async -> [Result<T, Error>] {
+    await withTaskGroup(of: (Int, Result<T, Error>).self) { group in
+        for (index, item) in items.enumerated() {
+            group.addTask {
+                do { return (index, .success(try await body(item))) } catch { return (index, .failure(error)) }
+            }
+        }
+        var results = [Result<T, Error>?](repeating: nil, count: items.count)
+        for await (index, result) in group { results[index] = result }
+        return results.map { $0! }
+    }
+}
+
+extension Result {
+    var failure: Failure? { if case .failure(let f) = self { return f } else { return nil } }
+    var success: Success? { if case .success(let s) = self { return s } else { return nil } }
+}
