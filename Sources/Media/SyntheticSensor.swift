@@ -137,7 +137,8 @@ public final class SyntheticSensor: @unchecked Sendable {
             MonotonicClock.sleep(until: Int64((start + exposure).rounded(.up)))
             lock.lock()
             let keepRunning = running
-            let period = pendingPeriod ?? spec.nominalPeriodMicroseconds * (1 + spec.rateErrorPPM * 1e-6)
+            // A requested duration is counted by the sensor's own (slightly wrong) clock, as a real sensor's is.
+            let period = (pendingPeriod ?? spec.nominalPeriodMicroseconds) * (1 + spec.rateErrorPPM * 1e-6)
             pendingPeriod = nil
             let buffer = free.popLast()
             lock.unlock()

@@ -44,6 +44,7 @@ final class CameraRecorder: @unchecked Sendable {
     private var csvBuffer = ""
     private var rowsWritten: Int64 = 0
     private var lastSequence: UInt32?
+    private var phase: PhaseController
 
     /// Opens the file and its frames table; the sensor starts running now (armed), writing waits for `start`.
     init(settings: CameraSettings, node: String, directory: URL, sensor: SyntheticSensor, grid: FrameGrid, mapping: ClockMapping,
@@ -57,6 +58,8 @@ final class CameraRecorder: @unchecked Sendable {
         self.localNow = localNow
         self.logger = logger
         self.onFinish = onFinish
+        phase = PhaseController(grid: grid, minPeriodMicroseconds: sensor.spec.minPeriodMicroseconds,
+                                maxPeriodMicroseconds: sensor.spec.maxPeriodMicroseconds)
         mkvURL = directory.appendingPathComponent("\(settings.camera).mkv")
         csvURL = directory.appendingPathComponent("\(settings.camera).frames.csv")
         guard let codec = VideoCodec(rawValue: settings.codec) else {
@@ -148,6 +151,8 @@ final class CameraRecorder: @unchecked Sendable {
                 lastSequence = capture.sequence
                 let centerLocal = Double(capture.timestampLocal) + Double(capture.exposureMicroseconds) / 2
                 let center = Int64(mapping.rig(fromLocal: centerLocal).rounded())
+                // Steer the sensor's next frame so its centre lands on the grid (armed and recording alike).
+                sensor.requestNextFramePeriod(phase.nextPeriod(afterFrameCenteredAt: center))
                 if assigner == nil {
                     keepAsPrevious(capture.picture, center: center)
                     continue
