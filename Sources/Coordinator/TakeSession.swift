@@ -50,6 +50,8 @@ public final class TakeSession: @unchecked Sendable {
     private var links: [NodeLink] = []
     private var events: [TakeManifest.Event] = []
     private let eventLock = NSLock()
+    private var isRecording = false
+    private var stopRequested = false
 
     public init(endpoints: [String], request: TakeRequest, console: Console, logger: Logger) {
         self.endpoints = endpoints
@@ -128,8 +130,8 @@ public final class TakeSession: @unchecked Sendable {
 
         // 5. Configure and arm every node; the grid's group 0 is far enough ahead for all to be ready.
         let period = FrameGrid.period(fps: request.fps)
-        let groups = Int64((request.seconds * 1_000_000 / Double(period)).rounded())
-        guard groups >= 1 else { throw CoordError(.usage, "--seconds \(request.seconds) is shorter than one frame.") }
+        let plannedGroups = Int64((request.seconds * 1_000_000 / Double(period)).rounded())
+        guard plannedGroups >= 1 else { throw CoordError(.usage, "--seconds \(request.seconds) is shorter than one frame.") }
         try await eachNode(plans) { plan in
             var c = Coord_V1_Configure()
             c.takeID = takeID
@@ -168,7 +170,7 @@ public final class TakeSession: @unchecked Sendable {
             var s = Coord_V1_StartAt()
             s.takeID = takeID
             s.startGroup = 0
-            s.stopGroup = groups
+            s.stopGroup = plannedGroups
             _ = try await plan.link.request(.startAt(s), timeout: Double(grid.t0 - margin - MonotonicClock.now()) / 1e6, what: "the start")
         }
         if let failure = startResults.compactMap({ $0.failure }).first {
@@ -180,9 +182,11 @@ public final class TakeSession: @unchecked Sendable {
         addEvent(grid.t0, node: "", camera: "", kind: "start", detail: "all \(ordinal) camera(s) start at group 0")
 
         // 7. Record: show progress until every node reports its files final.
-        let stopInstant = grid.instant(ofGroup: groups)
-        addEvent(stopInstant, node: "", camera: "", kind: "stop", detail: "all cameras stop after group \(groups - 1)")
-        var unfinished = try await waitForFinish(plans, grid: grid, groups: groups, stopInstant: stopInstant)
+        setRecording(true)
+        let (unfinishedNodes, finalGroups) = try await waitForFinish(plans, takeID: takeID, grid: grid, groups: plannedGroups)
+        setRecording(false)
+        var unfinished = unfinishedNodes
+        let groups = finalGroups
 
         // 8. Collect.
         let collector = Collector(directory: directory, takeID: takeID, console: console)
@@ -266,15 +270,61 @@ public final class TakeSession: @unchecked Sendable {
                                          uncertaintyMicroseconds: (mapping.uncertaintyMicroseconds * 10).rounded() / 10)
     }
 
-    private func waitForFinish(_ plans: [NodePlan], grid: FrameGrid, groups: Int64, stopInstant: Int64) async throws -> Set<String> {
+    /// Asks a recording take to stop every camera at one instant soon, then collect as usual.
+    /// Returns false when nothing is recording yet (the caller should then abandon the take).
+    public func requestStop() -> Bool {
+        eventLock.lock()
+        defer { eventLock.unlock() }
+        guard isRecording else { return false }
+        stopRequested = true
+        return true
+    }
+
+    private func setRecording(_ value: Bool) {
+        eventLock.lock(); isRecording = value; eventLock.unlock()
+    }
+
+    private func takeStopRequest() -> Bool {
+        eventLock.lock()
+        defer { eventLock.unlock() }
+        let r = stopRequested
+        stopRequested = false
+        return r
+    }
+
+    /// Waits until every node reports its files final; returns the nodes that did not and the take's groups
+    /// (fewer than planned if the operator stopped early).
+    private func waitForFinish(_ plans: [NodePlan], takeID: String, grid: FrameGrid, groups plannedGroups: Int64) async throws -> (Set<String>, Int64) {
+        var groups = plannedGroups
+        var stopInstant = grid.instant(ofGroup: groups)
         // Nodes finish on their own at the stop group; allow time for encoders to drain and files to be hashed.
-        let deadline = stopInstant + 30_000_000
+        var deadline = stopInstant + 30_000_000
         var finished = Set<String>()
         var lastStatus: [String: Coord_V1_Status] = [:]
         var lastProgress: Int64 = 0
         while finished.count < plans.count {
             let now = MonotonicClock.now()
             if now > deadline { break }
+            if takeStopRequest() {
+                // One stop instant for every camera, far enough ahead for the StopAt to reach every node.
+                let stop = max(1, min(groups, grid.nearestGroup(to: now + 300_000) + 1))
+                if stop < groups {
+                    groups = stop
+                    stopInstant = grid.instant(ofGroup: groups)
+                    deadline = stopInstant + 30_000_000
+                    console.step("stopping every camera after group \(groups - 1)")
+                    addEvent(now, node: "", camera: "", kind: "operator-stop", detail: "stopped early at group \(groups)")
+                    let results = await eachNodeResult(plans) { plan in
+                        var s = Coord_V1_StopAt()
+                        s.takeID = takeID
+                        s.stopGroup = stop
+                        _ = try await plan.link.request(.stopAt(s), timeout: 2, what: "the stop")
+                    }
+                    for (plan, r) in zip(plans, results) {
+                        if let f = r.failure { addEvent(now, node: plan.name, camera: "", kind: "stop-failed", detail: "\(f)") }
+                    }
+                }
+            }
             let pending = plans.filter { !finished.contains($0.name) }
             let results = await eachNodeResult(pending) { plan -> Coord_V1_Status in
                 let (reply, _) = try await plan.link.request(.statusRequest(Coord_V1_StatusRequest()), timeout: 2, what: "a status request")
@@ -300,13 +350,14 @@ public final class TakeSession: @unchecked Sendable {
             if now - lastProgress >= 1_000_000 || finished.count == plans.count {
                 lastProgress = now
                 let elapsed = max(0, min(Double(now - grid.t0), Double(stopInstant - grid.t0))) / 1e6
+                let planned = Double(stopInstant - grid.t0) / 1e6
                 let frames = lastStatus.values.flatMap(\.cameras).map(\.frames)
                 let dups = lastStatus.values.flatMap(\.cameras).map(\.dropped).reduce(0, +)
                 if now < grid.t0 {
                     console.progress("armed: recording starts in \(String(format: "%.1f", Double(grid.t0 - now) / 1e6)) s")
                 } else {
                     console.progress(String(format: "recording %.1f / %.1f s  frames %d–%d of %d per camera  dups %d  nodes done %d/%d",
-                                            elapsed, request.seconds, frames.min() ?? 0, frames.max() ?? 0, groups, dups,
+                                            elapsed, planned, frames.min() ?? 0, frames.max() ?? 0, groups, dups,
                                             finished.count, plans.count))
                 }
             }
@@ -321,9 +372,10 @@ public final class TakeSession: @unchecked Sendable {
             addEvent(MonotonicClock.now(), node: name, camera: "", kind: "node-unfinished",
                      detail: "node \(name) did not report its files final within 30 s of the stop instant")
         }
+        addEvent(stopInstant, node: "", camera: "", kind: "stop", detail: "all cameras stop after group \(groups - 1)")
         // A node whose status said FAILED is unfinished too.
         let failed = Set(lastStatus.filter { $0.value.state == .failed }.map(\.key))
-        return missing.union(failed)
+        return (missing.union(failed), groups)
     }
 
     private func abortAll(_ plans: [NodePlan], takeID: String, reason: String) async {

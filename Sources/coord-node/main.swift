@@ -61,9 +61,12 @@ struct CoordNode: AsyncParsableCommand {
             print("READY \(bound)")
             fflush(stdout)
         }
+        // A supervised node (the demo's) leaves Ctrl-C to its parent, which stops the take at one instant;
+        // the terminal's SIGINT reaches the whole process group.
+        if parentPid != nil { signal(SIGINT, SIG_IGN) }
         let group = ServiceGroup(configuration: .init(
             services: [.init(service: server, successTerminationBehavior: .gracefullyShutdownGroup)],
-            gracefulShutdownSignals: [.sigterm, .sigint], logger: logger))
+            gracefulShutdownSignals: parentPid != nil ? [.sigterm] : [.sigterm, .sigint], logger: logger))
         do {
             try await group.run()
         } catch {

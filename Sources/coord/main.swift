@@ -78,30 +78,19 @@ struct Demo: AsyncParsableCommand {
         let rig = DemoRig(settings: .init(nodes: nodes, camerasPerNode: camerasPerNode, clockOffsetMilliseconds: clockOffsetMs,
                                           driftPPM: driftPpm, timestampJitterMicroseconds: timestampJitterUs, seed: seed),
                           nodeBinary: nodeBinary, console: console)
-        // Ctrl-C or SIGTERM: stop the local rig's processes (they finalize open files) and leave.
-        let interrupts = [SIGINT, SIGTERM].map { (number: Int32) -> DispatchSourceSignal in
-            _ = Glibc.signal(number, SIG_IGN)
-            let source = DispatchSource.makeSignalSource(signal: number, queue: .global())
-            source.setEventHandler {
-                FileHandle.standardError.write(Data("\ncoord: interrupted; stopping the local rig (the take is incomplete).\n".utf8))
-                rig.stop()
-                Glibc.exit(130)
-            }
-            source.resume()
-            return source
-        }
-        defer { interrupts.forEach { $0.cancel() } }
-
         console.step("starting \(nodes) coord-node process(es) with \(camerasPerNode) synthetic camera(s) each (seed \(seed))")
         let outcome: TakeOutcome
+        let interrupts: [DispatchSourceSignal]
         do {
             let endpoints = try rig.start()
             let session = TakeSession(endpoints: endpoints, request: request, console: console, logger: Logger(label: "coord"))
+            interrupts = handleInterrupts(session: session, rig: rig)
             outcome = try await session.run()
         } catch {
             rig.stop()
             throw exitStatus(for: error)
         }
+        interrupts.forEach { $0.cancel() }
         rig.stop()
         console.result(TakeSummary.text(directory: outcome.directory.path, manifest: outcome.manifest, report: outcome.report))
         if outcome.manifest.status == .partial {
@@ -110,6 +99,33 @@ struct Demo: AsyncParsableCommand {
             throw ExitCode(4)
         }
     }
+}
+
+/// Ctrl-C or SIGTERM while recording: stop every camera at one instant and collect as usual. Before the
+/// recording starts, or a second time: stop the local rig's processes (they finalize open files) and leave.
+func handleInterrupts(session: TakeSession, rig: DemoRig) -> [DispatchSourceSignal] {
+    let count = InterruptCount()
+    return [SIGINT, SIGTERM].map { (number: Int32) -> DispatchSourceSignal in
+        _ = Glibc.signal(number, SIG_IGN)
+        let source = DispatchSource.makeSignalSource(signal: number, queue: .global())
+        source.setEventHandler {
+            if count.next() == 1 && session.requestStop() {
+                FileHandle.standardError.write(Data("\ncoord: interrupted; stopping every camera at one instant and collecting (interrupt again to abandon the take).\n".utf8))
+                return
+            }
+            FileHandle.standardError.write(Data("\ncoord: interrupted; stopping the local rig, the take is abandoned.\n".utf8))
+            rig.stop()
+            Glibc.exit(130)
+        }
+        source.resume()
+        return source
+    }
+}
+
+final class InterruptCount: @unchecked Sendable {
+    private let lock = NSLock()
+    private var n = 0
+    func next() -> Int { lock.lock(); defer { lock.unlock() }; n += 1; return n }
 }
 
 struct Report: ParsableCommand {
