@@ -115,8 +115,9 @@ public final class DemoRig: @unchecked Sendable {
         return endpoints
     }
 
-    /// Stops every node (SIGTERM, then SIGKILL after 5 s) and removes their staging area.
-    public func stop() {
+    /// Stops every node (SIGTERM, then SIGKILL after 5 s) and removes their staging area unless asked to
+    /// keep it (a partial take: whatever the nodes still hold stays for the operator).
+    public func stop(keepStaging: Bool = false) {
         lock.lock()
         let all = processes
         processes = []
@@ -130,7 +131,7 @@ public final class DemoRig: @unchecked Sendable {
                 p.waitUntilExit()
             }
         }
-        try? FileManager.default.removeItem(at: staging)
+        if !keepStaging { try? FileManager.default.removeItem(at: staging) }
     }
 
     /// Sends SIGTERM to every node without waiting (signal-handler path).

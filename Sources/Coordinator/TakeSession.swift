@@ -301,8 +301,10 @@ public final class TakeSession: @unchecked Sendable {
         var deadline = stopInstant + 30_000_000
         var finished = Set<String>()
         var lastStatus: [String: Coord_V1_Status] = [:]
+        var lastHeard: [String: Int64] = Dictionary(uniqueKeysWithValues: plans.map { ($0.name, MonotonicClock.now()) })
+        var silent = Set<String>()
         var lastProgress: Int64 = 0
-        while finished.count < plans.count {
+        while finished.count + silent.count < plans.count {
             let now = MonotonicClock.now()
             if now > deadline { break }
             if takeStopRequest() {
@@ -325,7 +327,8 @@ public final class TakeSession: @unchecked Sendable {
                     }
                 }
             }
-            let pending = plans.filter { !finished.contains($0.name) }
+            let pending = plans.filter { !finished.contains($0.name) && !silent.contains($0.name) }
+            if pending.isEmpty { break }
             let results = await eachNodeResult(pending) { plan -> Coord_V1_Status in
                 let (reply, _) = try await plan.link.request(.statusRequest(Coord_V1_StatusRequest()), timeout: 2, what: "a status request")
                 guard case .status(let s) = reply.body else { throw CoordError(.failure, "node \(plan.name) answered status with something else.") }
@@ -335,6 +338,7 @@ public final class TakeSession: @unchecked Sendable {
                 switch result {
                 case .success(let s):
                     lastStatus[plan.name] = s
+                    lastHeard[plan.name] = MonotonicClock.now()
                     if s.state == .finished { finished.insert(plan.name) }
                     if s.state == .failed {
                         addEvent(now, node: plan.name, camera: "", kind: "node-failed", detail: s.detail)
@@ -345,6 +349,12 @@ public final class TakeSession: @unchecked Sendable {
                     }
                 case .failure(let error):
                     logger.warning("status failed", metadata: ["node": "\(plan.name)", "error": "\(error)"])
+                    // Past the stop instant, a node silent for 5 s is given up on; the others are collected.
+                    let heard = lastHeard[plan.name] ?? now
+                    if now > stopInstant + 5_000_000 && now - heard > 5_000_000 {
+                        silent.insert(plan.name)
+                        console.step("node \(plan.name) has not answered for \((now - heard) / 1_000_000) s; collecting the others")
+                    }
                 }
             }
             if now - lastProgress >= 1_000_000 || finished.count == plans.count {
@@ -361,7 +371,7 @@ public final class TakeSession: @unchecked Sendable {
                                             finished.count, plans.count))
                 }
             }
-            if finished.count < plans.count {
+            if finished.count + silent.count < plans.count {
                 let untilStop = stopInstant - MonotonicClock.now()
                 // Poll every half second; sooner once the stop instant is near.
                 try await Task.sleep(nanoseconds: UInt64(max(100_000, min(500_000, untilStop > 0 ? untilStop : 200_000))) * 1000)
@@ -370,7 +380,8 @@ public final class TakeSession: @unchecked Sendable {
         let missing = Set(plans.map(\.name)).subtracting(finished)
         for name in missing {
             addEvent(MonotonicClock.now(), node: name, camera: "", kind: "node-unfinished",
-                     detail: "node \(name) did not report its files final within 30 s of the stop instant")
+                     detail: silent.contains(name) ? "node \(name) stopped answering; its files were not collected"
+                         : "node \(name) did not report its files final within 30 s of the stop instant")
         }
         addEvent(stopInstant, node: "", camera: "", kind: "stop", detail: "all cameras stop after group \(groups - 1)")
         // A node whose status said FAILED is unfinished too.

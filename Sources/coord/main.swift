@@ -14,6 +14,25 @@ struct Coord: AsyncParsableCommand {
         commandName: "coord",
         abstract: "Record one synchronized multi-camera take across many capture nodes.",
         subcommands: [Demo.self, Report.self])
+
+    /// Parses and runs, mapping ArgumentParser's usage errors (64) to CONTRACT §1's exit code 2.
+    static func main() async {
+        do {
+            var command = try parseAsRoot()
+            if var command = command as? AsyncParsableCommand {
+                try await command.run()
+            } else {
+                try command.run()
+            }
+        } catch {
+            let code = exitCode(for: error)
+            if code == .validationFailure {
+                FileHandle.standardError.write(Data("coord: \(message(for: error)) (see coord --help).\n".utf8))
+                Foundation.exit(2)
+            }
+            exit(withError: error)
+        }
+    }
 }
 
 /// Turns a thrown error into CONTRACT §1's exit code with one sentence on stderr.
@@ -91,7 +110,9 @@ struct Demo: AsyncParsableCommand {
             throw exitStatus(for: error)
         }
         interrupts.forEach { $0.cancel() }
-        rig.stop()
+        let partial = outcome.manifest.status == .partial
+        rig.stop(keepStaging: partial)
+        if partial { console.step("the nodes' staging area is kept at \(rig.staging.path)") }
         console.result(TakeSummary.text(directory: outcome.directory.path, manifest: outcome.manifest, report: outcome.report))
         if outcome.manifest.status == .partial {
             let missing = outcome.manifest.events.first { ["incomplete", "node-failed", "camera-error", "collect-failed", "node-unfinished"].contains($0.kind) }

@@ -2,12 +2,15 @@ import Testing
 @testable import CoordCore
 
 /// The refusal a call throws, or nil if it went through.
-private func refusal(_ body: () throws(NodeFailure) -> Void) -> NodeFailure? {
+private func refusal(_ body: () throws -> Void) -> NodeFailure? {
     do {
         try body()
         return nil
+    } catch let failure as NodeFailure {
+        return failure
     } catch {
-        return error
+        Issue.record("not a NodeFailure: \(error)")
+        return nil
     }
 }
 

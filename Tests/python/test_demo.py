@@ -1,0 +1,186 @@
+"""`coord demo` end to end: real coord-node processes, real ZeroMQ on loopback, real Matroska files,
+checked by scripts/check-take.py (an implementation of CONTRACT §4/§5 independent of coord's own code)."""
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import signal
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+COORD = os.environ.get("COORD", str(ROOT / ".build/debug/coord"))
+
+_spec = importlib.util.spec_from_file_location("check_take", ROOT / "scripts/check-take.py")
+check_take = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(check_take)
+
+
+def node_processes_of(pid: int) -> list[int]:
+    """coord-node processes started by the coord process `pid` (they carry --parent-pid PID)."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            args = (entry / "cmdline").read_bytes().split(b"\0")
+        except OSError:
+            continue
+        if args and args[0].endswith(b"coord-node") and b"--parent-pid" in args:
+            if args[args.index(b"--parent-pid") + 1] == str(pid).encode():
+                found.append(int(entry.name))
+    return found
+
+
+def wait_gone(pid: int, timeout: float = 10.0) -> list[int]:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        left = node_processes_of(pid)
+        if not left:
+            return []
+        time.sleep(0.1)  # polling /proc for processes to exit
+    return node_processes_of(pid)
+
+
+def run_demo(tmp_path: Path, *args: str, timeout: float = 300):
+    takes = tmp_path / "takes"
+    proc = subprocess.run([COORD, "demo", "--takes-dir", str(takes), *args], capture_output=True, text=True, timeout=timeout)
+    return proc, takes
+
+
+def only_take(takes: Path) -> Path:
+    dirs = [d for d in takes.iterdir() if d.is_dir()]
+    assert len(dirs) == 1, f"expected exactly one take directory, found {dirs}"
+    return dirs[0]
+
+
+def test_default_demo_take_passes_every_check(tmp_path):
+    proc, takes = run_demo(tmp_path, "--nodes", "3", "--seconds", "5", "--seed", "7")
+    assert proc.returncode == 0, proc.stderr
+    take = only_take(takes)
+    failures, figures = check_take.check(take)
+    assert failures == [], failures
+    manifest = json.loads((take / "manifest.json").read_text())
+    assert manifest["format"] == "coord.take/1" and manifest["status"] == "complete"
+    assert manifest["groups"] == 150 and len(manifest["cameras"]) == 3
+    assert sorted(c["ordinal"] for c in manifest["cameras"]) == [0, 1, 2]
+    name = take.name.split("-")
+    assert len(name[0]) == 8 and len(name[1]) == 6 and name[2] == "demo" and len(name[3]) == 6
+    for f in ("manifest.json", "sync-report.json", "sync-report.html"):
+        assert (take / f).is_file()
+    report = json.loads((take / "sync-report.json").read_text())
+    assert report["groups"] == 150 and {"p50", "p99", "max"} <= report["spread_us"].keys()
+    assert take.name in proc.stdout  # the summary names the take
+
+
+@pytest.mark.parametrize("codec", ["ffv1", "h264"])
+def test_demo_other_codecs(tmp_path, codec):
+    proc, takes = run_demo(tmp_path, "--nodes", "2", "--seconds", "2", "--codec", codec, "--size", "320x240")
+    assert proc.returncode == 0, proc.stderr
+    failures, _ = check_take.check(only_take(takes))
+    assert failures == [], failures
+
+
+def test_large_rig_completes_and_counts_every_fill(tmp_path):
+    """8 nodes × 2 cameras at 1280x720 on a 2-core machine: frames a camera could not deliver are dup rows,
+    counted in the manifest, and every file still holds exactly `groups` frames."""
+    proc, takes = run_demo(tmp_path, "--nodes", "8", "--cameras-per-node", "2", "--seconds", "10", "--size", "1280x720",
+                           timeout=600)
+    assert proc.returncode in (0, 4), proc.stderr
+    take = only_take(takes)
+    failures, _ = check_take.check(take)
+    assert failures == [], failures
+    manifest = json.loads((take / "manifest.json").read_text())
+    assert len(manifest["cameras"]) == 16 and all(c["frames"] == 300 for c in manifest["cameras"])
+    dup_events = {(e["node"], e["camera"]) for e in manifest["events"] if e["kind"] == "dup"}
+    assert dup_events == {(c["node"], c["camera"]) for c in manifest["cameras"] if c["dropped"] > 0}
+    assert not wait_gone(-1)  # no coord-node is left whose parent was anything (sanity: pid -1 matches none)
+
+
+def test_interrupt_stops_every_camera_at_one_instant_and_collects(tmp_path):
+    takes = tmp_path / "takes"
+    proc = subprocess.Popen([COORD, "demo", "--takes-dir", str(takes), "--seconds", "60", "--nodes", "2"],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        # Wait for the recording to be under way, as the operator would see it.
+        deadline = time.monotonic() + 60
+        for line in proc.stderr:
+            if line.startswith("recording ") and " 0.0 /" not in line:
+                break
+            assert time.monotonic() < deadline, "the demo never started recording"
+        proc.send_signal(signal.SIGINT)
+        out, err = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 0, err
+    take = only_take(takes)
+    failures, figures = check_take.check(take)
+    assert failures == [], failures
+    manifest = json.loads((take / "manifest.json").read_text())
+    assert manifest["status"] == "complete" and 0 < manifest["groups"] < 1800
+    assert any(e["kind"] == "operator-stop" for e in manifest["events"])
+    assert wait_gone(proc.pid) == []
+
+
+def test_second_interrupt_abandons_and_leaves_no_process(tmp_path):
+    takes = tmp_path / "takes"
+    proc = subprocess.Popen([COORD, "demo", "--takes-dir", str(takes), "--seconds", "60", "--nodes", "2"],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        for line in proc.stderr:
+            if line.startswith("recording "):
+                break
+        assert node_processes_of(proc.pid), "the demo's nodes should be running"
+        proc.send_signal(signal.SIGINT)
+        proc.send_signal(signal.SIGINT)
+        proc.communicate(timeout=30)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 130
+    assert wait_gone(proc.pid) == []
+
+
+def test_a_node_killed_mid_take_makes_the_take_partial_and_names_it(tmp_path):
+    takes = tmp_path / "takes"
+    proc = subprocess.Popen([COORD, "demo", "--takes-dir", str(takes), "--seconds", "4", "--nodes", "3"],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        for line in proc.stderr:
+            if line.startswith("recording "):
+                break
+        victims = [p for p in node_processes_of(proc.pid)
+                   if b"node-2" in Path(f"/proc/{p}/cmdline").read_bytes().split(b"\0")]
+        assert len(victims) == 1
+        os.kill(victims[0], signal.SIGKILL)
+        out, err = proc.communicate(timeout=120)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 4, err
+    assert "node-2" in err.splitlines()[-1]  # the one sentence names the node at fault
+    manifest = json.loads((only_take(takes) / "manifest.json").read_text())
+    assert manifest["status"] == "partial"
+    whole = [c for c in manifest["cameras"] if c["node"] != "node-2"]
+    assert all(len(c["files"]) == 2 and c["frames"] == manifest["groups"] for c in whole)
+    assert wait_gone(proc.pid) == []
+
+
+@pytest.mark.parametrize("args,needle", [
+    (["--size", "640"], "--size"),
+    (["--codec", "prores"], "--codec"),
+    (["--fps", "0"], "--fps"),
+    (["--nodes", "0"], "--nodes"),
+    (["--seconds=-1"], "--seconds"),
+    (["--bogus"], "--bogus"),
+])
+def test_bad_flags_get_one_sentence_and_exit_2(tmp_path, args, needle):
+    proc, takes = run_demo(tmp_path, *args, timeout=60)
+    assert proc.returncode == 2, (proc.returncode, proc.stderr)
+    assert needle in proc.stderr
+    assert not takes.exists() or not any(takes.iterdir())
