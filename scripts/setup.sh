@@ -1,0 +1,16 @@
+#!/usr/bin/env bash
+# Installs the Debian 12 packages coord needs to build, run and test (skips apt when all are present).
+set -euo pipefail
+packages=(pkg-config libzmq3-dev libv4l-dev libavformat-dev libavcodec-dev libavutil-dev protobuf-compiler ffmpeg python3 python3-venv)
+missing=()
+for p in "${packages[@]}"; do
+    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if ((${#missing[@]})); then
+    sudo=""
+    [[ $(id -u) -eq 0 ]] || sudo="sudo"
+    echo "setup: installing ${missing[*]}" >&2
+    $sudo apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq "${missing[@]}" >/dev/null
+fi
+command -v swift >/dev/null || { echo "setup: Swift 6.3 is not on PATH (https://swift.org/install)." >&2; exit 1; }
