@@ -67,9 +67,9 @@ let package = Package(
 
         .testTarget(name: "CoordCoreTests", dependencies: ["CoordCore"]),
         .testTarget(name: "MediaTests", dependencies: ["Media"]),
-        .testTarget(name: "ZeroMQTests", dependencies: ["ZeroMQ", "CoordWire"]),
+        .testTarget(name: "ZeroMQTests", dependencies: ["ZeroMQ", "CoordWire", "Platform"]),
         .testTarget(name: "V4L2Tests", dependencies: ["V4L2"]),
-        .testTarget(name: "EndToEndTests", dependencies: ["CoordCore", "CoordWire", "ZeroMQ", "Media"]),
+        .testTarget(name: "EndToEndTests", dependencies: ["Coordinator", "CoordCore", "CoordWire", "ZeroMQ", "Platform"]),
     ],
     swiftLanguageModes: [.v5]
 )

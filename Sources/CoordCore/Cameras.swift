@@ -57,7 +57,11 @@ public struct CameraSettings: Equatable, Sendable {
         }
         guard sized.contains(where: { period >= $0.minFramePeriodMicroseconds && period <= $0.maxFramePeriodMicroseconds }) else {
             let fastest = sized.map(\.minFramePeriodMicroseconds).min()!
-            return "camera \(node)/\(camera) cannot run \(width)x\(height) at \(fps) fps (its fastest is \(1_000_000 / max(fastest, 1)) fps)."
+            // The highest whole rate whose rounded grid period the sensor still allows (1e6 / 16 667 µs is 59.998,
+            // yet 60 fps, period 16 667 µs, runs).
+            var fastestFPS = Int(1_000_000 / max(fastest, 1)) + 1
+            while fastestFPS > 1 && FrameGrid.period(fps: fastestFPS) < fastest { fastestFPS -= 1 }
+            return "camera \(node)/\(camera) cannot run \(width)x\(height) at \(fps) fps (its fastest is \(fastestFPS) fps)."
         }
         return nil
     }

@@ -28,7 +28,9 @@ public enum FramesTable {
 
     public static func parse(_ text: String) throws -> [FrameRow] {
         var rows: [FrameRow] = []
-        for (index, raw) in text.split(separator: "\n", omittingEmptySubsequences: false).enumerated() {
+        // "\r\n" is one Character in Swift, so it must be named as a separator of its own.
+        let lines = text.split(omittingEmptySubsequences: false, whereSeparator: { $0 == "\n" || $0 == "\r\n" })
+        for (index, raw) in lines.enumerated() {
             let line = raw.hasSuffix("\r") ? raw.dropLast() : raw[...]
             if index == 0 {
                 guard line == header else { throw ParseError(line: 1, reason: "expected header \"\(header)\", found \"\(line)\"") }

@@ -30,10 +30,22 @@ public struct TakeID: Hashable, Sendable, CustomStringConvertible {
         value = "\(pad(year, 4))\(pad(month, 2))\(pad(day, 2))-\(pad(hour, 2))\(pad(minute, 2))\(pad(second, 2))-\(name)-\(hex)"
     }
 
+    /// A take id is itself a valid name of at most 64 characters, so it is safe as a directory name on every
+    /// node; that leaves 41 for the take's own name.
+    public static let maxNameLength = 64 - "YYYYMMDD-HHMMSS--xxxxxx".count
+
+    /// Why `name` cannot name a take, or nil.
+    public static func problem(withName name: String) -> String? {
+        if let p = RigName.problem(with: name, kind: "take") { return p }
+        if name.utf8.count > maxNameLength { return "take name \"\(name)\" is longer than \(maxNameLength) characters." }
+        return nil
+    }
+
     public init?(parsing value: String) {
         let parts = value.split(separator: "-", omittingEmptySubsequences: false)
         guard parts.count >= 4, parts[0].count == 8, parts[1].count == 6, parts.last!.count == 6,
               parts[0].allSatisfy(\.isNumber), parts[1].allSatisfy(\.isNumber), parts.last!.allSatisfy(\.isHexDigit),
+              RigName.isValid(parts[2..<(parts.count - 1)].joined(separator: "-")),
               RigName.isValid(value) else { return nil }
         self.value = value
     }

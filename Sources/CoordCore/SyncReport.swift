@@ -44,6 +44,15 @@ public struct SyncReport: Codable, Equatable, Sendable {
         case groups, spreadMicroseconds = "spread_us", cameras, groupsMeasured = "groups_measured"
     }
 
+    public init(from decoder: Decoder) throws {
+        let c = try decoder.container(keyedBy: CodingKeys.self)
+        groups = try c.decode(Int64.self, forKey: .groups)
+        spreadMicroseconds = try c.decode(Percentiles.self, forKey: .spreadMicroseconds)
+        cameras = try c.decode([Camera].self, forKey: .cameras)
+        // Not a contract key: a report written by another tool may lack it.
+        groupsMeasured = try c.decodeIfPresent(Int64.self, forKey: .groupsMeasured) ?? 0
+    }
+
     /// One camera's rows with the identity and clock figures the report needs.
     public struct Input: Sendable {
         public var node: String

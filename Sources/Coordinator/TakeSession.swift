@@ -24,7 +24,7 @@ public struct TakeRequest: Sendable {
     }
 
     public func problem() -> String? {
-        if let p = RigName.problem(with: name, kind: "take") { return p }
+        if let p = TakeID.problem(withName: name) { return p }
         if !(seconds > 0) { return "--seconds must be positive (got \(seconds))." }
         if !(1...240).contains(fps) { return "--fps must be between 1 and 240 (got \(fps))." }
         if !["mjpeg", "ffv1", "h264"].contains(codec) { return "--codec must be mjpeg, ffv1 or h264 (got \(codec))." }

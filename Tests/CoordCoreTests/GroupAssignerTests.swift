@@ -55,7 +55,7 @@ private func shapeProblem(_ actions: [GroupAssigner.Action], call: String) -> St
 private struct Delivery {
     var at: Int64       // rig time the node sees the frame
     var center: Int64   // its estimated exposure centre
-    var order: Int      // tie-break so sorting is stable
+    var order: Int      // tie-break so sorting is stable (a duplicate right after its original)
 }
 
 private struct StreamConfig {
@@ -90,18 +90,19 @@ private func makeStream(_ rng: inout SeededRandom, grid: FrameGrid, startGroup: 
         let center = Int64((trueCenter + rng.gaussian(standardDeviation: config.jitterMicroseconds)).rounded())
         var at = Int64((trueCenter + latency + rng.double(0...0.1 * p)).rounded())
         if rng.chance(config.lateRate) { at += Int64(Double(rng.int(2...5)) * p) }
-        deliveries.append(Delivery(at: at, center: center, order: deliveries.count))
+        deliveries.append(Delivery(at: at, center: center, order: 2 * deliveries.count))
         if burstLeft == 0 && rng.chance(config.burstRate) { burstLeft = rng.int(2...6) }
         if burstLeft > 0 {
             burstIndices.append(deliveries.count - 1)
             burstLeft -= 1
             if burstLeft == 0 { closeBurst() }
         }
-        if rng.chance(config.duplicateRate) {
-            deliveries.append(Delivery(at: at + 1, center: center, order: deliveries.count))
-        }
     }
     closeBurst()
+    // A duplicate arrives just after its original (after the burst it belongs to, if any).
+    for original in deliveries where rng.chance(config.duplicateRate) {
+        deliveries.append(Delivery(at: original.at, center: original.center, order: original.order + 1))
+    }
     return deliveries.sorted { ($0.at, $0.order) < ($1.at, $1.order) }
 }
 

@@ -63,14 +63,21 @@ private func looksLikeTakeID(_ s: String, name: String) -> Bool {
         }
     }
 
-    /// Any name the coordinator accepts for a take (a valid rig name, up to 64 characters) must give an id
-    /// that parses, and that a node accepts as a take id.
-    @Test(arguments: [1, 20, 41, 42, 64])
+    /// Any name the coordinator accepts for a take (up to `TakeID.maxNameLength`) gives an id that parses,
+    /// and that a node accepts as a take id; a longer one is refused with a sentence naming the limit.
+    @Test(arguments: [1, 20, 41])
     func idsFromLongValidNamesParse(length: Int) {
         let name = String(repeating: "n", count: length)
-        #expect(RigName.isValid(name))
+        #expect(TakeID.problem(withName: name) == nil)
         let id = TakeID(year: 2026, month: 1, day: 2, hour: 3, minute: 4, second: 5, name: name, nonce: 0xC0FFEE)
         #expect(TakeID(parsing: id.value) != nil, "a \(length)-character take name gives an id (\(id.value.count) characters) that does not parse")
+        #expect(RigName.isValid(id.value))
+    }
+
+    @Test(arguments: [42, 64])
+    func takeNamesTooLongForAnIDAreRefused(length: Int) throws {
+        let problem = try #require(TakeID.problem(withName: String(repeating: "n", count: length)))
+        #expect(problem.contains("41"))
     }
 
     @Test(arguments: [
