@@ -34,7 +34,7 @@ public final class DemoRig: @unchecked Sendable {
     let console: Console
     public let staging: URL
     public private(set) var simulated: [SimulatedNode] = []
-    private var processes: [Process] = []
+    private var processes: [(process: Process, exited: DispatchSemaphore)] = []
     private let lock = NSLock()
 
     public init(settings: Settings, nodeBinary: String, console: Console) {
@@ -73,6 +73,8 @@ public final class DemoRig: @unchecked Sendable {
             let drift = Double.random(in: -1...1, using: &random) * settings.driftPPM
             simulated.append(SimulatedNode(name: name, clockOffsetMicroseconds: offset, driftPPM: drift))
             let process = Process()
+            let exited = DispatchSemaphore(value: 0)
+            process.terminationHandler = { _ in exited.signal() }
             process.executableURL = URL(fileURLWithPath: nodeBinary)
             process.arguments = [
                 "--name", name, "--endpoint", "tcp://127.0.0.1:*",
@@ -96,7 +98,7 @@ public final class DemoRig: @unchecked Sendable {
                 stop()
                 throw CoordError(.failure, "cannot start \(nodeBinary) for \(name): \(error.localizedDescription).")
             }
-            lock.lock(); processes.append(process); lock.unlock()
+            lock.lock(); processes.append((process, exited)); lock.unlock()
             readiness.append((name, ReadyLine(out.fileHandleForReading)))
         }
         var endpoints: [String] = []
@@ -122,14 +124,11 @@ public final class DemoRig: @unchecked Sendable {
         let all = processes
         processes = []
         lock.unlock()
-        for p in all where p.isRunning { kill(p.processIdentifier, SIGTERM) }
-        let deadline = Date().addingTimeInterval(5)
-        for p in all {
-            while p.isRunning && Date() < deadline { usleep(10_000) }  // bounded wait for the process to exit
-            if p.isRunning {
-                kill(p.processIdentifier, SIGKILL)
-                p.waitUntilExit()
-            }
+        for p in all where p.process.isRunning { kill(p.process.processIdentifier, SIGTERM) }
+        let deadline = DispatchTime.now() + .seconds(5)
+        for p in all where p.exited.wait(timeout: deadline) == .timedOut {
+            kill(p.process.processIdentifier, SIGKILL)
+            p.process.waitUntilExit()
         }
         if !keepStaging { try? FileManager.default.removeItem(at: staging) }
     }
@@ -139,7 +138,7 @@ public final class DemoRig: @unchecked Sendable {
         lock.lock()
         let all = processes
         lock.unlock()
-        for p in all where p.isRunning { kill(p.processIdentifier, SIGTERM) }
+        for p in all where p.process.isRunning { kill(p.process.processIdentifier, SIGTERM) }
     }
 }
 

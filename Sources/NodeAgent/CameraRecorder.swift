@@ -36,6 +36,8 @@ final class CameraRecorder: @unchecked Sendable {
     private var requestedStop: Int64?
     private var abandon = false
     private var thread: Thread?
+    /// Entered when the recorder's thread starts, left when its files are final.
+    private let running = DispatchGroup()
 
     // Owned by the recorder thread.
     private var assigner: GroupAssigner?
@@ -82,7 +84,11 @@ final class CameraRecorder: @unchecked Sendable {
 
     func arm() {
         sensor.start()
-        let thread = Thread { [self] in run() }
+        running.enter()
+        let thread = Thread { [self] in
+            run()
+            running.leave()
+        }
         thread.name = "record-\(settings.camera)"
         self.thread = thread
         thread.start()
@@ -106,6 +112,11 @@ final class CameraRecorder: @unchecked Sendable {
         lock.lock()
         abandon = true
         lock.unlock()
+    }
+
+    /// Waits until the files are final (or the deadline passes); true if they are.
+    func waitUntilFinished(deadline: DispatchTime) -> Bool {
+        running.wait(timeout: deadline) == .success
     }
 
     var snapshot: Progress {

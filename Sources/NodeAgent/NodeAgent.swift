@@ -361,9 +361,9 @@ public final class NodeAgent: @unchecked Sendable {
         let active = recorders
         lock.unlock()
         active.forEach { $0.abandonRecording() }
-        let deadline = Date().addingTimeInterval(10)
-        while Date() < deadline, !active.allSatisfy({ $0.snapshot.finished }) {
-            Thread.sleep(forTimeInterval: 0.01)  // polling a flag the recorder threads set; bounded by the deadline
+        let deadline = DispatchTime.now() + .seconds(10)
+        for recorder in active where !recorder.waitUntilFinished(deadline: deadline) {
+            logger.error("camera \(recorder.settings.camera) did not finish its files within 10 s of shutdown")
         }
     }
 }

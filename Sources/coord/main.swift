@@ -130,12 +130,14 @@ func handleInterrupts(session: TakeSession, rig: DemoRig) -> [DispatchSourceSign
         _ = Glibc.signal(number, SIG_IGN)
         let source = DispatchSource.makeSignalSource(signal: number, queue: .global())
         source.setEventHandler {
-            if count.next() == 1 && session.requestStop() {
+            // Signals arriving together are coalesced into one event; `data` says how many there were.
+            if count.add(Int(source.data)) == 1 && session.requestStop() {
                 FileHandle.standardError.write(Data("\ncoord: interrupted; stopping every camera at one instant and collecting (interrupt again to abandon the take).\n".utf8))
                 return
             }
-            FileHandle.standardError.write(Data("\ncoord: interrupted; stopping the local rig, the take is abandoned.\n".utf8))
-            rig.stop()
+            // Exit at once: the nodes finalize their open files on SIGTERM and exit by themselves.
+            rig.terminateNow()
+            FileHandle.standardError.write(Data("\ncoord: interrupted; the take is abandoned; whatever the nodes recorded stays in \(rig.staging.path).\n".utf8))
             Glibc.exit(130)
         }
         source.resume()
@@ -146,7 +148,7 @@ func handleInterrupts(session: TakeSession, rig: DemoRig) -> [DispatchSourceSign
 final class InterruptCount: @unchecked Sendable {
     private let lock = NSLock()
     private var n = 0
-    func next() -> Int { lock.lock(); defer { lock.unlock() }; n += 1; return n }
+    func add(_ k: Int) -> Int { lock.lock(); defer { lock.unlock() }; n += max(1, k); return n }
 }
 
 struct Report: ParsableCommand {
