@@ -63,8 +63,9 @@ public final class NodeServer: Service, @unchecked Sendable {
         var options = ZMQSocket.Options()
         options.sendTimeoutMs = 500
         options.receiveTimeoutMs = 0
-        // libzmq drops a peer that sends more than this; anything between the request limit and this gets TOO_LARGE.
-        options.maxMessageBytes = 16 << 20
+        // Anything over the 1 MiB request limit gets a TOO_LARGE reply; past this cap libzmq cuts the peer
+        // off before the message is ever buffered whole (so memory stays bounded).
+        options.maxMessageBytes = 64 << 20
         let socket = try context.makeSocket(.router, options: options)
         defer { socket.close() }
         let bound = try socket.bind(agent.configuration.endpoint)

@@ -195,22 +195,21 @@ final class NodeProcess: @unchecked Sendable {
         return NodeProcess(name: name, staging: staging, log: log, endpoint: endpoint, process: process, exited: exited)
     }
 
-    /// SIGTERM and wait up to 10 s for a graceful exit, then SIGKILL. Returns the exit status (nil if killed).
+    /// SIGTERM and wait up to 10 s for a graceful exit, then SIGKILL. False if it had to be killed.
     @discardableResult
-    func stop() -> Int32? {
+    func stop() -> Bool {
         lock.lock()
         let already = stopped
         stopped = true
         lock.unlock()
-        if already { return nil }
+        if already { return true }
         kill(process.processIdentifier, SIGTERM)
         if exited.wait(timeout: .now() + 10) == .timedOut {
             kill(process.processIdentifier, SIGKILL)
             exited.wait()
-            Issue.record("node \(name) did not exit within 10 s of SIGTERM; killed it")
-            return nil
+            return false
         }
-        return process.terminationStatus
+        return true
     }
 
     var logText: String { (try? String(contentsOf: log, encoding: .utf8)) ?? "" }
