@@ -14,7 +14,8 @@ import sys
 import pytest
 
 from conftest import (CAMERAS, FRAME_PERIOD_US, NODE_NAME, STOP_TIMEOUT_S, Client, Node,
-                      assert_hello_ok, fetch_file, new_take_id, now_us, record_take)
+                      assert_hello_ok, configure_and_arm, fetch_file, new_take_id, now_us, record_take,
+                      wait_finished)
 
 GROUPS = 15
 SHA256_RE = re.compile(r"^[0-9a-f]{64}$")
@@ -198,3 +199,24 @@ def test_node_exits_when_its_parent_dies(tmp_path, zctx, pb):
             parent.wait(timeout=5)
         if node is not None:
             node.cleanup()
+
+
+def test_a_vanished_coordinator_loses_no_frame(node, zctx, pb):
+    """Once started, recording does not depend on the network: the coordinator's socket goes away mid-take,
+    and a new coordinator later finds every group recorded and the files ready to collect."""
+    first = Client(zctx, node.endpoint, pb)
+    take_id = new_take_id("vanish")
+    configure_and_arm(first, take_id)
+    first.call("start_at", pb.StartAt(take_id=take_id, start_group=0, stop_group=45), "ack")
+    first.close()  # the coordinator is gone before the first frame is written
+
+    later = Client(zctx, node.endpoint, pb)
+    try:
+        status = wait_finished(later, take_id)
+        assert [c.frames for c in status.cameras] == [45]
+        listing = later.call("list_files", pb.ListFiles(take_id=take_id), "file_list")
+        mkv = next(f for f in listing.files if f.path.endswith(".mkv"))
+        data = fetch_file(later, take_id, mkv.path)
+        assert hashlib.sha256(data).hexdigest() == mkv.sha256
+    finally:
+        later.close()
