@@ -69,7 +69,9 @@ let package = Package(
         .testTarget(name: "MediaTests", dependencies: ["Media"]),
         .testTarget(name: "ZeroMQTests", dependencies: ["ZeroMQ", "CoordWire", "Platform"]),
         .testTarget(name: "V4L2Tests", dependencies: ["V4L2"]),
-        .testTarget(name: "EndToEndTests", dependencies: ["Coordinator", "CoordCore", "CoordWire", "ZeroMQ", "Platform"]),
+        .testTarget(name: "EndToEndTests", dependencies: [
+            "Coordinator", "CoordCore", "CoordWire", "ZeroMQ", "Platform", .product(name: "Logging", package: "swift-log"),
+        ]),
     ],
     swiftLanguageModes: [.v5]
 )

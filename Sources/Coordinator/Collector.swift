@@ -85,7 +85,7 @@ final class Collector: @unchecked Sendable {
                 throw CoordError(.failure, "node \(link.name) sent no data for \(file.path) at offset \(offset).")
             }
             do { try out.write(contentsOf: chunk.data) } catch {
-                throw CoordError(.failure, "writing \(partial.path) failed: \(error.localizedDescription).")
+                throw CoordError(.failure, "writing \(partial.path) failed: \(reason(error)).")
             }
             hasher.update(data: chunk.data)
             offset += UInt64(chunk.data.count)

@@ -1,5 +1,6 @@
 import CoordCore
 import Foundation
+import Platform
 #if canImport(Glibc)
 import Glibc
 #endif
@@ -96,7 +97,7 @@ public final class DemoRig: @unchecked Sendable {
                 try process.run()
             } catch {
                 stop()
-                throw CoordError(.failure, "cannot start \(nodeBinary) for \(name): \(error.localizedDescription).")
+                throw CoordError(.failure, "cannot start \(nodeBinary) for \(name): \(reason(error)).")
             }
             lock.lock(); processes.append((process, exited)); lock.unlock()
             readiness.append((name, ReadyLine(out.fileHandleForReading)))

@@ -51,6 +51,13 @@ public final class NodeLink: @unchecked Sendable {
         thread.start()
     }
 
+    /// How messages name this node: by name once the handshake told it, by endpoint before.
+    var who: String {
+        lock.lock()
+        defer { lock.unlock() }
+        return name == endpoint ? "node at \(endpoint)" : "node \(name) at \(endpoint)"
+    }
+
     func setName(_ name: String) {
         lock.lock(); self.name = name; lock.unlock()
     }
@@ -126,7 +133,7 @@ public final class NodeLink: @unchecked Sendable {
                     if try socket.send([Wire.encode(o.envelope)]) {
                         waiting[o.id] = o
                     } else {
-                        o.continuation.resume(throwing: CoordError(.failure, "node \(name) at \(endpoint) is not accepting messages (send queue full)."))
+                        o.continuation.resume(throwing: CoordError(.failure, "\(who) is not accepting messages (send queue full)."))
                     }
                 } catch {
                     o.continuation.resume(throwing: CoordError(.failure, "sending \(o.what) to node \(name) failed: \(error)"))
@@ -151,7 +158,7 @@ public final class NodeLink: @unchecked Sendable {
             let after = MonotonicClock.now()
             for (id, o) in waiting where o.deadline <= after {
                 waiting[id] = nil
-                o.continuation.resume(throwing: CoordError(.failure, "node \(name) at \(endpoint) did not answer \(o.what) within \(o.timeout) s."))
+                o.continuation.resume(throwing: CoordError(.failure, "\(who) did not answer \(o.what) within \(o.timeout) s."))
             }
         }
     }

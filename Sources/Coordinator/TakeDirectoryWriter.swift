@@ -1,5 +1,6 @@
 import CoordCore
 import Foundation
+import Platform
 
 /// Writes manifest.json, sync-report.json and sync-report.html into a take directory and reads back the
 /// collected frames tables.
@@ -29,7 +30,7 @@ struct TakeDirectoryWriter {
         do {
             try data.write(to: url, options: .atomic)
         } catch {
-            throw CoordError(.failure, "cannot write \(url.path): \(error.localizedDescription).")
+            throw CoordError(.failure, "cannot write \(url.path): \(reason(error)).")
         }
     }
 }

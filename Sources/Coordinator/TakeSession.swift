@@ -403,7 +403,7 @@ public final class TakeSession: @unchecked Sendable {
         do {
             try fm.createDirectory(at: request.takesDirectory, withIntermediateDirectories: true)
         } catch {
-            throw CoordError(.failure, "cannot create the takes directory \(request.takesDirectory.path): \(error.localizedDescription).")
+            throw CoordError(.failure, "cannot create the takes directory \(request.takesDirectory.path): \(reason(error)).")
         }
         for _ in 0..<16 {
             let (y, mo, d, h, mi, s) = WallClock.utcFields()

@@ -255,7 +255,7 @@ final class CameraRecorder: @unchecked Sendable {
         do {
             try csv.write(contentsOf: Data(csvBuffer.utf8))
         } catch {
-            lock.lock(); progress.error = progress.error ?? "camera \(node)/\(settings.camera): writing \(csvURL.path) failed: \(error.localizedDescription)"; lock.unlock()
+            lock.lock(); progress.error = progress.error ?? "camera \(node)/\(settings.camera): writing \(csvURL.path) failed: \(reason(error))"; lock.unlock()
         }
         csvBuffer = ""
     }

@@ -1,6 +1,7 @@
 import CoordCore
 import Crypto
 import Foundation
+import Platform
 
 /// The node's staging area: `<staging>/<take-id>/<node>/<camera>.{mkv,frames.csv}`. Files stay here until
 /// the coordinator confirms their checksums.
@@ -47,7 +48,7 @@ struct FileStore {
         while true {
             let chunk: Data
             do { chunk = try handle.read(upToCount: 1 << 20) ?? Data() } catch {
-                throw NodeFailure(.io, "reading \(url.path) failed: \(error.localizedDescription).")
+                throw NodeFailure(.io, "reading \(url.path) failed: \(reason(error)).")
             }
             if chunk.isEmpty { break }
             hasher.update(data: chunk)
@@ -73,7 +74,7 @@ struct FileStore {
         } catch let failure as NodeFailure {
             throw failure
         } catch {
-            throw NodeFailure(.io, "reading \(path) of take \(takeID) failed: \(error.localizedDescription).")
+            throw NodeFailure(.io, "reading \(path) of take \(takeID) failed: \(reason(error)).")
         }
     }
 

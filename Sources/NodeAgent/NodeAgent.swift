@@ -203,7 +203,7 @@ public final class NodeAgent: @unchecked Sendable {
             try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
         } catch {
             machine.fail()
-            throw NodeFailure(.io, "node \(configuration.name) cannot create its staging directory \(directory.path): \(error.localizedDescription).")
+            throw NodeFailure(.io, "node \(configuration.name) cannot create its staging directory \(directory.path): \(reason(error)).")
         }
         var made: [CameraRecorder] = []
         for (index, s) in settings.enumerated() {

@@ -175,7 +175,7 @@ final class NodeProcess: @unchecked Sendable {
         process.standardInput = FileHandle.nullDevice
         let out = Pipe()
         process.standardOutput = out
-        FileManager.default.createFile(atPath: log.path, contents: nil)
+        _ = FileManager.default.createFile(atPath: log.path, contents: nil)
         process.standardError = try FileHandle(forWritingTo: log)
         let exited = DispatchSemaphore(value: 0)
         process.terminationHandler = { _ in exited.signal() }

@@ -160,7 +160,8 @@ final class TakeEndToEndTests {
             #expect(error?.message.contains("handshake") == true, "message: \(error?.message ?? "-")")
             #expect(E2E.contents(takes).isEmpty, "a take directory was created: \(E2E.contents(takes))")
             // The real node was only greeted: it is still idle.
-            #expect(try await status(of: nodes[0]).state == .idle)
+            let state = try await status(of: nodes[0]).state
+            #expect(state == .idle)
         }
     }
 
@@ -214,7 +215,10 @@ final class TakeEndToEndTests {
             #expect(error?.kind == .usage)
             #expect(error?.message.contains("same") == true, "message: \(error?.message ?? "-")")
             #expect(E2E.contents(takes).isEmpty)
-            for node in nodes { #expect(try await status(of: node).state == .idle) }
+            for node in nodes {
+                let state = try await status(of: node).state
+                #expect(state == .idle, "node \(node.name)")
+            }
         }
     }
 
@@ -243,7 +247,8 @@ final class TakeEndToEndTests {
             #expect(error?.message.contains("node-a/cam0") == true, "message: \(error?.message ?? "-")")
             #expect(error?.message.contains(case_.mentions) == true, "message: \(error?.message ?? "-")")
             #expect(E2E.contents(takes).isEmpty, "a take directory was created: \(E2E.contents(takes))")
-            #expect(try await status(of: node).state == .idle)
+            let before = try await status(of: node).state
+            #expect(before == .idle)
 
             // The node itself refuses the same configuration if a coordinator sends it anyway.
             let context = ZMQContext()
@@ -257,7 +262,8 @@ final class TakeEndToEndTests {
                 _ = try await link.request(.configure(configure), timeout: 5, what: "the configuration")
             }
             #expect(refusal?.message.contains("node-a/cam0") == true, "message: \(refusal?.message ?? "-")")
-            #expect(try await status(of: node).state == .idle)
+            let after = try await status(of: node).state
+            #expect(after == .idle)
         }
     }
 
