@@ -1,3 +1,4 @@
+@testable import Coordinator
 import Foundation
 import Testing
 #if canImport(Glibc)
@@ -215,43 +216,3 @@ final class NodeProcess: @unchecked Sendable {
     var logText: String { (try? String(contentsOf: log, encoding: .utf8)) ?? "" }
 }
 
-/// Reads a node's stdout on a thread until the `READY <endpoint>` line (or end of file).
-final class ReadyLine: @unchecked Sendable {
-    private let condition = NSCondition()
-    private var endpoint: String?
-    private var closed = false
-
-    init(_ handle: FileHandle) {
-        Thread { [self] in
-            var buffer = Data()
-            while true {
-                let data = handle.availableData
-                if data.isEmpty { break }
-                buffer.append(data)
-                guard let newline = buffer.firstIndex(of: UInt8(ascii: "\n")) else { continue }
-                let line = String(decoding: buffer[..<newline], as: UTF8.self)
-                condition.lock()
-                if line.hasPrefix("READY ") { endpoint = String(line.dropFirst(6)).trimmingCharacters(in: .whitespaces) }
-                closed = endpoint == nil
-                condition.broadcast()
-                condition.unlock()
-                break
-            }
-            condition.lock()
-            closed = true
-            condition.broadcast()
-            condition.unlock()
-            // Keep draining so the node never blocks on a full stdout pipe.
-            while !handle.availableData.isEmpty {}
-        }.start()
-    }
-
-    func wait(until deadline: Date) -> String? {
-        condition.lock()
-        defer { condition.unlock() }
-        while endpoint == nil && !closed {
-            if !condition.wait(until: deadline) { break }
-        }
-        return endpoint
-    }
-}
