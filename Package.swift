@@ -54,7 +54,7 @@ let package = Package(
 
         // Thin executables.
         .executableTarget(name: "coord", dependencies: [
-            "Coordinator", "CoordCore", "Media",
+            "Coordinator", "CoordCore", "Platform",
             .product(name: "ArgumentParser", package: "swift-argument-parser"),
             .product(name: "Logging", package: "swift-log"),
         ]),

@@ -3,6 +3,7 @@ import CoordCore
 import Coordinator
 import Foundation
 import Logging
+import Platform
 #if canImport(Glibc)
 import Glibc
 #endif
@@ -178,7 +179,7 @@ struct Report: ParsableCommand {
             FileHandle.standardError.write(Data("coord: \(takeDirectory) does not hold a readable coord take: \(error).\n".utf8))
             throw ExitCode(2)
         } catch {
-            FileHandle.standardError.write(Data("coord: cannot read the take in \(takeDirectory): \(error.localizedDescription).\n".utf8))
+            FileHandle.standardError.write(Data("coord: cannot read the take in \(takeDirectory): \(reason(error)).\n".utf8))
             throw ExitCode(2)
         }
     }
