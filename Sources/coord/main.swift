@@ -161,6 +161,11 @@ struct Report: ParsableCommand {
 
     func run() throws {
         let dir = URL(fileURLWithPath: takeDirectory)
+        for file in ["manifest.json", "sync-report.json"]
+        where !FileManager.default.fileExists(atPath: dir.appendingPathComponent(file).path) {
+            FileHandle.standardError.write(Data("coord: \(takeDirectory) has no \(file); it is not a coord take directory.\n".utf8))
+            throw ExitCode(2)
+        }
         do {
             let manifestData = try Data(contentsOf: dir.appendingPathComponent("manifest.json"))
             let reportData = try Data(contentsOf: dir.appendingPathComponent("sync-report.json"))
