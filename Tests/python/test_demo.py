@@ -108,17 +108,21 @@ def test_large_rig_completes_and_counts_every_fill(tmp_path):
     assert dup_events == {(c["node"], c["camera"]) for c in manifest["cameras"] if c["dropped"] > 0}
 
 
+def start_demo_recording(takes: Path, *args: str) -> subprocess.Popen:
+    """Starts `coord demo` and returns once its progress says the cameras are recording."""
+    proc = subprocess.Popen([COORD, "demo", "--takes-dir", str(takes), *args],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    for line in proc.stderr:
+        if line.startswith("recording ") and " 0.0 /" not in line:
+            return proc
+    proc.kill()
+    raise AssertionError("the demo ended before it was recording")
+
+
 def test_interrupt_stops_every_camera_at_one_instant_and_collects(tmp_path):
     takes = tmp_path / "takes"
-    proc = subprocess.Popen([COORD, "demo", "--takes-dir", str(takes), "--seconds", "60", "--nodes", "2"],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    proc = start_demo_recording(takes, "--seconds", "60", "--nodes", "2")
     try:
-        # Wait for the recording to be under way, as the operator would see it.
-        deadline = time.monotonic() + 60
-        for line in proc.stderr:
-            if line.startswith("recording ") and " 0.0 /" not in line:
-                break
-            assert time.monotonic() < deadline, "the demo never started recording"
         proc.send_signal(signal.SIGINT)
         out, err = proc.communicate(timeout=60)
     finally:
@@ -136,12 +140,8 @@ def test_interrupt_stops_every_camera_at_one_instant_and_collects(tmp_path):
 
 def test_second_interrupt_abandons_and_leaves_no_process(tmp_path):
     takes = tmp_path / "takes"
-    proc = subprocess.Popen([COORD, "demo", "--takes-dir", str(takes), "--seconds", "60", "--nodes", "2"],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    proc = start_demo_recording(takes, "--seconds", "60", "--nodes", "2")
     try:
-        for line in proc.stderr:
-            if line.startswith("recording "):
-                break
         assert node_processes_of(proc.pid), "the demo's nodes should be running"
         proc.send_signal(signal.SIGINT)
         # As an operator would: press again after the first is acknowledged (the kernel merges two
@@ -161,12 +161,8 @@ def test_second_interrupt_abandons_and_leaves_no_process(tmp_path):
 
 def test_a_node_killed_mid_take_makes_the_take_partial_and_names_it(tmp_path):
     takes = tmp_path / "takes"
-    proc = subprocess.Popen([COORD, "demo", "--takes-dir", str(takes), "--seconds", "4", "--nodes", "3"],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    proc = start_demo_recording(takes, "--seconds", "4", "--nodes", "3")
     try:
-        for line in proc.stderr:
-            if line.startswith("recording "):
-                break
         victims = [p for p in node_processes_of(proc.pid)
                    if b"node-2" in Path(f"/proc/{p}/cmdline").read_bytes().split(b"\0")]
         assert len(victims) == 1
