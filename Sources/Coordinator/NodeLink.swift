@@ -10,7 +10,12 @@ import ZeroMQ
 public final class NodeLink: @unchecked Sendable {
     public let endpoint: String
     /// The node's name once the handshake told it; the endpoint until then.
-    public private(set) var name: String
+    public var name: String {
+        lock.lock()
+        defer { lock.unlock() }
+        return storedName
+    }
+    private var storedName: String
 
     private struct Outgoing {
         var id: UInt64
@@ -32,7 +37,7 @@ public final class NodeLink: @unchecked Sendable {
 
     public init(endpoint: String, context: ZMQContext) throws {
         self.endpoint = endpoint
-        self.name = endpoint
+        self.storedName = endpoint
         self.context = context
         var options = ZMQSocket.Options()
         options.receiveTimeoutMs = 0
@@ -55,11 +60,14 @@ public final class NodeLink: @unchecked Sendable {
     var who: String {
         lock.lock()
         defer { lock.unlock() }
-        return name == endpoint ? "node at \(endpoint)" : "node \(name) at \(endpoint)"
+        return whoUnlocked
     }
 
+    /// `who` for callers already holding the lock.
+    private var whoUnlocked: String { storedName == endpoint ? "node at \(endpoint)" : "node \(storedName) at \(endpoint)" }
+
     func setName(_ name: String) {
-        lock.lock(); self.name = name; lock.unlock()
+        lock.lock(); storedName = name; lock.unlock()
     }
 
     /// Sends one request and waits for its reply. An `Error` reply throws a `CoordError` naming the node.
@@ -68,7 +76,7 @@ public final class NodeLink: @unchecked Sendable {
             lock.lock()
             if closing {
                 lock.unlock()
-                continuation.resume(throwing: CoordError(.failure, "link to node \(name) is closed."))
+                continuation.resume(throwing: CoordError(.failure, "link to \(whoUnlocked) is closed."))
                 return
             }
             let id = nextID
@@ -111,8 +119,8 @@ public final class NodeLink: @unchecked Sendable {
             let left = outgoing
             outgoing.removeAll()
             lock.unlock()
-            for o in left { o.continuation.resume(throwing: CoordError(.failure, "link to node \(name) closed before \(o.what) was sent.")) }
-            for (_, o) in waiting { o.continuation.resume(throwing: CoordError(.failure, "link to node \(name) closed while waiting for \(o.what).")) }
+            for o in left { o.continuation.resume(throwing: CoordError(.failure, "link to \(who) closed before \(o.what) was sent.")) }
+            for (_, o) in waiting { o.continuation.resume(throwing: CoordError(.failure, "link to \(who) closed while waiting for \(o.what).")) }
             finished.signal()
         }
         while true {
@@ -136,7 +144,7 @@ public final class NodeLink: @unchecked Sendable {
                         o.continuation.resume(throwing: CoordError(.failure, "\(who) is not accepting messages (send queue full)."))
                     }
                 } catch {
-                    o.continuation.resume(throwing: CoordError(.failure, "sending \(o.what) to node \(name) failed: \(error)"))
+                    o.continuation.resume(throwing: CoordError(.failure, "sending \(o.what) to \(who) failed: \(error)"))
                 }
             }
 

@@ -7,8 +7,10 @@ import Glibc
 /// "No space left on device") rather than Foundation's generic "The operation could not be completed".
 public func reason(_ error: Error) -> String {
     let ns = error as NSError
-    if let underlying = ns.userInfo[NSUnderlyingErrorKey] as? NSError, underlying.domain == NSPOSIXErrorDomain {
-        return "\(String(cString: strerror(Int32(underlying.code)))) (errno \(underlying.code))"
+    // On Linux the underlying error is stored as a Swift `Error`, not an `NSError`.
+    if let underlying = ns.userInfo[NSUnderlyingErrorKey] as? Error {
+        let u = underlying as NSError
+        if u.domain == NSPOSIXErrorDomain { return "\(String(cString: strerror(Int32(u.code)))) (errno \(u.code))" }
     }
     if ns.domain == NSPOSIXErrorDomain {
         return "\(String(cString: strerror(Int32(ns.code)))) (errno \(ns.code))"

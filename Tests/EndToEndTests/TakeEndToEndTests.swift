@@ -179,6 +179,8 @@ final class TakeEndToEndTests {
                 _ = try await session(nodes.map(\.endpoint), request()).run()
             }
             #expect(error?.message.contains("node-b") == true, "message: \(error?.message ?? "-")")
+            // The cause is the real one from the system, not Foundation's generic wording.
+            #expect(error?.message.contains("Not a directory") == true, "message: \(error?.message ?? "-")")
             #expect(error?.message.contains("node-a") == false, "blames the healthy node: \(error?.message ?? "-")")
             #expect(E2E.contents(takes).isEmpty, "a take directory was left: \(E2E.contents(takes))")
 
