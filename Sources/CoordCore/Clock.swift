@@ -4,8 +4,10 @@ public struct ClockMapping: Equatable, Sendable, Codable {
     public var offsetMicroseconds: Double
     public var ratePPM: Double
     public var referenceLocal: Int64
-    /// One-sigma-ish bound on the mapping's error at the reference, in µs.
+    /// One-sigma error of the mapping, µs (from the fit's scatter; see `ClockEstimator`).
     public var uncertaintyMicroseconds: Double
+    /// The most the mapping can be off, µs: three sigma plus half the best round trip (path asymmetry).
+    public var boundMicroseconds: Double = 0
 
     public init(offsetMicroseconds: Double, ratePPM: Double = 0, referenceLocal: Int64 = 0, uncertaintyMicroseconds: Double = 0) {
         self.offsetMicroseconds = offsetMicroseconds
@@ -42,25 +44,52 @@ public struct ClockProbeSample: Equatable, Sendable {
     public var localMidpoint: Double { (Double(t2) + Double(t3)) / 2 }
 }
 
-/// Estimates a node's clock mapping from probe exchanges: keeps the fastest exchanges (least queueing),
-/// fits offset and rate together, and states an honest uncertainty (half the best round trip bounds
-/// path asymmetry; the fit residuals and the rate's error over the span add to it).
+/// Estimates a node's clock mapping from probe exchanges, continuously through a take: keeps a sliding
+/// window of exchanges, takes the fastest quarter of each second's exchanges (least queueing, so least
+/// asymmetry), and fits offset and rate together by least squares.
+///
+/// It states two figures. `uncertaintyMicroseconds` is the fit's one-sigma error at the instant asked for
+/// (it grows with extrapolation); `boundMicroseconds` adds half the best round trip, the most that an
+/// undetectable path asymmetry could shift the offset: a guarantee, not an expectation.
 public struct ClockEstimator: Sendable {
     public private(set) var samples: [ClockProbeSample] = []
+    /// Exchanges older than this (by t1, against the newest) leave the fit, so a wandering rate is followed.
+    public var windowMicroseconds: Int64
+    /// Each bin of this length contributes its fastest quarter.
+    public var binMicroseconds: Int64 = 1_000_000
 
-    public init() {}
+    public init(windowMicroseconds: Int64 = 20_000_000) {
+        self.windowMicroseconds = windowMicroseconds
+    }
 
     public mutating func add(_ sample: ClockProbeSample) {
         guard sample.roundTrip >= 0 else { return }  // a sample that contradicts causality is dropped
         samples.append(sample)
+        let newest = samples.map(\.t1).max() ?? sample.t1
+        if let first = samples.first, first.t1 < newest - windowMicroseconds {
+            samples.removeAll { $0.t1 < newest - windowMicroseconds }
+        }
     }
 
-    public func estimate() -> ClockMapping? {
-        guard let best = samples.min(by: { $0.roundTrip < $1.roundTrip }) else { return nil }
-        // Keep exchanges whose round trip is within the fastest quartile's bound (at least the best 4).
-        let sorted = samples.sorted { $0.roundTrip < $1.roundTrip }
-        let keepCount = max(min(4, sorted.count), sorted.count / 4)
-        let kept = Array(sorted.prefix(keepCount))
+    /// The fastest round trip in the window, µs.
+    public var bestRoundTrip: Int64? { samples.map(\.roundTrip).min() }
+
+    /// The exchanges the fit uses: the fastest quarter (at least one) of each bin.
+    func selected() -> [ClockProbeSample] {
+        var bins: [Int64: [ClockProbeSample]] = [:]
+        for s in samples { bins[s.t1 >= 0 ? s.t1 / binMicroseconds : (s.t1 + 1) / binMicroseconds - 1, default: []].append(s) }
+        var kept: [ClockProbeSample] = []
+        for (_, bin) in bins {
+            let sorted = bin.sorted { $0.roundTrip < $1.roundTrip }
+            kept += sorted.prefix(max(1, sorted.count / 4))
+        }
+        return kept
+    }
+
+    /// The mapping, with its uncertainty evaluated at `atRig` (default: the newest exchange).
+    public func estimate(atRig: Int64? = nil) -> ClockMapping? {
+        guard let best = bestRoundTrip else { return nil }
+        let kept = selected()
         let reference = Int64(kept.map(\.localMidpoint).reduce(0, +) / Double(kept.count))
         let xs = kept.map { $0.localMidpoint - Double(reference) }
         let ys = kept.map(\.offset)
@@ -71,17 +100,27 @@ public struct ClockEstimator: Sendable {
         var slope = 0.0
         // Fit a rate only when the samples span enough time for it to mean something (≥ 200 ms).
         let span = (xs.max() ?? 0) - (xs.min() ?? 0)
-        if sxx > 0 && span >= 200_000 {
+        let fitsRate = sxx > 0 && span >= 200_000
+        if fitsRate {
             var sxy = 0.0
             for i in xs.indices { sxy += (xs[i] - meanX) * (ys[i] - meanY) }
             slope = sxy / sxx
         }
         let intercept = meanY - slope * meanX
-        var residual = 0.0
-        for i in xs.indices { residual = max(residual, abs(ys[i] - (intercept + slope * xs[i]))) }
-        let uncertainty = Double(best.roundTrip) / 2 + residual
-        return ClockMapping(offsetMicroseconds: intercept, ratePPM: slope * 1e6, referenceLocal: reference,
-                            uncertaintyMicroseconds: uncertainty)
+        var squares = 0.0
+        for i in xs.indices { squares += (ys[i] - (intercept + slope * xs[i])) * (ys[i] - (intercept + slope * xs[i])) }
+        let parameters = fitsRate ? 2.0 : 1.0
+        // With too few exchanges to measure the scatter, half the best round trip stands in for it.
+        let sigma = n > parameters + 1 ? (squares / (n - parameters)).squareRoot() : Double(best) / 2
+        let at = Double(atRig ?? samples.map(\.t4).max()!)
+        let mapping = ClockMapping(offsetMicroseconds: intercept, ratePPM: slope * 1e6, referenceLocal: reference)
+        let dx = mapping.local(fromRig: at) - Double(reference) - meanX
+        // An unfitted rate may be off by the spread of clock rates a node can have (±100 ppm) times the distance.
+        let rateTerm = fitsRate ? dx * dx / sxx : (100e-6 * dx / max(sigma, 1)) * (100e-6 * dx / max(sigma, 1))
+        var result = mapping
+        result.uncertaintyMicroseconds = sigma * (1 / n + rateTerm).squareRoot()
+        result.boundMicroseconds = result.uncertaintyMicroseconds * 3 + Double(best) / 2
+        return result
     }
 }
 

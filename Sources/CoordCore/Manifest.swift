@@ -7,14 +7,53 @@ public struct TakeManifest: Codable, Equatable, Sendable {
     public struct ClockFigures: Codable, Equatable, Sendable {
         public var offsetMicroseconds: Double
         public var driftPPM: Double
+        /// One-sigma error of the alignment through the take.
         public var uncertaintyMicroseconds: Double
+        /// The most it can be off (path asymmetry included). Not a contract key.
+        public var boundMicroseconds: Double?
+        /// What disciplines the node's clocks (chrony, PTP, …), as the node reported it. Not a contract key.
+        public var timeService: String?
         enum CodingKeys: String, CodingKey {
             case offsetMicroseconds = "offset_us", driftPPM = "drift_ppm", uncertaintyMicroseconds = "uncertainty_us"
+            case boundMicroseconds = "bound_us", timeService = "time_service"
         }
-        public init(offsetMicroseconds: Double, driftPPM: Double, uncertaintyMicroseconds: Double) {
+        public init(offsetMicroseconds: Double, driftPPM: Double, uncertaintyMicroseconds: Double,
+                    boundMicroseconds: Double? = nil, timeService: String? = nil) {
             self.offsetMicroseconds = offsetMicroseconds
             self.driftPPM = driftPPM
             self.uncertaintyMicroseconds = uncertaintyMicroseconds
+            self.boundMicroseconds = boundMicroseconds
+            self.timeService = timeService
+        }
+    }
+
+    /// One clock estimate the coordinator sent a node during the take (the mapping its frames used from then).
+    public struct ClockTrackPoint: Codable, Equatable, Sendable {
+        public var node: String
+        public var tMicroseconds: Int64
+        /// Node clock minus rig clock at `t_us`, and the node clock's rate against the rig's.
+        public var offsetMicroseconds: Double
+        public var driftPPM: Double
+        public var uncertaintyMicroseconds: Double
+        public var boundMicroseconds: Double
+        enum CodingKeys: String, CodingKey {
+            case node, tMicroseconds = "t_us", offsetMicroseconds = "offset_us", driftPPM = "drift_ppm"
+            case uncertaintyMicroseconds = "uncertainty_us", boundMicroseconds = "bound_us"
+        }
+        public init(node: String, tMicroseconds: Int64, offsetMicroseconds: Double, driftPPM: Double,
+                    uncertaintyMicroseconds: Double, boundMicroseconds: Double) {
+            self.node = node; self.tMicroseconds = tMicroseconds; self.offsetMicroseconds = offsetMicroseconds
+            self.driftPPM = driftPPM; self.uncertaintyMicroseconds = uncertaintyMicroseconds; self.boundMicroseconds = boundMicroseconds
+        }
+
+        /// The manifest's figures for `mapping` at rig instant `t`.
+        public init(node: String, at t: Int64, mapping: ClockMapping) {
+            let local = mapping.local(fromRig: Double(t))
+            let r = mapping.ratePPM * 1e-6
+            self.init(node: node, tMicroseconds: t, offsetMicroseconds: ((local - Double(t)) * 10).rounded() / 10,
+                      driftPPM: ((1 / (1 + r) - 1) * 1e6 * 1000).rounded() / 1000,
+                      uncertaintyMicroseconds: (mapping.uncertaintyMicroseconds * 10).rounded() / 10,
+                      boundMicroseconds: (mapping.boundMicroseconds * 10).rounded() / 10)
         }
     }
 
@@ -70,10 +109,12 @@ public struct TakeManifest: Codable, Equatable, Sendable {
     public var startWallclock: String
     public var cameras: [Camera]
     public var events: [Event]
+    /// Every clock estimate sent to a node during the take, in time order. Not a contract key.
+    public var clockTrack: [ClockTrackPoint]?
 
     enum CodingKeys: String, CodingKey {
         case format, takeID = "take_id", name, status, t0Microseconds = "t0_us", framePeriodMicroseconds = "frame_period_us"
-        case groups, startWallclock = "start_wallclock", cameras, events
+        case groups, startWallclock = "start_wallclock", cameras, events, clockTrack = "clock_track"
     }
 
     public init(takeID: String, name: String, status: Status, t0Microseconds: Int64, framePeriodMicroseconds: Int64,

@@ -35,6 +35,8 @@ public final class DemoRig: @unchecked Sendable {
     let console: Console
     public let staging: URL
     public private(set) var simulated: [SimulatedNode] = []
+    /// The host instant at which every simulated clock's offset holds exactly (they drift from there).
+    public let clockReference = MonotonicClock.now()
     private var processes: [(process: Process, exited: DispatchSemaphore)] = []
     private let lock = NSLock()
 
@@ -83,6 +85,7 @@ public final class DemoRig: @unchecked Sendable {
                 "--synthetic", (0..<settings.camerasPerNode).map { "cam\($0)" }.joined(separator: ","),
                 // `--flag=value` so a negative value is not read as a flag.
                 "--clock-offset-us=\(offset)", "--clock-drift-ppm=\(drift)",
+                "--clock-reference-us=\(clockReference)",
                 "--timestamp-jitter-us=\(settings.timestampJitterMicroseconds)",
                 "--seed", "\(settings.seed &+ UInt64(index) &* 7_919)",
                 "--parent-pid", "\(getpid())",
@@ -116,6 +119,13 @@ public final class DemoRig: @unchecked Sendable {
             endpoints.append(endpoint)
         }
         return endpoints
+    }
+
+    /// The simulation's truth as JSON, for benchmarks that score the clock estimates (`coord demo --truth-file`).
+    public func truthJSON() -> Data {
+        let nodes = simulated.map { ["name": $0.name, "clock_offset_us": $0.clockOffsetMicroseconds, "drift_ppm": $0.driftPPM] as [String: Any] }
+        let object: [String: Any] = ["clock_reference_us": clockReference, "nodes": nodes]
+        return (try? JSONSerialization.data(withJSONObject: object, options: [.prettyPrinted, .sortedKeys])) ?? Data()
     }
 
     /// Stops every node (SIGTERM, then SIGKILL after 5 s) and removes their staging area unless asked to

@@ -64,6 +64,7 @@ public final class TakeSession: @unchecked Sendable {
         var link: NodeLink
         var name: String
         var cameras: [CameraSettings]
+        var timeService: String
         var mapping = ClockMapping.identity
     }
 
@@ -109,7 +110,8 @@ public final class TakeSession: @unchecked Sendable {
                 cameras.append(s)
                 ordinal += 1
             }
-            plans.append(NodePlan(link: link, name: hello.node, cameras: cameras))
+            plans.append(NodePlan(link: link, name: hello.node, cameras: cameras,
+                                  timeService: hello.timeService.isEmpty ? "unknown" : hello.timeService))
         }
         guard ordinal > 0 else { throw CoordError(.usage, "the rig has no cameras to record.") }
         guard ordinal <= 256 else { throw CoordError(.usage, "the rig has \(ordinal) cameras; at most 256 fit the stripe's ordinal.") }
@@ -118,14 +120,18 @@ public final class TakeSession: @unchecked Sendable {
         let (takeID, directory) = try makeTakeDirectory()
         console.step("take \(takeID): \(ordinal) camera(s) on \(plans.count) node(s), \(request.width)x\(request.height) at \(request.fps) fps, \(request.codec)")
 
-        // 4. Clock alignment.
+        // 4. Clock alignment: probing starts now and goes on until every camera has stopped.
         console.step("aligning clocks")
-        let mappings = try await eachNode(plans.map(\.link)) { link in try await Self.alignClock(link) }
-        for i in plans.indices { plans[i].mapping = mappings[i] }
+        let tracker = ClockTracker(nodes: plans.map { ClockTracker.Node(name: $0.name, link: $0.link) })
+        async let tracking: Void = tracker.run()
+        defer { tracker.stop() }
+        let mappings = try await tracker.aligned()
+        for i in plans.indices { plans[i].mapping = mappings[plans[i].name]! }
         for plan in plans {
-            let figures = clockFigures(plan.mapping, at: MonotonicClock.now())
-            console.step(String(format: "  %@: offset %+.0f µs, drift %+.1f ppm, uncertainty ±%.0f µs", plan.name,
-                                figures.offsetMicroseconds, figures.driftPPM, figures.uncertaintyMicroseconds))
+            let figures = TakeManifest.ClockTrackPoint(node: plan.name, at: MonotonicClock.now(), mapping: plan.mapping)
+            console.step(String(format: "  %@: offset %+.0f µs, drift %+.2f ppm, uncertainty ±%.1f µs (bound ±%.0f µs); time service: %@",
+                                plan.name, figures.offsetMicroseconds, figures.driftPPM, figures.uncertaintyMicroseconds,
+                                figures.boundMicroseconds, plan.timeService))
         }
 
         // 5. Configure and arm every node; the grid's group 0 is far enough ahead for all to be ready.
@@ -138,7 +144,8 @@ public final class TakeSession: @unchecked Sendable {
             c.cameras = plan.cameras.map(\.wire)
             _ = try await plan.link.request(.configure(c), timeout: 5, what: "the configuration")
         }
-        let lead = max(1_000_000, Int64(plans.count) * 250_000)
+        // Group 0 leaves time to arm every node and for each camera's phase loop to settle on the grid.
+        let lead = 2_000_000 + Int64(plans.count) * 100_000
         let grid = FrameGrid(t0: MonotonicClock.now() + lead, periodMicroseconds: period)
         console.step("arming; group 0 in \(lead / 1000) ms")
         let armResults = await eachNodeResult(plans) { plan -> Int64 in
@@ -148,7 +155,14 @@ public final class TakeSession: @unchecked Sendable {
             a.clock = plan.mapping.wire
             a.t0Us = grid.t0
             a.framePeriodUs = UInt64(grid.periodMicroseconds)
-            _ = try await plan.link.request(.arm(a), timeout: Double(lead) / 1e6, what: "arming")
+            tracker.armed(plan.name, at: began, with: plan.mapping)
+            let (reply, _) = try await plan.link.request(.arm(a), timeout: Double(lead) / 1e6, what: "arming")
+            if case .armed(let armed) = reply.body {
+                for warning in armed.warnings {
+                    self.console.step("  warning: \(warning)")
+                    self.addEvent(began, node: plan.name, camera: "", kind: "phase-fixed", detail: warning)
+                }
+            }
             return MonotonicClock.now() - began
         }
         if let failure = armResults.compactMap({ $0.failure }).first {
@@ -164,6 +178,8 @@ public final class TakeSession: @unchecked Sendable {
             try? FileManager.default.removeItem(at: directory)
             throw CoordError(.failure, "nothing was recorded: node \(slowest.0.name) took \((slowest.1.success ?? 0) / 1000) ms to arm, past the start instant.")
         }
+
+        tracker.startPushing(takeID: takeID)
 
         // 6. Start every camera on group 0, stop all after the last group.
         let startResults = await eachNodeResult(plans) { plan in
@@ -185,6 +201,11 @@ public final class TakeSession: @unchecked Sendable {
         setRecording(true)
         let (unfinishedNodes, finalGroups) = try await waitForFinish(plans, takeID: takeID, grid: grid, groups: plannedGroups)
         setRecording(false)
+        tracker.stop()
+        await tracking
+        for (node, failure) in tracker.failures {
+            addEvent(MonotonicClock.now(), node: node, camera: "", kind: "clock-update-failed", detail: failure)
+        }
         var unfinished = unfinishedNodes
         let groups = finalGroups
 
@@ -203,7 +224,7 @@ public final class TakeSession: @unchecked Sendable {
         var inputs: [SyncReport.Input] = []
         var complete = unfinished.isEmpty
         for plan in plans {
-            let clock = clockFigures(plan.mapping, at: grid.t0)
+            let clock = tracker.figures(plan.name, from: grid.t0, to: grid.instant(ofGroup: groups), timeService: plan.timeService)
             for s in plan.cameras {
                 let mkv = "\(plan.name)/\(s.camera).mkv"
                 let csv = "\(plan.name)/\(s.camera).frames.csv"
@@ -228,10 +249,11 @@ public final class TakeSession: @unchecked Sendable {
             }
         }
         let allEvents = sortedEvents()
-        let manifest = TakeManifest(
+        var manifest = TakeManifest(
             takeID: takeID, name: request.name, status: complete ? .complete : .partial, t0Microseconds: grid.t0,
             framePeriodMicroseconds: grid.periodMicroseconds, groups: groups, startWallclock: startWallclock,
             cameras: cameras, events: allEvents)
+        manifest.clockTrack = tracker.clockTrack
         let report = SyncReport(groups: groups, grid: grid, inputs: inputs)
         try writer.write(manifest: manifest, report: report)
 
@@ -246,29 +268,6 @@ public final class TakeSession: @unchecked Sendable {
     }
 
     // MARK: steps
-
-    /// Probes a node's clock many times and fits offset and rate (minimum-round-trip filtered).
-    static func alignClock(_ link: NodeLink) async throws -> ClockMapping {
-        var estimator = ClockEstimator()
-        for i in 0..<40 {
-            estimator.add(try await link.probe())
-            // Spread the probes over ~0.6 s so the rate fit has a span to work with.
-            if i < 39 { try await Task.sleep(nanoseconds: 15_000_000) }
-        }
-        guard let mapping = estimator.estimate() else {
-            throw CoordError(.failure, "node \(link.name) gave no usable clock probe.")
-        }
-        return mapping
-    }
-
-    /// The manifest's clock figures: the node clock's offset from the rig at `rigTime`, its drift, uncertainty.
-    func clockFigures(_ mapping: ClockMapping, at rigTime: Int64) -> TakeManifest.ClockFigures {
-        let local = mapping.local(fromRig: Double(rigTime))
-        let r = mapping.ratePPM * 1e-6
-        return TakeManifest.ClockFigures(offsetMicroseconds: (local - Double(rigTime)).rounded(),
-                                         driftPPM: ((1 / (1 + r) - 1) * 1e6 * 100).rounded() / 100,
-                                         uncertaintyMicroseconds: (mapping.uncertaintyMicroseconds * 10).rounded() / 10)
-    }
 
     /// Asks a recording take to stop every camera at one instant soon, then collect as usual.
     /// Returns false when nothing is recording yet (the caller should then abandon the take).

@@ -45,6 +45,9 @@ public final class SyntheticSensor: @unchecked Sendable {
         /// Start of exposure on the node's local clock, with driver noise.
         public let timestampLocal: Int64
         public let exposureMicroseconds: Int64
+        /// How long this frame runs until the next one starts, in the sensor's own time, as a sensor's frame
+        /// metadata reports it (the duration requested for it, or the nominal one).
+        public let durationMicroseconds: Double
     }
 
     public let spec: Spec
@@ -138,7 +141,8 @@ public final class SyntheticSensor: @unchecked Sendable {
             lock.lock()
             let keepRunning = running
             // A requested duration is counted by the sensor's own (slightly wrong) clock, as a real sensor's is.
-            let period = (pendingPeriod ?? spec.nominalPeriodMicroseconds) * (1 + spec.rateErrorPPM * 1e-6)
+            let duration = pendingPeriod ?? spec.nominalPeriodMicroseconds
+            let period = duration * (1 + spec.rateErrorPPM * 1e-6)
             pendingPeriod = nil
             let buffer = free.popLast()
             lock.unlock()
@@ -153,7 +157,7 @@ public final class SyntheticSensor: @unchecked Sendable {
                 let noise = random.gaussian(standardDeviation: spec.timestampJitterMicroseconds)
                 let stamp = localClock(Int64(start.rounded())) + Int64(noise.rounded())
                 let capture = Capture(picture: buffer, sequence: counter, timestampLocal: stamp,
-                                      exposureMicroseconds: Int64(exposure.rounded()))
+                                      exposureMicroseconds: Int64(exposure.rounded()), durationMicroseconds: duration)
                 available.lock()
                 queue.append(capture)
                 available.signal()

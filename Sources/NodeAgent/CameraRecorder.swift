@@ -15,6 +15,11 @@ final class CameraRecorder: @unchecked Sendable {
         var finished = false
         var error: String?
         var sensorSkips: Int64 = 0
+        /// The phase loop's measured timestamp noise and the one-sigma error of its centre estimates (µs).
+        var timestampNoise: Double = 0
+        var centerUncertainty: Double = 0
+        /// Times the phase fit restarted (dropped frames, or timing it could not explain).
+        var phaseRestarts = 0
     }
 
     let settings: CameraSettings
@@ -25,7 +30,7 @@ final class CameraRecorder: @unchecked Sendable {
     private let writer: MatroskaWriter
     private let csv: FileHandle
     private let grid: FrameGrid
-    private let mapping: ClockMapping
+    private let clock: ClockMappingBox
     private let localNow: @Sendable () -> Int64
     private let logger: Logger
     private let onFinish: @Sendable () -> Void
@@ -46,22 +51,25 @@ final class CameraRecorder: @unchecked Sendable {
     private var csvBuffer = ""
     private var rowsWritten: Int64 = 0
     private var lastSequence: UInt32?
+    private var lastCenter: Int64?
     private var phase: PhaseController
+    private let canShiftPhase: Bool
 
     /// Opens the file and its frames table; the sensor starts running now (armed), writing waits for `start`.
-    init(settings: CameraSettings, node: String, directory: URL, sensor: SyntheticSensor, grid: FrameGrid, mapping: ClockMapping,
+    init(settings: CameraSettings, node: String, directory: URL, sensor: SyntheticSensor, grid: FrameGrid, clock: ClockMappingBox,
          metadata: [String: String], localNow: @escaping @Sendable () -> Int64, logger: Logger,
          onFinish: @escaping @Sendable () -> Void) throws(NodeFailure) {
         self.settings = settings
         self.node = node
         self.sensor = sensor
         self.grid = grid
-        self.mapping = mapping
+        self.clock = clock
         self.localNow = localNow
         self.logger = logger
         self.onFinish = onFinish
         phase = PhaseController(grid: grid, minPeriodMicroseconds: sensor.spec.minPeriodMicroseconds,
                                 maxPeriodMicroseconds: sensor.spec.maxPeriodMicroseconds)
+        canShiftPhase = phase.canShiftPhase
         mkvURL = directory.appendingPathComponent("\(settings.camera).mkv")
         csvURL = directory.appendingPathComponent("\(settings.camera).frames.csv")
         guard let codec = VideoCodec(rawValue: settings.codec) else {
@@ -80,6 +88,12 @@ final class CameraRecorder: @unchecked Sendable {
         }
         _ = try? handle.seekToEnd()
         csv = handle
+    }
+
+    /// One sentence when this camera's phase cannot be steered onto the grid, or nil.
+    var phaseWarning: String? {
+        guard !canShiftPhase else { return nil }
+        return "camera \(node)/\(settings.camera) runs at the limit of its frame-duration range at \(settings.fps) fps, so its phase cannot be shifted onto the grid: its frames keep whatever phase they start with."
     }
 
     func arm() {
@@ -160,10 +174,24 @@ final class CameraRecorder: @unchecked Sendable {
                     lock.lock(); progress.sensorSkips += Int64(capture.sequence &- last &- 1); lock.unlock()
                 }
                 lastSequence = capture.sequence
-                let centerLocal = Double(capture.timestampLocal) + Double(capture.exposureMicroseconds) / 2
-                let center = Int64(mapping.rig(fromLocal: centerLocal).rounded())
-                // Steer the sensor's next frame so its centre lands on the grid (armed and recording alike).
-                sensor.requestNextFramePeriod(phase.nextPeriod(afterFrameCenteredAt: center))
+                // The phase loop filters the noisy timestamp; the frame's centre is its estimate, on the rig
+                // timebase by the clock mapping in force now (tracked by the coordinator through the take).
+                let stamped = Double(capture.timestampLocal) + Double(capture.exposureMicroseconds) / 2
+                let estimate = phase.observe(sequence: capture.sequence, stampedCenterLocal: stamped,
+                                             durationMicroseconds: capture.durationMicroseconds)
+                let mapping = clock.current
+                var center = Int64(mapping.rig(fromLocal: estimate.centerLocal).rounded())
+                // Rig-timebase centres never go backwards, whatever a clock update did.
+                if let lastCenter, center <= lastCenter { center = lastCenter + 1 }
+                lastCenter = center
+                // Steer the sensor so the frame after next lands on the grid (armed and recording alike).
+                sensor.requestNextFramePeriod(phase.nextDuration(toLocal: { mapping.local(fromRig: $0) },
+                                                                 toRig: { mapping.rig(fromLocal: $0) }))
+                lock.lock()
+                progress.timestampNoise = estimate.noiseMicroseconds
+                progress.centerUncertainty = estimate.uncertaintyMicroseconds.isFinite ? estimate.uncertaintyMicroseconds : 0
+                progress.phaseRestarts = phase.restarts
+                lock.unlock()
                 if assigner == nil {
                     keepAsPrevious(capture.picture, center: center)
                     continue
@@ -171,7 +199,7 @@ final class CameraRecorder: @unchecked Sendable {
                 actions = assigner!.frame(center: center)
                 if perform(actions, capture: (capture.picture, center)) { return }
             } else if assigner != nil {
-                let now = Int64(mapping.rig(fromLocal: Double(localNow())).rounded())
+                let now = Int64(clock.current.rig(fromLocal: Double(localNow())).rounded())
                 actions = assigner!.tick(now: now, lateness: lateness)
                 if perform(actions, capture: nil) { return }
             }

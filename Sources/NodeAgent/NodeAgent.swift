@@ -14,6 +14,8 @@ public struct NodeConfiguration: Sendable {
     /// Simulated local clock (demo only): offset and drift from the host's CLOCK_MONOTONIC.
     public var clockOffsetMicroseconds: Int64 = 0
     public var clockDriftPPM: Double = 0
+    /// The host instant (CLOCK_MONOTONIC µs) at which the simulated offset holds exactly; nil means at start.
+    public var clockReferenceMicroseconds: Int64?
     /// Standard deviation of synthetic buffer-timestamp noise.
     public var timestampJitterMicroseconds: Double = 30
     /// Rate error of each synthetic sensor is drawn from ±this.
@@ -58,14 +60,15 @@ public final class NodeAgent: @unchecked Sendable {
     private var recorders: [CameraRecorder] = []
     private var finishedFiles: [String: [TakeManifest.File]] = [:]
     private var failureDetail = ""
-    private var armedGrid: (grid: FrameGrid, mapping: ClockMapping)?
+    private var armedGrid: (grid: FrameGrid, clock: ClockMappingBox)?
 
     public init(configuration: NodeConfiguration, logger: Logger) {
         self.configuration = configuration
         self.logger = logger
         store = FileStore(root: configuration.staging)
         simulatedClock = SimulatedClock(offsetMicroseconds: configuration.clockOffsetMicroseconds,
-                                        driftPPM: configuration.clockDriftPPM, hostReference: MonotonicClock.now())
+                                        driftPPM: configuration.clockDriftPPM,
+                                        hostReference: configuration.clockReferenceMicroseconds ?? MonotonicClock.now())
         cameras = configuration.syntheticCameras.map { name in
             // A synthetic sensor declares the formats a typical USB camera offers, up to 60 fps.
             let sizes = [(320, 240), (640, 480), (1280, 720), (1920, 1080), (3840, 2160)]
@@ -108,6 +111,7 @@ public final class NodeAgent: @unchecked Sendable {
             r.agentVersion = NodeAgent.version
             r.cameras = cameras.map(\.wire)
             r.host = ProcessInfo.processInfo.hostName
+            r.timeService = TimeService.describe()
             return Wire.envelope(id, .helloReply(r))
         case .clockProbe(let probe):
             var r = Coord_V1_ClockProbeReply()
@@ -120,6 +124,8 @@ public final class NodeAgent: @unchecked Sendable {
             return ack(id, "configured \(configure.cameras.count) camera(s)")
         case .arm(let arm):
             return Wire.envelope(id, .armed(try self.arm(arm)))
+        case .clockUpdate(let update):
+            return ack(id, try self.updateClock(update))
         case .startAt(let start):
             try self.start(start)
             return ack(id, "recording")
@@ -197,7 +203,7 @@ public final class NodeAgent: @unchecked Sendable {
         defer { lock.unlock() }
         try machine.arm(takeID: message.takeID)
         let grid = FrameGrid(t0: message.t0Us, periodMicroseconds: Int64(message.framePeriodUs))
-        let mapping = ClockMapping(wire: message.clock)
+        let mapping = ClockMappingBox(ClockMapping(wire: message.clock))
         let directory = store.takeDirectory(message.takeID).appendingPathComponent(configuration.name, isDirectory: true)
         do {
             try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
@@ -215,7 +221,7 @@ public final class NodeAgent: @unchecked Sendable {
             let sensor = SyntheticSensor(spec: spec) { host in clock.local(fromHost: host) }
             do {
                 let recorder = try CameraRecorder(
-                    settings: s, node: configuration.name, directory: directory, sensor: sensor, grid: grid, mapping: mapping,
+                    settings: s, node: configuration.name, directory: directory, sensor: sensor, grid: grid, clock: mapping,
                     metadata: ["coord_take": message.takeID, "coord_node": configuration.name, "coord_camera": s.camera],
                     localNow: { [weak self] in self?.localNow() ?? 0 }, logger: logger,
                     onFinish: { [weak self] in self?.cameraFinished() })
@@ -234,6 +240,7 @@ public final class NodeAgent: @unchecked Sendable {
         var armed = Coord_V1_Armed()
         armed.takeID = message.takeID
         armed.cameras = settings.map(\.camera)
+        armed.warnings = made.compactMap(\.phaseWarning)
         return armed
     }
 
@@ -250,7 +257,7 @@ public final class NodeAgent: @unchecked Sendable {
         }
         if machine.state == .armed, machine.takeID == message.takeID, let armedGrid {
             // The first group must still be ahead by a frame, or its frame may already have been passed over.
-            let now = armedGrid.mapping.rig(fromLocal: Double(localNow()))
+            let now = armedGrid.clock.current.rig(fromLocal: Double(localNow()))
             let begins = armedGrid.grid.instant(ofGroup: message.startGroup)
             if Double(begins) < now + Double(armedGrid.grid.periodMicroseconds) {
                 throw NodeFailure(.badState, "start group \(message.startGroup) of take \(message.takeID) begins \(Int((Double(begins) - now) / 1000)) ms from now on node \(configuration.name), less than one frame period ahead.")
@@ -262,6 +269,19 @@ public final class NodeAgent: @unchecked Sendable {
         }
         logger.info("recording", metadata: ["take": "\(message.takeID)", "start_group": "\(message.startGroup)",
                                             "stop_group": "\(message.stopGroup)"])
+    }
+
+    /// A newer estimate of this node's clock for the take in progress; the cameras use it from their next frame.
+    private func updateClock(_ message: Coord_V1_ClockUpdate) throws(NodeFailure) -> String {
+        guard message.hasClock else { throw NodeFailure(.badConfig, "clock update for take \(message.takeID) carries no mapping.") }
+        lock.lock()
+        defer { lock.unlock() }
+        guard machine.takeID == message.takeID, let armedGrid else {
+            throw NodeFailure(.notFound, "node \(configuration.name) has no take \(message.takeID) to update the clock of.")
+        }
+        guard machine.state == .armed || machine.state == .recording else { return "take \(message.takeID) is \(machine.state.rawValue); clock update ignored" }
+        armedGrid.clock.update(ClockMapping(wire: message.clock))
+        return "clock updated"
     }
 
     private func stop(_ message: Coord_V1_StopAt) throws(NodeFailure) {
@@ -327,6 +347,9 @@ public final class NodeAgent: @unchecked Sendable {
             c.lastGroup = p.lastGroup
             c.finished = p.finished
             c.error = p.error ?? ""
+            c.timestampNoiseUs = p.timestampNoise
+            c.centerUncertaintyUs = p.centerUncertainty
+            c.phaseRestarts = UInt32(clamping: p.phaseRestarts)
             return c
         }
         return s

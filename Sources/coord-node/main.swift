@@ -20,6 +20,7 @@ struct CoordNode: AsyncParsableCommand {
     @Option(help: "Synthetic cameras to offer, comma-separated names.") var synthetic: String = ""
     @Option(help: "Simulated local clock offset from CLOCK_MONOTONIC, µs (demo).") var clockOffsetUs: Int64 = 0
     @Option(help: "Simulated local clock drift, ppm (demo).") var clockDriftPpm: Double = 0
+    @Option(help: "Host CLOCK_MONOTONIC instant (µs) at which the simulated offset holds; default: at start (demo).") var clockReferenceUs: Int64?
     @Option(help: "Synthetic buffer timestamp noise, µs standard deviation.") var timestampJitterUs: Double = 30
     @Option(help: "Seed for the synthetic cameras.") var seed: UInt64 = 1
     @Option(help: "Exit when the process with this pid is gone.") var parentPid: Int32?
@@ -41,6 +42,7 @@ struct CoordNode: AsyncParsableCommand {
             syntheticCameras: synthetic.split(separator: ",").map { String($0).trimmingCharacters(in: .whitespaces) })
         config.clockOffsetMicroseconds = clockOffsetUs
         config.clockDriftPPM = clockDriftPpm
+        config.clockReferenceMicroseconds = clockReferenceUs
         config.timestampJitterMicroseconds = timestampJitterUs
         config.seed = seed
         config.parentPID = parentPid

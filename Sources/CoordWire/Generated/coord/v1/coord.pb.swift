@@ -229,6 +229,14 @@ public nonisolated struct Coord_V1_Envelope: Sendable {
     set {body = .error(newValue)}
   }
 
+  public var clockUpdate: Coord_V1_ClockUpdate {
+    get {
+      if case .clockUpdate(let v)? = body {return v}
+      return Coord_V1_ClockUpdate()
+    }
+    set {body = .clockUpdate(newValue)}
+  }
+
   public var unknownFields = SwiftProtobuf.UnknownStorage()
 
   public nonisolated enum OneOf_Body: Equatable, Sendable {
@@ -251,6 +259,7 @@ public nonisolated struct Coord_V1_Envelope: Sendable {
     case confirmCollected(Coord_V1_ConfirmCollected)
     case ack(Coord_V1_Ack)
     case error(Coord_V1_Error)
+    case clockUpdate(Coord_V1_ClockUpdate)
 
   }
 
@@ -284,6 +293,11 @@ public nonisolated struct Coord_V1_HelloReply: Sendable {
   public var cameras: [Coord_V1_CameraInfo] = []
 
   public var host: String = String()
+
+  /// What disciplines this host's clocks, e.g. "chronyd running: Leap status Normal" or "none found".
+  /// coord does not depend on it (it aligns CLOCK_MONOTONIC itself); it is reported because a service that
+  /// slews the clock changes the node's rate mid-take.
+  public var timeService: String = String()
 
   public var unknownFields = SwiftProtobuf.UnknownStorage()
 
@@ -433,9 +447,36 @@ public nonisolated struct Coord_V1_Armed: Sendable {
 
   public var cameras: [String] = []
 
+  /// one sentence each, e.g. a camera whose phase cannot be shifted
+  public var warnings: [String] = []
+
   public var unknownFields = SwiftProtobuf.UnknownStorage()
 
   public init() {}
+}
+
+/// The coordinator's latest estimate of the node's clock, sent through the take; it applies from the next frame.
+public nonisolated struct Coord_V1_ClockUpdate: Sendable {
+  // SwiftProtobuf.Message conformance is added in an extension below. See the
+  // `Message` and `Message+*Additions` files in the SwiftProtobuf library for
+  // methods supported on all messages.
+
+  public var takeID: String = String()
+
+  public var clock: Coord_V1_ClockMapping {
+    get {_clock ?? Coord_V1_ClockMapping()}
+    set {_clock = newValue}
+  }
+  /// Returns true if `clock` has been explicitly set.
+  public var hasClock: Bool {self._clock != nil}
+  /// Clears the value of `clock`. Subsequent reads from it will return its default value.
+  public mutating func clearClock() {self._clock = nil}
+
+  public var unknownFields = SwiftProtobuf.UnknownStorage()
+
+  public init() {}
+
+  fileprivate var _clock: Coord_V1_ClockMapping? = nil
 }
 
 /// Write groups [start_group, stop_group); stop_group 0 means "until StopAt".
@@ -591,6 +632,15 @@ public nonisolated struct Coord_V1_CameraStatus: Sendable {
   public var finished: Bool = false
 
   public var error: String = String()
+
+  /// the phase loop's measured buffer-timestamp noise (standard deviation)
+  public var timestampNoiseUs: Double = 0
+
+  /// one-sigma error of its frame-centre estimates
+  public var centerUncertaintyUs: Double = 0
+
+  /// times the phase fit restarted (dropped frames)
+  public var phaseRestarts: UInt32 = 0
 
   public var unknownFields = SwiftProtobuf.UnknownStorage()
 
@@ -847,7 +897,7 @@ nonisolated extension Coord_V1_ProtocolVersion: SwiftProtobuf._ProtoNameProvidin
 
 nonisolated extension Coord_V1_Envelope: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
   public static let protoMessageName: String = _protobuf_package + ".Envelope"
-  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{3}protocol_version\0\u{3}request_id\0\u{2}\u{8}hello\0\u{3}hello_reply\0\u{1}configure\0\u{1}arm\0\u{1}armed\0\u{3}start_at\0\u{3}stop_at\0\u{1}abort\0\u{3}status_request\0\u{1}status\0\u{3}clock_probe\0\u{3}clock_probe_reply\0\u{3}list_files\0\u{3}file_list\0\u{3}fetch_chunk\0\u{1}chunk\0\u{3}confirm_collected\0\u{1}ack\0\u{1}error\0")
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{3}protocol_version\0\u{3}request_id\0\u{2}\u{8}hello\0\u{3}hello_reply\0\u{1}configure\0\u{1}arm\0\u{1}armed\0\u{3}start_at\0\u{3}stop_at\0\u{1}abort\0\u{3}status_request\0\u{1}status\0\u{3}clock_probe\0\u{3}clock_probe_reply\0\u{3}list_files\0\u{3}file_list\0\u{3}fetch_chunk\0\u{1}chunk\0\u{3}confirm_collected\0\u{1}ack\0\u{1}error\0\u{3}clock_update\0")
 
   public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
     while let fieldNumber = try decoder.nextFieldNumber() {
@@ -1104,6 +1154,19 @@ nonisolated extension Coord_V1_Envelope: SwiftProtobuf.Message, SwiftProtobuf._M
           self.body = .error(v)
         }
       }()
+      case 29: try {
+        var v: Coord_V1_ClockUpdate?
+        var hadOneofValue = false
+        if let current = self.body {
+          hadOneofValue = true
+          if case .clockUpdate(let m) = current {v = m}
+        }
+        try decoder.decodeSingularMessageField(value: &v)
+        if let v = v {
+          if hadOneofValue {try decoder.handleConflictingOneOf()}
+          self.body = .clockUpdate(v)
+        }
+      }()
       default: break
       }
     }
@@ -1197,6 +1260,10 @@ nonisolated extension Coord_V1_Envelope: SwiftProtobuf.Message, SwiftProtobuf._M
       guard case .error(let v)? = self.body else { preconditionFailure() }
       try visitor.visitSingularMessageField(value: v, fieldNumber: 28)
     }()
+    case .clockUpdate?: try {
+      guard case .clockUpdate(let v)? = self.body else { preconditionFailure() }
+      try visitor.visitSingularMessageField(value: v, fieldNumber: 29)
+    }()
     case nil: break
     }
     try unknownFields.traverse(visitor: &visitor)
@@ -1243,7 +1310,7 @@ nonisolated extension Coord_V1_Hello: SwiftProtobuf.Message, SwiftProtobuf._Mess
 
 nonisolated extension Coord_V1_HelloReply: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
   public static let protoMessageName: String = _protobuf_package + ".HelloReply"
-  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}node\0\u{3}agent_version\0\u{1}cameras\0\u{1}host\0")
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}node\0\u{3}agent_version\0\u{1}cameras\0\u{1}host\0\u{3}time_service\0")
 
   public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
     while let fieldNumber = try decoder.nextFieldNumber() {
@@ -1255,6 +1322,7 @@ nonisolated extension Coord_V1_HelloReply: SwiftProtobuf.Message, SwiftProtobuf.
       case 2: try { try decoder.decodeSingularStringField(value: &self.agentVersion) }()
       case 3: try { try decoder.decodeRepeatedMessageField(value: &self.cameras) }()
       case 4: try { try decoder.decodeSingularStringField(value: &self.host) }()
+      case 5: try { try decoder.decodeSingularStringField(value: &self.timeService) }()
       default: break
       }
     }
@@ -1273,6 +1341,9 @@ nonisolated extension Coord_V1_HelloReply: SwiftProtobuf.Message, SwiftProtobuf.
     if !self.host.isEmpty {
       try visitor.visitSingularStringField(value: self.host, fieldNumber: 4)
     }
+    if !self.timeService.isEmpty {
+      try visitor.visitSingularStringField(value: self.timeService, fieldNumber: 5)
+    }
     try unknownFields.traverse(visitor: &visitor)
   }
 
@@ -1281,6 +1352,7 @@ nonisolated extension Coord_V1_HelloReply: SwiftProtobuf.Message, SwiftProtobuf.
     if lhs.agentVersion != rhs.agentVersion {return false}
     if lhs.cameras != rhs.cameras {return false}
     if lhs.host != rhs.host {return false}
+    if lhs.timeService != rhs.timeService {return false}
     if lhs.unknownFields != rhs.unknownFields {return false}
     return true
   }
@@ -1572,7 +1644,7 @@ nonisolated extension Coord_V1_Arm: SwiftProtobuf.Message, SwiftProtobuf._Messag
 
 nonisolated extension Coord_V1_Armed: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
   public static let protoMessageName: String = _protobuf_package + ".Armed"
-  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{3}take_id\0\u{1}cameras\0")
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{3}take_id\0\u{1}cameras\0\u{1}warnings\0")
 
   public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
     while let fieldNumber = try decoder.nextFieldNumber() {
@@ -1582,6 +1654,7 @@ nonisolated extension Coord_V1_Armed: SwiftProtobuf.Message, SwiftProtobuf._Mess
       switch fieldNumber {
       case 1: try { try decoder.decodeSingularStringField(value: &self.takeID) }()
       case 2: try { try decoder.decodeRepeatedStringField(value: &self.cameras) }()
+      case 3: try { try decoder.decodeRepeatedStringField(value: &self.warnings) }()
       default: break
       }
     }
@@ -1594,12 +1667,55 @@ nonisolated extension Coord_V1_Armed: SwiftProtobuf.Message, SwiftProtobuf._Mess
     if !self.cameras.isEmpty {
       try visitor.visitRepeatedStringField(value: self.cameras, fieldNumber: 2)
     }
+    if !self.warnings.isEmpty {
+      try visitor.visitRepeatedStringField(value: self.warnings, fieldNumber: 3)
+    }
     try unknownFields.traverse(visitor: &visitor)
   }
 
   public static func ==(lhs: Coord_V1_Armed, rhs: Coord_V1_Armed) -> Bool {
     if lhs.takeID != rhs.takeID {return false}
     if lhs.cameras != rhs.cameras {return false}
+    if lhs.warnings != rhs.warnings {return false}
+    if lhs.unknownFields != rhs.unknownFields {return false}
+    return true
+  }
+}
+
+nonisolated extension Coord_V1_ClockUpdate: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
+  public static let protoMessageName: String = _protobuf_package + ".ClockUpdate"
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{3}take_id\0\u{1}clock\0")
+
+  public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
+    while let fieldNumber = try decoder.nextFieldNumber() {
+      // The use of inline closures is to circumvent an issue where the compiler
+      // allocates stack space for every case branch when no optimizations are
+      // enabled. https://github.com/apple/swift-protobuf/issues/1034
+      switch fieldNumber {
+      case 1: try { try decoder.decodeSingularStringField(value: &self.takeID) }()
+      case 2: try { try decoder.decodeSingularMessageField(value: &self._clock) }()
+      default: break
+      }
+    }
+  }
+
+  public func traverse<V: SwiftProtobuf.Visitor>(visitor: inout V) throws {
+    // The use of inline closures is to circumvent an issue where the compiler
+    // allocates stack space for every if/case branch local when no optimizations
+    // are enabled. https://github.com/apple/swift-protobuf/issues/1034 and
+    // https://github.com/apple/swift-protobuf/issues/1182
+    if !self.takeID.isEmpty {
+      try visitor.visitSingularStringField(value: self.takeID, fieldNumber: 1)
+    }
+    try { if let v = self._clock {
+      try visitor.visitSingularMessageField(value: v, fieldNumber: 2)
+    } }()
+    try unknownFields.traverse(visitor: &visitor)
+  }
+
+  public static func ==(lhs: Coord_V1_ClockUpdate, rhs: Coord_V1_ClockUpdate) -> Bool {
+    if lhs.takeID != rhs.takeID {return false}
+    if lhs._clock != rhs._clock {return false}
     if lhs.unknownFields != rhs.unknownFields {return false}
     return true
   }
@@ -1795,7 +1911,7 @@ nonisolated extension Coord_V1_Status.State: SwiftProtobuf._ProtoNameProviding {
 
 nonisolated extension Coord_V1_CameraStatus: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
   public static let protoMessageName: String = _protobuf_package + ".CameraStatus"
-  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}camera\0\u{1}frames\0\u{1}dropped\0\u{3}last_group\0\u{1}finished\0\u{1}error\0")
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}camera\0\u{1}frames\0\u{1}dropped\0\u{3}last_group\0\u{1}finished\0\u{1}error\0\u{3}timestamp_noise_us\0\u{3}center_uncertainty_us\0\u{3}phase_restarts\0")
 
   public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
     while let fieldNumber = try decoder.nextFieldNumber() {
@@ -1809,6 +1925,9 @@ nonisolated extension Coord_V1_CameraStatus: SwiftProtobuf.Message, SwiftProtobu
       case 4: try { try decoder.decodeSingularInt64Field(value: &self.lastGroup) }()
       case 5: try { try decoder.decodeSingularBoolField(value: &self.finished) }()
       case 6: try { try decoder.decodeSingularStringField(value: &self.error) }()
+      case 7: try { try decoder.decodeSingularDoubleField(value: &self.timestampNoiseUs) }()
+      case 8: try { try decoder.decodeSingularDoubleField(value: &self.centerUncertaintyUs) }()
+      case 9: try { try decoder.decodeSingularUInt32Field(value: &self.phaseRestarts) }()
       default: break
       }
     }
@@ -1833,6 +1952,15 @@ nonisolated extension Coord_V1_CameraStatus: SwiftProtobuf.Message, SwiftProtobu
     if !self.error.isEmpty {
       try visitor.visitSingularStringField(value: self.error, fieldNumber: 6)
     }
+    if self.timestampNoiseUs.bitPattern != 0 {
+      try visitor.visitSingularDoubleField(value: self.timestampNoiseUs, fieldNumber: 7)
+    }
+    if self.centerUncertaintyUs.bitPattern != 0 {
+      try visitor.visitSingularDoubleField(value: self.centerUncertaintyUs, fieldNumber: 8)
+    }
+    if self.phaseRestarts != 0 {
+      try visitor.visitSingularUInt32Field(value: self.phaseRestarts, fieldNumber: 9)
+    }
     try unknownFields.traverse(visitor: &visitor)
   }
 
@@ -1843,6 +1971,9 @@ nonisolated extension Coord_V1_CameraStatus: SwiftProtobuf.Message, SwiftProtobu
     if lhs.lastGroup != rhs.lastGroup {return false}
     if lhs.finished != rhs.finished {return false}
     if lhs.error != rhs.error {return false}
+    if lhs.timestampNoiseUs != rhs.timestampNoiseUs {return false}
+    if lhs.centerUncertaintyUs != rhs.centerUncertaintyUs {return false}
+    if lhs.phaseRestarts != rhs.phaseRestarts {return false}
     if lhs.unknownFields != rhs.unknownFields {return false}
     return true
   }

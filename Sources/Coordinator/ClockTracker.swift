@@ -1,0 +1,182 @@
+import CoordCore
+import CoordWire
+import Foundation
+import Platform
+
+/// Keeps every node's clock estimate current from the handshake to the end of the take: probes each node
+/// steadily over its link (t1 and t4 are stamped at the socket), refits, and once the take is armed sends
+/// each node its newest mapping every second, so frames are placed with a clock estimate at most a second
+/// old. Every mapping sent is kept for the manifest's `clock_track`.
+final class ClockTracker: @unchecked Sendable {
+    struct Node: Sendable {
+        var name: String
+        var link: NodeLink
+    }
+
+    /// Probes per second while aligning (first second) and while tracking.
+    static let alignInterval: UInt64 = 10_000_000
+    static let trackInterval: UInt64 = 50_000_000
+    static let pushInterval: Int64 = 1_000_000
+
+    private let nodes: [Node]
+    private let lock = NSLock()
+    private var estimators: [String: ClockEstimator] = [:]
+    private var firstProbe: [String: Int64] = [:]
+    private var armedTake: String?
+    private var stopped = false
+    private var track: [TakeManifest.ClockTrackPoint] = []
+    private var inForce: [String: [(t: Int64, mapping: ClockMapping)]] = [:]
+    private var pushFailures: [String: String] = [:]
+
+    init(nodes: [Node]) {
+        self.nodes = nodes
+        for n in nodes { estimators[n.name] = ClockEstimator() }
+    }
+
+    /// Probes every node until cancelled or `stop()`; returns when all loops end.
+    func run() async {
+        await withTaskGroup(of: Void.self) { group in
+            for node in nodes {
+                group.addTask { await self.follow(node) }
+            }
+        }
+    }
+
+    func stop() {
+        lock.lock(); stopped = true; lock.unlock()
+    }
+
+    /// From now on every node gets its mapping pushed for `takeID`.
+    func startPushing(takeID: String) {
+        lock.lock(); armedTake = takeID; lock.unlock()
+    }
+
+    /// Waits until every node has a second of probes (or `timeout`), then returns each node's mapping.
+    /// A node that answered no probe at all is named in the error.
+    func aligned(timeout: Double = 10) async throws -> [String: ClockMapping] {
+        let deadline = MonotonicClock.now() + Int64(timeout * 1e6)
+        while true {
+            let now = MonotonicClock.now()
+            let (ready, silent) = lock.withLock {
+                (nodes.allSatisfy { n in
+                    guard let first = firstProbe[n.name], let count = estimators[n.name]?.samples.count else { return false }
+                    return now - first >= 1_000_000 && count >= 20
+                }, nodes.filter { estimators[$0.name]?.samples.isEmpty ?? true }.map(\.name))
+            }
+            if ready { break }
+            if now > deadline {
+                if let node = silent.first {
+                    throw CoordError(.failure, "node \(node) answered no clock probe within \(Int(timeout)) s; its clock cannot be aligned.")
+                }
+                break
+            }
+            try await Task.sleep(nanoseconds: 20_000_000)
+        }
+        var result: [String: ClockMapping] = [:]
+        for n in nodes {
+            guard let m = estimate(n.name, ahead: Self.pushInterval) else {
+                throw CoordError(.failure, "node \(n.name) gave no usable clock probe.")
+            }
+            result[n.name] = m
+        }
+        return result
+    }
+
+    /// Records that `mapping` is what `node` was armed with (in force from `t`).
+    func armed(_ node: String, at t: Int64, with mapping: ClockMapping) {
+        lock.lock()
+        inForce[node, default: []].append((t, mapping))
+        track.append(TakeManifest.ClockTrackPoint(node: node, at: t, mapping: mapping))
+        lock.unlock()
+    }
+
+    /// The newest estimate for `node`, its uncertainty evaluated `ahead` µs from now.
+    func estimate(_ node: String, ahead: Int64 = 0) -> ClockMapping? {
+        lock.lock()
+        defer { lock.unlock() }
+        return estimators[node]?.estimate(atRig: MonotonicClock.now() + ahead)
+    }
+
+    /// Every mapping sent, in time order.
+    var clockTrack: [TakeManifest.ClockTrackPoint] {
+        lock.lock()
+        defer { lock.unlock() }
+        return track.sorted { $0.tMicroseconds < $1.tMicroseconds }
+    }
+
+    /// The manifest's clock figures for `node` over [from, to): the offset the node used at `from` (group 0),
+    /// the newest drift, and the root mean square of the uncertainties in force over the take.
+    func figures(_ node: String, from: Int64, to: Int64, timeService: String) -> TakeManifest.ClockFigures {
+        lock.lock()
+        let history = inForce[node] ?? []
+        lock.unlock()
+        let atStart = history.last { $0.t <= from }?.mapping ?? history.first?.mapping ?? .identity
+        let during = history.enumerated().filter { i, h in
+            let until = i + 1 < history.count ? history[i + 1].t : Int64.max
+            return until > from && h.t < to
+        }.map(\.element.mapping)
+        let used = during.isEmpty ? [atStart] : during
+        let rms = (used.map { $0.uncertaintyMicroseconds * $0.uncertaintyMicroseconds }.reduce(0, +) / Double(used.count)).squareRoot()
+        let newest = estimate(node) ?? history.last?.mapping ?? atStart
+        let start = TakeManifest.ClockTrackPoint(node: node, at: from, mapping: atStart)
+        let drift = TakeManifest.ClockTrackPoint(node: node, at: to, mapping: newest).driftPPM
+        return TakeManifest.ClockFigures(offsetMicroseconds: start.offsetMicroseconds.rounded(), driftPPM: drift,
+                                         uncertaintyMicroseconds: (rms * 10).rounded() / 10,
+                                         boundMicroseconds: ((used.map(\.boundMicroseconds).max() ?? 0) * 10).rounded() / 10,
+                                         timeService: timeService)
+    }
+
+    /// Clock updates a node refused or missed, by node (one sentence each).
+    var failures: [String: String] {
+        lock.lock()
+        defer { lock.unlock() }
+        return pushFailures
+    }
+
+    private var isStopped: Bool {
+        lock.lock()
+        defer { lock.unlock() }
+        return stopped
+    }
+
+    private func follow(_ node: Node) async {
+        var lastPush: Int64 = 0
+        while !isStopped && !Task.isCancelled {
+            let began = MonotonicClock.now()
+            if let sample = try? await node.link.probe(timeout: 0.5) {
+                lock.withLock {
+                    estimators[node.name]?.add(sample)
+                    if firstProbe[node.name] == nil { firstProbe[node.name] = began }
+                }
+            }
+            let (take, aligning): (String?, Bool) = lock.withLock {
+                (armedTake, firstProbe[node.name].map { began - $0 < 1_000_000 } ?? true)
+            }
+            let now = MonotonicClock.now()
+            if let take, now - lastPush >= Self.pushInterval, let mapping = estimate(node.name, ahead: Self.pushInterval / 2) {
+                lastPush = now
+                await push(mapping, to: node, take: take, at: now)
+            }
+            do {
+                try await Task.sleep(nanoseconds: aligning ? Self.alignInterval : Self.trackInterval)
+            } catch {
+                return
+            }
+        }
+    }
+
+    private func push(_ mapping: ClockMapping, to node: Node, take: String, at t: Int64) async {
+        var update = Coord_V1_ClockUpdate()
+        update.takeID = take
+        update.clock = mapping.wire
+        do {
+            _ = try await node.link.request(.clockUpdate(update), timeout: 1, what: "a clock update")
+            lock.withLock {
+                inForce[node.name, default: []].append((t, mapping))
+                track.append(TakeManifest.ClockTrackPoint(node: node.name, at: t, mapping: mapping))
+            }
+        } catch {
+            lock.withLock { pushFailures[node.name] = "\(error)" }
+        }
+    }
+}
