@@ -16,6 +16,7 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-protobuf", exact: "1.39.0"),
         .package(url: "https://github.com/apple/swift-crypto", from: "3.12.3"),
         .package(url: "https://github.com/swift-server/swift-service-lifecycle", from: "2.13.0"),
+        .package(url: "https://github.com/jpsim/Yams", exact: "6.2.2"),
     ],
     targets: [
         // C libraries, each behind a shim.h for what Swift cannot import (function-like macros, variadics).
@@ -25,7 +26,7 @@ let package = Package(
                        providers: [.apt(["libavformat-dev", "libavcodec-dev", "libavutil-dev"])]),
 
         // One Swift funnel per C library.
-        .target(name: "ZeroMQ", dependencies: ["CZeroMQ"]),
+        .target(name: "ZeroMQ", dependencies: ["CZeroMQ", "Platform"]),
         // Host clocks, sleeping to an instant, eventfd wake-ups.
         .target(name: "Platform"),
         .target(name: "V4L2", dependencies: ["CV4L2"]),
@@ -50,6 +51,8 @@ let package = Package(
             "CoordCore", "CoordWire", "ZeroMQ", "Platform",
             .product(name: "Logging", package: "swift-log"),
             .product(name: "Crypto", package: "swift-crypto"),
+            // Rig files (RigFile.swift).
+            .product(name: "Yams", package: "Yams"),
         ]),
 
         // Thin executables.

@@ -14,7 +14,7 @@ struct Coord: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "coord",
         abstract: "Record one synchronized multi-camera take across many capture nodes.",
-        subcommands: [Demo.self, Report.self])
+        subcommands: [Demo.self, StartTake.self, RigStatusCommand.self, Report.self])
 
     /// Parses and runs, mapping ArgumentParser's usage errors (64) to CONTRACT §1's exit code 2.
     static func main() async {
@@ -70,6 +70,8 @@ struct Demo: AsyncParsableCommand {
     @Option(help: "Buffer timestamp noise, µs standard deviation.") var timestampJitterUs: Double = 30
     @Option(help: "Seed for the simulation's draws (random if not given).") var seed: UInt64?
     @Option(help: "Take name.") var name: String = "demo"
+    @Option(help: ArgumentHelp("Write the simulated clocks' truth here, for benchmarks that score the clock estimates.",
+                               visibility: .hidden)) var truthFile: String?
     @Flag(help: "Log the coordinator's debug output.") var verbose = false
 
     func run() async throws {
@@ -100,32 +102,49 @@ struct Demo: AsyncParsableCommand {
                           nodeBinary: nodeBinary, console: console)
         console.step("starting \(nodes) coord-node process(es) with \(camerasPerNode) synthetic camera(s) each (seed \(seed))")
         let outcome: TakeOutcome
-        let interrupts: [DispatchSourceSignal]
         do {
             let endpoints = try rig.start()
-            let session = TakeSession(endpoints: endpoints, request: request, console: console, logger: Logger(label: "coord"))
-            interrupts = handleInterrupts(session: session, rig: rig)
-            outcome = try await session.run()
+            if let truthFile { try? rig.truthJSON().write(to: URL(fileURLWithPath: truthFile)) }
+            outcome = try await recordTake(endpoints: endpoints, request: request, console: console) {
+                // Exit at once: the nodes finalize their open files on SIGTERM and exit by themselves.
+                rig.terminateNow()
+                return "the take is abandoned; whatever the nodes recorded stays in \(rig.staging.path)."
+            }
         } catch {
             rig.stop()
             throw exitStatus(for: error)
         }
-        interrupts.forEach { $0.cancel() }
         let partial = outcome.manifest.status == .partial
         rig.stop(keepStaging: partial)
         if partial { console.step("the nodes' staging area is kept at \(rig.staging.path)") }
-        console.result(TakeSummary.text(directory: outcome.directory.path, manifest: outcome.manifest, report: outcome.report))
-        if outcome.manifest.status == .partial {
-            let missing = outcome.manifest.events.first { ["incomplete", "node-failed", "camera-error", "collect-failed", "node-unfinished"].contains($0.kind) }
-            FileHandle.standardError.write(Data("coord: the take is partial: \(missing.map { "\($0.node)/\($0.camera) \($0.detail)" } ?? "see manifest.json").\n".utf8))
-            throw ExitCode(4)
-        }
+        try finishTake(outcome, console: console)
+    }
+}
+
+/// The part of a take `demo` and `start-take` share, once the nodes are running: the session, with
+/// Ctrl-C handled. `abandon` runs on a second interrupt (or one before recording starts) and returns the
+/// sentence printed before exiting 130.
+func recordTake(endpoints: [String], request: TakeRequest, console: Console,
+                abandon: @escaping @Sendable () -> String) async throws -> TakeOutcome {
+    let session = TakeSession(endpoints: endpoints, request: request, console: console, logger: Logger(label: "coord"))
+    let interrupts = handleInterrupts(session: session, abandon: abandon)
+    defer { interrupts.forEach { $0.cancel() } }
+    return try await session.run()
+}
+
+/// Prints a finished take's summary on stdout; a partial take exits 4 with a sentence naming what is missing.
+func finishTake(_ outcome: TakeOutcome, console: Console) throws {
+    console.result(TakeSummary.text(directory: outcome.directory.path, manifest: outcome.manifest, report: outcome.report))
+    if outcome.manifest.status == .partial {
+        let missing = outcome.manifest.events.first { ["incomplete", "node-failed", "camera-error", "collect-failed", "node-unfinished"].contains($0.kind) }
+        FileHandle.standardError.write(Data("coord: the take is partial: \(missing.map { "\($0.node)/\($0.camera) \($0.detail)" } ?? "see manifest.json").\n".utf8))
+        throw ExitCode(4)
     }
 }
 
 /// Ctrl-C or SIGTERM while recording: stop every camera at one instant and collect as usual. Before the
-/// recording starts, or a second time: stop the local rig's processes (they finalize open files) and leave.
-func handleInterrupts(session: TakeSession, rig: DemoRig) -> [DispatchSourceSignal] {
+/// recording starts, or a second time: `abandon` deals with the nodes, and coord leaves.
+func handleInterrupts(session: TakeSession, abandon: @escaping @Sendable () -> String) -> [DispatchSourceSignal] {
     let count = InterruptCount()
     return [SIGINT, SIGTERM].map { (number: Int32) -> DispatchSourceSignal in
         _ = Glibc.signal(number, SIG_IGN)
@@ -136,9 +155,8 @@ func handleInterrupts(session: TakeSession, rig: DemoRig) -> [DispatchSourceSign
                 FileHandle.standardError.write(Data("\ncoord: interrupted; stopping every camera at one instant and collecting (interrupt again to abandon the take).\n".utf8))
                 return
             }
-            // Exit at once: the nodes finalize their open files on SIGTERM and exit by themselves.
-            rig.terminateNow()
-            FileHandle.standardError.write(Data("\ncoord: interrupted; the take is abandoned; whatever the nodes recorded stays in \(rig.staging.path).\n".utf8))
+            let outcome = abandon()
+            FileHandle.standardError.write(Data("\ncoord: interrupted; \(outcome)\n".utf8))
             Glibc.exit(130)
         }
         source.resume()
@@ -150,6 +168,132 @@ final class InterruptCount: @unchecked Sendable {
     private let lock = NSLock()
     private var n = 0
     func add(_ k: Int) -> Int { lock.lock(); defer { lock.unlock() }; n += max(1, k); return n }
+}
+
+/// Loads a rig file for a command: warnings on stderr, a usage error (exit 2) in one sentence.
+func loadRig(_ path: String) throws -> RigFile {
+    let file: RigFile
+    do {
+        file = try RigFile.load(path)
+    } catch {
+        throw exitStatus(for: error)
+    }
+    for warning in file.warnings { FileHandle.standardError.write(Data("coord: warning: \(warning)\n".utf8)) }
+    return file
+}
+
+/// Fails with exit 2 and one sentence on stderr.
+func usageError(_ sentence: String) -> ExitCode {
+    FileHandle.standardError.write(Data("coord: \(sentence)\n".utf8))
+    return ExitCode(2)
+}
+
+struct StartTake: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "start-take",
+        abstract: "Record one take across the rig described by a rig file.",
+        discussion: "Without --seconds it records until Ctrl-C, then stops every camera at one instant and collects.")
+
+    /// How long a take without --seconds may run before it stops by itself.
+    static let untilInterrupted: Double = 24 * 3600
+
+    @Option(help: "The rig file (YAML).") var rig: String
+    @Option(help: "Take name (default: the rig's take.name, else \"take\").") var name: String?
+    @Option(help: "Seconds to record (default: until Ctrl-C, at most 24 h).") var seconds: Double?
+    @Option(help: "Directory that receives the take directory (default: the rig's take.takes_dir, else ./takes).") var takesDir: String?
+    @Option(help: "Frame rate (default: the rig's take.fps, else 30).") var fps: Int?
+    @Option(help: "Frame size, WxH (default: the rig's take.size, else 640x480).") var size: String?
+    @Option(help: "Codec: mjpeg, ffv1 or h264 (default: the rig's take.codec, else mjpeg).") var codec: String?
+    @Flag(help: "Log the coordinator's debug output.") var verbose = false
+
+    func run() async throws {
+        bootstrapLogging(verbose)
+        let console = Console()
+        let file = try loadRig(rig)
+        let spec = file.spec
+        // TakeRequest can only choose the first K cameras of every node; a named selection is refused rather
+        // than silently recording cameras the rig file left out.
+        if let i = spec.nodes.firstIndex(where: { $0.cameras != nil }) {
+            throw usageError("\(rig): nodes[\(i)].cameras (node \(spec.nodes[i].name)) is not supported by start-take yet; remove it to record every camera of the node.")
+        }
+        let sizeText = size ?? spec.take.size ?? "640x480"
+        guard let (width, height) = RigSpec.parseSize(sizeText) else {
+            throw usageError("--size must be WxH, e.g. 640x480 (got \(sizeText)).")
+        }
+        let takesDirectory: URL
+        if let takesDir {
+            takesDirectory = URL(fileURLWithPath: takesDir)
+        } else if let fromRig = spec.take.takesDir {
+            takesDirectory = URL(fileURLWithPath: fromRig, relativeTo: file.directory).standardizedFileURL
+        } else {
+            takesDirectory = URL(fileURLWithPath: "./takes")
+        }
+        let request = TakeRequest(name: name ?? spec.take.name ?? "take", seconds: seconds ?? Self.untilInterrupted,
+                                  fps: fps ?? spec.take.fps ?? 30, width: width, height: height,
+                                  codec: codec ?? spec.take.codec ?? "mjpeg", takesDirectory: takesDirectory)
+        if let problem = request.problem() { throw usageError(problem) }
+        console.step("rig \(rig): \(spec.nodes.count) node(s): \(spec.nodes.map(\.name).joined(separator: ", "))")
+        if seconds == nil { console.step("recording until Ctrl-C (at most 24 h), then every camera stops at one instant") }
+        let outcome: TakeOutcome
+        do {
+            outcome = try await recordTake(endpoints: spec.nodes.map(\.endpoint), request: request, console: console) {
+                // Nothing may keep recording once coord is gone: every node drops the take (keeping what it captured).
+                let unreached = blockingWait(seconds: 3) { await RigStatus.abandon(spec, reason: "the operator abandoned the take") }
+                let missed = unreached ?? spec.nodes.map(\.name)
+                return missed.isEmpty
+                    ? "the take is abandoned; every node dropped it and keeps whatever it recorded in its staging area."
+                    : "the take is abandoned, but \(missed.joined(separator: ", ")) could not be told and may still be recording."
+            }
+        } catch let error as CoordError {
+            // The session names a node it has not shaken hands with by endpoint; the rig file knows its name.
+            var message = error.message
+            for node in spec.nodes { message = message.replacingOccurrences(of: "node at \(node.endpoint)", with: "node \(node.name) at \(node.endpoint)") }
+            throw exitStatus(for: CoordError(error.kind, message))
+        } catch {
+            throw exitStatus(for: error)
+        }
+        try finishTake(outcome, console: console)
+    }
+}
+
+/// Runs async work from a thread that must block (a signal handler); nil if it did not finish in time.
+func blockingWait<T: Sendable>(seconds: Double, _ work: @escaping @Sendable () async -> T) -> T? {
+    let box = ResultBox<T>()
+    let done = DispatchSemaphore(value: 0)
+    Task {
+        box.set(await work())
+        done.signal()
+    }
+    return done.wait(timeout: .now() + seconds) == .success ? box.get() : nil
+}
+
+final class ResultBox<T>: @unchecked Sendable {
+    private let lock = NSLock()
+    private var value: T?
+    func set(_ v: T) { lock.lock(); value = v; lock.unlock() }
+    func get() -> T? { lock.lock(); defer { lock.unlock() }; return value }
+}
+
+struct RigStatusCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "status",
+        abstract: "Ask every node of a rig what it is doing.",
+        discussion: "Exits 0 when every node answered, 1 when one did not.")
+
+    @Option(help: "The rig file (YAML).") var rig: String
+    @Option(help: "Seconds to wait for each node's answer.") var timeout: Double = 3
+
+    func run() async throws {
+        bootstrapLogging(false)
+        guard timeout > 0 else { throw usageError("--timeout must be positive (got \(timeout)).") }
+        let file = try loadRig(rig)
+        let reports = await RigStatus.query(file.spec, timeout: timeout)
+        print(RigStatus.table(reports))
+        if let problem = RigStatus.problem(reports) {
+            FileHandle.standardError.write(Data("coord: \(problem)\n".utf8))
+            throw ExitCode(1)
+        }
+    }
 }
 
 struct Report: ParsableCommand {

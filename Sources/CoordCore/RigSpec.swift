@@ -1,0 +1,178 @@
+/// A rig described by a rig file (`coord start-take --rig RIG.yaml`): which nodes take part, and the take
+/// settings used when the command line does not say. Every key but `nodes` is optional and decoded with
+/// `decodeIfPresent`, so a later version can add keys without breaking older files.
+public struct RigSpec: Decodable, Equatable, Sendable {
+    /// The rig-file version this build reads.
+    public static let supportedVersion = 1
+
+    public var version: Int
+    public var nodes: [Node]
+    public var take: TakeDefaults
+
+    /// One capture box: the name it is known by and where its `coord-node` listens.
+    public struct Node: Decodable, Equatable, Sendable {
+        public var name: String
+        public var endpoint: String
+        /// Which of the node's cameras to use; nil means all of them.
+        public var cameras: [String]?
+
+        public init(name: String, endpoint: String, cameras: [String]? = nil) {
+            self.name = name; self.endpoint = endpoint; self.cameras = cameras
+        }
+
+        public enum CodingKeys: String, CodingKey, CaseIterable {
+            case name, endpoint, cameras
+        }
+
+        public init(from decoder: Decoder) throws {
+            let c = try decoder.container(keyedBy: CodingKeys.self)
+            name = try c.decode(String.self, forKey: .name)
+            endpoint = try c.decode(String.self, forKey: .endpoint)
+            cameras = try c.decodeIfPresent([String].self, forKey: .cameras)
+        }
+    }
+
+    /// Take settings the command line may override.
+    public struct TakeDefaults: Decodable, Equatable, Sendable {
+        public var fps: Int?
+        /// `WxH`, e.g. `1280x720`.
+        public var size: String?
+        public var codec: String?
+        public var name: String?
+        /// Where take directories go; a relative path is taken from the rig file's directory.
+        public var takesDir: String?
+
+        public init(fps: Int? = nil, size: String? = nil, codec: String? = nil, name: String? = nil, takesDir: String? = nil) {
+            self.fps = fps; self.size = size; self.codec = codec; self.name = name; self.takesDir = takesDir
+        }
+
+        public enum CodingKeys: String, CodingKey, CaseIterable {
+            case fps, size, codec, name
+            case takesDir = "takes_dir"
+        }
+
+        public init(from decoder: Decoder) throws {
+            let c = try decoder.container(keyedBy: CodingKeys.self)
+            fps = try c.decodeIfPresent(Int.self, forKey: .fps)
+            size = try c.decodeIfPresent(String.self, forKey: .size)
+            codec = try c.decodeIfPresent(String.self, forKey: .codec)
+            name = try c.decodeIfPresent(String.self, forKey: .name)
+            takesDir = try c.decodeIfPresent(String.self, forKey: .takesDir)
+        }
+    }
+
+    public init(version: Int = RigSpec.supportedVersion, nodes: [Node], take: TakeDefaults = TakeDefaults()) {
+        self.version = version; self.nodes = nodes; self.take = take
+    }
+
+    public enum CodingKeys: String, CodingKey, CaseIterable {
+        case version, nodes, take
+    }
+
+    public init(from decoder: Decoder) throws {
+        let c = try decoder.container(keyedBy: CodingKeys.self)
+        version = try c.decodeIfPresent(Int.self, forKey: .version) ?? Self.supportedVersion
+        nodes = try c.decode([Node].self, forKey: .nodes)
+        take = try c.decodeIfPresent(TakeDefaults.self, forKey: .take) ?? TakeDefaults()
+    }
+
+    /// The keys a rig file may hold at each level, for warning about the others. `nodes[]` is one node entry.
+    public static let knownKeys: [String: Set<String>] = [
+        "": Set(CodingKeys.allCases.map(\.rawValue)),
+        "nodes[]": Set(Node.CodingKeys.allCases.map(\.rawValue)),
+        "take": Set(TakeDefaults.CodingKeys.allCases.map(\.rawValue)),
+    ]
+
+    /// Codecs a take can be written with.
+    public static let codecs = ["mjpeg", "ffv1", "h264"]
+
+    /// What is wrong with the spec: the field at fault (`nodes[1].endpoint`, `take.fps`) and one sentence
+    /// naming it; nil if nothing is.
+    public func fault() -> (field: String, sentence: String)? {
+        if version != Self.supportedVersion {
+            return ("version", "version \(version) is not supported: this coord reads rig files of version \(Self.supportedVersion).")
+        }
+        if nodes.isEmpty { return ("nodes", "nodes is empty: list at least one node with a name and an endpoint.") }
+        var names: [String: Int] = [:]
+        var endpoints: [String: Int] = [:]
+        for (i, node) in nodes.enumerated() {
+            let at = "nodes[\(i)]"
+            if !RigName.isValid(node.name) {
+                return ("\(at).name", "\(at).name \"\(node.name)\" is not allowed: use 1 to 64 of A-Z a-z 0-9 . _ -")
+            }
+            if let first = names[node.name] {
+                return ("\(at).name", "\(at).name \"\(node.name)\" is already the name of nodes[\(first)]; every node needs its own name.")
+            }
+            names[node.name] = i
+            if let problem = Self.endpointProblem(node.endpoint) {
+                return ("\(at).endpoint", "\(at).endpoint \"\(node.endpoint)\" (node \(node.name)) \(problem).")
+            }
+            let key = node.endpoint.lowercased()
+            if let first = endpoints[key] {
+                return ("\(at).endpoint", "\(at).endpoint \(node.endpoint) (node \(node.name)) is also the endpoint of nodes[\(first)] (node \(nodes[first].name)).")
+            }
+            endpoints[key] = i
+            if let cameras = node.cameras {
+                if cameras.isEmpty {
+                    return ("\(at).cameras", "\(at).cameras (node \(node.name)) is empty: leave it out to use every camera of the node.")
+                }
+                var seen = Set<String>()
+                for (j, camera) in cameras.enumerated() {
+                    if !RigName.isValid(camera) {
+                        return ("\(at).cameras[\(j)]", "\(at).cameras[\(j)] \"\(camera)\" (node \(node.name)) is not allowed: use 1 to 64 of A-Z a-z 0-9 . _ -")
+                    }
+                    if !seen.insert(camera).inserted {
+                        return ("\(at).cameras[\(j)]", "\(at).cameras[\(j)] names camera \(camera) of node \(node.name) twice.")
+                    }
+                }
+            }
+        }
+        if let fps = take.fps, !(1...240).contains(fps) {
+            return ("take.fps", "take.fps must be between 1 and 240 (got \(fps)).")
+        }
+        if let size = take.size, Self.parseSize(size) == nil {
+            return ("take.size", "take.size must be WxH, e.g. 640x480 (got \"\(size)\").")
+        }
+        if let codec = take.codec, !Self.codecs.contains(codec) {
+            return ("take.codec", "take.codec must be mjpeg, ffv1 or h264 (got \"\(codec)\").")
+        }
+        if let name = take.name, let problem = TakeID.problem(withName: name) {
+            return ("take.name", "take.name: \(problem)")
+        }
+        if let dir = take.takesDir, dir.isEmpty {
+            return ("take.takes_dir", "take.takes_dir is empty: leave it out to use ./takes.")
+        }
+        return nil
+    }
+
+    /// One sentence naming the field at fault, or nil if the spec is usable.
+    public func problem() -> String? { fault()?.sentence }
+
+    /// `WxH` → (width, height), both 1…16384; nil if it is not that shape.
+    public static func parseSize(_ text: String) -> (width: Int, height: Int)? {
+        let parts = text.lowercased().split(separator: "x", omittingEmptySubsequences: false)
+        guard parts.count == 2, parts.allSatisfy({ !$0.isEmpty && $0.allSatisfy(\.isASCII) && $0.allSatisfy(\.isNumber) }),
+              let width = Int(parts[0]), let height = Int(parts[1]),
+              (1...16384).contains(width), (1...16384).contains(height) else { return nil }
+        return (width, height)
+    }
+
+    /// Why `endpoint` is not `tcp://host:port`, as the end of a sentence; nil if it is.
+    public static func endpointProblem(_ endpoint: String) -> String? {
+        let shape = "must look like tcp://host:port"
+        guard endpoint.hasPrefix("tcp://") else { return shape }
+        let rest = endpoint.dropFirst("tcp://".count)
+        guard let colon = rest.lastIndex(of: ":") else { return "\(shape): the port is missing" }
+        let host = rest[..<colon]
+        let port = rest[rest.index(after: colon)...]
+        guard !host.isEmpty, host != "*" else { return "\(shape): the host is missing" }
+        if host.hasPrefix("[") != host.hasSuffix("]") { return "\(shape): the host has an unclosed [" }
+        guard host.unicodeScalars.allSatisfy({ $0.isASCII && $0.value > 0x20 && $0 != "/" && $0 != "*" && $0 != "?" && $0 != "#" && $0 != "@" }) else {
+            return "\(shape): the host holds a character a host name cannot"
+        }
+        guard !port.isEmpty, port.allSatisfy({ $0.isASCII && $0.isNumber }), let number = Int(port), (1...65535).contains(number) else {
+            return "\(shape) with a port between 1 and 65535"
+        }
+        return nil
+    }
+}

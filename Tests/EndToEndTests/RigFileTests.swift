@@ -1,0 +1,173 @@
+@testable import Coordinator
+import CoordCore
+import Foundation
+import Testing
+
+/// Rig files read from disk: what loads, what is warned about, and the one sentence for what is refused.
+@Suite("Rig files")
+struct RigFileTests {
+    /// Writes `text` to a fresh `rig.yaml` and loads it.
+    func load(_ text: String) throws -> RigFile {
+        let dir = try E2E.makeScratch()
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let url = dir.appendingPathComponent("rig.yaml")
+        try text.write(to: url, atomically: true, encoding: .utf8)
+        return try RigFile.load(url.path)
+    }
+
+    /// The usage error loading `text` gives; fails the test if it loads.
+    func refusal(_ text: String, sourceLocation: SourceLocation = #_sourceLocation) throws -> String {
+        do {
+            let file = try load(text)
+            Issue.record("loaded: \(file.spec)", sourceLocation: sourceLocation)
+            return ""
+        } catch let error as CoordError {
+            #expect(error.kind == .usage, sourceLocation: sourceLocation)
+            #expect(error.message.contains("rig.yaml"), "names the file: \(error.message)", sourceLocation: sourceLocation)
+            #expect(!error.message.contains("\n"), "one sentence: \(error.message)", sourceLocation: sourceLocation)
+            return error.message
+        }
+    }
+
+    @Test func theExampleLoadsWithoutWarnings() throws {
+        let path = E2E.packageRoot.appendingPathComponent("deploy/rig.example.yaml").path
+        let file = try RigFile.load(path)
+        #expect(file.warnings.isEmpty, "\(file.warnings)")
+        #expect(file.spec.nodes.count == 3)
+        #expect(file.spec.nodes.allSatisfy { $0.endpoint.hasSuffix(":5555") })
+        #expect(file.spec.take.fps != nil && file.spec.take.size != nil && file.spec.take.codec != nil)
+    }
+
+    @Test func aGoodFile() throws {
+        let file = try load("""
+            # comment
+            version: 1
+            nodes:
+              - name: pi
+                endpoint: tcp://127.0.0.1:5555
+              - name: jetson
+                endpoint: "tcp://127.0.0.2:5555"
+                cameras: [cam0, cam1]
+            take:
+              fps: 25
+              size: 1280x720
+              codec: ffv1
+              name: scene
+              takes_dir: out/takes
+            """)
+        #expect(file.warnings.isEmpty)
+        #expect(file.spec == RigSpec(
+            version: 1,
+            nodes: [.init(name: "pi", endpoint: "tcp://127.0.0.1:5555"),
+                    .init(name: "jetson", endpoint: "tcp://127.0.0.2:5555", cameras: ["cam0", "cam1"])],
+            take: .init(fps: 25, size: "1280x720", codec: "ffv1", name: "scene", takesDir: "out/takes")))
+    }
+
+    @Test func onlyNodesIsRequired() throws {
+        let file = try load("nodes:\n  - {name: a, endpoint: tcp://h:1}\n")
+        #expect(file.spec.version == 1)
+        #expect(file.spec.take == RigSpec.TakeDefaults())
+        #expect(file.warnings.isEmpty)
+    }
+
+    @Test func unknownKeysAreWarnedAboutNotRefused() throws {
+        let file = try load("""
+            version: 1
+            budgets: {hardware: 0.9}
+            nodes:
+              - name: a
+                endpoint: tcp://h:1
+              - name: b
+                endpoint: tcp://h:2
+                ip: 10.0.0.2
+            take:
+              fps: 30
+              priority: high
+            """)
+        #expect(file.spec.nodes.map(\.name) == ["a", "b"])
+        #expect(file.spec.take.fps == 30)
+        #expect(file.warnings.count == 3, "\(file.warnings)")
+        #expect(file.warnings.contains { $0.contains("rig.yaml: unknown key budgets ignored") && $0.contains("line 2") })
+        #expect(file.warnings.contains { $0.contains("rig.yaml: unknown key nodes[1].ip ignored") && $0.contains("line 8") })
+        #expect(file.warnings.contains { $0.contains("rig.yaml: unknown key take.priority ignored") && $0.contains("line 11") })
+    }
+
+    @Test func aMissingFile() throws {
+        let dir = try E2E.makeScratch()
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let path = dir.appendingPathComponent("rig.yaml").path
+        #expect(throws: CoordError.self) { try RigFile.load(path) }
+        do { _ = try RigFile.load(path) } catch let e as CoordError {
+            #expect(e.kind == .usage)
+            #expect(e.message == "\(path): no such rig file.")
+        }
+    }
+
+    @Test func badYAMLNamesTheLine() throws {
+        let message = try refusal("nodes:\n  - name: a\n    endpoint: [tcp://h:1\n")
+        #expect(message.contains("line 4") || message.contains("line 3"), "\(message)")
+        #expect(message.contains("not valid YAML"), "\(message)")
+    }
+
+    @Test func anEmptyFile() throws {
+        #expect(try refusal("").contains("empty"))
+        #expect(try refusal("# only a comment\n").contains("empty"))
+    }
+
+    @Test func notAMapping() throws {
+        #expect(try refusal("- a\n- b\n").contains("must be a mapping"))
+    }
+
+    @Test func missingNodes() throws {
+        let message = try refusal("version: 1\ntake:\n  fps: 30\n")
+        #expect(message.contains("nodes is missing"), "\(message)")
+    }
+
+    @Test func emptyNodes() throws {
+        let message = try refusal("nodes: []\n")
+        #expect(message.contains("nodes is empty") && message.contains("line 1"), "\(message)")
+    }
+
+    @Test func wrongVersion() throws {
+        let message = try refusal("version: 2\nnodes:\n  - name: a\n    endpoint: tcp://h:1\n")
+        #expect(message.contains("version 2 is not supported") && message.contains("line 1"), "\(message)")
+        // A newer version is refused before its keys are judged: no warning noise.
+        let other = try refusal("version: 3\nwhatever: [1]\n")
+        #expect(other.contains("version 3"), "\(other)")
+        #expect(try refusal("version: one\nnodes: []\n").contains("version must be a whole number"))
+    }
+
+    @Test(arguments: [
+        ("nodes: tcp://h:1\n", "nodes must be a list", "line 1"),
+        ("nodes:\n  - tcp://h:1\n", "nodes[0] must be a mapping", "line 2"),
+        ("nodes:\n  - name: a\n    endpoint: tcp://h:1\n    cameras: cam0\n", "nodes[0].cameras must be a list", "line 4"),
+        ("nodes:\n  - name: a\n    endpoint: [1, 2]\n", "nodes[0].endpoint must be", "line 3"),
+        ("nodes:\n  - name: a\n    endpoint: tcp://h:1\ntake:\n  fps: fast\n", "take.fps must be a whole number", "line 5"),
+        ("nodes:\n  - name: a\n    endpoint: tcp://h:1\ntake: 30\n", "take must be a mapping", "line 4"),
+        ("nodes:\n  - name: a\n", "nodes[0] has no endpoint", "line 2"),
+        ("nodes:\n  - endpoint: tcp://h:1\n", "nodes[0] has no name", "line 2"),
+    ])
+    func wrongTypesNameTheKey(yaml: String, says: String, line: String) throws {
+        let message = try refusal(yaml)
+        #expect(message.contains(says), "\(message)")
+        #expect(message.contains(line), "\(message)")
+    }
+
+    @Test func specProblemsNameTheLine() throws {
+        let message = try refusal("""
+            nodes:
+              - name: a
+                endpoint: tcp://h:1
+              - name: b
+                endpoint: tcp://h:1
+            """)
+        #expect(message.contains("line 5") && message.contains("nodes[1].endpoint"), "\(message)")
+        let fps = try refusal("nodes:\n  - {name: a, endpoint: tcp://h:1}\ntake:\n  fps: 500\n")
+        #expect(fps.contains("line 4") && fps.contains("take.fps"), "\(fps)")
+    }
+
+    @Test func repeatedKeysAreRefused() throws {
+        let message = try refusal("nodes:\n  - {name: a, endpoint: tcp://h:1}\nnodes: []\n")
+        #expect(message.contains("nodes"), "\(message)")
+    }
+}
