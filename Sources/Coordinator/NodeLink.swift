@@ -112,6 +112,9 @@ public final class NodeLink: @unchecked Sendable {
     }
 
     private func serve(_ socket: ZMQSocket) {
+        // This thread stamps t1 and t4 of every clock probe: it must wake promptly under load.
+        ThreadPriority.nameCurrentThread("link")
+        ThreadPriority.raiseCurrentThread()
         var waiting: [UInt64: Outgoing] = [:]
         defer {
             socket.close()

@@ -46,7 +46,7 @@ public final class TakeSession: @unchecked Sendable {
     let request: TakeRequest
     let console: Console
     let logger: Logger
-    private let context = ZMQContext()
+    private let context = ZMQContext(realtimeIOThreads: true)
     private var links: [NodeLink] = []
     private var events: [TakeManifest.Event] = []
     private let eventLock = NSLock()

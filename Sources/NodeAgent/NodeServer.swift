@@ -13,7 +13,7 @@ import Glibc
 public final class NodeServer: Service, @unchecked Sendable {
     public let agent: NodeAgent
     private let logger: Logger
-    private let context = ZMQContext()
+    private let context = ZMQContext(realtimeIOThreads: true)
     private let wake = WakeSignal()
     private let lock = NSLock()
     private var stopRequested = false
@@ -60,6 +60,9 @@ public final class NodeServer: Service, @unchecked Sendable {
     }
 
     private func serve() throws {
+        // This thread stamps every clock probe's arrival: it must wake promptly even when cameras load the CPU.
+        ThreadPriority.nameCurrentThread("node-socket")
+        ThreadPriority.raiseCurrentThread()
         var options = ZMQSocket.Options()
         options.sendTimeoutMs = 500
         options.receiveTimeoutMs = 0

@@ -1,6 +1,7 @@
 // The only file in coord that calls libzmq. Every call goes through `check`, which retries EINTR and
 // turns a failure into a `ZMQError` carrying the real errno.
 import CZeroMQ
+import Platform
 #if canImport(Glibc)
 import Glibc
 #endif
@@ -33,8 +34,15 @@ private func check(_ operation: @autoclosure () -> String, endpoint: String? = n
 public final class ZMQContext: @unchecked Sendable {
     let handle: UnsafeMutableRawPointer
 
-    public init() {
+    /// `realtimeIOThreads` gives libzmq's I/O thread a real-time priority when the process may (see
+    /// `ThreadPriority`): it carries every clock probe, so its wake-up latency is part of the measurement.
+    public init(realtimeIOThreads: Bool = false) {
         handle = zmq_ctx_new()
+        // libzmq asserts if it cannot apply these when it starts its thread, so only set what is allowed.
+        if realtimeIOThreads && ThreadPriority.realtimeAllowed {
+            _ = zmq_ctx_set(handle, ZMQ_THREAD_SCHED_POLICY, SCHED_FIFO)
+            _ = zmq_ctx_set(handle, ZMQ_THREAD_PRIORITY, ThreadPriority.realtime)
+        }
     }
 
     /// Ends blocking calls in every socket of this context (they fail with ETERM).
