@@ -1,7 +1,10 @@
 #!/usr/bin/env bash
 # Installs the Debian 12 packages coord needs to build, run and test (skips apt when all are present).
+# iproute2, iptables, iputils-ping and libnetfilter-queue-dev (+ a C compiler and Python headers to build the
+# NetfilterQueue wheel) are for scripts/netlab.py, the network-namespace lab the netlab tests use.
 set -euo pipefail
-packages=(pkg-config libzmq3-dev libv4l-dev libavformat-dev libavcodec-dev libavutil-dev protobuf-compiler ffmpeg python3 python3-venv)
+packages=(pkg-config libzmq3-dev libv4l-dev libavformat-dev libavcodec-dev libavutil-dev protobuf-compiler ffmpeg python3 python3-venv
+          iproute2 iptables iputils-ping libnetfilter-queue-dev build-essential python3-dev)
 missing=()
 for p in "${packages[@]}"; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
