@@ -80,6 +80,14 @@ public struct TakeManifest: Codable, Equatable, Sendable {
         public var dropped: Int64
         public var clock: ClockFigures
         public var files: [File]
+        /// The phase loop's figures at the end of the take: measured buffer-timestamp noise and the one-sigma
+        /// error of the `center_us` estimates. Not contract keys.
+        public var timestampNoiseMicroseconds: Double?
+        public var centerUncertaintyMicroseconds: Double?
+        enum CodingKeys: String, CodingKey {
+            case node, camera, ordinal, width, height, fps, codec, frames, dropped, clock, files
+            case timestampNoiseMicroseconds = "timestamp_noise_us", centerUncertaintyMicroseconds = "center_uncertainty_us"
+        }
         public init(node: String, camera: String, ordinal: Int, width: Int, height: Int, fps: Int, codec: String,
                     frames: Int64, dropped: Int64, clock: ClockFigures, files: [File]) {
             self.node = node; self.camera = camera; self.ordinal = ordinal; self.width = width; self.height = height

@@ -28,9 +28,11 @@ public struct SyncReport: Codable, Equatable, Sendable {
         public var dropped: Int64
         public var phaseErrorMicroseconds: Percentiles
         public var clockUncertaintyMicroseconds: Double
+        /// One-sigma error of this camera's `center_us` estimates from its phase loop. Not a contract key.
+        public var centerUncertaintyMicroseconds: Double?
         enum CodingKeys: String, CodingKey {
             case node, camera, frames, dropped, phaseErrorMicroseconds = "phase_error_us"
-            case clockUncertaintyMicroseconds = "clock_uncertainty_us"
+            case clockUncertaintyMicroseconds = "clock_uncertainty_us", centerUncertaintyMicroseconds = "center_uncertainty_us"
         }
     }
 
@@ -39,9 +41,15 @@ public struct SyncReport: Codable, Equatable, Sendable {
     public var cameras: [Camera]
     /// Groups in which at least two cameras delivered a real (non-dup) frame: the groups the spread covers.
     public var groupsMeasured: Int64
+    /// The spread the frames could really have: per group, the widest span of the cameras' centres each
+    /// widened by two sigma of its own estimate error (clock alignment and phase estimate together). The
+    /// centres alone cannot show an error common to a node's frames, so this is the figure to trust.
+    /// Not a contract key.
+    public var spreadBoundMicroseconds: Percentiles?
 
     enum CodingKeys: String, CodingKey {
         case groups, spreadMicroseconds = "spread_us", cameras, groupsMeasured = "groups_measured"
+        case spreadBoundMicroseconds = "spread_bound_us"
     }
 
     public init(from decoder: Decoder) throws {
@@ -51,6 +59,7 @@ public struct SyncReport: Codable, Equatable, Sendable {
         cameras = try c.decode([Camera].self, forKey: .cameras)
         // Not a contract key: a report written by another tool may lack it.
         groupsMeasured = try c.decodeIfPresent(Int64.self, forKey: .groupsMeasured) ?? 0
+        spreadBoundMicroseconds = try c.decodeIfPresent(Percentiles.self, forKey: .spreadBoundMicroseconds)
     }
 
     /// One camera's rows with the identity and clock figures the report needs.
@@ -59,14 +68,24 @@ public struct SyncReport: Codable, Equatable, Sendable {
         public var camera: String
         public var rows: [FrameRow]
         public var clockUncertaintyMicroseconds: Double
-        public init(node: String, camera: String, rows: [FrameRow], clockUncertaintyMicroseconds: Double) {
+        public var centerUncertaintyMicroseconds: Double?
+        public init(node: String, camera: String, rows: [FrameRow], clockUncertaintyMicroseconds: Double,
+                    centerUncertaintyMicroseconds: Double? = nil) {
             self.node = node; self.camera = camera; self.rows = rows; self.clockUncertaintyMicroseconds = clockUncertaintyMicroseconds
+            self.centerUncertaintyMicroseconds = centerUncertaintyMicroseconds
+        }
+
+        /// One sigma of this camera's centre estimates on the rig timebase.
+        var sigma: Double {
+            let c = centerUncertaintyMicroseconds ?? 0
+            return (clockUncertaintyMicroseconds * clockUncertaintyMicroseconds + c * c).squareRoot()
         }
     }
 
     public init(groups: Int64, grid: FrameGrid, inputs: [Input]) {
         self.groups = groups
         var centersByGroup: [Int64: [Int64]] = [:]
+        var widenedByGroup: [Int64: (low: Double, high: Double, count: Int)] = [:]
         var cameras: [Camera] = []
         for input in inputs {
             var phase: [Int64] = []
@@ -74,14 +93,20 @@ public struct SyncReport: Codable, Equatable, Sendable {
             for row in input.rows {
                 if row.isDup { dropped += 1; continue }
                 centersByGroup[row.group, default: []].append(row.centerMicroseconds)
+                let c = Double(row.centerMicroseconds)
+                let w = widenedByGroup[row.group] ?? (.infinity, -.infinity, 0)
+                widenedByGroup[row.group] = (min(w.low, c - 2 * input.sigma), max(w.high, c + 2 * input.sigma), w.count + 1)
                 phase.append(abs(row.centerMicroseconds - grid.instant(ofGroup: row.group)))
             }
             cameras.append(Camera(node: input.node, camera: input.camera, frames: Int64(input.rows.count), dropped: dropped,
                                   phaseErrorMicroseconds: Percentiles(of: phase),
-                                  clockUncertaintyMicroseconds: input.clockUncertaintyMicroseconds))
+                                  clockUncertaintyMicroseconds: input.clockUncertaintyMicroseconds,
+                                  centerUncertaintyMicroseconds: input.centerUncertaintyMicroseconds))
         }
         let spreads = centersByGroup.values.filter { $0.count >= 2 }.map { $0.max()! - $0.min()! }
         self.spreadMicroseconds = Percentiles(of: spreads)
+        self.spreadBoundMicroseconds = Percentiles(of: widenedByGroup.values.filter { $0.count >= 2 }
+            .map { Int64(($0.high - $0.low).rounded(.up)) })
         self.groupsMeasured = Int64(spreads.count)
         self.cameras = cameras
     }

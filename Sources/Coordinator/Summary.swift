@@ -7,12 +7,13 @@ public enum TakeSummary {
         var lines: [String] = []
         lines.append("take \(manifest.takeID): \(manifest.status.rawValue), \(manifest.groups) groups × \(manifest.cameras.count) camera(s)")
         lines.append("  \(directory)")
-        let header = ["node", "camera", "frames", "dup", "phase p50/p99/max µs", "clock ± µs"]
+        let header = ["node", "camera", "frames", "dup", "phase p50/p99/max µs", "clock ± µs", "centre ± µs"]
         var table = [header]
         for c in report.cameras {
             let p = c.phaseErrorMicroseconds
             table.append([c.node, c.camera, "\(c.frames)", "\(c.dropped)", "\(p.p50)/\(p.p99)/\(p.max)",
-                          String(format: "%.1f", c.clockUncertaintyMicroseconds)])
+                          String(format: "%.1f", c.clockUncertaintyMicroseconds),
+                          c.centerUncertaintyMicroseconds.map { String(format: "%.1f", $0) } ?? "-"])
         }
         let widths = (0..<header.count).map { col in table.map { $0[col].count }.max()! }
         for row in table {
@@ -21,6 +22,9 @@ public enum TakeSummary {
         }
         let s = report.spreadMicroseconds
         lines.append("  frame-centre spread across cameras (node estimates): p50 \(s.p50) µs, p99 \(s.p99) µs, max \(s.max) µs over \(report.groupsMeasured) groups")
+        if let b = report.spreadBoundMicroseconds {
+            lines.append("  allowing two sigma of each camera's clock and centre error: p50 \(b.p50) µs, p99 \(b.p99) µs, max \(b.max) µs")
+        }
         for e in manifest.events where e.kind != "start" && e.kind != "stop" {
             lines.append("  event: \([e.node, e.camera].filter { !$0.isEmpty }.joined(separator: "/")) \(e.kind): \(e.detail)")
         }

@@ -61,7 +61,7 @@ enum SyncReportPage {
         started \(esc(manifest.startWallclock))</p>
         <p class="s">Frame-centre spread across cameras (node estimates, dup frames left out):
         p50 <b>\(report.spreadMicroseconds.p50) µs</b>, p99 <b>\(report.spreadMicroseconds.p99) µs</b>, max \(report.spreadMicroseconds.max) µs
-        over \(report.groupsMeasured) groups.</p>
+        over \(report.groupsMeasured) groups\(report.spreadBoundMicroseconds.map { b in "; allowing two sigma of each camera's clock and centre error: p50 <b>\(b.p50) µs</b>, p99 <b>\(b.p99) µs</b>, max \(b.max) µs" } ?? "").</p>
         <table><tr><th>node</th><th>camera</th><th>frames</th><th>dup</th><th>phase p50 µs</th><th>phase p99 µs</th><th>phase max µs</th><th>clock ± µs</th></tr>
         \(rows)</table>
         <h2>Events</h2>

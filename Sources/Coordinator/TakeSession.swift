@@ -199,7 +199,7 @@ public final class TakeSession: @unchecked Sendable {
 
         // 7. Record: show progress until every node reports its files final.
         setRecording(true)
-        let (unfinishedNodes, finalGroups) = try await waitForFinish(plans, takeID: takeID, grid: grid, groups: plannedGroups)
+        let (unfinishedNodes, finalGroups, finalStatus) = try await waitForFinish(plans, takeID: takeID, grid: grid, groups: plannedGroups)
         setRecording(false)
         tracker.stop()
         await tracking
@@ -241,11 +241,17 @@ public final class TakeSession: @unchecked Sendable {
                     addEvent(grid.t0, node: plan.name, camera: s.camera, kind: "dup",
                              detail: "\(dropped) of \(groups) groups filled with a repeat of the previous frame")
                 }
-                cameras.append(TakeManifest.Camera(
+                var camera = TakeManifest.Camera(
                     node: plan.name, camera: s.camera, ordinal: s.ordinal, width: s.width, height: s.height, fps: s.fps,
-                    codec: s.codec, frames: Int64(rows.count), dropped: dropped, clock: clock, files: files))
+                    codec: s.codec, frames: Int64(rows.count), dropped: dropped, clock: clock, files: files)
+                if let status = finalStatus[plan.name]?.cameras.first(where: { $0.camera == s.camera }) {
+                    camera.timestampNoiseMicroseconds = (status.timestampNoiseUs * 10).rounded() / 10
+                    camera.centerUncertaintyMicroseconds = (status.centerUncertaintyUs * 10).rounded() / 10
+                }
+                cameras.append(camera)
                 inputs.append(SyncReport.Input(node: plan.name, camera: s.camera, rows: rows,
-                                               clockUncertaintyMicroseconds: clock.uncertaintyMicroseconds))
+                                               clockUncertaintyMicroseconds: clock.uncertaintyMicroseconds,
+                                               centerUncertaintyMicroseconds: camera.centerUncertaintyMicroseconds))
             }
         }
         let allEvents = sortedEvents()
@@ -293,7 +299,7 @@ public final class TakeSession: @unchecked Sendable {
 
     /// Waits until every node reports its files final; returns the nodes that did not and the take's groups
     /// (fewer than planned if the operator stopped early).
-    private func waitForFinish(_ plans: [NodePlan], takeID: String, grid: FrameGrid, groups plannedGroups: Int64) async throws -> (Set<String>, Int64) {
+    private func waitForFinish(_ plans: [NodePlan], takeID: String, grid: FrameGrid, groups plannedGroups: Int64) async throws -> (Set<String>, Int64, [String: Coord_V1_Status]) {
         var groups = plannedGroups
         var stopInstant = grid.instant(ofGroup: groups)
         // Nodes finish on their own at the stop group; allow time for encoders to drain and files to be hashed.
@@ -385,7 +391,7 @@ public final class TakeSession: @unchecked Sendable {
         addEvent(stopInstant, node: "", camera: "", kind: "stop", detail: "all cameras stop after group \(groups - 1)")
         // A node whose status said FAILED is unfinished too.
         let failed = Set(lastStatus.filter { $0.value.state == .failed }.map(\.key))
-        return (missing.union(failed), groups)
+        return (missing.union(failed), groups, lastStatus)
     }
 
     private func abortAll(_ plans: [NodePlan], takeID: String, reason: String) async {
