@@ -125,7 +125,13 @@ public final class TakeSession: @unchecked Sendable {
         let tracker = ClockTracker(nodes: plans.map { ClockTracker.Node(name: $0.name, link: $0.link) })
         async let tracking: Void = tracker.run()
         defer { tracker.stop() }
-        let mappings = try await tracker.aligned()
+        let mappings: [String: ClockMapping]
+        do {
+            mappings = try await tracker.aligned()
+        } catch {
+            try? FileManager.default.removeItem(at: directory)
+            throw error
+        }
         for i in plans.indices { plans[i].mapping = mappings[plans[i].name]! }
         for plan in plans {
             let figures = TakeManifest.ClockTrackPoint(node: plan.name, at: MonotonicClock.now(), mapping: plan.mapping)
@@ -138,11 +144,16 @@ public final class TakeSession: @unchecked Sendable {
         let period = FrameGrid.period(fps: request.fps)
         let plannedGroups = Int64((request.seconds * 1_000_000 / Double(period)).rounded())
         guard plannedGroups >= 1 else { throw CoordError(.usage, "--seconds \(request.seconds) is shorter than one frame.") }
-        try await eachNode(plans) { plan in
+        let configured = await eachNodeResult(plans) { plan in
             var c = Coord_V1_Configure()
             c.takeID = takeID
             c.cameras = plan.cameras.map(\.wire)
             _ = try await plan.link.request(.configure(c), timeout: 5, what: "the configuration")
+        }
+        if let failure = configured.compactMap({ $0.failure }).first {
+            await abortAll(plans, takeID: takeID, reason: "a node could not be configured")
+            try? FileManager.default.removeItem(at: directory)
+            throw CoordError(.failure, "nothing was recorded: \(failure)")
         }
         // Group 0 leaves time to arm every node and for each camera's phase loop to settle on the grid.
         let lead = 2_000_000 + Int64(plans.count) * 100_000
@@ -297,6 +308,9 @@ public final class TakeSession: @unchecked Sendable {
         return r
     }
 
+    /// How far ahead an early stop is placed: time for a StopAt to reach a node that is briefly unreachable.
+    static let stopLead: Int64 = 2_000_000
+
     /// Waits until every node reports its files final; returns the nodes that did not and the take's groups
     /// (fewer than planned if the operator stopped early).
     private func waitForFinish(_ plans: [NodePlan], takeID: String, grid: FrameGrid, groups plannedGroups: Int64) async throws -> (Set<String>, Int64, [String: Coord_V1_Status]) {
@@ -309,26 +323,56 @@ public final class TakeSession: @unchecked Sendable {
         var lastHeard: [String: Int64] = Dictionary(uniqueKeysWithValues: plans.map { ($0.name, MonotonicClock.now()) })
         var silent = Set<String>()
         var lastProgress: Int64 = 0
+        // Nodes still to acknowledge an early stop, and those that needed more than one try.
+        var unstopped = Set<String>()
+        var stopRetried = Set<String>()
         while finished.count + silent.count < plans.count {
             let now = MonotonicClock.now()
             if now > deadline { break }
             if takeStopRequest() {
-                // One stop instant for every camera, far enough ahead for the StopAt to reach every node.
-                let stop = max(1, min(groups, grid.nearestGroup(to: now + 300_000) + 1))
+                // One stop instant for every camera, far enough ahead that a StopAt still arrives in time at a
+                // node that is unreachable for a moment (it is re-sent until every node has acknowledged it).
+                let stop = max(1, min(groups, grid.nearestGroup(to: now + Self.stopLead) + 1))
                 if stop < groups {
                     groups = stop
                     stopInstant = grid.instant(ofGroup: groups)
                     deadline = stopInstant + 30_000_000
-                    console.step("stopping every camera after group \(groups - 1)")
+                    console.step("stopping every camera after group \(groups - 1), in \(String(format: "%.1f", Double(stopInstant - now) / 1e6)) s")
                     addEvent(now, node: "", camera: "", kind: "operator-stop", detail: "stopped early at group \(groups)")
-                    let results = await eachNodeResult(plans) { plan in
-                        var s = Coord_V1_StopAt()
-                        s.takeID = takeID
-                        s.stopGroup = stop
-                        _ = try await plan.link.request(.stopAt(s), timeout: 2, what: "the stop")
+                    unstopped = Set(plans.map(\.name))
+                }
+            }
+            if !unstopped.isEmpty {
+                let toStop = plans.filter { unstopped.contains($0.name) && !silent.contains($0.name) }
+                let retried = stopRetried
+                let context = self.context
+                let results = await eachNodeResult(toStop) { plan in
+                    var s = Coord_V1_StopAt()
+                    s.takeID = takeID
+                    s.stopGroup = groups
+                    guard retried.contains(plan.name) else {
+                        _ = try await plan.link.request(.stopAt(s), timeout: 0.5, what: "the stop")
+                        return
                     }
-                    for (plan, r) in zip(plans, results) {
-                        if let f = r.failure { addEvent(now, node: plan.name, camera: "", kind: "stop-failed", detail: "\(f)") }
+                    // A retry goes over a new connection: the old one may sit in TCP's retransmission back-off
+                    // for seconds after the path is back, while a new connection gets through at once.
+                    let fresh = try NodeLink(endpoint: plan.link.endpoint, context: context)
+                    fresh.setName(plan.name)
+                    defer { fresh.close() }
+                    _ = try await fresh.request(.stopAt(s), timeout: 0.5, what: "the stop")
+                }
+                for (plan, r) in zip(toStop, results) {
+                    switch r {
+                    case .success:
+                        unstopped.remove(plan.name)
+                        if stopRetried.contains(plan.name) {
+                            addEvent(MonotonicClock.now(), node: plan.name, camera: "", kind: "stop-delivered",
+                                     detail: "the stop reached node \(plan.name) only on a retry, \(String(format: "%.1f", Double(MonotonicClock.now() - now) / 1e6)) s before the stop instant")
+                        }
+                    case .failure(let f):
+                        if !stopRetried.contains(plan.name) { console.step("node \(plan.name) did not acknowledge the stop yet; retrying") }
+                        stopRetried.insert(plan.name)
+                        logger.warning("stop not acknowledged", metadata: ["node": "\(plan.name)", "error": "\(f)"])
                     }
                 }
             }
@@ -381,6 +425,10 @@ public final class TakeSession: @unchecked Sendable {
                 // Poll every half second; sooner once the stop instant is near.
                 try await Task.sleep(nanoseconds: UInt64(max(100_000, min(500_000, untilStop > 0 ? untilStop : 200_000))) * 1000)
             }
+        }
+        for name in unstopped {
+            addEvent(MonotonicClock.now(), node: name, camera: "", kind: "stop-undelivered",
+                     detail: "node \(name) never acknowledged the stop at group \(groups)")
         }
         let missing = Set(plans.map(\.name)).subtracting(finished)
         for name in missing {

@@ -165,7 +165,15 @@ final class CameraRecorder: @unchecked Sendable {
             if let start, assigner == nil {
                 assigner = GroupAssigner(grid: grid, startGroup: start.start, stopGroup: start.stop)
             }
-            if let stop, assigner != nil { actions += assigner!.stop(at: stop) }
+            if let stop, assigner != nil {
+                if assigner!.nextGroup > stop && !assigner!.isFinished {
+                    // Frames past the stop are already in the file: the take cannot be equal on this camera.
+                    let message = "camera \(node)/\(settings.camera): the stop at group \(stop) arrived after group \(assigner!.nextGroup - 1) was written"
+                    logger.error("\(message)")
+                    lock.lock(); progress.error = progress.error ?? message; lock.unlock()
+                }
+                actions += assigner!.stop(at: stop)
+            }
             if !actions.isEmpty, perform(actions, capture: nil) { return }
 
             let capture = sensor.next(timeoutMicroseconds: grid.periodMicroseconds)

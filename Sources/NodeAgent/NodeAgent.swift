@@ -18,6 +18,8 @@ public struct NodeConfiguration: Sendable {
     public var clockReferenceMicroseconds: Int64?
     /// Standard deviation of synthetic buffer-timestamp noise.
     public var timestampJitterMicroseconds: Double = 30
+    /// How long each synthetic camera takes to open when the take is armed, as a real USB camera can (ms).
+    public var syntheticOpenMilliseconds: Int = 0
     /// Rate error of each synthetic sensor is drawn from ±this.
     public var sensorRateErrorPPM: Double = 20
     public var seed: UInt64 = 1
@@ -213,6 +215,7 @@ public final class NodeAgent: @unchecked Sendable {
         }
         var made: [CameraRecorder] = []
         for (index, s) in settings.enumerated() {
+            if configuration.syntheticOpenMilliseconds > 0 { usleep(UInt32(configuration.syntheticOpenMilliseconds) * 1000) }
             let spec = SyntheticSensor.Spec(
                 ordinal: UInt8(s.ordinal), width: s.width, height: s.height, fps: s.fps,
                 rateErrorPPM: sensorRateError(index), timestampJitterMicroseconds: configuration.timestampJitterMicroseconds,
@@ -376,6 +379,22 @@ public final class NodeAgent: @unchecked Sendable {
         list.files = files.map(\.wire)
         list.final = true
         return list
+    }
+
+    /// Called every few hundred ms by the server: a take armed but never started (its coordinator vanished or
+    /// could not reach this node) is dropped once its start instant is well past, so the node is free again.
+    public func tick() {
+        lock.lock()
+        guard machine.state == .armed, let takeID = machine.takeID, let armedGrid else { lock.unlock(); return }
+        let now = armedGrid.clock.current.rig(fromLocal: Double(localNow()))
+        let overdue = now > Double(armedGrid.grid.t0) + 5_000_000
+        lock.unlock()
+        guard overdue else { return }
+        logger.warning("take \(takeID) was armed but never started; its start instant passed 5 s ago, so it is dropped")
+        var abort = Coord_V1_Abort()
+        abort.takeID = takeID
+        abort.reason = "never started"
+        try? self.abort(abort)
     }
 
     /// Graceful shutdown: every camera still recording stops now and its file is finalized.

@@ -86,6 +86,7 @@ public final class NodeServer: Service, @unchecked Sendable {
                     handle(frames, receivedLocal: received, on: socket)
                 }
             }
+            agent.tick()
             let now = MonotonicClock.now()
             if let parent = agent.configuration.parentPID, now - lastParentCheck > 200_000 {
                 lastParentCheck = now

@@ -23,6 +23,7 @@ struct CoordNode: AsyncParsableCommand {
     @Option(help: "Host CLOCK_MONOTONIC instant (µs) at which the simulated offset holds; default: at start (demo).") var clockReferenceUs: Int64?
     @Option(help: "Synthetic buffer timestamp noise, µs standard deviation.") var timestampJitterUs: Double = 30
     @Option(help: "Seed for the synthetic cameras.") var seed: UInt64 = 1
+    @Option(help: "Milliseconds each synthetic camera takes to open when armed, as a slow USB camera does.") var syntheticOpenMs: Int = 0
     @Option(help: "Exit when the process with this pid is gone.") var parentPid: Int32?
     @Flag(help: "Keep files after the coordinator has confirmed collecting them.") var keepAfterCollect = false
     @Option(help: "Log level: trace, debug, info, notice, warning, error.") var logLevel: String = "info"
@@ -45,6 +46,7 @@ struct CoordNode: AsyncParsableCommand {
         config.clockReferenceMicroseconds = clockReferenceUs
         config.timestampJitterMicroseconds = timestampJitterUs
         config.seed = seed
+        config.syntheticOpenMilliseconds = max(0, syntheticOpenMs)
         config.parentPID = parentPid
         config.keepAfterCollect = keepAfterCollect
         if let problem = config.problem() {

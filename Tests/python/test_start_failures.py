@@ -1,0 +1,56 @@
+"""A start that cannot happen on every node happens on none: real coord-node processes on loopback, one of them
+with a camera that takes longer to open than the rig leaves before group 0 (as a slow USB camera can), and the
+real `coord start-take`. The start fails for all with that node named, no take directory is left, and every
+node ends idle, the slow one included once its camera has opened."""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import time
+from pathlib import Path
+
+from conftest import Node
+
+ROOT = Path(__file__).resolve().parents[2]
+COORD = Path(os.environ.get("COORD") or ROOT / ".build" / "debug" / "coord")
+
+
+def all_idle(rig_file: Path) -> tuple[bool, str]:
+    """Whether every node answered `coord status` and is idle (no take armed or recording)."""
+    out = subprocess.run([str(COORD), "status", "--rig", str(rig_file)], capture_output=True, text=True, timeout=30)
+    text = out.stdout + out.stderr
+    idle = all(re.search(rf"^node-{i}\s+\S+\s+yes\s+idle\b", out.stdout, re.M) for i in (1, 2, 3))
+    return out.returncode == 0 and idle, text
+
+
+def test_a_node_not_armed_in_time_fails_the_start_for_all(tmp_path):
+    nodes = []
+    try:
+        for i, extra in enumerate([[], [], ["--synthetic-open-ms", "4000"]], start=1):
+            nodes.append(Node(tmp_path / f"n{i}", extra_args=["--name", f"node-{i}", "--synthetic", "cam0", *extra]))
+        rig = tmp_path / "rig.yaml"
+        rig.write_text("version: 1\nnodes:\n" + "".join(
+            f"  - name: node-{i}\n    endpoint: {n.endpoint}\n" for i, n in enumerate(nodes, start=1)))
+        takes = tmp_path / "takes"
+        done = subprocess.run([str(COORD), "start-take", "--rig", str(rig), "--seconds", "3", "--takes-dir", str(takes)],
+                              capture_output=True, text=True, timeout=120)
+        assert done.returncode == 1, done.stderr
+        last = done.stderr.strip().splitlines()[-1]
+        assert "nothing was recorded" in last and "node-3" in last and "arming" in last, last
+        assert not takes.exists() or not any(takes.iterdir()), "a failed start leaves no take directory"
+        # The fast nodes were aborted at once; the slow one gets its abort once its camera has opened.
+        deadline = time.monotonic() + 30
+        while True:
+            idle, states = all_idle(rig)
+            if idle:
+                break
+            assert time.monotonic() < deadline, states
+            time.sleep(0.5)
+        for n in nodes:
+            recorded = [p for p in n.staging.rglob("*.mkv")]
+            assert recorded == [], f"a node kept files of a take that never started: {recorded}"
+    finally:
+        for n in nodes:
+            n.cleanup()
