@@ -30,6 +30,10 @@ public struct PhaseController: Sendable {
         public var uncertaintyMicroseconds: Double
         /// Frames in the fit.
         public var frames: Int
+        /// Where this frame sits in the fit (the sum of the sensor's frame durations since the fit began), and
+        /// which fit that is (`restarts` when it was made): `center(at:)` re-estimates the frame later.
+        public var position: Double
+        public var epoch: Int
     }
 
     private struct Observation { var x: Double; var y: Double }
@@ -81,6 +85,7 @@ public struct PhaseController: Sendable {
                 if outlierRun < 3 {
                     var kept = e
                     kept.centerLocal = predicted
+                    kept.position = x
                     estimate = kept
                     return kept
                 }
@@ -105,6 +110,14 @@ public struct PhaseController: Sendable {
         let target = toLocal(Double(grid.instant(ofGroup: group)))
         let duration = (target - next) / e.rate
         return min(maxPeriodMicroseconds, max(minPeriodMicroseconds, duration))
+    }
+
+    /// A frame's centre re-estimated with every frame fitted since (local µs), or nil if the fit has restarted
+    /// since that frame or the frame has left the window. Frames in the middle of the window are estimated
+    /// about twice as well as the newest one, so the frames table is written from these, a little later.
+    public func center(of frame: Estimate) -> Double? {
+        guard frame.epoch == restarts, let fit, let oldest = window.map(\.x).min(), frame.position >= oldest else { return nil }
+        return fit.a + fit.b * frame.position
     }
 
     private func predict(_ x: Double) -> Double {
@@ -158,7 +171,8 @@ public struct PhaseController: Sendable {
         let uncertainty = f.n >= 3 && f.sxx > 0
             ? noise * (1 / Double(f.n) + (o.x - f.meanX) * (o.x - f.meanX) / f.sxx).squareRoot()
             : .infinity
-        let e = Estimate(centerLocal: center, rate: f.b, noiseMicroseconds: noise, uncertaintyMicroseconds: uncertainty, frames: f.n)
+        let e = Estimate(centerLocal: center, rate: f.b, noiseMicroseconds: noise, uncertaintyMicroseconds: uncertainty, frames: f.n,
+                         position: o.x, epoch: restarts)
         estimate = e
         return e
     }

@@ -50,6 +50,21 @@ final class CameraRecorder: @unchecked Sendable {
     private var blank: PlanarFrame?
     private var csvBuffer = ""
     private var rowsWritten: Int64 = 0
+    private var framesWritten: Int64 = 0
+    /// Frames written to the file whose row waits for a better centre estimate (see `emitRows`).
+    private var pendingRows: [PendingRow] = []
+    private var lastRowCenter: Int64?
+
+    private struct PendingRow {
+        var group: Int64
+        var estimate: PhaseController.Estimate?
+        var fallbackCenter: Int64
+        var dup: Bool
+        var writtenAtLocal: Int64
+    }
+
+    /// How long a frame's row waits: its centre is then estimated from the frames around it, not only before it.
+    private var rowLag: Int64 { 2_000_000 }
     private var lastSequence: UInt32?
     private var lastCenter: Int64?
     private var phase: PhaseController
@@ -205,12 +220,32 @@ final class CameraRecorder: @unchecked Sendable {
                     continue
                 }
                 actions = assigner!.frame(center: center)
-                if perform(actions, capture: (capture.picture, center)) { return }
+                if perform(actions, capture: (capture.picture, center, estimate)) { return }
             } else if assigner != nil {
                 let now = Int64(clock.current.rig(fromLocal: Double(localNow())).rounded())
                 actions = assigner!.tick(now: now, lateness: lateness)
                 if perform(actions, capture: nil) { return }
             }
+        }
+    }
+
+    /// Writes the rows of frames written at least `rowLag` ago (all of them with `all`), each with its centre
+    /// re-estimated from the phase fit as it stands now, mapped by the newest clock mapping.
+    private func emitRows(all: Bool = false) {
+        let now = localNow()
+        let mapping = clock.current
+        while let row = pendingRows.first, all || now - row.writtenAtLocal >= rowLag {
+            pendingRows.removeFirst()
+            var center = row.fallbackCenter
+            if let estimate = row.estimate, let better = phase.center(of: estimate) {
+                center = Int64(mapping.rig(fromLocal: better).rounded())
+            }
+            if !row.dup {
+                // Rig-timebase centres never go backwards, whatever a clock update did.
+                if let lastRowCenter, center <= lastRowCenter { center = lastRowCenter + 1 }
+                lastRowCenter = center
+            }
+            appendRow(group: row.group, center: center, dup: row.dup)
         }
     }
 
@@ -220,9 +255,11 @@ final class CameraRecorder: @unchecked Sendable {
     }
 
     /// Carries out the assigner's decisions; returns true once the file is finished.
-    private func perform(_ actions: [GroupAssigner.Action], capture: (picture: PlanarFrame, center: Int64)?) -> Bool {
+    private func perform(_ actions: [GroupAssigner.Action],
+                         capture: (picture: PlanarFrame, center: Int64, estimate: PhaseController.Estimate)?) -> Bool {
         var captureKept = false
         defer { if let capture, !captureKept { sensor.release(capture.picture) } }
+        defer { emitRows() }
         do {
             for action in actions {
                 switch action {
@@ -231,7 +268,7 @@ final class CameraRecorder: @unchecked Sendable {
                 case .write(let group):
                     guard let capture else { continue }
                     try writer.write(capture.picture, ptsMicroseconds: pts(group))
-                    appendRow(group: group, center: capture.center, dup: false)
+                    frameWritten(group: group, estimate: capture.estimate, center: capture.center, dup: false)
                     keepAsPrevious(capture.picture, center: capture.center)
                     captureKept = true
                 case .repeatPrevious(let group):
@@ -241,7 +278,7 @@ final class CameraRecorder: @unchecked Sendable {
                         // Nothing written yet: the held pre-roll picture (or a blank one) fills the first group.
                         try writer.write(previous?.picture ?? blankPicture(), ptsMicroseconds: pts(group))
                     }
-                    appendRow(group: group, center: previous?.center ?? grid.instant(ofGroup: group), dup: true)
+                    frameWritten(group: group, estimate: nil, center: previous?.center ?? grid.instant(ofGroup: group), dup: true)
                 case .discard:
                     break
                 case .finish:
@@ -273,15 +310,20 @@ final class CameraRecorder: @unchecked Sendable {
         return frame
     }
 
+    private func frameWritten(group: Int64, estimate: PhaseController.Estimate?, center: Int64, dup: Bool) {
+        pendingRows.append(PendingRow(group: group, estimate: estimate, fallbackCenter: center, dup: dup, writtenAtLocal: localNow()))
+        framesWritten += 1
+        lock.lock()
+        progress.frames = framesWritten
+        if dup { progress.dropped += 1 }
+        progress.lastGroup = group
+        lock.unlock()
+    }
+
     private func appendRow(group: Int64, center: Int64, dup: Bool) {
         csvBuffer += FramesTable.line(FrameRow(frame: rowsWritten, group: group, centerMicroseconds: center, isDup: dup))
         csvBuffer += "\n"
         rowsWritten += 1
-        lock.lock()
-        progress.frames = rowsWritten
-        if dup { progress.dropped += 1 }
-        progress.lastGroup = group
-        lock.unlock()
         // Rows reach the disk every second's worth of frames, so a crash loses little.
         if rowsWritten % Int64(max(settings.fps, 1)) == 0 { flushRows() }
     }
@@ -297,6 +339,7 @@ final class CameraRecorder: @unchecked Sendable {
     }
 
     private func finishFiles(reason: String?) {
+        emitRows(all: true)
         flushRows()
         try? csv.synchronize()
         try? csv.close()
