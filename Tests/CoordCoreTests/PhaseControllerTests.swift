@@ -135,4 +135,36 @@ struct SimulatedSensor {
         for n in 101...103 { c.observe(sequence: UInt32(n), stampedCenterLocal: Double(n) * p + 5_000, durationMicroseconds: p) }
         #expect(c.restarts == 1)
     }
+
+    /// A frame re-estimated a couple of seconds later, from the frames on both sides of it, is closer to the
+    /// truth than the estimate made when it arrived; after a restart the old frame cannot be re-estimated.
+    @Test func aLaterEstimateOfAFrameIsBetterThanTheFirst() {
+        let p = Double(grid.periodMicroseconds)
+        var rng = SeededRandom(seed: 21)
+        var sensor = SimulatedSensor(start: 7_777, ratePPM: -60, nominal: p)
+        var c = PhaseController(grid: grid, minPeriodMicroseconds: p / 2, maxPeriodMicroseconds: p * 2)
+        var history: [(estimate: PhaseController.Estimate, truth: Double)] = []
+        var firstErrors: [Double] = [], laterErrors: [Double] = []
+        for n in 0..<900 {
+            let f = sensor.deliver()
+            let e = c.observe(sequence: f.sequence, stampedCenterLocal: f.center + rng.gaussian(standardDeviation: 30),
+                              durationMicroseconds: f.duration)
+            sensor.pending = c.nextDuration(toLocal: identity, toRig: identity)
+            history.append((e, f.center))
+            if n >= 360 {
+                let old = history[n - 60]
+                firstErrors.append(abs(old.estimate.centerLocal - old.truth))
+                laterErrors.append(abs(c.center(of: old.estimate)! - old.truth))
+            }
+        }
+        let first = firstErrors.reduce(0, +) / Double(firstErrors.count)
+        let later = laterErrors.reduce(0, +) / Double(laterErrors.count)
+        #expect(later < first * 0.85, "mean error when it arrived \(first) µs, two seconds later \(later) µs")
+        // A sequence gap restarts the fit: frames from before it are no longer in it.
+        let old = history.last!.estimate
+        _ = sensor.deliver()
+        let f = sensor.deliver()
+        c.observe(sequence: f.sequence, stampedCenterLocal: f.center, durationMicroseconds: f.duration)
+        #expect(c.center(of: old) == nil)
+    }
 }
