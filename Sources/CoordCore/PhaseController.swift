@@ -100,15 +100,22 @@ public struct PhaseController: Sendable {
 
     /// The duration to request for the frame after the next one, so its centre lands on the grid.
     /// `toLocal` maps a rig-timebase instant to the node's local clock (the current clock mapping).
-    public func nextDuration(toLocal: (Double) -> Double, toRig: (Double) -> Double) -> Double {
+    /// `acquiring` is true before the take records: a group may then be skipped to reach the grid.
+    public func nextDuration(toLocal: (Double) -> Double, toRig: (Double) -> Double, acquiring: Bool = false) -> Double {
         let p = Double(grid.periodMicroseconds)
         guard let e = estimate else { return p }
         // The next frame's start is already fixed (its duration is `elapsed`'s last step); steer the one after.
         let next = predict(elapsed)
         let wanted = next + p * e.rate
-        let group = grid.nearestGroup(to: Int64(toRig(wanted).rounded()))
-        let target = toLocal(Double(grid.instant(ofGroup: group)))
-        let duration = (target - next) / e.rate
+        var group = grid.nearestGroup(to: Int64(toRig(wanted).rounded()))
+        var duration = (toLocal(Double(grid.instant(ofGroup: group))) - next) / e.rate
+        if duration < minPeriodMicroseconds && (acquiring || (minPeriodMicroseconds - duration) * e.rate > p / 4) {
+            // The group cannot be reached by shortening (a sensor at its fastest rate cannot shorten at all):
+            // delay to the group after. While recording that costs a group (a dup), so only a frame a quarter
+            // period late does it; a smaller lateness is left for the clamped duration to carry.
+            let later = (toLocal(Double(grid.instant(ofGroup: group + 1))) - next) / e.rate
+            if later <= maxPeriodMicroseconds { group += 1; duration = later }
+        }
         return min(maxPeriodMicroseconds, max(minPeriodMicroseconds, duration))
     }
 

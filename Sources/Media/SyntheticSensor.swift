@@ -24,6 +24,9 @@ public final class SyntheticSensor: @unchecked Sendable {
         /// Buffers in the capture queue, as V4L2's REQBUFS count: when all are held downstream, frames drop.
         public var bufferCount: Int
 
+        /// The shortest frame the synthetic sensor can run (60 fps), as the node declares it in the handshake.
+        public static let fastestPeriodMicroseconds: Double = 16_667
+
         public init(ordinal: UInt8, width: Int, height: Int, fps: Int, rateErrorPPM: Double, timestampJitterMicroseconds: Double,
                     seed: UInt64, bufferCount: Int = 6) {
             self.ordinal = ordinal; self.width = width; self.height = height
@@ -31,8 +34,9 @@ public final class SyntheticSensor: @unchecked Sendable {
             self.rateErrorPPM = rateErrorPPM
             self.exposureMicroseconds = (1_000_000 / Double(fps)) / 2
             self.timestampJitterMicroseconds = timestampJitterMicroseconds
-            self.minPeriodMicroseconds = 1_000_000 / Double(fps) * 0.5
-            self.maxPeriodMicroseconds = 1_000_000 / Double(fps) * 2
+            // Like a typical USB/CSI sensor: at most 60 frames a second, a frame as long as a second.
+            self.minPeriodMicroseconds = Spec.fastestPeriodMicroseconds
+            self.maxPeriodMicroseconds = 1_000_000
             self.seed = seed
             self.bufferCount = bufferCount
         }

@@ -108,7 +108,7 @@ final class CameraRecorder: @unchecked Sendable {
     /// One sentence when this camera's phase cannot be steered onto the grid, or nil.
     var phaseWarning: String? {
         guard !canShiftPhase else { return nil }
-        return "camera \(node)/\(settings.camera) runs at the limit of its frame-duration range at \(settings.fps) fps, so its phase cannot be shifted onto the grid: its frames keep whatever phase they start with."
+        return "camera \(node)/\(settings.camera) runs at the limit of its frame-duration range at \(settings.fps) fps: its frames can be delayed onto the grid but not advanced, so if its clock runs slower than the grid's it drifts off by its rate error through the take (choose a lower frame rate for full phase lock)."
     }
 
     func arm() {
@@ -209,7 +209,8 @@ final class CameraRecorder: @unchecked Sendable {
                 lastCenter = center
                 // Steer the sensor so the frame after next lands on the grid (armed and recording alike).
                 sensor.requestNextFramePeriod(phase.nextDuration(toLocal: { mapping.local(fromRig: $0) },
-                                                                 toRig: { mapping.rig(fromLocal: $0) }))
+                                                                 toRig: { mapping.rig(fromLocal: $0) },
+                                                                 acquiring: assigner == nil))
                 lock.lock()
                 progress.timestampNoise = estimate.noiseMicroseconds
                 progress.centerUncertainty = estimate.uncertaintyMicroseconds.isFinite ? estimate.uncertaintyMicroseconds : 0

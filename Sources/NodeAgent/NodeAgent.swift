@@ -77,7 +77,8 @@ public final class NodeAgent: @unchecked Sendable {
             return CameraCapabilities(
                 name: name, source: "synthetic",
                 formats: sizes.map { CameraFormat(pixelFormat: "yuv420p", width: $0.0, height: $0.1,
-                                                  minFramePeriodMicroseconds: 16_667, maxFramePeriodMicroseconds: 1_000_000) },
+                                                  minFramePeriodMicroseconds: Int64(SyntheticSensor.Spec.fastestPeriodMicroseconds),
+                                                  maxFramePeriodMicroseconds: 1_000_000) },
                 codecs: VideoCodec.allCases.map(\.rawValue))
         }
     }

@@ -167,4 +167,21 @@ struct SimulatedSensor {
         c.observe(sequence: f.sequence, stampedCenterLocal: f.center, durationMicroseconds: f.duration)
         #expect(c.center(of: old) == nil)
     }
+
+    /// A sensor already at its fastest frame rate cannot shorten a frame: while the take is being armed it is
+    /// put on the grid by delaying one frame to the next group; while recording, a slight lateness is carried
+    /// (no group is skipped for it).
+    @Test func aSensorAtItsFastestRateIsDelayedOntoTheGrid() {
+        let p = Double(grid.periodMicroseconds)
+        var c = PhaseController(grid: grid, minPeriodMicroseconds: p, maxPeriodMicroseconds: 1_000_000)
+        #expect(!c.canShiftPhase)
+        // Frame 0 centred 10 ms past group 0: frame 1 will be 10 ms past group 1; frame 2 can only be delayed.
+        c.observe(sequence: 0, stampedCenterLocal: 10_000, durationMicroseconds: p)
+        let acquiring = c.nextDuration(toLocal: identity, toRig: identity, acquiring: true)
+        #expect(abs((10_000 + p + acquiring) - 3 * p) < 1, "lands on group 3, one group later")
+        // Recording, 200 µs late: the frame runs at its shortest rather than skipping a group.
+        var d = PhaseController(grid: grid, minPeriodMicroseconds: p, maxPeriodMicroseconds: 1_000_000)
+        d.observe(sequence: 0, stampedCenterLocal: 200, durationMicroseconds: p)
+        #expect(d.nextDuration(toLocal: identity, toRig: identity) == p)
+    }
 }
