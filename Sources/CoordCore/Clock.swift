@@ -74,7 +74,8 @@ public struct ClockEstimator: Sendable {
     /// The fastest round trip in the window, µs.
     public var bestRoundTrip: Int64? { samples.map(\.roundTrip).min() }
 
-    /// The exchanges the fit uses: the fastest quarter (at least one) of each bin.
+    /// The exchanges the fit uses: the fastest quarter (at least one) of each bin, without those much slower
+    /// than the typical kept exchange.
     func selected() -> [ClockProbeSample] {
         var bins: [Int64: [ClockProbeSample]] = [:]
         for s in samples { bins[s.t1 >= 0 ? s.t1 / binMicroseconds : (s.t1 + 1) / binMicroseconds - 1, default: []].append(s) }
@@ -83,7 +84,11 @@ public struct ClockEstimator: Sendable {
             let sorted = bin.sorted { $0.roundTrip < $1.roundTrip }
             kept += sorted.prefix(max(1, sorted.count / 4))
         }
-        return kept
+        // A second in which every exchange was slow (a node busy hashing its files, a congested link) must
+        // not pull the fit: its offsets may be off by up to half their round trip.
+        let trips = kept.map(\.roundTrip).sorted()
+        let limit = 2 * trips[trips.count / 2] + 20
+        return kept.filter { $0.roundTrip <= limit }
     }
 
     /// The mapping, with its uncertainty evaluated at `atRig` (default: the newest exchange).

@@ -183,6 +183,24 @@ private func estimate(_ samples: [ClockProbeSample]) -> ClockMapping? {
         #expect(Double(within3Sigma) / Double(total) > 0.95, "\(within3Sigma) of \(total) within 3σ")
     }
 
+    /// A stretch in which every exchange is slow and lopsided (the node busy, one direction queued) must not
+    /// drag the fit, even though each of those seconds contributes its fastest exchange.
+    @Test func slowSecondsDoNotDragTheFit() throws {
+        var rng = SeededRandom(seed: 77)
+        let node = SimulatedNode(sim: SimulatedClock(offsetMicroseconds: 120_000, driftPPM: 40, hostReference: 0))
+        var e = ClockEstimator()
+        var samples = exchanges(node, path: Path(forwardBase: 40, backBase: 40, queueMean: 30), count: 200, span: 10_000_000,
+                                startHost: 1_000_000_000, rng: &rng)
+        // Then 5 s at one exchange a second, each 4 ms slower one way.
+        samples += exchanges(node, path: Path(forwardBase: 4_000, backBase: 40, queueMean: 30), count: 5, span: 4_000_000,
+                             startHost: 1_010_500_000, rng: &rng)
+        for s in samples { e.add(s) }
+        let m = try #require(e.estimate())
+        let local = m.local(fromRig: 1_015_000_000)
+        let error = m.rig(fromLocal: local) - node.trueHost(atLocal: local)
+        #expect(abs(error) < 15, "error \(error) µs after five slow seconds")
+    }
+
     @Test func noSamplesNoEstimate() {
         #expect(ClockEstimator().estimate() == nil)
     }
