@@ -111,11 +111,27 @@ public final class NodeLink: @unchecked Sendable {
         finished.wait()
     }
 
+    /// Request ids with this bit set are a clock probe's warm-up exchange (never a caller's request).
+    private static let warmUpBit: UInt64 = 1 << 63
+
+    /// Sends `envelope` on behalf of `o`; on failure resumes `o` with the error and returns false.
+    private func send(_ envelope: Envelope, for o: Outgoing, on socket: ZMQSocket) -> Bool {
+        do {
+            if try socket.send([Wire.encode(envelope)]) { return true }
+            o.continuation.resume(throwing: CoordError(.failure, "\(who) is not accepting messages (send queue full)."))
+        } catch {
+            o.continuation.resume(throwing: CoordError(.failure, "sending \(o.what) to \(who) failed: \(error)"))
+        }
+        return false
+    }
+
     private func serve(_ socket: ZMQSocket) {
         // This thread stamps t1 and t4 of every clock probe: it must wake promptly under load.
         ThreadPriority.nameCurrentThread("link")
         ThreadPriority.raiseCurrentThread()
         var waiting: [UInt64: Outgoing] = [:]
+        // Clock probes whose warm-up exchange is in flight, by the warm-up's request id.
+        var warming: [UInt64: Outgoing] = [:]
         defer {
             socket.close()
             lock.lock()
@@ -124,6 +140,7 @@ public final class NodeLink: @unchecked Sendable {
             lock.unlock()
             for o in left { o.continuation.resume(throwing: CoordError(.failure, "link to \(who) closed before \(o.what) was sent.")) }
             for (_, o) in waiting { o.continuation.resume(throwing: CoordError(.failure, "link to \(who) closed while waiting for \(o.what).")) }
+            for (_, o) in warming { o.continuation.resume(throwing: CoordError(.failure, "link to \(who) closed while waiting for \(o.what).")) }
             finished.signal()
         }
         while true {
@@ -134,25 +151,22 @@ public final class NodeLink: @unchecked Sendable {
             lock.unlock()
             if stop { return }
 
-            for var o in toSend {
+            for o in toSend {
                 if case .clockProbe = o.envelope.body {
-                    var p = Coord_V1_ClockProbe()
-                    p.t1Us = MonotonicClock.now()
-                    o.envelope.body = .clockProbe(p)
-                }
-                do {
-                    if try socket.send([Wire.encode(o.envelope)]) {
-                        waiting[o.id] = o
-                    } else {
-                        o.continuation.resume(throwing: CoordError(.failure, "\(who) is not accepting messages (send queue full)."))
+                    // A probe after a quiet spell would find every thread on its path asleep on the way out and
+                    // awake on the way back (they just handled it): an asymmetry of ~100 µs on an idle host.
+                    // So an unstamped warm-up exchange goes first, and the probe follows its reply at once.
+                    let warmUpID = o.id | Self.warmUpBit
+                    if send(Wire.envelope(warmUpID, .clockProbe(Coord_V1_ClockProbe())), for: o, on: socket) {
+                        warming[warmUpID] = o
                     }
-                } catch {
-                    o.continuation.resume(throwing: CoordError(.failure, "sending \(o.what) to \(who) failed: \(error)"))
+                    continue
                 }
+                if send(o.envelope, for: o, on: socket) { waiting[o.id] = o }
             }
 
             let now = MonotonicClock.now()
-            let nearest = waiting.values.map(\.deadline).min() ?? now + 100_000
+            let nearest = (waiting.values.map(\.deadline) + warming.values.map(\.deadline)).min() ?? now + 100_000
             let timeoutMs = Int(max(0, min(100_000, nearest - now)) / 1000) + 1
             let ready: (socket: Bool, wake: Bool)
             do { ready = try socket.poll(timeoutMs: timeoutMs, wakeFD: wake.fd) } catch { return }
@@ -161,6 +175,13 @@ public final class NodeLink: @unchecked Sendable {
                 while let frames = try? socket.receive() {
                     let received = MonotonicClock.now()
                     guard let payload = frames.last, let reply = try? Envelope(serializedBytes: payload) else { continue }
+                    if var probe = warming.removeValue(forKey: reply.requestID) {
+                        var p = Coord_V1_ClockProbe()
+                        p.t1Us = MonotonicClock.now()
+                        probe.envelope.body = .clockProbe(p)
+                        if send(probe.envelope, for: probe, on: socket) { waiting[probe.id] = probe }
+                        continue
+                    }
                     // An error reply to bytes the node could not parse carries id 0 and matches nothing.
                     guard let o = waiting.removeValue(forKey: reply.requestID) else { continue }
                     o.continuation.resume(returning: (reply, received))
@@ -169,6 +190,10 @@ public final class NodeLink: @unchecked Sendable {
             let after = MonotonicClock.now()
             for (id, o) in waiting where o.deadline <= after {
                 waiting[id] = nil
+                o.continuation.resume(throwing: CoordError(.failure, "\(who) did not answer \(o.what) within \(o.timeout) s."))
+            }
+            for (id, o) in warming where o.deadline <= after {
+                warming[id] = nil
                 o.continuation.resume(throwing: CoordError(.failure, "\(who) did not answer \(o.what) within \(o.timeout) s."))
             }
         }

@@ -83,7 +83,11 @@ public final class SyntheticSensor: @unchecked Sendable {
         running = true
         lock.unlock()
         let firstStart = Double(MonotonicClock.now()) + Double.random(in: 0..<spec.nominalPeriodMicroseconds, using: &random)
-        let thread = Thread { [self] in run(firstStart: firstStart) }
+        let thread = Thread { [self] in
+            ThreadPriority.makeCurrentThreadNormal()
+            ThreadPriority.nameCurrentThread("sensor-\(spec.ordinal)")
+            run(firstStart: firstStart)
+        }
         thread.name = "sensor-\(spec.ordinal)"
         thread.qualityOfService = .userInteractive
         self.thread = thread

@@ -115,6 +115,9 @@ final class CameraRecorder: @unchecked Sendable {
         sensor.start()
         running.enter()
         let thread = Thread { [self] in
+            // Armed from the real-time socket thread: encoding must not inherit its priority.
+            ThreadPriority.makeCurrentThreadNormal()
+            ThreadPriority.nameCurrentThread("rec-\(settings.camera)")
             run()
             running.leave()
         }

@@ -36,6 +36,15 @@ public enum ThreadPriority {
         return pthread_setschedparam(pthread_self(), SCHED_FIFO, &param) == 0
     }
 
+    /// Puts the calling thread back under the normal scheduler. A thread inherits its creator's policy, so
+    /// work started from a real-time thread (a camera armed from the socket thread) must call this first, or
+    /// it would run at real-time priority and hold the socket thread off its core.
+    public static func makeCurrentThreadNormal() {
+        var param = sched_param()
+        param.sched_priority = 0
+        _ = pthread_setschedparam(pthread_self(), SCHED_OTHER, &param)
+    }
+
     /// Names the calling thread as `top` and `ps -L` show it (at most 15 bytes).
     public static func nameCurrentThread(_ name: String) {
         try? Data(name.utf8.prefix(15)).write(to: URL(fileURLWithPath: "/proc/thread-self/comm"))
