@@ -29,6 +29,7 @@ final class ClockTracker: @unchecked Sendable {
     private var track: [TakeManifest.ClockTrackPoint] = []
     private var inForce: [String: [(t: Int64, mapping: ClockMapping)]] = [:]
     private var pushFailures: [String: String] = [:]
+    private var heldUpdates: [String: Int] = [:]
 
     init(nodes: [Node]) {
         self.nodes = nodes
@@ -156,8 +157,13 @@ final class ClockTracker: @unchecked Sendable {
             }
             let now = MonotonicClock.now()
             if let take, now - lastPush >= Self.pushInterval, let mapping = estimate(node.name, ahead: Self.pushInterval / 2) {
-                lastPush = now
-                await push(mapping, to: node, take: take, at: now)
+                let held = lock.withLock { inForce[node.name]?.last }
+                if let held, Self.shouldHold(held.mapping, insteadOf: mapping, heldFor: now - held.t) {
+                    lock.withLock { heldUpdates[node.name, default: 0] += 1 }
+                } else {
+                    lastPush = now
+                    await push(mapping, to: node, take: take, at: now)
+                }
             }
             do {
                 try await Task.sleep(nanoseconds: aligning ? Self.alignInterval : Self.trackInterval)
@@ -165,6 +171,20 @@ final class ClockTracker: @unchecked Sendable {
                 return
             }
         }
+    }
+
+    /// Whether to keep the mapping in force rather than send a new one that is much less certain (a burst of
+    /// slow exchanges while the host was loaded): a good mapping extrapolates better than a poor fit. Never for
+    /// longer than 5 s, so a genuinely changing clock is still followed.
+    static func shouldHold(_ current: ClockMapping, insteadOf new: ClockMapping, heldFor: Int64) -> Bool {
+        heldFor < 5_000_000 && new.uncertaintyMicroseconds > max(3 * current.uncertaintyMicroseconds, 20)
+    }
+
+    /// Updates not sent because the new estimate was much less certain than the one in force, by node.
+    var held: [String: Int] {
+        lock.lock()
+        defer { lock.unlock() }
+        return heldUpdates
     }
 
     private func push(_ mapping: ClockMapping, to node: Node, take: String, at t: Int64) async {

@@ -217,6 +217,10 @@ public final class TakeSession: @unchecked Sendable {
         for (node, failure) in tracker.failures {
             addEvent(MonotonicClock.now(), node: node, camera: "", kind: "clock-update-failed", detail: failure)
         }
+        for (node, count) in tracker.held {
+            addEvent(MonotonicClock.now(), node: node, camera: "", kind: "clock-update-held",
+                     detail: "\(count) clock update(s) for node \(node) were held back: the new estimate was far less certain than the one in force")
+        }
         var unfinished = unfinishedNodes
         let groups = finalGroups
 
