@@ -71,7 +71,8 @@ def percentile(values, p):
     return s[max(0, min(len(s) - 1, math.ceil(p * len(s)) - 1))]
 
 
-def check(take: Path):
+def check(take: Path, per_group: bool = False):
+    """(failures, figures); per_group=True adds figures["true_spread_by_group"] {group: true spread µs}."""
     failures: list[str] = []
     manifest = json.loads((take / "manifest.json").read_text())
     groups = manifest["groups"]
@@ -139,8 +140,11 @@ def check(take: Path):
     spreads = [max(v) - min(v) for v in true_by_group.values() if len(v) >= 2]
     truth = {"p50": percentile(spreads, .5), "p99": percentile(spreads, .99), "max": max(spreads, default=0)}
     report = json.loads((take / "sync-report.json").read_text())
-    return failures, {"groups": groups, "true_spread_us": truth, "claimed_spread_us": report["spread_us"],
-                      "cameras": per_camera}
+    figures = {"groups": groups, "true_spread_us": truth, "claimed_spread_us": report["spread_us"],
+               "cameras": per_camera}
+    if per_group:
+        figures["true_spread_by_group"] = {g: max(v) - min(v) for g, v in sorted(true_by_group.items()) if len(v) >= 2}
+    return failures, figures
 
 
 def main():
