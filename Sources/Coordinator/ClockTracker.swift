@@ -5,8 +5,7 @@ import Platform
 
 /// Keeps every node's clock estimate current from the handshake to the end of the take: probes each node
 /// steadily over its link (t1 and t4 are stamped at the socket), refits, and once the take is armed sends
-/// each node its newest mapping every second, so frames are placed with a clock estimate at most a second
-/// old. Every mapping sent is kept for the manifest's `clock_track`.
+/// each node its newest mapping every half second, so frames are placed with a fresh clock estimate. Every mapping sent is kept for the manifest's `clock_track`.
 final class ClockTracker: @unchecked Sendable {
     struct Node: Sendable {
         var name: String
@@ -18,7 +17,7 @@ final class ClockTracker: @unchecked Sendable {
     /// symmetric (bench/results/README.md).
     static let alignInterval: UInt64 = 10_000_000
     static let trackInterval: UInt64 = 20_000_000
-    static let pushInterval: Int64 = 1_000_000
+    static let pushInterval: Int64 = 500_000
 
     private let nodes: [Node]
     private let lock = NSLock()
@@ -54,16 +53,24 @@ final class ClockTracker: @unchecked Sendable {
         lock.lock(); armedTake = takeID; lock.unlock()
     }
 
-    /// Waits until every node has a second of probes (or `timeout`), then returns each node's mapping.
-    /// A node that answered no probe at all is named in the error.
+    /// How well every clock must be known, `settleAhead` µs from now (one sigma), before the take is armed.
+    static let alignedUncertainty = 10.0
+    static let settleAhead: Int64 = 2_500_000
+
+    /// Waits until every node has a second of probes and its clock is known to `alignedUncertainty` µs (one
+    /// sigma) `settleAhead` from now, about where group 0 will be, or until `timeout`; then returns each node's
+    /// mapping. On a jittery network that takes longer: starting sooner would record the first seconds with a
+    /// poorly known rate. A node that answered no probe at all is named in the error.
     func aligned(timeout: Double = 10) async throws -> [String: ClockMapping] {
         let deadline = MonotonicClock.now() + Int64(timeout * 1e6)
         while true {
             let now = MonotonicClock.now()
             let (ready, silent) = lock.withLock {
                 (nodes.allSatisfy { n in
-                    guard let first = firstProbe[n.name], let count = estimators[n.name]?.samples.count else { return false }
-                    return now - first >= 1_000_000 && count >= 20
+                    guard let first = firstProbe[n.name], let estimator = estimators[n.name],
+                          estimator.samples.count >= 20, now - first >= 1_000_000,
+                          let m = estimator.estimate(atRig: now + Self.settleAhead) else { return false }
+                    return m.uncertaintyMicroseconds <= Self.alignedUncertainty
                 }, nodes.filter { estimators[$0.name]?.samples.isEmpty ?? true }.map(\.name))
             }
             if ready { break }

@@ -126,8 +126,10 @@ public final class TakeSession: @unchecked Sendable {
         async let tracking: Void = tracker.run()
         defer { tracker.stop() }
         let mappings: [String: ClockMapping]
+        let aligning = MonotonicClock.now()
         do {
             mappings = try await tracker.aligned()
+            console.step(String(format: "clocks aligned in %.1f s", Double(MonotonicClock.now() - aligning) / 1e6))
         } catch {
             try? FileManager.default.removeItem(at: directory)
             throw error
