@@ -12,11 +12,11 @@ final class ClockTracker: @unchecked Sendable {
         var link: NodeLink
     }
 
-    /// Pause between probes while aligning (the first second) and while tracking: 100 and 50 a second. Many
-    /// exchanges matter more than which are kept: with jitter on the path the fastest of many are nearly
-    /// symmetric (bench/results/README.md).
+    /// Pause between probes: 100 a second. Many exchanges matter more than which are kept: with jitter on
+    /// the path the fastest of many are nearly symmetric (bench/results/README.md: lab offset error p99 went
+    /// from 37 to 29 µs going from 50 to 100 a second).
     static let alignInterval: UInt64 = 10_000_000
-    static let trackInterval: UInt64 = 20_000_000
+    static let trackInterval: UInt64 = 10_000_000
     static let pushInterval: Int64 = 500_000
 
     private let nodes: [Node]
