@@ -16,6 +16,8 @@ public struct TakeRequest: Sendable {
     public var takesDirectory: URL
     /// Cameras to use on each node, in the order the node lists them; nil means all of them.
     public var camerasPerNode: Int?
+    /// The operator stops the take (Ctrl-C); `seconds` is only its upper limit.
+    public var untilStopped = false
 
     public init(name: String, seconds: Double, fps: Int, width: Int, height: Int, codec: String, takesDirectory: URL,
                 camerasPerNode: Int? = nil) {
@@ -331,6 +333,7 @@ public final class TakeSession: @unchecked Sendable {
         var lastProgress: Int64 = 0
         // Nodes still to acknowledge an early stop, and those that needed more than one try.
         var unstopped = Set<String>()
+        var stopping = false
         var stopRetried = Set<String>()
         while finished.count + silent.count < plans.count {
             let now = MonotonicClock.now()
@@ -346,16 +349,18 @@ public final class TakeSession: @unchecked Sendable {
                     console.step("stopping every camera after group \(groups - 1), in \(String(format: "%.1f", Double(stopInstant - now) / 1e6)) s")
                     addEvent(now, node: "", camera: "", kind: "operator-stop", detail: "stopped early at group \(groups)")
                     unstopped = Set(plans.map(\.name))
+                    stopping = true
                 }
             }
             if !unstopped.isEmpty {
                 let toStop = plans.filter { unstopped.contains($0.name) && !silent.contains($0.name) }
                 let retried = stopRetried
                 let context = self.context
+                let stopGroup = groups
                 let results = await eachNodeResult(toStop) { plan in
                     var s = Coord_V1_StopAt()
                     s.takeID = takeID
-                    s.stopGroup = groups
+                    s.stopGroup = stopGroup
                     guard retried.contains(plan.name) else {
                         _ = try await plan.link.request(.stopAt(s), timeout: 0.5, what: "the stop")
                         return
@@ -420,6 +425,9 @@ public final class TakeSession: @unchecked Sendable {
                 let dups = lastStatus.values.flatMap(\.cameras).map(\.dropped).reduce(0, +)
                 if now < grid.t0 {
                     console.progress("armed: recording starts in \(String(format: "%.1f", Double(grid.t0 - now) / 1e6)) s")
+                } else if request.untilStopped && !stopping {
+                    console.progress(String(format: "recording %.1f s (until Ctrl-C)  frames %d–%d per camera  dups %d",
+                                            Double(now - grid.t0) / 1e6, frames.min() ?? 0, frames.max() ?? 0, dups))
                 } else {
                     console.progress(String(format: "recording %.1f / %.1f s  frames %d–%d of %d per camera  dups %d  nodes done %d/%d",
                                             elapsed, planned, frames.min() ?? 0, frames.max() ?? 0, groups, dups,

@@ -228,9 +228,10 @@ struct StartTake: AsyncParsableCommand {
         } else {
             takesDirectory = URL(fileURLWithPath: "./takes")
         }
-        let request = TakeRequest(name: name ?? spec.take.name ?? "take", seconds: seconds ?? Self.untilInterrupted,
+        var request = TakeRequest(name: name ?? spec.take.name ?? "take", seconds: seconds ?? Self.untilInterrupted,
                                   fps: fps ?? spec.take.fps ?? 30, width: width, height: height,
                                   codec: codec ?? spec.take.codec ?? "mjpeg", takesDirectory: takesDirectory)
+        request.untilStopped = seconds == nil
         if let problem = request.problem() { throw usageError(problem) }
         console.step("rig \(rig): \(spec.nodes.count) node(s): \(spec.nodes.map(\.name).joined(separator: ", "))")
         if seconds == nil { console.step("recording until Ctrl-C (at most 24 h), then every camera stops at one instant") }
