@@ -18,6 +18,8 @@ public struct TakeRequest: Sendable {
     public var camerasPerNode: Int?
     /// The operator stops the take (Ctrl-C); `seconds` is only its upper limit.
     public var untilStopped = false
+    /// Cameras to use by name, for the nodes at these endpoints (a rig file's `nodes[].cameras`).
+    public var camerasByEndpoint: [String: [String]] = [:]
 
     public init(name: String, seconds: Double, fps: Int, width: Int, height: Int, codec: String, takesDirectory: URL,
                 camerasPerNode: Int? = nil) {
@@ -100,7 +102,15 @@ public final class TakeSession: @unchecked Sendable {
         var ordinal = 0
         for (link, hello) in zip(links, hellos) {
             let offered = hello.cameras.map(CameraCapabilities.init(wire:))
-            let chosen = request.camerasPerNode.map { Array(offered.prefix($0)) } ?? offered
+            var chosen = request.camerasPerNode.map { Array(offered.prefix($0)) } ?? offered
+            if let names = request.camerasByEndpoint[link.endpoint] {
+                chosen = try names.map { name in
+                    guard let camera = offered.first(where: { $0.name == name }) else {
+                        throw CoordError(.usage, "node \(hello.node) has no camera \(name); it offers \(offered.map(\.name).joined(separator: ", ")).")
+                    }
+                    return camera
+                }
+            }
             if let k = request.camerasPerNode, offered.count < k {
                 throw CoordError(.usage, "node \(hello.node) offers \(offered.count) camera(s), \(k) were asked for.")
             }

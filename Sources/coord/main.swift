@@ -211,11 +211,6 @@ struct StartTake: AsyncParsableCommand {
         let console = Console()
         let file = try loadRig(rig)
         let spec = file.spec
-        // TakeRequest can only choose the first K cameras of every node; a named selection is refused rather
-        // than silently recording cameras the rig file left out.
-        if let i = spec.nodes.firstIndex(where: { $0.cameras != nil }) {
-            throw usageError("\(rig): nodes[\(i)].cameras (node \(spec.nodes[i].name)) is not supported by start-take yet; remove it to record every camera of the node.")
-        }
         let sizeText = size ?? spec.take.size ?? "640x480"
         guard let (width, height) = RigSpec.parseSize(sizeText) else {
             throw usageError("--size must be WxH, e.g. 640x480 (got \(sizeText)).")
@@ -232,6 +227,7 @@ struct StartTake: AsyncParsableCommand {
                                   fps: fps ?? spec.take.fps ?? 30, width: width, height: height,
                                   codec: codec ?? spec.take.codec ?? "mjpeg", takesDirectory: takesDirectory)
         request.untilStopped = seconds == nil
+        for node in spec.nodes { if let cameras = node.cameras { request.camerasByEndpoint[node.endpoint] = cameras } }
         if let problem = request.problem() { throw usageError(problem) }
         console.step("rig \(rig): \(spec.nodes.count) node(s): \(spec.nodes.map(\.name).joined(separator: ", "))")
         if seconds == nil { console.step("recording until Ctrl-C (at most 24 h), then every camera stops at one instant") }

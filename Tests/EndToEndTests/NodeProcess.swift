@@ -166,12 +166,13 @@ final class NodeProcess: @unchecked Sendable {
     }
 
     /// Starts the node and waits (at most `readyTimeout`) for its one stdout line `READY <endpoint>`.
-    static func start(name: String, staging: URL, log: URL, readyTimeout: TimeInterval = 20) throws -> NodeProcess {
+    static func start(name: String, staging: URL, log: URL, cameras: [String] = ["cam0"],
+                      readyTimeout: TimeInterval = 20) throws -> NodeProcess {
         let process = Process()
         process.executableURL = URL(fileURLWithPath: E2E.nodeBinary)
         process.arguments = [
             "--name", name, "--endpoint", "tcp://127.0.0.1:*", "--staging", staging.path,
-            "--synthetic", "cam0", "--parent-pid", "\(getpid())",
+            "--synthetic", cameras.joined(separator: ","), "--parent-pid", "\(getpid())",
         ]
         process.standardInput = FileHandle.nullDevice
         let out = Pipe()

@@ -28,13 +28,14 @@ final class RigCommandTests {
     }
 
     /// Starts one node per name, runs `body`, and always stops them.
-    func withNodes<T: Sendable>(_ names: [String], _ body: ([NodeProcess]) async throws -> T) async throws -> T {
+    func withNodes<T: Sendable>(_ names: [String], cameras: [String] = ["cam0"],
+                                _ body: ([NodeProcess]) async throws -> T) async throws -> T {
         var nodes: [NodeProcess] = []
         defer { for name in nodes.filter({ !$0.stop() }).map(\.name) { Issue.record("node \(name) had to be killed") } }
         for (index, name) in names.enumerated() {
             let staging = scratch.appendingPathComponent("staging-\(index)-\(name)", isDirectory: true)
             let log = scratch.appendingPathComponent("node-\(index)-\(name).log")
-            nodes.append(try await E2E.offPool { try NodeProcess.start(name: name, staging: staging, log: log) })
+            nodes.append(try await E2E.offPool { try NodeProcess.start(name: name, staging: staging, log: log, cameras: cameras) })
         }
         return try await body(nodes)
     }
@@ -195,11 +196,32 @@ final class RigCommandTests {
         #expect(size.status == 2 && size.stderr.contains("--size"), "\(size.stderr)")
         let noRig = try await coord(["start-take"], timeout: 30)
         #expect(noRig.status == 2, "\(noRig.stderr)")
+    }
 
-        let selecting = try writeRig([("a", "tcp://127.0.0.1:9")]).path
-        try "nodes:\n  - name: a\n    endpoint: tcp://127.0.0.1:9\n    cameras: [cam0]\n".write(toFile: selecting, atomically: true, encoding: .utf8)
-        let selection = try await coord(["start-take", "--rig", selecting, "--seconds", "1"], timeout: 30)
-        #expect(selection.status == 2 && selection.stderr.contains("nodes[0].cameras"), "\(selection.stderr)")
+    @Test("a rig file's nodes[].cameras chooses which cameras record; a camera the node lacks is named")
+    func cameraSelection() async throws {
+        try await withNodes(["node-a", "node-b"], cameras: ["cam0", "cam1"]) { nodes in
+            var text = "version: 1\nnodes:\n"
+            text += "  - name: node-a\n    endpoint: \(nodes[0].endpoint)\n    cameras: [cam1]\n"
+            text += "  - name: node-b\n    endpoint: \(nodes[1].endpoint)\n"
+            text += "take:\n  size: 320x240\n  name: rigtest\n"
+            let rig = scratch.appendingPathComponent("rig-select.yaml")
+            try text.write(to: rig, atomically: true, encoding: .utf8)
+            let run = try await coord(["start-take", "--rig", rig.path, "--seconds", "1", "--takes-dir", takes.path])
+            #expect(run.status == 0, "stderr: \(run.stderr)\n\(logs(nodes))")
+            guard let id = E2E.contents(takes).first else { Issue.record("no take directory"); return }
+            let m = try manifest(in: takes.appendingPathComponent(id))
+            let recorded = ((m["cameras"] as? [[String: Any]]) ?? []).map { "\($0["node"] ?? "")/\($0["camera"] ?? "")" }.sorted()
+            #expect(recorded == ["node-a/cam1", "node-b/cam0", "node-b/cam1"], "\(recorded)")
+
+            let wrong = scratch.appendingPathComponent("rig-wrong.yaml")
+            try text.replacingOccurrences(of: "[cam1]", with: "[cam7]").write(to: wrong, atomically: true, encoding: .utf8)
+            let refused = try await coord(["start-take", "--rig", wrong.path, "--seconds", "1", "--takes-dir", takes.path])
+            #expect(refused.status == 2, "\(refused.stderr)")
+            let last = refused.stderr.split(separator: "\n").last.map(String.init) ?? ""
+            #expect(last.contains("node-a") && last.contains("cam7") && last.contains("cam0, cam1"), "\(last)")
+            #expect(E2E.contents(takes).count == 1, "a refused take leaves no directory")
+        }
     }
 }
 
