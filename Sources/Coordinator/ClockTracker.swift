@@ -15,8 +15,7 @@ final class ClockTracker: @unchecked Sendable {
     /// Pause between probes: 100 a second. Many exchanges matter more than which are kept: with jitter on
     /// the path the fastest of many are nearly symmetric (bench/results/README.md: lab offset error p99 went
     /// from 37 to 29 µs going from 50 to 100 a second).
-    static let alignInterval: UInt64 = 10_000_000
-    static let trackInterval: UInt64 = 10_000_000
+    static let probeInterval: UInt64 = 10_000_000
     static let pushInterval: Int64 = 500_000
 
     private let nodes: [Node]
@@ -159,21 +158,19 @@ final class ClockTracker: @unchecked Sendable {
                     if firstProbe[node.name] == nil { firstProbe[node.name] = began }
                 }
             }
-            let (take, aligning): (String?, Bool) = lock.withLock {
-                (armedTake, firstProbe[node.name].map { began - $0 < 1_000_000 } ?? true)
-            }
+            let take = lock.withLock { armedTake }
             let now = MonotonicClock.now()
             if let take, now - lastPush >= Self.pushInterval, let mapping = estimate(node.name, ahead: Self.pushInterval / 2) {
                 let held = lock.withLock { inForce[node.name]?.last }
+                lastPush = now
                 if let held, Self.shouldHold(held.mapping, insteadOf: mapping, heldFor: now - held.t) {
                     lock.withLock { heldUpdates[node.name, default: 0] += 1 }
                 } else {
-                    lastPush = now
                     await push(mapping, to: node, take: take, at: now)
                 }
             }
             do {
-                try await Task.sleep(nanoseconds: aligning ? Self.alignInterval : Self.trackInterval)
+                try await Task.sleep(nanoseconds: Self.probeInterval)
             } catch {
                 return
             }
