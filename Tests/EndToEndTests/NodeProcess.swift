@@ -110,15 +110,7 @@ struct ToolRun: Sendable {
 
     /// Runs `executable` to completion; SIGKILLs it (and records an issue) after `timeout` seconds.
     static func run(_ executable: String, _ arguments: [String], timeout: TimeInterval) throws -> ToolRun {
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: executable)
-        process.arguments = arguments
-        process.standardInput = FileHandle.nullDevice
-        let out = Pipe(), err = Pipe()
-        process.standardOutput = out
-        process.standardError = err
-        let exited = DispatchSemaphore(value: 0)
-        process.terminationHandler = { _ in exited.signal() }
+        let (process, out, err, exited) = prepare(executable, arguments)
         // Drain both pipes concurrently so a chatty program cannot block on a full pipe.
         let outData = PipeDrain(out.fileHandleForReading), errData = PipeDrain(err.fileHandleForReading)
         try process.run()
@@ -129,6 +121,21 @@ struct ToolRun: Sendable {
         }
         return ToolRun(status: process.terminationStatus, stdout: outData.wait(), stderr: errData.wait())
     }
+}
+
+/// A process for `executable` with stdin closed, stdout and stderr piped, and a semaphore signalled when it
+/// exits; the caller starts reading the pipes, then runs it.
+func prepare(_ executable: String, _ arguments: [String]) -> (Process, stdout: Pipe, stderr: Pipe, exited: DispatchSemaphore) {
+    let process = Process()
+    process.executableURL = URL(fileURLWithPath: executable)
+    process.arguments = arguments
+    process.standardInput = FileHandle.nullDevice
+    let out = Pipe(), err = Pipe()
+    process.standardOutput = out
+    process.standardError = err
+    let exited = DispatchSemaphore(value: 0)
+    process.terminationHandler = { _ in exited.signal() }
+    return (process, out, err, exited)
 }
 
 /// Reads a pipe to its end on a thread of its own.

@@ -102,15 +102,7 @@ final class RigCommandTests {
     func startTakeUntilInterrupted() async throws {
         try await withNodes(["node-a", "node-b"]) { nodes in
             let rig = try writeRig(nodes.map { ($0.name, $0.endpoint) }, extra: "  takes_dir: takes\n")
-            let process = Process()
-            process.executableURL = URL(fileURLWithPath: Self.coordBinary)
-            process.arguments = ["start-take", "--rig", rig.path]
-            process.standardInput = FileHandle.nullDevice
-            let out = Pipe(), err = Pipe()
-            process.standardOutput = out
-            process.standardError = err
-            let exited = DispatchSemaphore(value: 0)
-            process.terminationHandler = { _ in exited.signal() }
+            let (process, out, err, exited) = prepare(Self.coordBinary, ["start-take", "--rig", rig.path])
             let stderr = LineWatch(err.fileHandleForReading)
             let stdout = PipeDrain(out.fileHandleForReading)
             try process.run()
