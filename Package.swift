@@ -73,7 +73,7 @@ let package = Package(
         .testTarget(name: "ZeroMQTests", dependencies: ["ZeroMQ", "CoordWire", "Platform"]),
         .testTarget(name: "V4L2Tests", dependencies: ["V4L2"]),
         .testTarget(name: "EndToEndTests", dependencies: [
-            "Coordinator", "CoordCore", "CoordWire", "ZeroMQ", "Platform", .product(name: "Logging", package: "swift-log"),
+            "Coordinator", "CoordCore", "CoordWire", "NodeAgent", "ZeroMQ", "Platform", .product(name: "Logging", package: "swift-log"),
         ]),
     ],
     swiftLanguageModes: [.v5]

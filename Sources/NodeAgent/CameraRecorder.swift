@@ -328,7 +328,8 @@ final class CameraRecorder: @unchecked Sendable {
         csvBuffer += FramesTable.line(FrameRow(frame: rowsWritten, group: group, centerMicroseconds: center, isDup: dup))
         csvBuffer += "\n"
         rowsWritten += 1
-        // Rows reach the disk every second's worth of frames, so a crash loses little.
+        // Rows reach the disk every second's worth of frames; with the 2 s re-estimation lag a crash loses the
+        // last ~3 s of rows (the .mkv keeps those frames).
         if rowsWritten % Int64(max(settings.fps, 1)) == 0 { flushRows() }
     }
 
