@@ -19,9 +19,11 @@ public struct CameraCapabilities: Equatable, Sendable {
     public var device: String
     public var formats: [CameraFormat]
     public var codecs: [String]
+    /// The id of the `Bus` its stream crosses (shared with the node's other cameras on it); empty: none shared.
+    public var bus: String
 
-    public init(name: String, source: String, device: String = "", formats: [CameraFormat], codecs: [String]) {
-        self.name = name; self.source = source; self.device = device; self.formats = formats; self.codecs = codecs
+    public init(name: String, source: String, device: String = "", formats: [CameraFormat], codecs: [String], bus: String = "") {
+        self.name = name; self.source = source; self.device = device; self.formats = formats; self.codecs = codecs; self.bus = bus
     }
 }
 
@@ -33,23 +35,33 @@ public struct CameraSettings: Equatable, Sendable {
     public var height: Int
     public var fps: Int
     public var codec: String
+    /// A frame-rate cap: the camera records one group in this many (its sensor runs at fps / recordEvery) and
+    /// the groups between repeat its previous frame, so its file stays aligned with the rig's frame for frame.
+    public var recordEvery: Int = 1
 
-    public init(camera: String, ordinal: Int, width: Int, height: Int, fps: Int, codec: String) {
+    public init(camera: String, ordinal: Int, width: Int, height: Int, fps: Int, codec: String, recordEvery: Int = 1) {
         self.camera = camera; self.ordinal = ordinal; self.width = width; self.height = height; self.fps = fps; self.codec = codec
+        self.recordEvery = recordEvery
     }
+
+    /// The rate the camera actually captures at (fps / recordEvery).
+    public var capturedFPS: Double { Double(fps) / Double(max(recordEvery, 1)) }
 
     /// Why these settings cannot run on a camera with `capabilities`, as one sentence; nil if they can.
     public func problem(on node: String, with capabilities: CameraCapabilities?) -> String? {
         guard let capabilities else { return "node \(node) has no camera named \"\(camera)\"." }
         guard (0...255).contains(ordinal) else { return "camera \(node)/\(camera): ordinal \(ordinal) is outside 0…255." }
         guard fps > 0 else { return "camera \(node)/\(camera): frame rate \(fps) must be positive." }
+        guard (1...fps).contains(recordEvery) else {
+            return "camera \(node)/\(camera): record_every \(recordEvery) must be between 1 and the frame rate \(fps)."
+        }
         guard width > 0, height > 0, width % 2 == 0, height % 2 == 0, width >= 104, height >= 64 else {
             return "camera \(node)/\(camera): size \(width)x\(height) must be even and at least 104x64."
         }
         guard capabilities.codecs.contains(codec) else {
             return "camera \(node)/\(camera) cannot record codec \"\(codec)\" (it offers \(capabilities.codecs.joined(separator: ", ")))."
         }
-        let period = FrameGrid.period(fps: fps)
+        let period = FrameGrid.period(fps: fps) * Int64(recordEvery)
         let sized = capabilities.formats.filter { $0.width == width && $0.height == height }
         guard !sized.isEmpty else {
             let sizes = capabilities.formats.map { "\($0.width)x\($0.height)" }

@@ -120,7 +120,7 @@ extension CameraFormat {
 extension CameraCapabilities {
     public init(wire: Coord_V1_CameraInfo) {
         self.init(name: wire.name, source: wire.source, device: wire.device, formats: wire.formats.map(CameraFormat.init(wire:)),
-                  codecs: wire.codecs)
+                  codecs: wire.codecs, bus: wire.bus)
     }
 
     public var wire: Coord_V1_CameraInfo {
@@ -130,6 +130,7 @@ extension CameraCapabilities {
         w.device = device
         w.formats = formats.map(\.wire)
         w.codecs = codecs
+        w.bus = bus
         return w
     }
 }
@@ -137,7 +138,7 @@ extension CameraCapabilities {
 extension CameraSettings {
     public init(wire: Coord_V1_CameraConfig) {
         self.init(camera: wire.camera, ordinal: Int(wire.ordinal), width: Int(wire.width), height: Int(wire.height),
-                  fps: Int(wire.fps), codec: wire.codec)
+                  fps: Int(wire.fps), codec: wire.codec, recordEvery: max(1, Int(wire.recordEvery)))
     }
 
     public var wire: Coord_V1_CameraConfig {
@@ -148,6 +149,7 @@ extension CameraSettings {
         w.height = UInt32(clamping: height)
         w.fps = UInt32(clamping: fps)
         w.codec = codec
+        w.recordEvery = UInt32(clamping: recordEvery)
         return w
     }
 }
@@ -178,6 +180,73 @@ extension TakeManifest.File {
         w.path = path
         w.bytes = bytes
         w.sha256 = sha256
+        return w
+    }
+}
+
+extension NodeResources {
+    public init(wire: Coord_V1_NodeResources) {
+        self.init(buses: wire.buses.map { Bus(id: $0.id, kind: $0.kind, bandwidthBytesPerSecond: $0.bandwidthBytesPerS) },
+                  calibration: wire.hasCalibration ? Calibration(wire: wire.calibration) : nil,
+                  freeDiskBytes: wire.freeDiskBytes, diskTotalBytes: wire.diskTotalBytes, diskID: wire.diskID,
+                  cpuCount: Int(max(1, wire.cpuCount)), cpuLoad: wire.cpuLoad,
+                  thermalZones: wire.thermalZones.map {
+                      ThermalZone(name: $0.name, celsius: $0.celsius, passiveCelsius: $0.passiveCelsius > 0 ? $0.passiveCelsius : nil,
+                                  criticalCelsius: $0.criticalCelsius > 0 ? $0.criticalCelsius : nil)
+                  },
+                  hostID: wire.hostID)
+    }
+
+    public var wire: Coord_V1_NodeResources {
+        var w = Coord_V1_NodeResources()
+        w.buses = buses.map { bus in
+            var b = Coord_V1_Bus()
+            b.id = bus.id
+            b.kind = bus.kind
+            b.bandwidthBytesPerS = bus.bandwidthBytesPerSecond
+            return b
+        }
+        if let calibration { w.calibration = calibration.wire }
+        w.freeDiskBytes = freeDiskBytes
+        w.diskTotalBytes = diskTotalBytes
+        w.diskID = diskID
+        w.cpuCount = UInt32(clamping: cpuCount)
+        w.cpuLoad = cpuLoad
+        w.thermalZones = thermalZones.map { zone in
+            var z = Coord_V1_ThermalZone()
+            z.name = zone.name
+            z.celsius = zone.celsius
+            z.passiveCelsius = zone.passiveCelsius ?? 0
+            z.criticalCelsius = zone.criticalCelsius ?? 0
+            return z
+        }
+        w.hostID = hostID
+        return w
+    }
+}
+
+extension Calibration {
+    public init(wire: Coord_V1_Calibration) {
+        self.init(diskWriteBytesPerSecond: wire.diskWriteBytesPerS,
+                  encode: Dictionary(wire.encode.map { ($0.codec, CodecRate(pixelsPerSecond: $0.pixelsPerS, bytesPerPixel: $0.bytesPerPixel)) },
+                                     uniquingKeysWith: { a, _ in a }),
+                  heatingCelsiusPerSecond: wire.heatingCPerS > 0 ? wire.heatingCPerS : nil,
+                  cpuCount: Int(wire.cpuCount), measuredAt: wire.measuredAt)
+    }
+
+    public var wire: Coord_V1_Calibration {
+        var w = Coord_V1_Calibration()
+        w.diskWriteBytesPerS = diskWriteBytesPerSecond
+        w.encode = encode.keys.sorted().map { codec in
+            var r = Coord_V1_CodecRate()
+            r.codec = codec
+            r.pixelsPerS = encode[codec]!.pixelsPerSecond
+            r.bytesPerPixel = encode[codec]!.bytesPerPixel
+            return r
+        }
+        w.heatingCPerS = heatingCelsiusPerSecond ?? 0
+        w.cpuCount = UInt32(clamping: cpuCount)
+        w.measuredAt = measuredAt
         return w
     }
 }

@@ -127,6 +127,8 @@ public final class NodeAgent: @unchecked Sendable {
             return ack(id, "configured \(configure.cameras.count) camera(s)")
         case .arm(let arm):
             return Wire.envelope(id, .armed(try self.arm(arm)))
+        case .adjustCamera(let adjust):
+            return ack(id, try self.adjust(adjust))
         case .clockUpdate(let update):
             return ack(id, try self.updateClock(update))
         case .startAt(let start):
@@ -286,6 +288,11 @@ public final class NodeAgent: @unchecked Sendable {
         guard machine.state == .armed || machine.state == .recording else { return "take \(message.takeID) is \(machine.state.rawValue); clock update ignored" }
         armedGrid.clock.update(ClockMapping(wire: message.clock))
         return "clock updated"
+    }
+
+    /// The coordinator's pressure policy slows or disables one camera from a group on.
+    private func adjust(_ message: Coord_V1_AdjustCamera) throws(NodeFailure) -> String {
+        throw NodeFailure(.badState, "adjusting camera \(message.camera) is not supported yet.")
     }
 
     private func stop(_ message: Coord_V1_StopAt) throws(NodeFailure) {

@@ -64,6 +64,59 @@ public nonisolated enum Coord_V1_ProtocolVersion: SwiftProtobuf.Enum, Swift.Case
 
 }
 
+/// System pressure, as AVCaptureDevice.SystemPressureState defines the levels.
+public nonisolated enum Coord_V1_PressureLevel: SwiftProtobuf.Enum, Swift.CaseIterable {
+  public typealias RawValue = Int
+  case unspecified // = 0
+  case nominal // = 1
+  case fair // = 2
+  case serious // = 3
+  case critical // = 4
+
+  /// the node stops its cameras (files finalized) on its own
+  case shutdown // = 5
+  case UNRECOGNIZED(Int)
+
+  public init() {
+    self = .unspecified
+  }
+
+  public init?(rawValue: Int) {
+    switch rawValue {
+    case 0: self = .unspecified
+    case 1: self = .nominal
+    case 2: self = .fair
+    case 3: self = .serious
+    case 4: self = .critical
+    case 5: self = .shutdown
+    default: self = .UNRECOGNIZED(rawValue)
+    }
+  }
+
+  public var rawValue: Int {
+    switch self {
+    case .unspecified: return 0
+    case .nominal: return 1
+    case .fair: return 2
+    case .serious: return 3
+    case .critical: return 4
+    case .shutdown: return 5
+    case .UNRECOGNIZED(let i): return i
+    }
+  }
+
+  // The compiler won't synthesize support with the UNRECOGNIZED case.
+  public static let allCases: [Coord_V1_PressureLevel] = [
+    .unspecified,
+    .nominal,
+    .fair,
+    .serious,
+    .critical,
+    .shutdown,
+  ]
+
+}
+
 public nonisolated struct Coord_V1_Envelope: Sendable {
   // SwiftProtobuf.Message conformance is added in an extension below. See the
   // `Message` and `Message+*Additions` files in the SwiftProtobuf library for
@@ -237,6 +290,14 @@ public nonisolated struct Coord_V1_Envelope: Sendable {
     set {body = .clockUpdate(newValue)}
   }
 
+  public var adjustCamera: Coord_V1_AdjustCamera {
+    get {
+      if case .adjustCamera(let v)? = body {return v}
+      return Coord_V1_AdjustCamera()
+    }
+    set {body = .adjustCamera(newValue)}
+  }
+
   public var unknownFields = SwiftProtobuf.UnknownStorage()
 
   public nonisolated enum OneOf_Body: Equatable, Sendable {
@@ -260,6 +321,7 @@ public nonisolated struct Coord_V1_Envelope: Sendable {
     case ack(Coord_V1_Ack)
     case error(Coord_V1_Error)
     case clockUpdate(Coord_V1_ClockUpdate)
+    case adjustCamera(Coord_V1_AdjustCamera)
 
   }
 
@@ -279,25 +341,172 @@ public nonisolated struct Coord_V1_Hello: Sendable {
   public init() {}
 }
 
-public nonisolated struct Coord_V1_HelloReply: Sendable {
+public nonisolated struct Coord_V1_HelloReply: @unchecked Sendable {
   // SwiftProtobuf.Message conformance is added in an extension below. See the
   // `Message` and `Message+*Additions` files in the SwiftProtobuf library for
   // methods supported on all messages.
 
   /// node name, [A-Za-z0-9._-]{1,64}
-  public var node: String = String()
+  public var node: String {
+    get {_storage._node}
+    set {_uniqueStorage()._node = newValue}
+  }
 
   /// coord-node's version string
-  public var agentVersion: String = String()
+  public var agentVersion: String {
+    get {_storage._agentVersion}
+    set {_uniqueStorage()._agentVersion = newValue}
+  }
 
-  public var cameras: [Coord_V1_CameraInfo] = []
+  public var cameras: [Coord_V1_CameraInfo] {
+    get {_storage._cameras}
+    set {_uniqueStorage()._cameras = newValue}
+  }
 
-  public var host: String = String()
+  public var host: String {
+    get {_storage._host}
+    set {_uniqueStorage()._host = newValue}
+  }
 
   /// What disciplines this host's clocks, e.g. "chronyd running: Leap status Normal" or "none found".
   /// coord does not depend on it (it aligns CLOCK_MONOTONIC itself); it is reported because a service that
   /// slews the clock changes the node's rate mid-take.
-  public var timeService: String = String()
+  public var timeService: String {
+    get {_storage._timeService}
+    set {_uniqueStorage()._timeService = newValue}
+  }
+
+  public var resources: Coord_V1_NodeResources {
+    get {_storage._resources ?? Coord_V1_NodeResources()}
+    set {_uniqueStorage()._resources = newValue}
+  }
+  /// Returns true if `resources` has been explicitly set.
+  public var hasResources: Bool {_storage._resources != nil}
+  /// Clears the value of `resources`. Subsequent reads from it will return its default value.
+  public mutating func clearResources() {_uniqueStorage()._resources = nil}
+
+  public var unknownFields = SwiftProtobuf.UnknownStorage()
+
+  public init() {}
+
+  fileprivate var _storage = _StorageClass.defaultInstance
+}
+
+/// What the node can spend on a take; the coordinator's cost model weighs the plan against it.
+public nonisolated struct Coord_V1_NodeResources: Sendable {
+  // SwiftProtobuf.Message conformance is added in an extension below. See the
+  // `Message` and `Message+*Additions` files in the SwiftProtobuf library for
+  // methods supported on all messages.
+
+  public var buses: [Coord_V1_Bus] = []
+
+  /// absent: the node was never calibrated (coord-node calibrate)
+  public var calibration: Coord_V1_Calibration {
+    get {_calibration ?? Coord_V1_Calibration()}
+    set {_calibration = newValue}
+  }
+  /// Returns true if `calibration` has been explicitly set.
+  public var hasCalibration: Bool {self._calibration != nil}
+  /// Clears the value of `calibration`. Subsequent reads from it will return its default value.
+  public mutating func clearCalibration() {self._calibration = nil}
+
+  /// on the staging filesystem
+  public var freeDiskBytes: UInt64 = 0
+
+  public var diskTotalBytes: UInt64 = 0
+
+  /// the staging filesystem; nodes sharing one share its write rate
+  public var diskID: String = String()
+
+  public var cpuCount: UInt32 = 0
+
+  /// 1-minute load average / cpu_count
+  public var cpuLoad: Double = 0
+
+  public var thermalZones: [Coord_V1_ThermalZone] = []
+
+  /// machine and boot; nodes sharing one share its CPUs
+  public var hostID: String = String()
+
+  public var unknownFields = SwiftProtobuf.UnknownStorage()
+
+  public init() {}
+
+  fileprivate var _calibration: Coord_V1_Calibration? = nil
+}
+
+public nonisolated struct Coord_V1_Bus: Sendable {
+  // SwiftProtobuf.Message conformance is added in an extension below. See the
+  // `Message` and `Message+*Additions` files in the SwiftProtobuf library for
+  // methods supported on all messages.
+
+  /// "usb3"; a camera names its bus by this id
+  public var id: String = String()
+
+  /// "usb2", "usb3", "csi", "synthetic"
+  public var kind: String = String()
+
+  /// usable by camera streams
+  public var bandwidthBytesPerS: Double = 0
+
+  public var unknownFields = SwiftProtobuf.UnknownStorage()
+
+  public init() {}
+}
+
+public nonisolated struct Coord_V1_Calibration: Sendable {
+  // SwiftProtobuf.Message conformance is added in an extension below. See the
+  // `Message` and `Message+*Additions` files in the SwiftProtobuf library for
+  // methods supported on all messages.
+
+  public var diskWriteBytesPerS: Double = 0
+
+  public var encode: [Coord_V1_CodecRate] = []
+
+  /// 0: not measured (no thermal zones)
+  public var heatingCPerS: Double = 0
+
+  public var cpuCount: UInt32 = 0
+
+  /// RFC 3339
+  public var measuredAt: String = String()
+
+  public var unknownFields = SwiftProtobuf.UnknownStorage()
+
+  public init() {}
+}
+
+public nonisolated struct Coord_V1_CodecRate: Sendable {
+  // SwiftProtobuf.Message conformance is added in an extension below. See the
+  // `Message` and `Message+*Additions` files in the SwiftProtobuf library for
+  // methods supported on all messages.
+
+  public var codec: String = String()
+
+  /// with every CPU encoding
+  public var pixelsPerS: Double = 0
+
+  public var bytesPerPixel: Double = 0
+
+  public var unknownFields = SwiftProtobuf.UnknownStorage()
+
+  public init() {}
+}
+
+public nonisolated struct Coord_V1_ThermalZone: Sendable {
+  // SwiftProtobuf.Message conformance is added in an extension below. See the
+  // `Message` and `Message+*Additions` files in the SwiftProtobuf library for
+  // methods supported on all messages.
+
+  public var name: String = String()
+
+  public var celsius: Double = 0
+
+  /// 0: no passive trip point
+  public var passiveCelsius: Double = 0
+
+  /// 0: no critical trip point
+  public var criticalCelsius: Double = 0
 
   public var unknownFields = SwiftProtobuf.UnknownStorage()
 
@@ -322,6 +531,9 @@ public nonisolated struct Coord_V1_CameraInfo: Sendable {
 
   /// codecs the node can write for this camera: "mjpeg", "ffv1", "h264"
   public var codecs: [String] = []
+
+  /// the id of the Bus its stream crosses; empty: none shared
+  public var bus: String = String()
 
   public var unknownFields = SwiftProtobuf.UnknownStorage()
 
@@ -383,6 +595,10 @@ public nonisolated struct Coord_V1_CameraConfig: Sendable {
 
   /// "mjpeg", "ffv1" or "h264"
   public var codec: String = String()
+
+  /// Record one group in this many (a frame-rate cap): the sensor runs at fps / record_every and the groups
+  /// between are filled with the previous frame (flagged dup). 0 or 1: every group.
+  public var recordEvery: UInt32 = 0
 
   public var unknownFields = SwiftProtobuf.UnknownStorage()
 
@@ -496,6 +712,72 @@ public nonisolated struct Coord_V1_StartAt: Sendable {
   public init() {}
 }
 
+/// A change to one camera of a running take, applied from a group (the coordinator's pressure policy).
+public nonisolated struct Coord_V1_AdjustCamera: Sendable {
+  // SwiftProtobuf.Message conformance is added in an extension below. See the
+  // `Message` and `Message+*Additions` files in the SwiftProtobuf library for
+  // methods supported on all messages.
+
+  public var takeID: String = String()
+
+  public var camera: String = String()
+
+  public var action: Coord_V1_AdjustCamera.Action = .unspecified
+
+  public var recordEvery: UInt32 = 0
+
+  public var fromGroup: Int64 = 0
+
+  /// one sentence, logged by the node
+  public var reason: String = String()
+
+  public var unknownFields = SwiftProtobuf.UnknownStorage()
+
+  public nonisolated enum Action: SwiftProtobuf.Enum, Swift.CaseIterable {
+    public typealias RawValue = Int
+    case unspecified // = 0
+
+    /// record one group in record_every from from_group on; the sensor keeps its rate
+    case slow // = 1
+
+    /// the camera's file ends before from_group; the node's other cameras go on
+    case disable // = 2
+    case UNRECOGNIZED(Int)
+
+    public init() {
+      self = .unspecified
+    }
+
+    public init?(rawValue: Int) {
+      switch rawValue {
+      case 0: self = .unspecified
+      case 1: self = .slow
+      case 2: self = .disable
+      default: self = .UNRECOGNIZED(rawValue)
+      }
+    }
+
+    public var rawValue: Int {
+      switch self {
+      case .unspecified: return 0
+      case .slow: return 1
+      case .disable: return 2
+      case .UNRECOGNIZED(let i): return i
+      }
+    }
+
+    // The compiler won't synthesize support with the UNRECOGNIZED case.
+    public static let allCases: [Coord_V1_AdjustCamera.Action] = [
+      .unspecified,
+      .slow,
+      .disable,
+    ]
+
+  }
+
+  public init() {}
+}
+
 public nonisolated struct Coord_V1_StopAt: Sendable {
   // SwiftProtobuf.Message conformance is added in an extension below. See the
   // `Message` and `Message+*Additions` files in the SwiftProtobuf library for
@@ -535,23 +817,68 @@ public nonisolated struct Coord_V1_StatusRequest: Sendable {
   public init() {}
 }
 
-public nonisolated struct Coord_V1_Status: Sendable {
+public nonisolated struct Coord_V1_Status: @unchecked Sendable {
   // SwiftProtobuf.Message conformance is added in an extension below. See the
   // `Message` and `Message+*Additions` files in the SwiftProtobuf library for
   // methods supported on all messages.
 
-  public var node: String = String()
+  public var node: String {
+    get {_storage._node}
+    set {_uniqueStorage()._node = newValue}
+  }
 
-  public var state: Coord_V1_Status.State = .unspecified
+  public var state: Coord_V1_Status.State {
+    get {_storage._state}
+    set {_uniqueStorage()._state = newValue}
+  }
 
-  public var takeID: String = String()
+  public var takeID: String {
+    get {_storage._takeID}
+    set {_uniqueStorage()._takeID = newValue}
+  }
 
-  public var cameras: [Coord_V1_CameraStatus] = []
+  public var cameras: [Coord_V1_CameraStatus] {
+    get {_storage._cameras}
+    set {_uniqueStorage()._cameras = newValue}
+  }
 
-  public var localNowUs: Int64 = 0
+  public var localNowUs: Int64 {
+    get {_storage._localNowUs}
+    set {_uniqueStorage()._localNowUs = newValue}
+  }
 
   /// why FAILED
-  public var detail: String = String()
+  public var detail: String {
+    get {_storage._detail}
+    set {_uniqueStorage()._detail = newValue}
+  }
+
+  public var pressure: Coord_V1_PressureLevel {
+    get {_storage._pressure}
+    set {_uniqueStorage()._pressure = newValue}
+  }
+
+  /// one sentence: which factor sets the level, with its figures
+  public var pressureCause: String {
+    get {_storage._pressureCause}
+    set {_uniqueStorage()._pressureCause = newValue}
+  }
+
+  /// everything the node did on its own during the take, oldest first
+  public var events: [Coord_V1_NodeEvent] {
+    get {_storage._events}
+    set {_uniqueStorage()._events = newValue}
+  }
+
+  /// as now (free disk, load, thermal zones)
+  public var resources: Coord_V1_NodeResources {
+    get {_storage._resources ?? Coord_V1_NodeResources()}
+    set {_uniqueStorage()._resources = newValue}
+  }
+  /// Returns true if `resources` has been explicitly set.
+  public var hasResources: Bool {_storage._resources != nil}
+  /// Clears the value of `resources`. Subsequent reads from it will return its default value.
+  public mutating func clearResources() {_uniqueStorage()._resources = nil}
 
   public var unknownFields = SwiftProtobuf.UnknownStorage()
 
@@ -612,6 +939,27 @@ public nonisolated struct Coord_V1_Status: Sendable {
   }
 
   public init() {}
+
+  fileprivate var _storage = _StorageClass.defaultInstance
+}
+
+public nonisolated struct Coord_V1_NodeEvent: Sendable {
+  // SwiftProtobuf.Message conformance is added in an extension below. See the
+  // `Message` and `Message+*Additions` files in the SwiftProtobuf library for
+  // methods supported on all messages.
+
+  /// rig timebase
+  public var tUs: Int64 = 0
+
+  public var camera: String = String()
+
+  public var kind: String = String()
+
+  public var detail: String = String()
+
+  public var unknownFields = SwiftProtobuf.UnknownStorage()
+
+  public init() {}
 }
 
 public nonisolated struct Coord_V1_CameraStatus: Sendable {
@@ -641,6 +989,18 @@ public nonisolated struct Coord_V1_CameraStatus: Sendable {
 
   /// times the phase fit restarted (dropped frames)
   public var phaseRestarts: UInt32 = 0
+
+  /// groups filled on purpose by a frame-rate cap or a slow-down (not in dropped)
+  public var held: UInt64 = 0
+
+  /// 1: every group
+  public var recordEvery: UInt32 = 0
+
+  /// disabled during the take
+  public var disabled: Bool = false
+
+  /// .mkv bytes so far
+  public var bytesWritten: UInt64 = 0
 
   public var unknownFields = SwiftProtobuf.UnknownStorage()
 
@@ -895,9 +1255,13 @@ nonisolated extension Coord_V1_ProtocolVersion: SwiftProtobuf._ProtoNameProvidin
   public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{2}\0PROTOCOL_VERSION_UNSPECIFIED\0\u{1}PROTOCOL_VERSION_CURRENT\0")
 }
 
+nonisolated extension Coord_V1_PressureLevel: SwiftProtobuf._ProtoNameProviding {
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{2}\0PRESSURE_LEVEL_UNSPECIFIED\0\u{1}NOMINAL\0\u{1}FAIR\0\u{1}SERIOUS\0\u{1}CRITICAL\0\u{1}SHUTDOWN\0")
+}
+
 nonisolated extension Coord_V1_Envelope: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
   public static let protoMessageName: String = _protobuf_package + ".Envelope"
-  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{3}protocol_version\0\u{3}request_id\0\u{2}\u{8}hello\0\u{3}hello_reply\0\u{1}configure\0\u{1}arm\0\u{1}armed\0\u{3}start_at\0\u{3}stop_at\0\u{1}abort\0\u{3}status_request\0\u{1}status\0\u{3}clock_probe\0\u{3}clock_probe_reply\0\u{3}list_files\0\u{3}file_list\0\u{3}fetch_chunk\0\u{1}chunk\0\u{3}confirm_collected\0\u{1}ack\0\u{1}error\0\u{3}clock_update\0")
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{3}protocol_version\0\u{3}request_id\0\u{2}\u{8}hello\0\u{3}hello_reply\0\u{1}configure\0\u{1}arm\0\u{1}armed\0\u{3}start_at\0\u{3}stop_at\0\u{1}abort\0\u{3}status_request\0\u{1}status\0\u{3}clock_probe\0\u{3}clock_probe_reply\0\u{3}list_files\0\u{3}file_list\0\u{3}fetch_chunk\0\u{1}chunk\0\u{3}confirm_collected\0\u{1}ack\0\u{1}error\0\u{3}clock_update\0\u{3}adjust_camera\0")
 
   public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
     while let fieldNumber = try decoder.nextFieldNumber() {
@@ -1167,6 +1531,19 @@ nonisolated extension Coord_V1_Envelope: SwiftProtobuf.Message, SwiftProtobuf._M
           self.body = .clockUpdate(v)
         }
       }()
+      case 30: try {
+        var v: Coord_V1_AdjustCamera?
+        var hadOneofValue = false
+        if let current = self.body {
+          hadOneofValue = true
+          if case .adjustCamera(let m) = current {v = m}
+        }
+        try decoder.decodeSingularMessageField(value: &v)
+        if let v = v {
+          if hadOneofValue {try decoder.handleConflictingOneOf()}
+          self.body = .adjustCamera(v)
+        }
+      }()
       default: break
       }
     }
@@ -1264,6 +1641,10 @@ nonisolated extension Coord_V1_Envelope: SwiftProtobuf.Message, SwiftProtobuf._M
       guard case .clockUpdate(let v)? = self.body else { preconditionFailure() }
       try visitor.visitSingularMessageField(value: v, fieldNumber: 29)
     }()
+    case .adjustCamera?: try {
+      guard case .adjustCamera(let v)? = self.body else { preconditionFailure() }
+      try visitor.visitSingularMessageField(value: v, fieldNumber: 30)
+    }()
     case nil: break
     }
     try unknownFields.traverse(visitor: &visitor)
@@ -1310,7 +1691,112 @@ nonisolated extension Coord_V1_Hello: SwiftProtobuf.Message, SwiftProtobuf._Mess
 
 nonisolated extension Coord_V1_HelloReply: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
   public static let protoMessageName: String = _protobuf_package + ".HelloReply"
-  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}node\0\u{3}agent_version\0\u{1}cameras\0\u{1}host\0\u{3}time_service\0")
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}node\0\u{3}agent_version\0\u{1}cameras\0\u{1}host\0\u{3}time_service\0\u{1}resources\0")
+
+  fileprivate class _StorageClass {
+    var _node: String = String()
+    var _agentVersion: String = String()
+    var _cameras: [Coord_V1_CameraInfo] = []
+    var _host: String = String()
+    var _timeService: String = String()
+    var _resources: Coord_V1_NodeResources? = nil
+
+      // This property is used as the initial default value for new instances of the type.
+      // The type itself is protecting the reference to its storage via CoW semantics.
+      // This will force a copy to be made of this reference when the first mutation occurs;
+      // hence, it is safe to mark this as `nonisolated(unsafe)`.
+      static nonisolated(unsafe) let defaultInstance = _StorageClass()
+
+    private init() {}
+
+    init(copying source: _StorageClass) {
+      _node = source._node
+      _agentVersion = source._agentVersion
+      _cameras = source._cameras
+      _host = source._host
+      _timeService = source._timeService
+      _resources = source._resources
+    }
+  }
+
+  fileprivate mutating func _uniqueStorage() -> _StorageClass {
+    if !isKnownUniquelyReferenced(&_storage) {
+      _storage = _StorageClass(copying: _storage)
+    }
+    return _storage
+  }
+
+  public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
+    _ = _uniqueStorage()
+    try withExtendedLifetime(_storage) { (_storage: _StorageClass) in
+      while let fieldNumber = try decoder.nextFieldNumber() {
+        // The use of inline closures is to circumvent an issue where the compiler
+        // allocates stack space for every case branch when no optimizations are
+        // enabled. https://github.com/apple/swift-protobuf/issues/1034
+        switch fieldNumber {
+        case 1: try { try decoder.decodeSingularStringField(value: &_storage._node) }()
+        case 2: try { try decoder.decodeSingularStringField(value: &_storage._agentVersion) }()
+        case 3: try { try decoder.decodeRepeatedMessageField(value: &_storage._cameras) }()
+        case 4: try { try decoder.decodeSingularStringField(value: &_storage._host) }()
+        case 5: try { try decoder.decodeSingularStringField(value: &_storage._timeService) }()
+        case 6: try { try decoder.decodeSingularMessageField(value: &_storage._resources) }()
+        default: break
+        }
+      }
+    }
+  }
+
+  public func traverse<V: SwiftProtobuf.Visitor>(visitor: inout V) throws {
+    try withExtendedLifetime(_storage) { (_storage: _StorageClass) in
+      // The use of inline closures is to circumvent an issue where the compiler
+      // allocates stack space for every if/case branch local when no optimizations
+      // are enabled. https://github.com/apple/swift-protobuf/issues/1034 and
+      // https://github.com/apple/swift-protobuf/issues/1182
+      if !_storage._node.isEmpty {
+        try visitor.visitSingularStringField(value: _storage._node, fieldNumber: 1)
+      }
+      if !_storage._agentVersion.isEmpty {
+        try visitor.visitSingularStringField(value: _storage._agentVersion, fieldNumber: 2)
+      }
+      if !_storage._cameras.isEmpty {
+        try visitor.visitRepeatedMessageField(value: _storage._cameras, fieldNumber: 3)
+      }
+      if !_storage._host.isEmpty {
+        try visitor.visitSingularStringField(value: _storage._host, fieldNumber: 4)
+      }
+      if !_storage._timeService.isEmpty {
+        try visitor.visitSingularStringField(value: _storage._timeService, fieldNumber: 5)
+      }
+      try { if let v = _storage._resources {
+        try visitor.visitSingularMessageField(value: v, fieldNumber: 6)
+      } }()
+    }
+    try unknownFields.traverse(visitor: &visitor)
+  }
+
+  public static func ==(lhs: Coord_V1_HelloReply, rhs: Coord_V1_HelloReply) -> Bool {
+    if lhs._storage !== rhs._storage {
+      let storagesAreEqual: Bool = withExtendedLifetime((lhs._storage, rhs._storage)) { (_args: (_StorageClass, _StorageClass)) in
+        let _storage = _args.0
+        let rhs_storage = _args.1
+        if _storage._node != rhs_storage._node {return false}
+        if _storage._agentVersion != rhs_storage._agentVersion {return false}
+        if _storage._cameras != rhs_storage._cameras {return false}
+        if _storage._host != rhs_storage._host {return false}
+        if _storage._timeService != rhs_storage._timeService {return false}
+        if _storage._resources != rhs_storage._resources {return false}
+        return true
+      }
+      if !storagesAreEqual {return false}
+    }
+    if lhs.unknownFields != rhs.unknownFields {return false}
+    return true
+  }
+}
+
+nonisolated extension Coord_V1_NodeResources: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
+  public static let protoMessageName: String = _protobuf_package + ".NodeResources"
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}buses\0\u{1}calibration\0\u{3}free_disk_bytes\0\u{3}disk_total_bytes\0\u{3}disk_id\0\u{3}cpu_count\0\u{3}cpu_load\0\u{3}thermal_zones\0\u{3}host_id\0")
 
   public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
     while let fieldNumber = try decoder.nextFieldNumber() {
@@ -1318,41 +1804,240 @@ nonisolated extension Coord_V1_HelloReply: SwiftProtobuf.Message, SwiftProtobuf.
       // allocates stack space for every case branch when no optimizations are
       // enabled. https://github.com/apple/swift-protobuf/issues/1034
       switch fieldNumber {
-      case 1: try { try decoder.decodeSingularStringField(value: &self.node) }()
-      case 2: try { try decoder.decodeSingularStringField(value: &self.agentVersion) }()
-      case 3: try { try decoder.decodeRepeatedMessageField(value: &self.cameras) }()
-      case 4: try { try decoder.decodeSingularStringField(value: &self.host) }()
-      case 5: try { try decoder.decodeSingularStringField(value: &self.timeService) }()
+      case 1: try { try decoder.decodeRepeatedMessageField(value: &self.buses) }()
+      case 2: try { try decoder.decodeSingularMessageField(value: &self._calibration) }()
+      case 3: try { try decoder.decodeSingularUInt64Field(value: &self.freeDiskBytes) }()
+      case 4: try { try decoder.decodeSingularUInt64Field(value: &self.diskTotalBytes) }()
+      case 5: try { try decoder.decodeSingularStringField(value: &self.diskID) }()
+      case 6: try { try decoder.decodeSingularUInt32Field(value: &self.cpuCount) }()
+      case 7: try { try decoder.decodeSingularDoubleField(value: &self.cpuLoad) }()
+      case 8: try { try decoder.decodeRepeatedMessageField(value: &self.thermalZones) }()
+      case 9: try { try decoder.decodeSingularStringField(value: &self.hostID) }()
       default: break
       }
     }
   }
 
   public func traverse<V: SwiftProtobuf.Visitor>(visitor: inout V) throws {
-    if !self.node.isEmpty {
-      try visitor.visitSingularStringField(value: self.node, fieldNumber: 1)
+    // The use of inline closures is to circumvent an issue where the compiler
+    // allocates stack space for every if/case branch local when no optimizations
+    // are enabled. https://github.com/apple/swift-protobuf/issues/1034 and
+    // https://github.com/apple/swift-protobuf/issues/1182
+    if !self.buses.isEmpty {
+      try visitor.visitRepeatedMessageField(value: self.buses, fieldNumber: 1)
     }
-    if !self.agentVersion.isEmpty {
-      try visitor.visitSingularStringField(value: self.agentVersion, fieldNumber: 2)
+    try { if let v = self._calibration {
+      try visitor.visitSingularMessageField(value: v, fieldNumber: 2)
+    } }()
+    if self.freeDiskBytes != 0 {
+      try visitor.visitSingularUInt64Field(value: self.freeDiskBytes, fieldNumber: 3)
     }
-    if !self.cameras.isEmpty {
-      try visitor.visitRepeatedMessageField(value: self.cameras, fieldNumber: 3)
+    if self.diskTotalBytes != 0 {
+      try visitor.visitSingularUInt64Field(value: self.diskTotalBytes, fieldNumber: 4)
     }
-    if !self.host.isEmpty {
-      try visitor.visitSingularStringField(value: self.host, fieldNumber: 4)
+    if !self.diskID.isEmpty {
+      try visitor.visitSingularStringField(value: self.diskID, fieldNumber: 5)
     }
-    if !self.timeService.isEmpty {
-      try visitor.visitSingularStringField(value: self.timeService, fieldNumber: 5)
+    if self.cpuCount != 0 {
+      try visitor.visitSingularUInt32Field(value: self.cpuCount, fieldNumber: 6)
+    }
+    if self.cpuLoad.bitPattern != 0 {
+      try visitor.visitSingularDoubleField(value: self.cpuLoad, fieldNumber: 7)
+    }
+    if !self.thermalZones.isEmpty {
+      try visitor.visitRepeatedMessageField(value: self.thermalZones, fieldNumber: 8)
+    }
+    if !self.hostID.isEmpty {
+      try visitor.visitSingularStringField(value: self.hostID, fieldNumber: 9)
     }
     try unknownFields.traverse(visitor: &visitor)
   }
 
-  public static func ==(lhs: Coord_V1_HelloReply, rhs: Coord_V1_HelloReply) -> Bool {
-    if lhs.node != rhs.node {return false}
-    if lhs.agentVersion != rhs.agentVersion {return false}
-    if lhs.cameras != rhs.cameras {return false}
-    if lhs.host != rhs.host {return false}
-    if lhs.timeService != rhs.timeService {return false}
+  public static func ==(lhs: Coord_V1_NodeResources, rhs: Coord_V1_NodeResources) -> Bool {
+    if lhs.buses != rhs.buses {return false}
+    if lhs._calibration != rhs._calibration {return false}
+    if lhs.freeDiskBytes != rhs.freeDiskBytes {return false}
+    if lhs.diskTotalBytes != rhs.diskTotalBytes {return false}
+    if lhs.diskID != rhs.diskID {return false}
+    if lhs.cpuCount != rhs.cpuCount {return false}
+    if lhs.cpuLoad != rhs.cpuLoad {return false}
+    if lhs.thermalZones != rhs.thermalZones {return false}
+    if lhs.hostID != rhs.hostID {return false}
+    if lhs.unknownFields != rhs.unknownFields {return false}
+    return true
+  }
+}
+
+nonisolated extension Coord_V1_Bus: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
+  public static let protoMessageName: String = _protobuf_package + ".Bus"
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}id\0\u{1}kind\0\u{3}bandwidth_bytes_per_s\0")
+
+  public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
+    while let fieldNumber = try decoder.nextFieldNumber() {
+      // The use of inline closures is to circumvent an issue where the compiler
+      // allocates stack space for every case branch when no optimizations are
+      // enabled. https://github.com/apple/swift-protobuf/issues/1034
+      switch fieldNumber {
+      case 1: try { try decoder.decodeSingularStringField(value: &self.id) }()
+      case 2: try { try decoder.decodeSingularStringField(value: &self.kind) }()
+      case 3: try { try decoder.decodeSingularDoubleField(value: &self.bandwidthBytesPerS) }()
+      default: break
+      }
+    }
+  }
+
+  public func traverse<V: SwiftProtobuf.Visitor>(visitor: inout V) throws {
+    if !self.id.isEmpty {
+      try visitor.visitSingularStringField(value: self.id, fieldNumber: 1)
+    }
+    if !self.kind.isEmpty {
+      try visitor.visitSingularStringField(value: self.kind, fieldNumber: 2)
+    }
+    if self.bandwidthBytesPerS.bitPattern != 0 {
+      try visitor.visitSingularDoubleField(value: self.bandwidthBytesPerS, fieldNumber: 3)
+    }
+    try unknownFields.traverse(visitor: &visitor)
+  }
+
+  public static func ==(lhs: Coord_V1_Bus, rhs: Coord_V1_Bus) -> Bool {
+    if lhs.id != rhs.id {return false}
+    if lhs.kind != rhs.kind {return false}
+    if lhs.bandwidthBytesPerS != rhs.bandwidthBytesPerS {return false}
+    if lhs.unknownFields != rhs.unknownFields {return false}
+    return true
+  }
+}
+
+nonisolated extension Coord_V1_Calibration: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
+  public static let protoMessageName: String = _protobuf_package + ".Calibration"
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{3}disk_write_bytes_per_s\0\u{1}encode\0\u{3}heating_c_per_s\0\u{3}cpu_count\0\u{3}measured_at\0")
+
+  public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
+    while let fieldNumber = try decoder.nextFieldNumber() {
+      // The use of inline closures is to circumvent an issue where the compiler
+      // allocates stack space for every case branch when no optimizations are
+      // enabled. https://github.com/apple/swift-protobuf/issues/1034
+      switch fieldNumber {
+      case 1: try { try decoder.decodeSingularDoubleField(value: &self.diskWriteBytesPerS) }()
+      case 2: try { try decoder.decodeRepeatedMessageField(value: &self.encode) }()
+      case 3: try { try decoder.decodeSingularDoubleField(value: &self.heatingCPerS) }()
+      case 4: try { try decoder.decodeSingularUInt32Field(value: &self.cpuCount) }()
+      case 5: try { try decoder.decodeSingularStringField(value: &self.measuredAt) }()
+      default: break
+      }
+    }
+  }
+
+  public func traverse<V: SwiftProtobuf.Visitor>(visitor: inout V) throws {
+    if self.diskWriteBytesPerS.bitPattern != 0 {
+      try visitor.visitSingularDoubleField(value: self.diskWriteBytesPerS, fieldNumber: 1)
+    }
+    if !self.encode.isEmpty {
+      try visitor.visitRepeatedMessageField(value: self.encode, fieldNumber: 2)
+    }
+    if self.heatingCPerS.bitPattern != 0 {
+      try visitor.visitSingularDoubleField(value: self.heatingCPerS, fieldNumber: 3)
+    }
+    if self.cpuCount != 0 {
+      try visitor.visitSingularUInt32Field(value: self.cpuCount, fieldNumber: 4)
+    }
+    if !self.measuredAt.isEmpty {
+      try visitor.visitSingularStringField(value: self.measuredAt, fieldNumber: 5)
+    }
+    try unknownFields.traverse(visitor: &visitor)
+  }
+
+  public static func ==(lhs: Coord_V1_Calibration, rhs: Coord_V1_Calibration) -> Bool {
+    if lhs.diskWriteBytesPerS != rhs.diskWriteBytesPerS {return false}
+    if lhs.encode != rhs.encode {return false}
+    if lhs.heatingCPerS != rhs.heatingCPerS {return false}
+    if lhs.cpuCount != rhs.cpuCount {return false}
+    if lhs.measuredAt != rhs.measuredAt {return false}
+    if lhs.unknownFields != rhs.unknownFields {return false}
+    return true
+  }
+}
+
+nonisolated extension Coord_V1_CodecRate: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
+  public static let protoMessageName: String = _protobuf_package + ".CodecRate"
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}codec\0\u{3}pixels_per_s\0\u{3}bytes_per_pixel\0")
+
+  public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
+    while let fieldNumber = try decoder.nextFieldNumber() {
+      // The use of inline closures is to circumvent an issue where the compiler
+      // allocates stack space for every case branch when no optimizations are
+      // enabled. https://github.com/apple/swift-protobuf/issues/1034
+      switch fieldNumber {
+      case 1: try { try decoder.decodeSingularStringField(value: &self.codec) }()
+      case 2: try { try decoder.decodeSingularDoubleField(value: &self.pixelsPerS) }()
+      case 3: try { try decoder.decodeSingularDoubleField(value: &self.bytesPerPixel) }()
+      default: break
+      }
+    }
+  }
+
+  public func traverse<V: SwiftProtobuf.Visitor>(visitor: inout V) throws {
+    if !self.codec.isEmpty {
+      try visitor.visitSingularStringField(value: self.codec, fieldNumber: 1)
+    }
+    if self.pixelsPerS.bitPattern != 0 {
+      try visitor.visitSingularDoubleField(value: self.pixelsPerS, fieldNumber: 2)
+    }
+    if self.bytesPerPixel.bitPattern != 0 {
+      try visitor.visitSingularDoubleField(value: self.bytesPerPixel, fieldNumber: 3)
+    }
+    try unknownFields.traverse(visitor: &visitor)
+  }
+
+  public static func ==(lhs: Coord_V1_CodecRate, rhs: Coord_V1_CodecRate) -> Bool {
+    if lhs.codec != rhs.codec {return false}
+    if lhs.pixelsPerS != rhs.pixelsPerS {return false}
+    if lhs.bytesPerPixel != rhs.bytesPerPixel {return false}
+    if lhs.unknownFields != rhs.unknownFields {return false}
+    return true
+  }
+}
+
+nonisolated extension Coord_V1_ThermalZone: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
+  public static let protoMessageName: String = _protobuf_package + ".ThermalZone"
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}name\0\u{1}celsius\0\u{3}passive_celsius\0\u{3}critical_celsius\0")
+
+  public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
+    while let fieldNumber = try decoder.nextFieldNumber() {
+      // The use of inline closures is to circumvent an issue where the compiler
+      // allocates stack space for every case branch when no optimizations are
+      // enabled. https://github.com/apple/swift-protobuf/issues/1034
+      switch fieldNumber {
+      case 1: try { try decoder.decodeSingularStringField(value: &self.name) }()
+      case 2: try { try decoder.decodeSingularDoubleField(value: &self.celsius) }()
+      case 3: try { try decoder.decodeSingularDoubleField(value: &self.passiveCelsius) }()
+      case 4: try { try decoder.decodeSingularDoubleField(value: &self.criticalCelsius) }()
+      default: break
+      }
+    }
+  }
+
+  public func traverse<V: SwiftProtobuf.Visitor>(visitor: inout V) throws {
+    if !self.name.isEmpty {
+      try visitor.visitSingularStringField(value: self.name, fieldNumber: 1)
+    }
+    if self.celsius.bitPattern != 0 {
+      try visitor.visitSingularDoubleField(value: self.celsius, fieldNumber: 2)
+    }
+    if self.passiveCelsius.bitPattern != 0 {
+      try visitor.visitSingularDoubleField(value: self.passiveCelsius, fieldNumber: 3)
+    }
+    if self.criticalCelsius.bitPattern != 0 {
+      try visitor.visitSingularDoubleField(value: self.criticalCelsius, fieldNumber: 4)
+    }
+    try unknownFields.traverse(visitor: &visitor)
+  }
+
+  public static func ==(lhs: Coord_V1_ThermalZone, rhs: Coord_V1_ThermalZone) -> Bool {
+    if lhs.name != rhs.name {return false}
+    if lhs.celsius != rhs.celsius {return false}
+    if lhs.passiveCelsius != rhs.passiveCelsius {return false}
+    if lhs.criticalCelsius != rhs.criticalCelsius {return false}
     if lhs.unknownFields != rhs.unknownFields {return false}
     return true
   }
@@ -1360,7 +2045,7 @@ nonisolated extension Coord_V1_HelloReply: SwiftProtobuf.Message, SwiftProtobuf.
 
 nonisolated extension Coord_V1_CameraInfo: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
   public static let protoMessageName: String = _protobuf_package + ".CameraInfo"
-  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}name\0\u{1}source\0\u{1}device\0\u{1}formats\0\u{1}codecs\0")
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}name\0\u{1}source\0\u{1}device\0\u{1}formats\0\u{1}codecs\0\u{1}bus\0")
 
   public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
     while let fieldNumber = try decoder.nextFieldNumber() {
@@ -1373,6 +2058,7 @@ nonisolated extension Coord_V1_CameraInfo: SwiftProtobuf.Message, SwiftProtobuf.
       case 3: try { try decoder.decodeSingularStringField(value: &self.device) }()
       case 4: try { try decoder.decodeRepeatedMessageField(value: &self.formats) }()
       case 5: try { try decoder.decodeRepeatedStringField(value: &self.codecs) }()
+      case 6: try { try decoder.decodeSingularStringField(value: &self.bus) }()
       default: break
       }
     }
@@ -1394,6 +2080,9 @@ nonisolated extension Coord_V1_CameraInfo: SwiftProtobuf.Message, SwiftProtobuf.
     if !self.codecs.isEmpty {
       try visitor.visitRepeatedStringField(value: self.codecs, fieldNumber: 5)
     }
+    if !self.bus.isEmpty {
+      try visitor.visitSingularStringField(value: self.bus, fieldNumber: 6)
+    }
     try unknownFields.traverse(visitor: &visitor)
   }
 
@@ -1403,6 +2092,7 @@ nonisolated extension Coord_V1_CameraInfo: SwiftProtobuf.Message, SwiftProtobuf.
     if lhs.device != rhs.device {return false}
     if lhs.formats != rhs.formats {return false}
     if lhs.codecs != rhs.codecs {return false}
+    if lhs.bus != rhs.bus {return false}
     if lhs.unknownFields != rhs.unknownFields {return false}
     return true
   }
@@ -1495,7 +2185,7 @@ nonisolated extension Coord_V1_Configure: SwiftProtobuf.Message, SwiftProtobuf._
 
 nonisolated extension Coord_V1_CameraConfig: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
   public static let protoMessageName: String = _protobuf_package + ".CameraConfig"
-  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}camera\0\u{1}ordinal\0\u{1}width\0\u{1}height\0\u{1}fps\0\u{1}codec\0")
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}camera\0\u{1}ordinal\0\u{1}width\0\u{1}height\0\u{1}fps\0\u{1}codec\0\u{3}record_every\0")
 
   public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
     while let fieldNumber = try decoder.nextFieldNumber() {
@@ -1509,6 +2199,7 @@ nonisolated extension Coord_V1_CameraConfig: SwiftProtobuf.Message, SwiftProtobu
       case 4: try { try decoder.decodeSingularUInt32Field(value: &self.height) }()
       case 5: try { try decoder.decodeSingularUInt32Field(value: &self.fps) }()
       case 6: try { try decoder.decodeSingularStringField(value: &self.codec) }()
+      case 7: try { try decoder.decodeSingularUInt32Field(value: &self.recordEvery) }()
       default: break
       }
     }
@@ -1533,6 +2224,9 @@ nonisolated extension Coord_V1_CameraConfig: SwiftProtobuf.Message, SwiftProtobu
     if !self.codec.isEmpty {
       try visitor.visitSingularStringField(value: self.codec, fieldNumber: 6)
     }
+    if self.recordEvery != 0 {
+      try visitor.visitSingularUInt32Field(value: self.recordEvery, fieldNumber: 7)
+    }
     try unknownFields.traverse(visitor: &visitor)
   }
 
@@ -1543,6 +2237,7 @@ nonisolated extension Coord_V1_CameraConfig: SwiftProtobuf.Message, SwiftProtobu
     if lhs.height != rhs.height {return false}
     if lhs.fps != rhs.fps {return false}
     if lhs.codec != rhs.codec {return false}
+    if lhs.recordEvery != rhs.recordEvery {return false}
     if lhs.unknownFields != rhs.unknownFields {return false}
     return true
   }
@@ -1761,6 +2456,65 @@ nonisolated extension Coord_V1_StartAt: SwiftProtobuf.Message, SwiftProtobuf._Me
   }
 }
 
+nonisolated extension Coord_V1_AdjustCamera: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
+  public static let protoMessageName: String = _protobuf_package + ".AdjustCamera"
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{3}take_id\0\u{1}camera\0\u{1}action\0\u{3}record_every\0\u{3}from_group\0\u{1}reason\0")
+
+  public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
+    while let fieldNumber = try decoder.nextFieldNumber() {
+      // The use of inline closures is to circumvent an issue where the compiler
+      // allocates stack space for every case branch when no optimizations are
+      // enabled. https://github.com/apple/swift-protobuf/issues/1034
+      switch fieldNumber {
+      case 1: try { try decoder.decodeSingularStringField(value: &self.takeID) }()
+      case 2: try { try decoder.decodeSingularStringField(value: &self.camera) }()
+      case 3: try { try decoder.decodeSingularEnumField(value: &self.action) }()
+      case 4: try { try decoder.decodeSingularUInt32Field(value: &self.recordEvery) }()
+      case 5: try { try decoder.decodeSingularInt64Field(value: &self.fromGroup) }()
+      case 6: try { try decoder.decodeSingularStringField(value: &self.reason) }()
+      default: break
+      }
+    }
+  }
+
+  public func traverse<V: SwiftProtobuf.Visitor>(visitor: inout V) throws {
+    if !self.takeID.isEmpty {
+      try visitor.visitSingularStringField(value: self.takeID, fieldNumber: 1)
+    }
+    if !self.camera.isEmpty {
+      try visitor.visitSingularStringField(value: self.camera, fieldNumber: 2)
+    }
+    if self.action != .unspecified {
+      try visitor.visitSingularEnumField(value: self.action, fieldNumber: 3)
+    }
+    if self.recordEvery != 0 {
+      try visitor.visitSingularUInt32Field(value: self.recordEvery, fieldNumber: 4)
+    }
+    if self.fromGroup != 0 {
+      try visitor.visitSingularInt64Field(value: self.fromGroup, fieldNumber: 5)
+    }
+    if !self.reason.isEmpty {
+      try visitor.visitSingularStringField(value: self.reason, fieldNumber: 6)
+    }
+    try unknownFields.traverse(visitor: &visitor)
+  }
+
+  public static func ==(lhs: Coord_V1_AdjustCamera, rhs: Coord_V1_AdjustCamera) -> Bool {
+    if lhs.takeID != rhs.takeID {return false}
+    if lhs.camera != rhs.camera {return false}
+    if lhs.action != rhs.action {return false}
+    if lhs.recordEvery != rhs.recordEvery {return false}
+    if lhs.fromGroup != rhs.fromGroup {return false}
+    if lhs.reason != rhs.reason {return false}
+    if lhs.unknownFields != rhs.unknownFields {return false}
+    return true
+  }
+}
+
+nonisolated extension Coord_V1_AdjustCamera.Action: SwiftProtobuf._ProtoNameProviding {
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{2}\0ACTION_UNSPECIFIED\0\u{1}SLOW\0\u{1}DISABLE\0")
+}
+
 nonisolated extension Coord_V1_StopAt: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
   public static let protoMessageName: String = _protobuf_package + ".StopAt"
   public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{3}take_id\0\u{3}stop_group\0")
@@ -1852,54 +2606,132 @@ nonisolated extension Coord_V1_StatusRequest: SwiftProtobuf.Message, SwiftProtob
 
 nonisolated extension Coord_V1_Status: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
   public static let protoMessageName: String = _protobuf_package + ".Status"
-  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}node\0\u{1}state\0\u{3}take_id\0\u{1}cameras\0\u{3}local_now_us\0\u{1}detail\0")
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}node\0\u{1}state\0\u{3}take_id\0\u{1}cameras\0\u{3}local_now_us\0\u{1}detail\0\u{1}pressure\0\u{3}pressure_cause\0\u{1}events\0\u{1}resources\0")
+
+  fileprivate class _StorageClass {
+    var _node: String = String()
+    var _state: Coord_V1_Status.State = .unspecified
+    var _takeID: String = String()
+    var _cameras: [Coord_V1_CameraStatus] = []
+    var _localNowUs: Int64 = 0
+    var _detail: String = String()
+    var _pressure: Coord_V1_PressureLevel = .unspecified
+    var _pressureCause: String = String()
+    var _events: [Coord_V1_NodeEvent] = []
+    var _resources: Coord_V1_NodeResources? = nil
+
+      // This property is used as the initial default value for new instances of the type.
+      // The type itself is protecting the reference to its storage via CoW semantics.
+      // This will force a copy to be made of this reference when the first mutation occurs;
+      // hence, it is safe to mark this as `nonisolated(unsafe)`.
+      static nonisolated(unsafe) let defaultInstance = _StorageClass()
+
+    private init() {}
+
+    init(copying source: _StorageClass) {
+      _node = source._node
+      _state = source._state
+      _takeID = source._takeID
+      _cameras = source._cameras
+      _localNowUs = source._localNowUs
+      _detail = source._detail
+      _pressure = source._pressure
+      _pressureCause = source._pressureCause
+      _events = source._events
+      _resources = source._resources
+    }
+  }
+
+  fileprivate mutating func _uniqueStorage() -> _StorageClass {
+    if !isKnownUniquelyReferenced(&_storage) {
+      _storage = _StorageClass(copying: _storage)
+    }
+    return _storage
+  }
 
   public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
-    while let fieldNumber = try decoder.nextFieldNumber() {
-      // The use of inline closures is to circumvent an issue where the compiler
-      // allocates stack space for every case branch when no optimizations are
-      // enabled. https://github.com/apple/swift-protobuf/issues/1034
-      switch fieldNumber {
-      case 1: try { try decoder.decodeSingularStringField(value: &self.node) }()
-      case 2: try { try decoder.decodeSingularEnumField(value: &self.state) }()
-      case 3: try { try decoder.decodeSingularStringField(value: &self.takeID) }()
-      case 4: try { try decoder.decodeRepeatedMessageField(value: &self.cameras) }()
-      case 5: try { try decoder.decodeSingularInt64Field(value: &self.localNowUs) }()
-      case 6: try { try decoder.decodeSingularStringField(value: &self.detail) }()
-      default: break
+    _ = _uniqueStorage()
+    try withExtendedLifetime(_storage) { (_storage: _StorageClass) in
+      while let fieldNumber = try decoder.nextFieldNumber() {
+        // The use of inline closures is to circumvent an issue where the compiler
+        // allocates stack space for every case branch when no optimizations are
+        // enabled. https://github.com/apple/swift-protobuf/issues/1034
+        switch fieldNumber {
+        case 1: try { try decoder.decodeSingularStringField(value: &_storage._node) }()
+        case 2: try { try decoder.decodeSingularEnumField(value: &_storage._state) }()
+        case 3: try { try decoder.decodeSingularStringField(value: &_storage._takeID) }()
+        case 4: try { try decoder.decodeRepeatedMessageField(value: &_storage._cameras) }()
+        case 5: try { try decoder.decodeSingularInt64Field(value: &_storage._localNowUs) }()
+        case 6: try { try decoder.decodeSingularStringField(value: &_storage._detail) }()
+        case 7: try { try decoder.decodeSingularEnumField(value: &_storage._pressure) }()
+        case 8: try { try decoder.decodeSingularStringField(value: &_storage._pressureCause) }()
+        case 9: try { try decoder.decodeRepeatedMessageField(value: &_storage._events) }()
+        case 10: try { try decoder.decodeSingularMessageField(value: &_storage._resources) }()
+        default: break
+        }
       }
     }
   }
 
   public func traverse<V: SwiftProtobuf.Visitor>(visitor: inout V) throws {
-    if !self.node.isEmpty {
-      try visitor.visitSingularStringField(value: self.node, fieldNumber: 1)
-    }
-    if self.state != .unspecified {
-      try visitor.visitSingularEnumField(value: self.state, fieldNumber: 2)
-    }
-    if !self.takeID.isEmpty {
-      try visitor.visitSingularStringField(value: self.takeID, fieldNumber: 3)
-    }
-    if !self.cameras.isEmpty {
-      try visitor.visitRepeatedMessageField(value: self.cameras, fieldNumber: 4)
-    }
-    if self.localNowUs != 0 {
-      try visitor.visitSingularInt64Field(value: self.localNowUs, fieldNumber: 5)
-    }
-    if !self.detail.isEmpty {
-      try visitor.visitSingularStringField(value: self.detail, fieldNumber: 6)
+    try withExtendedLifetime(_storage) { (_storage: _StorageClass) in
+      // The use of inline closures is to circumvent an issue where the compiler
+      // allocates stack space for every if/case branch local when no optimizations
+      // are enabled. https://github.com/apple/swift-protobuf/issues/1034 and
+      // https://github.com/apple/swift-protobuf/issues/1182
+      if !_storage._node.isEmpty {
+        try visitor.visitSingularStringField(value: _storage._node, fieldNumber: 1)
+      }
+      if _storage._state != .unspecified {
+        try visitor.visitSingularEnumField(value: _storage._state, fieldNumber: 2)
+      }
+      if !_storage._takeID.isEmpty {
+        try visitor.visitSingularStringField(value: _storage._takeID, fieldNumber: 3)
+      }
+      if !_storage._cameras.isEmpty {
+        try visitor.visitRepeatedMessageField(value: _storage._cameras, fieldNumber: 4)
+      }
+      if _storage._localNowUs != 0 {
+        try visitor.visitSingularInt64Field(value: _storage._localNowUs, fieldNumber: 5)
+      }
+      if !_storage._detail.isEmpty {
+        try visitor.visitSingularStringField(value: _storage._detail, fieldNumber: 6)
+      }
+      if _storage._pressure != .unspecified {
+        try visitor.visitSingularEnumField(value: _storage._pressure, fieldNumber: 7)
+      }
+      if !_storage._pressureCause.isEmpty {
+        try visitor.visitSingularStringField(value: _storage._pressureCause, fieldNumber: 8)
+      }
+      if !_storage._events.isEmpty {
+        try visitor.visitRepeatedMessageField(value: _storage._events, fieldNumber: 9)
+      }
+      try { if let v = _storage._resources {
+        try visitor.visitSingularMessageField(value: v, fieldNumber: 10)
+      } }()
     }
     try unknownFields.traverse(visitor: &visitor)
   }
 
   public static func ==(lhs: Coord_V1_Status, rhs: Coord_V1_Status) -> Bool {
-    if lhs.node != rhs.node {return false}
-    if lhs.state != rhs.state {return false}
-    if lhs.takeID != rhs.takeID {return false}
-    if lhs.cameras != rhs.cameras {return false}
-    if lhs.localNowUs != rhs.localNowUs {return false}
-    if lhs.detail != rhs.detail {return false}
+    if lhs._storage !== rhs._storage {
+      let storagesAreEqual: Bool = withExtendedLifetime((lhs._storage, rhs._storage)) { (_args: (_StorageClass, _StorageClass)) in
+        let _storage = _args.0
+        let rhs_storage = _args.1
+        if _storage._node != rhs_storage._node {return false}
+        if _storage._state != rhs_storage._state {return false}
+        if _storage._takeID != rhs_storage._takeID {return false}
+        if _storage._cameras != rhs_storage._cameras {return false}
+        if _storage._localNowUs != rhs_storage._localNowUs {return false}
+        if _storage._detail != rhs_storage._detail {return false}
+        if _storage._pressure != rhs_storage._pressure {return false}
+        if _storage._pressureCause != rhs_storage._pressureCause {return false}
+        if _storage._events != rhs_storage._events {return false}
+        if _storage._resources != rhs_storage._resources {return false}
+        return true
+      }
+      if !storagesAreEqual {return false}
+    }
     if lhs.unknownFields != rhs.unknownFields {return false}
     return true
   }
@@ -1909,9 +2741,54 @@ nonisolated extension Coord_V1_Status.State: SwiftProtobuf._ProtoNameProviding {
   public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{2}\0STATE_UNSPECIFIED\0\u{1}IDLE\0\u{1}CONFIGURED\0\u{1}ARMED\0\u{1}RECORDING\0\u{1}FINISHED\0\u{1}FAILED\0")
 }
 
+nonisolated extension Coord_V1_NodeEvent: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
+  public static let protoMessageName: String = _protobuf_package + ".NodeEvent"
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{3}t_us\0\u{1}camera\0\u{1}kind\0\u{1}detail\0")
+
+  public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
+    while let fieldNumber = try decoder.nextFieldNumber() {
+      // The use of inline closures is to circumvent an issue where the compiler
+      // allocates stack space for every case branch when no optimizations are
+      // enabled. https://github.com/apple/swift-protobuf/issues/1034
+      switch fieldNumber {
+      case 1: try { try decoder.decodeSingularInt64Field(value: &self.tUs) }()
+      case 2: try { try decoder.decodeSingularStringField(value: &self.camera) }()
+      case 3: try { try decoder.decodeSingularStringField(value: &self.kind) }()
+      case 4: try { try decoder.decodeSingularStringField(value: &self.detail) }()
+      default: break
+      }
+    }
+  }
+
+  public func traverse<V: SwiftProtobuf.Visitor>(visitor: inout V) throws {
+    if self.tUs != 0 {
+      try visitor.visitSingularInt64Field(value: self.tUs, fieldNumber: 1)
+    }
+    if !self.camera.isEmpty {
+      try visitor.visitSingularStringField(value: self.camera, fieldNumber: 2)
+    }
+    if !self.kind.isEmpty {
+      try visitor.visitSingularStringField(value: self.kind, fieldNumber: 3)
+    }
+    if !self.detail.isEmpty {
+      try visitor.visitSingularStringField(value: self.detail, fieldNumber: 4)
+    }
+    try unknownFields.traverse(visitor: &visitor)
+  }
+
+  public static func ==(lhs: Coord_V1_NodeEvent, rhs: Coord_V1_NodeEvent) -> Bool {
+    if lhs.tUs != rhs.tUs {return false}
+    if lhs.camera != rhs.camera {return false}
+    if lhs.kind != rhs.kind {return false}
+    if lhs.detail != rhs.detail {return false}
+    if lhs.unknownFields != rhs.unknownFields {return false}
+    return true
+  }
+}
+
 nonisolated extension Coord_V1_CameraStatus: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
   public static let protoMessageName: String = _protobuf_package + ".CameraStatus"
-  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}camera\0\u{1}frames\0\u{1}dropped\0\u{3}last_group\0\u{1}finished\0\u{1}error\0\u{3}timestamp_noise_us\0\u{3}center_uncertainty_us\0\u{3}phase_restarts\0")
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}camera\0\u{1}frames\0\u{1}dropped\0\u{3}last_group\0\u{1}finished\0\u{1}error\0\u{3}timestamp_noise_us\0\u{3}center_uncertainty_us\0\u{3}phase_restarts\0\u{1}held\0\u{3}record_every\0\u{1}disabled\0\u{3}bytes_written\0")
 
   public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
     while let fieldNumber = try decoder.nextFieldNumber() {
@@ -1928,6 +2805,10 @@ nonisolated extension Coord_V1_CameraStatus: SwiftProtobuf.Message, SwiftProtobu
       case 7: try { try decoder.decodeSingularDoubleField(value: &self.timestampNoiseUs) }()
       case 8: try { try decoder.decodeSingularDoubleField(value: &self.centerUncertaintyUs) }()
       case 9: try { try decoder.decodeSingularUInt32Field(value: &self.phaseRestarts) }()
+      case 10: try { try decoder.decodeSingularUInt64Field(value: &self.held) }()
+      case 11: try { try decoder.decodeSingularUInt32Field(value: &self.recordEvery) }()
+      case 12: try { try decoder.decodeSingularBoolField(value: &self.disabled) }()
+      case 13: try { try decoder.decodeSingularUInt64Field(value: &self.bytesWritten) }()
       default: break
       }
     }
@@ -1961,6 +2842,18 @@ nonisolated extension Coord_V1_CameraStatus: SwiftProtobuf.Message, SwiftProtobu
     if self.phaseRestarts != 0 {
       try visitor.visitSingularUInt32Field(value: self.phaseRestarts, fieldNumber: 9)
     }
+    if self.held != 0 {
+      try visitor.visitSingularUInt64Field(value: self.held, fieldNumber: 10)
+    }
+    if self.recordEvery != 0 {
+      try visitor.visitSingularUInt32Field(value: self.recordEvery, fieldNumber: 11)
+    }
+    if self.disabled != false {
+      try visitor.visitSingularBoolField(value: self.disabled, fieldNumber: 12)
+    }
+    if self.bytesWritten != 0 {
+      try visitor.visitSingularUInt64Field(value: self.bytesWritten, fieldNumber: 13)
+    }
     try unknownFields.traverse(visitor: &visitor)
   }
 
@@ -1974,6 +2867,10 @@ nonisolated extension Coord_V1_CameraStatus: SwiftProtobuf.Message, SwiftProtobu
     if lhs.timestampNoiseUs != rhs.timestampNoiseUs {return false}
     if lhs.centerUncertaintyUs != rhs.centerUncertaintyUs {return false}
     if lhs.phaseRestarts != rhs.phaseRestarts {return false}
+    if lhs.held != rhs.held {return false}
+    if lhs.recordEvery != rhs.recordEvery {return false}
+    if lhs.disabled != rhs.disabled {return false}
+    if lhs.bytesWritten != rhs.bytesWritten {return false}
     if lhs.unknownFields != rhs.unknownFields {return false}
     return true
   }
