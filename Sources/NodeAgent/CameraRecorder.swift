@@ -139,6 +139,17 @@ final class CameraRecorder: @unchecked Sendable {
         lock.unlock()
     }
 
+    /// From group `from` on, writes one group in `recordEvery` from the sensor and fills the others with the
+    /// previous frame (counted as held, not dropped); the sensor keeps its rate, so its phase lock is untouched.
+    func slow(recordEvery: Int, from group: Int64) {
+        // TODO(helper B): implement.
+    }
+
+    /// Ends this camera's files before group `from`; the node's other cameras go on.
+    func disable(from group: Int64) {
+        stop(at: group)
+    }
+
     /// Stops without finishing the take's groups (abort, or shutdown before start).
     func abandonRecording() {
         lock.lock()

@@ -27,6 +27,18 @@ public struct NodeConfiguration: Sendable {
     public var parentPID: Int32?
     /// Keep files after the coordinator confirmed them (default: delete them to free the disk).
     public var keepAfterCollect = false
+    /// Every sysfs and procfs path (thermal zones, CPUs, USB buses, load) is read under this root, so tests
+    /// can feed a fake tree; "/" on a real node.
+    public var systemRoot = URL(fileURLWithPath: "/")
+    /// Where `coord-node calibrate` stored this node's measured capacities; nil: `<staging>/calibration.json`.
+    public var calibrationPath: URL?
+    /// The buses synthetic cameras declare (`--synthetic-bus`), and which bus each synthetic camera sits on
+    /// (`--synthetic NAME@BUS`); a camera not listed sits on no shared bus.
+    public var syntheticBuses: [Bus] = []
+    public var syntheticCameraBus: [String: String] = [:]
+
+    /// The calibration file this node reads.
+    public var calibrationFile: URL { calibrationPath ?? staging.appendingPathComponent("calibration.json") }
 
     public init(name: String, endpoint: String, staging: URL, syntheticCameras: [String]) {
         self.name = name
@@ -292,7 +304,32 @@ public final class NodeAgent: @unchecked Sendable {
 
     /// The coordinator's pressure policy slows or disables one camera from a group on.
     private func adjust(_ message: Coord_V1_AdjustCamera) throws(NodeFailure) -> String {
-        throw NodeFailure(.badState, "adjusting camera \(message.camera) is not supported yet.")
+        lock.lock()
+        defer { lock.unlock() }
+        guard machine.takeID == message.takeID, machine.state == .recording || machine.state == .armed else {
+            throw NodeFailure(.badState, "node \(configuration.name) is not recording take \(message.takeID).")
+        }
+        guard let recorder = recorders.first(where: { $0.settings.camera == message.camera }) else {
+            throw NodeFailure(.notFound, "node \(configuration.name) records no camera \(message.camera) in take \(message.takeID).")
+        }
+        switch message.action {
+        case .slow:
+            let every = Int(message.recordEvery)
+            guard every >= 1, every <= recorder.settings.fps else {
+                throw NodeFailure(.badConfig, "camera \(configuration.name)/\(message.camera): record_every \(every) must be between 1 and \(recorder.settings.fps).")
+            }
+            recorder.slow(recordEvery: every, from: message.fromGroup)
+            logger.notice("camera slowed", metadata: ["camera": "\(message.camera)", "record_every": "\(every)",
+                                                      "from_group": "\(message.fromGroup)", "reason": "\(message.reason)"])
+            return "camera \(message.camera) records one group in \(every) from group \(message.fromGroup)"
+        case .disable:
+            recorder.disable(from: message.fromGroup)
+            logger.notice("camera disabled", metadata: ["camera": "\(message.camera)", "from_group": "\(message.fromGroup)",
+                                                        "reason": "\(message.reason)"])
+            return "camera \(message.camera) ends before group \(message.fromGroup)"
+        case .unspecified, .UNRECOGNIZED:
+            throw NodeFailure(.badConfig, "adjusting camera \(message.camera): the action is missing or unknown.")
+        }
     }
 
     private func stop(_ message: Coord_V1_StopAt) throws(NodeFailure) {
