@@ -20,6 +20,14 @@ final class CameraRecorder: @unchecked Sendable {
         var centerUncertainty: Double = 0
         /// Times the phase fit restarted (dropped frames, or timing it could not explain).
         var phaseRestarts = 0
+        /// Groups filled on purpose (a frame-rate cap or a slow-down); not counted in `dropped`.
+        var held: Int64 = 0
+        /// One group in this many is recorded from the sensor now.
+        var recordEvery = 1
+        /// Disabled during the take (its file ends early on purpose).
+        var disabled = false
+        /// Bytes of the .mkv so far.
+        var bytesWritten: UInt64 = 0
     }
 
     let settings: CameraSettings

@@ -398,6 +398,10 @@ public final class NodeAgent: @unchecked Sendable {
             c.timestampNoiseUs = p.timestampNoise
             c.centerUncertaintyUs = p.centerUncertainty
             c.phaseRestarts = UInt32(clamping: p.phaseRestarts)
+            c.held = UInt64(p.held)
+            c.recordEvery = UInt32(clamping: p.recordEvery)
+            c.disabled = p.disabled
+            c.bytesWritten = p.bytesWritten
             return c
         }
         return s
