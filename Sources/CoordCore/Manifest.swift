@@ -84,9 +84,17 @@ public struct TakeManifest: Codable, Equatable, Sendable {
         /// error of the `center_us` estimates. Not contract keys.
         public var timestampNoiseMicroseconds: Double?
         public var centerUncertaintyMicroseconds: Double?
+        /// The rig file's priority, the frame-rate cap in force at the start (one group in `record_every` from the
+        /// sensor), the groups filled on purpose (`held`, not in `dropped`), and whether the pressure policy
+        /// disabled the camera mid-take. Not contract keys.
+        public var priority: Int?
+        public var recordEvery: Int?
+        public var held: Int64?
+        public var disabled: Bool?
         enum CodingKeys: String, CodingKey {
             case node, camera, ordinal, width, height, fps, codec, frames, dropped, clock, files
             case timestampNoiseMicroseconds = "timestamp_noise_us", centerUncertaintyMicroseconds = "center_uncertainty_us"
+            case priority, recordEvery = "record_every", held, disabled
         }
         public init(node: String, camera: String, ordinal: Int, width: Int, height: Int, fps: Int, codec: String,
                     frames: Int64, dropped: Int64, clock: ClockFigures, files: [File]) {
@@ -119,10 +127,47 @@ public struct TakeManifest: Codable, Equatable, Sendable {
     public var events: [Event]
     /// Every clock estimate sent to a node during the take, in time order. Not a contract key.
     public var clockTrack: [ClockTrackPoint]?
+    /// The cost budget the take was planned with. Not a contract key.
+    public var budget: BudgetSummary?
+
+    /// The hardware cost per node and resource, and the longest take the nodes could sustain, as planned.
+    public struct BudgetSummary: Codable, Equatable, Sendable {
+        public struct Load: Codable, Equatable, Sendable {
+            public var resource: String
+            public var demand: Double
+            public var capacity: Double
+            public var unit: String
+            public var cost: Double
+            public init(resource: String, demand: Double, capacity: Double, unit: String, cost: Double) {
+                self.resource = resource; self.demand = demand; self.capacity = capacity; self.unit = unit; self.cost = cost
+            }
+        }
+        public struct Node: Codable, Equatable, Sendable {
+            public var node: String
+            public var cost: Double
+            public var loads: [Load]
+            public var longestSeconds: Double?
+            public var notes: [String]
+            enum CodingKeys: String, CodingKey { case node, cost, loads, longestSeconds = "longest_take_s", notes }
+            public init(node: String, cost: Double, loads: [Load], longestSeconds: Double?, notes: [String]) {
+                self.node = node; self.cost = cost; self.loads = loads; self.longestSeconds = longestSeconds; self.notes = notes
+            }
+        }
+        /// The rig's hardware cost: its most loaded node's.
+        public var cost: Double
+        public var longestSeconds: Double?
+        public var nodes: [Node]
+        /// What `--fit` changed before the take, one sentence each.
+        public var changes: [String]
+        enum CodingKeys: String, CodingKey { case cost, longestSeconds = "longest_take_s", nodes, changes }
+        public init(cost: Double, longestSeconds: Double?, nodes: [Node], changes: [String]) {
+            self.cost = cost; self.longestSeconds = longestSeconds; self.nodes = nodes; self.changes = changes
+        }
+    }
 
     enum CodingKeys: String, CodingKey {
         case format, takeID = "take_id", name, status, t0Microseconds = "t0_us", framePeriodMicroseconds = "frame_period_us"
-        case groups, startWallclock = "start_wallclock", cameras, events, clockTrack = "clock_track"
+        case groups, startWallclock = "start_wallclock", cameras, events, clockTrack = "clock_track", budget
     }
 
     public init(takeID: String, name: String, status: Status, t0Microseconds: Int64, framePeriodMicroseconds: Int64,

@@ -8,17 +8,58 @@ public struct RigSpec: Decodable, Equatable, Sendable {
     public var version: Int
     public var nodes: [Node]
     public var take: TakeDefaults
+    /// What the coordinator does when a node's system pressure rises during a take.
+    public var pressure: PressurePolicy
+
+    /// One camera a node entry chooses: a plain name, or a mapping with its priority and limits.
+    public struct Camera: Decodable, Equatable, Sendable, ExpressibleByStringLiteral {
+        public var name: String
+        /// Higher is more important: `coord plan --fit` and the pressure policy degrade the lowest first.
+        public var priority: Int
+        /// A frame-rate cap: the camera records one group in k, the smallest k with fps / k ≤ max_fps.
+        public var maxFPS: Int?
+        /// This camera's size, `WxH`, instead of the take's.
+        public var size: String?
+
+        public init(name: String, priority: Int = 0, maxFPS: Int? = nil, size: String? = nil) {
+            self.name = name; self.priority = priority; self.maxFPS = maxFPS; self.size = size
+        }
+
+        public init(stringLiteral name: String) { self.init(name: name) }
+
+        public enum CodingKeys: String, CodingKey, CaseIterable {
+            case name, priority
+            case maxFPS = "max_fps"
+            case size
+        }
+
+        public init(from decoder: Decoder) throws {
+            // `- cam0` is the camera with every default.
+            if let name = try? decoder.singleValueContainer().decode(String.self) {
+                self.init(name: name)
+                return
+            }
+            let c = try decoder.container(keyedBy: CodingKeys.self)
+            self.init(name: try c.decode(String.self, forKey: .name),
+                      priority: try c.decodeIfPresent(Int.self, forKey: .priority) ?? 0,
+                      maxFPS: try c.decodeIfPresent(Int.self, forKey: .maxFPS),
+                      size: try c.decodeIfPresent(String.self, forKey: .size))
+        }
+    }
 
     /// One capture box: the name it is known by and where its `coord-node` listens.
     public struct Node: Decodable, Equatable, Sendable {
         public var name: String
         public var endpoint: String
         /// Which of the node's cameras to use; nil means all of them.
-        public var cameras: [String]?
+        public var cameras: [Camera]?
 
-        public init(name: String, endpoint: String, cameras: [String]? = nil) {
+        public init(name: String, endpoint: String, cameras: [Camera]? = nil) {
             self.name = name; self.endpoint = endpoint; self.cameras = cameras
         }
+
+        /// The chosen cameras' names, nil for all of them.
+        public var cameraNames: [String]? { cameras?.map(\.name) }
 
         public enum CodingKeys: String, CodingKey, CaseIterable {
             case name, endpoint, cameras
@@ -28,7 +69,7 @@ public struct RigSpec: Decodable, Equatable, Sendable {
             let c = try decoder.container(keyedBy: CodingKeys.self)
             name = try c.decode(String.self, forKey: .name)
             endpoint = try c.decode(String.self, forKey: .endpoint)
-            cameras = try c.decodeIfPresent([String].self, forKey: .cameras)
+            cameras = try c.decodeIfPresent([Camera].self, forKey: .cameras)
         }
     }
 
@@ -61,12 +102,13 @@ public struct RigSpec: Decodable, Equatable, Sendable {
         }
     }
 
-    public init(version: Int = RigSpec.supportedVersion, nodes: [Node], take: TakeDefaults = TakeDefaults()) {
-        self.version = version; self.nodes = nodes; self.take = take
+    public init(version: Int = RigSpec.supportedVersion, nodes: [Node], take: TakeDefaults = TakeDefaults(),
+                pressure: PressurePolicy = PressurePolicy()) {
+        self.version = version; self.nodes = nodes; self.take = take; self.pressure = pressure
     }
 
     public enum CodingKeys: String, CodingKey, CaseIterable {
-        case version, nodes, take
+        case version, nodes, take, pressure
     }
 
     public init(from decoder: Decoder) throws {
@@ -74,13 +116,21 @@ public struct RigSpec: Decodable, Equatable, Sendable {
         version = try c.decodeIfPresent(Int.self, forKey: .version) ?? Self.supportedVersion
         nodes = try c.decode([Node].self, forKey: .nodes)
         take = try c.decodeIfPresent(TakeDefaults.self, forKey: .take) ?? TakeDefaults()
+        pressure = try c.decodeIfPresent(PressurePolicy.self, forKey: .pressure) ?? PressurePolicy()
+    }
+
+    /// The rig file's camera entry for a node's camera, if it has one.
+    public func camera(_ name: String, ofNode node: String) -> Camera? {
+        nodes.first { $0.name == node }?.cameras?.first { $0.name == name }
     }
 
     /// The keys a rig file may hold at each level, for warning about the others. `nodes[]` is one node entry.
     public static let knownKeys: [String: Set<String>] = [
         "": Set(CodingKeys.allCases.map(\.rawValue)),
         "nodes[]": Set(Node.CodingKeys.allCases.map(\.rawValue)),
+        "nodes[].cameras[]": Set(Camera.CodingKeys.allCases.map(\.rawValue)),
         "take": Set(TakeDefaults.CodingKeys.allCases.map(\.rawValue)),
+        "pressure": Set(PressurePolicy.CodingKeys.allCases.map(\.rawValue)),
     ]
 
     /// Codecs a take can be written with.
@@ -117,12 +167,22 @@ public struct RigSpec: Decodable, Equatable, Sendable {
                     return ("\(at).cameras", "\(at).cameras (node \(node.name)) is empty: leave it out to use every camera of the node.")
                 }
                 var seen = Set<String>()
-                for (j, camera) in cameras.enumerated() {
+                for (j, entry) in cameras.enumerated() {
+                    let camera = entry.name
                     if !RigName.isValid(camera) {
                         return ("\(at).cameras[\(j)]", "\(at).cameras[\(j)] \"\(camera)\" (node \(node.name)) is not allowed: use 1 to 64 of A-Z a-z 0-9 . _ -")
                     }
                     if !seen.insert(camera).inserted {
                         return ("\(at).cameras[\(j)]", "\(at).cameras[\(j)] names camera \(camera) of node \(node.name) twice.")
+                    }
+                    if let cap = entry.maxFPS, !(1...240).contains(cap) {
+                        return ("\(at).cameras[\(j)].max_fps", "\(at).cameras[\(j)].max_fps (camera \(node.name)/\(camera)) must be between 1 and 240 (got \(cap)).")
+                    }
+                    if let size = entry.size, Self.parseSize(size) == nil {
+                        return ("\(at).cameras[\(j)].size", "\(at).cameras[\(j)].size (camera \(node.name)/\(camera)) must be WxH, e.g. 640x480 (got \"\(size)\").")
+                    }
+                    if !(-1000...1000).contains(entry.priority) {
+                        return ("\(at).cameras[\(j)].priority", "\(at).cameras[\(j)].priority (camera \(node.name)/\(camera)) must be between -1000 and 1000 (got \(entry.priority)).")
                     }
                 }
             }
@@ -141,6 +201,9 @@ public struct RigSpec: Decodable, Equatable, Sendable {
         }
         if let dir = take.takesDir, dir.isEmpty {
             return ("take.takes_dir", "take.takes_dir is empty: leave it out to use ./takes.")
+        }
+        if !(2...16).contains(pressure.slowRecordEvery) {
+            return ("pressure.slow_record_every", "pressure.slow_record_every must be between 2 and 16 (got \(pressure.slowRecordEvery)).")
         }
         return nil
     }

@@ -30,9 +30,13 @@ public struct SyncReport: Codable, Equatable, Sendable {
         public var clockUncertaintyMicroseconds: Double
         /// One-sigma error of this camera's `center_us` estimates from its phase loop. Not a contract key.
         public var centerUncertaintyMicroseconds: Double?
+        /// Groups filled on purpose by a frame-rate cap or a pressure slow-down (dup rows not in `dropped`).
+        /// Not a contract key.
+        public var held: Int64?
         enum CodingKeys: String, CodingKey {
             case node, camera, frames, dropped, phaseErrorMicroseconds = "phase_error_us"
             case clockUncertaintyMicroseconds = "clock_uncertainty_us", centerUncertaintyMicroseconds = "center_uncertainty_us"
+            case held
         }
     }
 
@@ -69,10 +73,12 @@ public struct SyncReport: Codable, Equatable, Sendable {
         public var rows: [FrameRow]
         public var clockUncertaintyMicroseconds: Double
         public var centerUncertaintyMicroseconds: Double?
+        /// How many of the dup rows the camera filled on purpose (the node's count).
+        public var held: Int64
         public init(node: String, camera: String, rows: [FrameRow], clockUncertaintyMicroseconds: Double,
-                    centerUncertaintyMicroseconds: Double? = nil) {
+                    centerUncertaintyMicroseconds: Double? = nil, held: Int64 = 0) {
             self.node = node; self.camera = camera; self.rows = rows; self.clockUncertaintyMicroseconds = clockUncertaintyMicroseconds
-            self.centerUncertaintyMicroseconds = centerUncertaintyMicroseconds
+            self.centerUncertaintyMicroseconds = centerUncertaintyMicroseconds; self.held = held
         }
 
         /// One sigma of this camera's centre estimates on the rig timebase.
@@ -98,10 +104,12 @@ public struct SyncReport: Codable, Equatable, Sendable {
                 widenedByGroup[row.group] = (min(w.low, c - 2 * input.sigma), max(w.high, c + 2 * input.sigma), w.count + 1)
                 phase.append(abs(row.centerMicroseconds - grid.instant(ofGroup: row.group)))
             }
-            cameras.append(Camera(node: input.node, camera: input.camera, frames: Int64(input.rows.count), dropped: dropped,
+            let held = min(input.held, dropped)
+            cameras.append(Camera(node: input.node, camera: input.camera, frames: Int64(input.rows.count), dropped: dropped - held,
                                   phaseErrorMicroseconds: Percentiles(of: phase),
                                   clockUncertaintyMicroseconds: input.clockUncertaintyMicroseconds,
-                                  centerUncertaintyMicroseconds: input.centerUncertaintyMicroseconds))
+                                  centerUncertaintyMicroseconds: input.centerUncertaintyMicroseconds,
+                                  held: held > 0 ? held : nil))
         }
         let spreads = centersByGroup.values.filter { $0.count >= 2 }.map { $0.max()! - $0.min()! }
         self.spreadMicroseconds = Percentiles(of: spreads)

@@ -55,7 +55,7 @@ public enum RigStatus {
             report.reportedName = h.node
             report.cameras = h.cameras.map(\.name)
             if h.node != node.name { report.notes.append("calls itself \(h.node)") }
-            for camera in node.cameras ?? [] where !report.cameras.contains(camera) {
+            for camera in node.cameraNames ?? [] where !report.cameras.contains(camera) {
                 report.notes.append("has no camera \(camera)")
             }
             let (statusReply, _) = try await link.request(.statusRequest(Coord_V1_StatusRequest()), timeout: timeout, what: "a status request")

@@ -227,7 +227,7 @@ struct StartTake: AsyncParsableCommand {
                                   fps: fps ?? spec.take.fps ?? 30, width: width, height: height,
                                   codec: codec ?? spec.take.codec ?? "mjpeg", takesDirectory: takesDirectory)
         request.untilStopped = seconds == nil
-        for node in spec.nodes { if let cameras = node.cameras { request.camerasByEndpoint[node.endpoint] = cameras } }
+        for node in spec.nodes { if let cameras = node.cameraNames { request.camerasByEndpoint[node.endpoint] = cameras } }
         if let problem = request.problem() { throw usageError(problem) }
         console.step("rig \(rig): \(spec.nodes.count) node(s): \(spec.nodes.map(\.name).joined(separator: ", "))")
         if seconds == nil { console.step("recording until Ctrl-C (at most 24 h), then every camera stops at one instant") }

@@ -35,7 +35,40 @@ struct RigFileTests {
         #expect(file.warnings.isEmpty, "\(file.warnings)")
         #expect(file.spec.nodes.count == 3)
         #expect(file.spec.nodes.allSatisfy { $0.endpoint.hasSuffix(":5555") })
+        #expect(file.spec.camera("overhead", ofNode: "jetson-top") == RigSpec.Camera(name: "overhead", priority: 0, maxFPS: 15, size: "640x480"))
+        #expect(file.spec.camera("hero", ofNode: "jetson-top")?.priority == 10)
+        #expect(file.spec.nodes[2].cameraNames == ["cam0"])
+        #expect(file.spec.pressure == PressurePolicy(serious: .slow, critical: .disable, slowRecordEvery: 2, repeatSeconds: 10))
         #expect(file.spec.take.fps != nil && file.spec.take.size != nil && file.spec.take.codec != nil)
+    }
+
+    @Test func cameraEntriesAndThePressurePolicy() throws {
+        let file = try load("""
+            version: 1
+            nodes:
+              - name: pi
+                endpoint: tcp://127.0.0.1:5555
+                cameras:
+                  - cam0
+                  - name: cam1
+                    priority: -3
+                    max_fps: 10
+                    lens: 35mm
+            pressure:
+              serious: none
+              critical: slow
+              slow_record_every: 3
+            """)
+        #expect(file.spec.nodes[0].cameras == [RigSpec.Camera(name: "cam0"), RigSpec.Camera(name: "cam1", priority: -3, maxFPS: 10)])
+        #expect(file.spec.pressure == PressurePolicy(serious: .none, critical: .slow, slowRecordEvery: 3))
+        #expect(file.warnings.count == 1)
+        #expect(file.warnings.first?.contains("nodes[0].cameras[1].lens") == true, "\(file.warnings)")
+        let badAction = try refusal("version: 1\nnodes:\n  - name: a\n    endpoint: tcp://h:1\npressure:\n  serious: panic\n")
+        #expect(badAction.contains("pressure.serious"), "\(badAction)")
+        let badCap = try refusal("version: 1\nnodes:\n  - name: a\n    endpoint: tcp://h:1\n    cameras:\n      - name: c\n        max_fps: 0\n")
+        #expect(badCap.contains("nodes[0].cameras[0].max_fps") && badCap.contains("line"), "\(badCap)")
+        let badEvery = try refusal("version: 1\nnodes:\n  - name: a\n    endpoint: tcp://h:1\npressure:\n  slow_record_every: 1\n")
+        #expect(badEvery.contains("slow_record_every"), "\(badEvery)")
     }
 
     @Test func aGoodFile() throws {
