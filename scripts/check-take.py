@@ -108,8 +108,10 @@ def check(take: Path, per_group: bool = False):
                 failures.append(f"{who}: frames.csv row {i} is {','.join(r)!r}")
                 break
         dups = sum(1 for r in rows if r[3] == "dup")
-        if dups != cam["dropped"] or len(rows) != cam["frames"]:
-            failures.append(f"{who}: manifest says frames={cam['frames']} dropped={cam['dropped']}, frames.csv has {len(rows)} rows, {dups} dup")
+        # A dup row is a dropped frame, or a group held on purpose by a frame-rate cap or a pressure slow-down.
+        if dups != cam["dropped"] + cam.get("held", 0) or len(rows) != cam["frames"]:
+            failures.append(f"{who}: manifest says frames={cam['frames']} dropped={cam['dropped']} held={cam.get('held', 0)}, "
+                            f"frames.csv has {len(rows)} rows, {dups} dup")
         try:
             n = ffprobe_frames(mkv)
             if n != groups:

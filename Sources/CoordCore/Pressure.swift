@@ -227,3 +227,8 @@ public struct PressureResponder: Sendable {
         }
     }
 }
+
+extension Budget {
+    /// A take length as the operator reads it: `45 s`, `12 min 30 s`, `2 h 5 min`.
+    public static func duration(_ seconds: Double) -> String { BudgetFigures.duration(seconds) }
+}

@@ -50,10 +50,21 @@ public struct SyncReport: Codable, Equatable, Sendable {
     /// centres alone cannot show an error common to a node's frames, so this is the figure to trust.
     /// Not a contract key.
     public var spreadBoundMicroseconds: Percentiles?
+    /// What happened to the rig's budget and pressure during the take (fit changes, pressure levels, slowed
+    /// and disabled cameras, a node's shutdown), as in the manifest. Not a contract key.
+    public var events: [TakeManifest.Event]?
+    /// The cost budget the take was planned with. Not a contract key.
+    public var budget: TakeManifest.BudgetSummary?
+
+    /// The event kinds the report repeats from the manifest.
+    public static let pressureEventKinds: Set<String> = [
+        "fit", "pressure", "pressure-shutdown", "camera-slowed", "camera-disabled", "camera-slowed-failed",
+        "camera-disabled-failed", "held",
+    ]
 
     enum CodingKeys: String, CodingKey {
         case groups, spreadMicroseconds = "spread_us", cameras, groupsMeasured = "groups_measured"
-        case spreadBoundMicroseconds = "spread_bound_us"
+        case spreadBoundMicroseconds = "spread_bound_us", events, budget
     }
 
     public init(from decoder: Decoder) throws {
@@ -64,6 +75,8 @@ public struct SyncReport: Codable, Equatable, Sendable {
         // Not a contract key: a report written by another tool may lack it.
         groupsMeasured = try c.decodeIfPresent(Int64.self, forKey: .groupsMeasured) ?? 0
         spreadBoundMicroseconds = try c.decodeIfPresent(Percentiles.self, forKey: .spreadBoundMicroseconds)
+        events = try c.decodeIfPresent([TakeManifest.Event].self, forKey: .events)
+        budget = try c.decodeIfPresent(TakeManifest.BudgetSummary.self, forKey: .budget)
     }
 
     /// One camera's rows with the identity and clock figures the report needs.

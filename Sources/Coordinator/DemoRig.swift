@@ -16,6 +16,9 @@ public final class DemoRig: @unchecked Sendable {
         public var driftPPM: Double
         public var timestampJitterMicroseconds: Double
         public var seed: UInt64
+        /// This machine's calibration, shared by every demo node (they share its CPUs and disk); measured by
+        /// `coord-node calibrate` the first time.
+        public var calibrationFile: URL = DemoRig.defaultCalibrationFile
         public init(nodes: Int, camerasPerNode: Int, clockOffsetMilliseconds: Double, driftPPM: Double,
                     timestampJitterMicroseconds: Double, seed: UInt64) {
             self.nodes = nodes; self.camerasPerNode = camerasPerNode; self.clockOffsetMilliseconds = clockOffsetMilliseconds
@@ -45,6 +48,53 @@ public final class DemoRig: @unchecked Sendable {
         self.nodeBinary = nodeBinary
         self.console = console
         staging = FileManager.default.temporaryDirectory.appendingPathComponent("coord-demo-\(getpid())-\(UInt32.random(in: 0...UInt32.max))")
+    }
+
+    /// `$COORD_CALIBRATION`, else `$XDG_CACHE_HOME/coord/calibration.json`, else `~/.cache/coord/calibration.json`.
+    public static var defaultCalibrationFile: URL {
+        let env = ProcessInfo.processInfo.environment
+        if let path = env["COORD_CALIBRATION"], !path.isEmpty { return URL(fileURLWithPath: path) }
+        let cache = env["XDG_CACHE_HOME"].flatMap { $0.isEmpty ? nil : URL(fileURLWithPath: $0) }
+            ?? FileManager.default.homeDirectoryForCurrentUser.appendingPathComponent(".cache")
+        return cache.appendingPathComponent("coord/calibration.json")
+    }
+
+    /// Measures this machine once (`coord-node calibrate`, a few seconds) unless its calibration is stored.
+    public func ensureCalibration() throws {
+        let file = settings.calibrationFile
+        guard !FileManager.default.fileExists(atPath: file.path) else { return }
+        console.step("calibrating this machine once (disk write and encoding, about 10 s); stored in \(file.path)")
+        let scratch = staging.appendingPathComponent("calibrate")
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: nodeBinary)
+        process.arguments = ["calibrate", "--calibration", file.path, "--staging", scratch.path]
+        let out = Pipe()
+        process.standardOutput = out
+        process.standardError = out
+        process.standardInput = FileHandle.nullDevice
+        do {
+            try FileManager.default.createDirectory(at: file.deletingLastPathComponent(), withIntermediateDirectories: true)
+            try process.run()
+        } catch {
+            throw CoordError(.failure, "cannot calibrate this machine with \(nodeBinary): \(reason(error)).")
+        }
+        var lastLine = ""
+        var buffer = Data()
+        while true {
+            let data = out.fileHandleForReading.availableData
+            if data.isEmpty { break }
+            buffer.append(data)
+            while let newline = buffer.firstIndex(of: UInt8(ascii: "\n")) {
+                let line = String(decoding: buffer[buffer.startIndex..<newline], as: UTF8.self)
+                buffer.removeSubrange(buffer.startIndex...newline)
+                if !line.isEmpty { console.step("  \(line)"); lastLine = line }
+            }
+        }
+        process.waitUntilExit()
+        try? FileManager.default.removeItem(at: scratch)
+        guard process.terminationStatus == 0 else {
+            throw CoordError(.failure, "calibrating this machine failed: \(lastLine.isEmpty ? "coord-node calibrate exited \(process.terminationStatus)" : lastLine)")
+        }
     }
 
     /// Where `coord-node` is: $COORD_NODE, next to this executable, or on PATH.
@@ -82,7 +132,10 @@ public final class DemoRig: @unchecked Sendable {
             process.arguments = [
                 "--name", name, "--endpoint", "tcp://127.0.0.1:*",
                 "--staging", staging.appendingPathComponent(name).path,
-                "--synthetic", (0..<settings.camerasPerNode).map { "cam\($0)" }.joined(separator: ","),
+                // Each demo node's cameras share one simulated USB 3 bus, as on a capture box with USB cameras.
+                "--synthetic", (0..<settings.camerasPerNode).map { "cam\($0)@usb1" }.joined(separator: ","),
+                "--synthetic-bus", "usb1=5000",
+                "--calibration", settings.calibrationFile.path,
                 // `--flag=value` so a negative value is not read as a flag.
                 "--clock-offset-us=\(offset)", "--clock-drift-ppm=\(drift)",
                 "--clock-reference-us=\(clockReference)",

@@ -51,6 +51,21 @@ enum SyncReportPage {
         for e in manifest.events {
             events += "<tr><td>\(e.tMicroseconds)</td><td>\(esc(e.node))</td><td>\(esc(e.camera))</td><td>\(esc(e.kind))</td><td>\(esc(e.detail))</td></tr>\n"
         }
+        var budget = ""
+        if let b = manifest.budget {
+            budget = "<h2>Budget</h2><p class=\"s\">Hardware cost <b>\(String(format: "%.2f", b.cost))</b>"
+            if let longest = b.longestSeconds { budget += " · longest take \(Budget.duration(longest))" }
+            budget += "</p>\n<table><tr><th>node</th><th>resource</th><th>demand</th><th>capacity</th><th>cost</th></tr>\n"
+            for node in b.nodes {
+                for load in node.loads {
+                    let scale = load.unit == "pixels/s" ? ("Mpx/s", 1e6) : ("MB/s", 1e6)
+                    budget += "<tr><td>\(esc(node.node))</td><td>\(esc(load.resource))</td><td>\(String(format: "%.1f", load.demand / scale.1)) \(scale.0)</td>"
+                    budget += "<td>\(String(format: "%.1f", load.capacity / scale.1)) \(scale.0)</td><td>\(String(format: "%.2f", load.cost))</td></tr>\n"
+                }
+            }
+            budget += "</table>\n"
+            budget += b.changes.map { "<p>fit: \(esc($0))</p>\n" }.joined()
+        }
         return """
         <!doctype html>
         <html><head><meta charset="utf-8"><title>coord sync report: \(esc(manifest.takeID))</title>
@@ -64,6 +79,7 @@ enum SyncReportPage {
         over \(report.groupsMeasured) groups\(report.spreadBoundMicroseconds.map { b in "; allowing two sigma of each camera's clock and centre error: p50 <b>\(b.p50) µs</b>, p99 <b>\(b.p99) µs</b>, max \(b.max) µs" } ?? "").</p>
         <table><tr><th>node</th><th>camera</th><th>frames</th><th>dup</th><th>phase p50 µs</th><th>phase p99 µs</th><th>phase max µs</th><th>clock ± µs</th></tr>
         \(rows)</table>
+        \(budget)
         <h2>Events</h2>
         <table><tr><th>t (µs, rig)</th><th>node</th><th>camera</th><th>kind</th><th>detail</th></tr>
         \(events)</table>

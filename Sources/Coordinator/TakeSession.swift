@@ -18,8 +18,13 @@ public struct TakeRequest: Sendable {
     public var camerasPerNode: Int?
     /// The operator stops the take (Ctrl-C); `seconds` is only its upper limit.
     public var untilStopped = false
-    /// Cameras to use by name, for the nodes at these endpoints (a rig file's `nodes[].cameras`).
-    public var camerasByEndpoint: [String: [String]] = [:]
+    /// Cameras to use, with their priorities, caps and sizes, for the nodes at these endpoints (a rig file's
+    /// `nodes[].cameras`).
+    public var camerasByEndpoint: [String: [RigSpec.Camera]] = [:]
+    /// What to do when a node's pressure rises mid-take (the rig file's `pressure:`).
+    public var pressurePolicy = PressurePolicy()
+    /// Over budget: lower formats, cap rates and disable cameras by priority until it fits, instead of refusing.
+    public var fit = false
 
     public init(name: String, seconds: Double, fps: Int, width: Int, height: Int, codec: String, takesDirectory: URL,
                 camerasPerNode: Int? = nil) {
@@ -56,6 +61,10 @@ public final class TakeSession: @unchecked Sendable {
     private let eventLock = NSLock()
     private var isRecording = false
     private var stopRequested = false
+    private var responder = PressureResponder(policy: PressurePolicy(), cameras: [])
+    private var budgetSummary: TakeManifest.BudgetSummary?
+    /// How many of each node's own events are already in the take's events.
+    private var nodeEventsSeen: [String: Int] = [:]
 
     public init(endpoints: [String], request: TakeRequest, console: Console, logger: Logger) {
         self.endpoints = endpoints
@@ -79,58 +88,50 @@ public final class TakeSession: @unchecked Sendable {
 
         // 1. Handshake.
         console.step("handshake with \(links.count) node(s)")
-        let hellos = try await eachNode(links) { link -> Coord_V1_HelloReply in
-            var hello = Coord_V1_Hello()
-            hello.coordinator = ProcessInfo.processInfo.hostName
-            let (reply, _) = try await link.request(.hello(hello), timeout: 5, what: "the handshake")
-            guard case .helloReply(let r) = reply.body else {
-                throw CoordError(.failure, "node at \(link.endpoint) answered the handshake with something else.")
-            }
-            guard RigName.isValid(r.node) else {
-                throw CoordError(.failure, "node at \(link.endpoint) calls itself \"\(r.node)\", which is not a valid node name.")
-            }
-            link.setName(r.node)
-            return r
-        }
-        var seen = Set<String>()
-        for h in hellos where !seen.insert(h.node).inserted {
-            throw CoordError(.usage, "two nodes are both named \(h.node); every node needs its own name.")
-        }
+        let hellos = try await Self.handshake(links)
 
-        // 2. Plan: which cameras record, with which settings; refuse before anything runs.
+        // 2. Plan: which cameras record, with which settings; check the budgets and refuse before anything runs.
+        let checked = try RigPlanner.check(try RigPlanner.plannedNodes(hellos, request: request), request: request)
+        for change in checked.changes { console.step("fit: \(change.sentence)") }
+        for note in checked.budget.notes { console.step("  note: \(note)") }
+        console.step(Self.budgetLine(checked.budget))
+        if request.untilStopped, let longest = checked.budget.longestSeconds {
+            console.step("  warning: \(checked.budget.forecastSentence) Stop the take before then.")
+            _ = longest
+        }
         var plans: [NodePlan] = []
         var ordinal = 0
-        for (link, hello) in zip(links, hellos) {
-            let offered = hello.cameras.map(CameraCapabilities.init(wire:))
-            var chosen = request.camerasPerNode.map { Array(offered.prefix($0)) } ?? offered
-            if let names = request.camerasByEndpoint[link.endpoint] {
-                chosen = try names.map { name in
-                    guard let camera = offered.first(where: { $0.name == name }) else {
-                        throw CoordError(.usage, "node \(hello.node) has no camera \(name); it offers \(offered.map(\.name).joined(separator: ", ")).")
-                    }
-                    return camera
-                }
-            }
-            if let k = request.camerasPerNode, offered.count < k {
-                throw CoordError(.usage, "node \(hello.node) offers \(offered.count) camera(s), \(k) were asked for.")
-            }
+        var priorities: [String: Int] = [:]
+        for (link, (hello, planned)) in zip(links, zip(hellos, checked.nodes)) {
             var cameras: [CameraSettings] = []
-            for capability in chosen {
-                let s = CameraSettings(camera: capability.name, ordinal: ordinal, width: request.width, height: request.height,
-                                       fps: request.fps, codec: request.codec)
-                if let problem = s.problem(on: hello.node, with: capability) { throw CoordError(.usage, problem) }
+            for camera in planned.cameras {
+                var s = camera.settings
+                s.ordinal = ordinal
                 cameras.append(s)
+                priorities["\(planned.name)/\(s.camera)"] = camera.priority
                 ordinal += 1
             }
-            plans.append(NodePlan(link: link, name: hello.node, cameras: cameras,
-                                  timeService: hello.timeService.isEmpty ? "unknown" : hello.timeService))
+            plans.append(NodePlan(link: link, name: planned.name, cameras: cameras,
+                                  timeService: hello.reply.timeService.isEmpty ? "unknown" : hello.reply.timeService))
         }
         guard ordinal > 0 else { throw CoordError(.usage, "the rig has no cameras to record.") }
         guard ordinal <= 256 else { throw CoordError(.usage, "the rig has \(ordinal) cameras; at most 256 fit the stripe's ordinal.") }
+        // Nodes left with no camera (all disabled by --fit) take no part.
+        let idle = plans.filter { $0.cameras.isEmpty }
+        plans.removeAll { $0.cameras.isEmpty }
+        for plan in idle { console.step("  node \(plan.name) has no camera left to record and takes no part") }
+        responder = PressureResponder(policy: request.pressurePolicy, cameras: plans.flatMap { plan in
+            plan.cameras.map { PressureResponder.Camera(node: plan.name, camera: $0.camera,
+                                                        priority: priorities["\(plan.name)/\($0.camera)"] ?? 0, recordEvery: $0.recordEvery) }
+        })
+        for change in checked.changes {
+            addEvent(MonotonicClock.now(), node: change.node, camera: change.camera, kind: "fit", detail: change.sentence)
+        }
 
         // 3. The take directory, never reused.
         let (takeID, directory) = try makeTakeDirectory()
         console.step("take \(takeID): \(ordinal) camera(s) on \(plans.count) node(s), \(request.width)x\(request.height) at \(request.fps) fps, \(request.codec)")
+        budgetSummary = RigPlanner.summary(checked)
 
         // 4. Clock alignment: probing starts now and goes on until every camera has stopped.
         console.step("aligning clocks")
@@ -259,12 +260,21 @@ public final class TakeSession: @unchecked Sendable {
                 let csv = "\(plan.name)/\(s.camera).frames.csv"
                 let files = [mkv, csv].compactMap { collected.files[$0] }
                 let rows = writer.rows(csvPath: csv)
-                let dropped = Int64(rows.filter(\.isDup).count)
+                let status = finalStatus[plan.name]?.cameras.first(where: { $0.camera == s.camera })
+                let dups = Int64(rows.filter(\.isDup).count)
+                let held = min(Int64(status?.held ?? 0), dups)
+                let dropped = dups - held
+                let disabled = responder.cameras.first { $0.node == plan.name && $0.camera == s.camera }?.disabled ?? false
                 if files.count != 2 || rows.count != Int(groups) || !writer.rowsMatchGroups(rows) {
                     complete = false
                     addEvent(MonotonicClock.now(), node: plan.name, camera: s.camera, kind: "incomplete",
                              detail: files.count != 2 ? "files missing: \([mkv, csv].filter { collected.files[$0] == nil }.joined(separator: ", "))"
+                                 : disabled ? "was disabled by the pressure policy: frames.csv holds \(rows.count) rows for \(groups) groups"
                                  : "frames.csv holds \(rows.count) rows for \(groups) groups")
+                }
+                if held > 0 {
+                    addEvent(grid.t0, node: plan.name, camera: s.camera, kind: "held",
+                             detail: "\(held) of \(groups) groups repeat the previous frame on purpose (frame-rate cap or slow-down)")
                 }
                 if dropped > 0 {
                     addEvent(grid.t0, node: plan.name, camera: s.camera, kind: "dup",
@@ -273,14 +283,18 @@ public final class TakeSession: @unchecked Sendable {
                 var camera = TakeManifest.Camera(
                     node: plan.name, camera: s.camera, ordinal: s.ordinal, width: s.width, height: s.height, fps: s.fps,
                     codec: s.codec, frames: Int64(rows.count), dropped: dropped, clock: clock, files: files)
-                if let status = finalStatus[plan.name]?.cameras.first(where: { $0.camera == s.camera }) {
+                camera.priority = responder.cameras.first { $0.node == plan.name && $0.camera == s.camera }?.priority
+                camera.recordEvery = s.recordEvery
+                camera.held = held
+                camera.disabled = disabled ? true : nil
+                if let status {
                     camera.timestampNoiseMicroseconds = (status.timestampNoiseUs * 10).rounded() / 10
                     camera.centerUncertaintyMicroseconds = (status.centerUncertaintyUs * 10).rounded() / 10
                 }
                 cameras.append(camera)
                 inputs.append(SyncReport.Input(node: plan.name, camera: s.camera, rows: rows,
                                                clockUncertaintyMicroseconds: clock.uncertaintyMicroseconds,
-                                               centerUncertaintyMicroseconds: camera.centerUncertaintyMicroseconds))
+                                               centerUncertaintyMicroseconds: camera.centerUncertaintyMicroseconds, held: held))
             }
         }
         let allEvents = sortedEvents()
@@ -289,7 +303,11 @@ public final class TakeSession: @unchecked Sendable {
             framePeriodMicroseconds: grid.periodMicroseconds, groups: groups, startWallclock: startWallclock,
             cameras: cameras, events: allEvents)
         manifest.clockTrack = tracker.clockTrack
-        let report = SyncReport(groups: groups, grid: grid, inputs: inputs)
+        manifest.budget = budgetSummary
+        var report = SyncReport(groups: groups, grid: grid, inputs: inputs)
+        report.budget = budgetSummary
+        let pressureEvents = allEvents.filter { SyncReport.pressureEventKinds.contains($0.kind) }
+        report.events = pressureEvents.isEmpty ? nil : pressureEvents
         try writer.write(manifest: manifest, report: report)
 
         // 10. Tell nodes which files arrived intact; only those may be released.
@@ -303,6 +321,39 @@ public final class TakeSession: @unchecked Sendable {
     }
 
     // MARK: steps
+
+    /// Says hello to every node; fails naming a node that does not answer or answers wrongly, and refuses two
+    /// nodes with one name.
+    static func handshake(_ links: [NodeLink]) async throws -> [RigPlanner.Hello] {
+        let hellos = try await eachNode(links) { link -> RigPlanner.Hello in
+            var hello = Coord_V1_Hello()
+            hello.coordinator = ProcessInfo.processInfo.hostName
+            let (reply, _) = try await link.request(.hello(hello), timeout: 5, what: "the handshake")
+            guard case .helloReply(let r) = reply.body else {
+                throw CoordError(.failure, "node at \(link.endpoint) answered the handshake with something else.")
+            }
+            guard RigName.isValid(r.node) else {
+                throw CoordError(.failure, "node at \(link.endpoint) calls itself \"\(r.node)\", which is not a valid node name.")
+            }
+            link.setName(r.node)
+            return RigPlanner.Hello(endpoint: link.endpoint, reply: r)
+        }
+        var seen = Set<String>()
+        for h in hellos where !seen.insert(h.reply.node).inserted {
+            throw CoordError(.usage, "two nodes are both named \(h.reply.node); every node needs its own name.")
+        }
+        return hellos
+    }
+
+    /// "budget: hardware cost 0.42 (node-2, encoding); longest take 3 h 10 min (node-1, disk)".
+    static func budgetLine(_ budget: RigBudget) -> String {
+        var line = String(format: "budget: hardware cost %.2f", budget.cost)
+        if let node = budget.limitingNode, let load = budget.limitingLoad { line += " (\(node), \(load.resource))" }
+        if let longest = budget.longestSeconds, let node = budget.longestNode {
+            line += "; longest take \(Budget.duration(longest)) (\(node), \(budget.nodes.first { $0.node == node }?.forecast.factor ?? ""))"
+        }
+        return line
+    }
 
     /// Asks a recording take to stop every camera at one instant soon, then collect as usual.
     /// Returns false when nothing is recording yet (the caller should then abandon the take).
@@ -409,6 +460,7 @@ public final class TakeSession: @unchecked Sendable {
                 case .success(let s):
                     lastStatus[plan.name] = s
                     lastHeard[plan.name] = MonotonicClock.now()
+                    await respondToPressure(s, plan: plan, takeID: takeID, grid: grid, stopGroup: groups)
                     if s.state == .finished { finished.insert(plan.name) }
                     if s.state == .failed {
                         addEvent(now, node: plan.name, camera: "", kind: "node-failed", detail: s.detail)
@@ -464,6 +516,47 @@ public final class TakeSession: @unchecked Sendable {
         // A node whose status said FAILED is unfinished too.
         let failed = Set(lastStatus.filter { $0.value.state == .failed }.map(\.key))
         return (missing.union(failed), groups, lastStatus)
+    }
+
+    /// Copies the node's own events into the take's, and carries out what the pressure policy decides for it.
+    private func respondToPressure(_ status: Coord_V1_Status, plan: NodePlan, takeID: String, grid: FrameGrid, stopGroup: Int64) async {
+        let seen = nodeEventsSeen[plan.name] ?? 0
+        if status.events.count > seen {
+            for e in status.events[seen...] {
+                addEvent(e.tUs, node: plan.name, camera: e.camera, kind: e.kind, detail: e.detail)
+                if e.kind == "pressure-shutdown" { console.step("node \(plan.name): \(e.detail)") }
+            }
+            nodeEventsSeen[plan.name] = status.events.count
+        }
+        guard status.state == .recording, let level = PressureLevel(rawValue: status.pressure.rawValue) else { return }
+        let now = MonotonicClock.now()
+        let reading = PressureReading(level: level, factor: "", cause: status.pressureCause)
+        for decision in responder.observe(node: plan.name, reading: reading, now: now) {
+            // A second ahead: the change reaches the node before the group it applies from is written.
+            let from = grid.nearestGroup(to: now) + max(2, Int64(1_000_000 / grid.periodMicroseconds))
+            guard from < stopGroup else { continue }
+            var adjust = Coord_V1_AdjustCamera()
+            adjust.takeID = takeID
+            adjust.camera = decision.camera
+            adjust.fromGroup = from
+            adjust.reason = decision.sentence
+            switch decision.action {
+            case .slow(let every):
+                adjust.action = .slow
+                adjust.recordEvery = UInt32(every)
+            case .disable:
+                adjust.action = .disable
+            }
+            let kind = adjust.action == .slow ? "camera-slowed" : "camera-disabled"
+            do {
+                _ = try await plan.link.request(.adjustCamera(adjust), timeout: 1, what: "the pressure policy's change")
+                console.step("from group \(from): \(decision.sentence)")
+                addEvent(grid.instant(ofGroup: from), node: plan.name, camera: decision.camera, kind: kind,
+                         detail: "from group \(from): \(decision.sentence)")
+            } catch {
+                addEvent(now, node: plan.name, camera: decision.camera, kind: "\(kind)-failed", detail: "\(decision.sentence) It was not applied: \(error)")
+            }
+        }
     }
 
     private func abortAll(_ plans: [NodePlan], takeID: String, reason: String) async {

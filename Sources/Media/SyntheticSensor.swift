@@ -29,10 +29,20 @@ public final class SyntheticSensor: @unchecked Sendable {
 
         public init(ordinal: UInt8, width: Int, height: Int, fps: Int, rateErrorPPM: Double, timestampJitterMicroseconds: Double,
                     seed: UInt64, bufferCount: Int = 6) {
+            self.init(ordinal: ordinal, width: width, height: height, periodMicroseconds: 1_000_000 / Double(fps),
+                      rateErrorPPM: rateErrorPPM, timestampJitterMicroseconds: timestampJitterMicroseconds, seed: seed,
+                      bufferCount: bufferCount)
+        }
+
+        /// A sensor running one frame every `periodMicroseconds` (nominal), e.g. a frame-rate cap's fps / k; the
+        /// exposure is half the period.
+        public init(ordinal: UInt8, width: Int, height: Int, periodMicroseconds: Double, rateErrorPPM: Double,
+                    timestampJitterMicroseconds: Double, seed: UInt64, bufferCount: Int = 6) {
+            precondition(periodMicroseconds > 0, "a sensor's frame period must be positive")
             self.ordinal = ordinal; self.width = width; self.height = height
-            self.nominalPeriodMicroseconds = 1_000_000 / Double(fps)
+            self.nominalPeriodMicroseconds = periodMicroseconds
             self.rateErrorPPM = rateErrorPPM
-            self.exposureMicroseconds = (1_000_000 / Double(fps)) / 2
+            self.exposureMicroseconds = periodMicroseconds / 2
             self.timestampJitterMicroseconds = timestampJitterMicroseconds
             // Like a typical USB/CSI sensor: at most 60 frames a second, a frame as long as a second.
             self.minPeriodMicroseconds = Spec.fastestPeriodMicroseconds

@@ -5,8 +5,13 @@ import Media
 import Platform
 
 /// Records one camera of a take: takes frames from the sensor, maps their exposure centres onto the rig
-/// timebase, lets the `GroupAssigner` decide which group each fills, and writes the Matroska file and
+/// timebase, lets the `StridedGroupAssigner` decide which group each fills, and writes the Matroska file and
 /// frames.csv. Runs on its own thread; recording never waits for the network.
+///
+/// A frame-rate cap (`settings.recordEvery` k > 1) runs the sensor at fps / k, phase-locked onto the coarse
+/// grid of every k-th group; the groups between are held repeats. A live slow-down keeps the sensor's rate and
+/// leaves frames unused instead; a disable ends the files early on purpose. Either way the file holds one frame
+/// per group it records (CONTRACT §4).
 final class CameraRecorder: @unchecked Sendable {
     struct Progress: Sendable {
         var frames: Int64 = 0
@@ -38,6 +43,8 @@ final class CameraRecorder: @unchecked Sendable {
     private let writer: MatroskaWriter
     private let csv: FileHandle
     private let grid: FrameGrid
+    /// The grid the sensor is locked onto: the rig's grid, or every k-th group of it under a cap.
+    private let sensorGrid: FrameGrid
     private let clock: ClockMappingBox
     private let localNow: @Sendable () -> Int64
     private let logger: Logger
@@ -47,13 +54,21 @@ final class CameraRecorder: @unchecked Sendable {
     private var progress = Progress()
     private var requestedStart: (start: Int64, stop: Int64?)?
     private var requestedStop: Int64?
+    private var requestedSlows: [(every: Int, from: Int64)] = []
+    private var requestedDisable: Int64?
     private var abandon = false
     private var thread: Thread?
     /// Entered when the recorder's thread starts, left when its files are final.
     private let running = DispatchGroup()
 
     // Owned by the recorder thread.
-    private var assigner: GroupAssigner?
+    private var assigner: StridedGroupAssigner?
+    /// Slow-downs requested before the start, applied once the assigner exists.
+    private var waitingSlows: [(every: Int, from: Int64)] = []
+    /// The earliest group a disable ends the files before, and whether it still has to reach the assigner.
+    private var disabledFrom: Int64?
+    private var disablePending = false
+    private var bytesCheckedAt: Int64?
     private var previous: (picture: PlanarFrame, center: Int64)?
     private var blank: PlanarFrame?
     private var csvBuffer = ""
@@ -90,7 +105,9 @@ final class CameraRecorder: @unchecked Sendable {
         self.localNow = localNow
         self.logger = logger
         self.onFinish = onFinish
-        phase = PhaseController(grid: grid, minPeriodMicroseconds: sensor.spec.minPeriodMicroseconds,
+        sensorGrid = GroupStride(every: max(settings.recordEvery, 1)).coarseGrid(of: grid)
+        progress.recordEvery = max(settings.recordEvery, 1)
+        phase = PhaseController(grid: sensorGrid, minPeriodMicroseconds: sensor.spec.minPeriodMicroseconds,
                                 maxPeriodMicroseconds: sensor.spec.maxPeriodMicroseconds)
         canShiftPhase = phase.canShiftPhase
         mkvURL = directory.appendingPathComponent("\(settings.camera).mkv")
@@ -116,7 +133,8 @@ final class CameraRecorder: @unchecked Sendable {
     /// One sentence when this camera's phase cannot be steered onto the grid, or nil.
     var phaseWarning: String? {
         guard !canShiftPhase else { return nil }
-        return "camera \(node)/\(settings.camera) runs at the limit of its frame-duration range at \(settings.fps) fps: its frames can be delayed onto the grid but not advanced, so if its clock runs slower than the grid's it drifts off by its rate error through the take (choose a lower frame rate for full phase lock)."
+        let rate = settings.recordEvery > 1 ? String(format: "%.3g", settings.capturedFPS) : "\(settings.fps)"
+        return "camera \(node)/\(settings.camera) runs at the limit of its frame-duration range at \(rate) fps: its frames can be delayed onto the grid but not advanced, so if its clock runs slower than the grid's it drifts off by its rate error through the take (choose a lower frame rate for full phase lock)."
     }
 
     func arm() {
@@ -149,13 +167,21 @@ final class CameraRecorder: @unchecked Sendable {
 
     /// From group `from` on, writes one group in `recordEvery` from the sensor and fills the others with the
     /// previous frame (counted as held, not dropped); the sensor keeps its rate, so its phase lock is untouched.
+    /// On a camera with a cap, `recordEvery` is its total stride on the rig's grid, not a multiple of the cap:
+    /// it is rounded up to a multiple of the cap and never goes below it (`StridedGroupAssigner.slow`).
     func slow(recordEvery: Int, from group: Int64) {
-        // TODO(helper B): implement.
+        lock.lock()
+        requestedSlows.append((recordEvery, group))
+        lock.unlock()
     }
 
-    /// Ends this camera's files before group `from`; the node's other cameras go on.
+    /// Ends this camera's files before group `from` (exactly `from − start` rows); the node's other cameras go
+    /// on. Disabling is on purpose: a group already past ends the files at the next group, without an error.
     func disable(from group: Int64) {
-        stop(at: group)
+        lock.lock()
+        requestedDisable = min(requestedDisable ?? group, group)
+        progress.disabled = true
+        lock.unlock()
     }
 
     /// Stops without finishing the take's groups (abort, or shutdown before start).
@@ -176,7 +202,7 @@ final class CameraRecorder: @unchecked Sendable {
         return progress
     }
 
-    private var lateness: Int64 { max(4 * grid.periodMicroseconds, 200_000) }
+    private var lateness: Int64 { max(4 * sensorGrid.periodMicroseconds, 200_000) }
 
     private func run() {
         defer {
@@ -191,6 +217,10 @@ final class CameraRecorder: @unchecked Sendable {
             requestedStart = nil
             let stop = requestedStop
             requestedStop = nil
+            let disable = requestedDisable
+            requestedDisable = nil
+            waitingSlows += requestedSlows
+            requestedSlows.removeAll()
             let quit = abandon
             lock.unlock()
 
@@ -198,11 +228,20 @@ final class CameraRecorder: @unchecked Sendable {
                 finishFiles(reason: "stopped before its last group")
                 return
             }
-            var actions: [GroupAssigner.Action] = []
+            var actions: [StridedGroupAssigner.Action] = []
             if let start, assigner == nil {
-                assigner = GroupAssigner(grid: grid, startGroup: start.start, stopGroup: start.stop)
+                assigner = StridedGroupAssigner(grid: grid, cap: max(settings.recordEvery, 1), startGroup: start.start,
+                                                stopGroup: start.stop)
             }
-            if let stop, assigner != nil {
+            if assigner != nil {
+                for slow in waitingSlows { assigner!.slow(every: slow.every, from: slow.from) }
+                waitingSlows.removeAll()
+            }
+            if let disable {
+                disabledFrom = min(disabledFrom ?? disable, disable)
+                disablePending = true
+            }
+            if let stop, assigner != nil, disabledFrom.map({ $0 > stop }) ?? true {
                 if assigner!.nextGroup > stop && !assigner!.isFinished {
                     // Frames past the stop are already in the file: the take cannot be equal on this camera.
                     let message = "camera \(node)/\(settings.camera): the stop at group \(stop) arrived after group \(assigner!.nextGroup - 1) was written"
@@ -211,9 +250,15 @@ final class CameraRecorder: @unchecked Sendable {
                 }
                 actions += assigner!.stop(at: stop)
             }
+            if disablePending, let disabledFrom, assigner != nil {
+                // Never later than a stop already set; a group already past ends the files at the next one.
+                let end = min(max(disabledFrom, assigner!.nextGroup), assigner!.stopGroup ?? .max)
+                actions += assigner!.stop(at: end)
+                disablePending = false
+            }
             if !actions.isEmpty, perform(actions, capture: nil) { return }
 
-            let capture = sensor.next(timeoutMicroseconds: grid.periodMicroseconds)
+            let capture = sensor.next(timeoutMicroseconds: sensorGrid.periodMicroseconds)
             if let capture {
                 if let last = lastSequence, capture.sequence != last &+ 1 {
                     lock.lock(); progress.sensorSkips += Int64(capture.sequence &- last &- 1); lock.unlock()
@@ -278,7 +323,7 @@ final class CameraRecorder: @unchecked Sendable {
     }
 
     /// Carries out the assigner's decisions; returns true once the file is finished.
-    private func perform(_ actions: [GroupAssigner.Action],
+    private func perform(_ actions: [StridedGroupAssigner.Action],
                          capture: (picture: PlanarFrame, center: Int64, estimate: PhaseController.Estimate)?) -> Bool {
         var captureKept = false
         defer { if let capture, !captureKept { sensor.release(capture.picture) } }
@@ -291,17 +336,19 @@ final class CameraRecorder: @unchecked Sendable {
                 case .write(let group):
                     guard let capture else { continue }
                     try writer.write(capture.picture, ptsMicroseconds: pts(group))
-                    frameWritten(group: group, estimate: capture.estimate, center: capture.center, dup: false)
+                    frameWritten(group: group, estimate: capture.estimate, center: capture.center, dup: false, held: false)
                     keepAsPrevious(capture.picture, center: capture.center)
                     captureKept = true
-                case .repeatPrevious(let group):
+                case .repeatPrevious(let group, let held):
+                    // A held repeat may come with a frame the slow-down leaves unused: it is released, not kept.
                     if writer.framesWritten > 0 {
                         try writer.writeRepeat(ptsMicroseconds: pts(group))
                     } else {
                         // Nothing written yet: the held pre-roll picture (or a blank one) fills the first group.
                         try writer.write(previous?.picture ?? blankPicture(), ptsMicroseconds: pts(group))
                     }
-                    frameWritten(group: group, estimate: nil, center: previous?.center ?? grid.instant(ofGroup: group), dup: true)
+                    frameWritten(group: group, estimate: nil, center: previous?.center ?? grid.instant(ofGroup: group), dup: true,
+                                 held: held)
                 case .discard:
                     break
                 case .finish:
@@ -333,14 +380,28 @@ final class CameraRecorder: @unchecked Sendable {
         return frame
     }
 
-    private func frameWritten(group: Int64, estimate: PhaseController.Estimate?, center: Int64, dup: Bool) {
+    /// `held`: a fill on purpose (cap or slow-down), counted apart from frames the sensor failed to deliver.
+    private func frameWritten(group: Int64, estimate: PhaseController.Estimate?, center: Int64, dup: Bool, held: Bool) {
         pendingRows.append(PendingRow(group: group, estimate: estimate, fallbackCenter: center, dup: dup, writtenAtLocal: localNow()))
         framesWritten += 1
+        let every = assigner?.recordEvery(atGroup: group)
         lock.lock()
         progress.frames = framesWritten
-        if dup { progress.dropped += 1 }
+        if dup { if held { progress.held += 1 } else { progress.dropped += 1 } }
         progress.lastGroup = group
+        if let every { progress.recordEvery = every }
         lock.unlock()
+        refreshBytesWritten()
+    }
+
+    /// Keeps `Progress.bytesWritten` at the .mkv's size on disk, read at most twice a second (`force`: now).
+    private func refreshBytesWritten(force: Bool = false) {
+        let now = MonotonicClock.now()
+        guard force || bytesCheckedAt.map({ now - $0 >= 500_000 }) ?? true else { return }
+        bytesCheckedAt = now
+        guard let attributes = try? FileManager.default.attributesOfItem(atPath: mkvURL.path),
+              let size = (attributes[.size] as? NSNumber)?.uint64Value else { return }
+        lock.lock(); progress.bytesWritten = size; lock.unlock()
     }
 
     private func appendRow(group: Int64, center: Int64, dup: Bool) {
@@ -372,6 +433,7 @@ final class CameraRecorder: @unchecked Sendable {
         } catch {
             lock.lock(); progress.error = progress.error ?? "camera \(node)/\(settings.camera): finishing \(mkvURL.path) failed: \(error)"; lock.unlock()
         }
+        refreshBytesWritten(force: true)
         lock.lock()
         progress.finished = true
         if let reason, progress.error == nil, assigner != nil { progress.error = "camera \(node)/\(settings.camera) \(reason)" }

@@ -75,11 +75,20 @@ public final class NodeAgent: @unchecked Sendable {
     private var finishedFiles: [String: [TakeManifest.File]] = [:]
     private var failureDetail = ""
     private var armedGrid: (grid: FrameGrid, clock: ClockMappingBox)?
+    private let probe: HostProbe
+    private let monitor: PressureMonitor
+    private var lastPressureSample: Int64 = 0
+    /// What the node did on its own during the current take (pressure changes, a shutdown), oldest first.
+    private var nodeEvents: [Coord_V1_NodeEvent] = []
+    private var pressureShutdown = false
+    private let pressureQueue = DispatchQueue(label: "coord-node.pressure")
 
     public init(configuration: NodeConfiguration, logger: Logger) {
         self.configuration = configuration
         self.logger = logger
         store = FileStore(root: configuration.staging)
+        probe = HostProbe(root: configuration.systemRoot)
+        monitor = PressureMonitor(probe: probe, staging: configuration.staging)
         simulatedClock = SimulatedClock(offsetMicroseconds: configuration.clockOffsetMicroseconds,
                                         driftPPM: configuration.clockDriftPPM,
                                         hostReference: configuration.clockReferenceMicroseconds ?? MonotonicClock.now())
@@ -91,7 +100,20 @@ public final class NodeAgent: @unchecked Sendable {
                 formats: sizes.map { CameraFormat(pixelFormat: "yuv420p", width: $0.0, height: $0.1,
                                                   minFramePeriodMicroseconds: Int64(SyntheticSensor.Spec.fastestPeriodMicroseconds),
                                                   maxFramePeriodMicroseconds: 1_000_000) },
-                codecs: VideoCodec.allCases.map(\.rawValue))
+                codecs: VideoCodec.allCases.map(\.rawValue), bus: configuration.syntheticCameraBus[name] ?? "")
+        }
+    }
+
+    /// The stored calibration, read afresh so a `coord-node calibrate` takes effect without a restart; nil
+    /// (with a warning) when there is none or it cannot be read.
+    func calibration() -> Calibration? {
+        let url = configuration.calibrationFile
+        guard FileManager.default.fileExists(atPath: url.path) else { return nil }
+        do {
+            return try Calibration.load(from: url)
+        } catch {
+            logger.warning("calibration not used", metadata: ["reason": "\(error)"])
+            return nil
         }
     }
 
@@ -127,6 +149,8 @@ public final class NodeAgent: @unchecked Sendable {
             r.cameras = cameras.map(\.wire)
             r.host = ProcessInfo.processInfo.hostName
             r.timeService = TimeService.describe()
+            r.resources = probe.resources(staging: configuration.staging, calibration: calibration(),
+                                          buses: configuration.syntheticBuses).wire
             return Wire.envelope(id, .helloReply(r))
         case .clockProbe(let probe):
             var r = Coord_V1_ClockProbeReply()
@@ -209,6 +233,8 @@ public final class NodeAgent: @unchecked Sendable {
         settings = requested
         recorders = []
         failureDetail = ""
+        nodeEvents = []
+        pressureShutdown = false
         logger.info("configured", metadata: ["take": "\(message.takeID)", "cameras": "\(requested.map(\.camera))"])
     }
 
@@ -218,6 +244,9 @@ public final class NodeAgent: @unchecked Sendable {
         }
         lock.lock()
         defer { lock.unlock() }
+        if monitor.reading.level == .shutdown {
+            throw NodeFailure(.io, "node \(configuration.name) cannot record take \(message.takeID): \(monitor.reading.cause).")
+        }
         try machine.arm(takeID: message.takeID)
         let grid = FrameGrid(t0: message.t0Us, periodMicroseconds: Int64(message.framePeriodUs))
         let mapping = ClockMappingBox(ClockMapping(wire: message.clock))
@@ -231,8 +260,9 @@ public final class NodeAgent: @unchecked Sendable {
         var made: [CameraRecorder] = []
         for (index, s) in settings.enumerated() {
             if configuration.syntheticOpenMilliseconds > 0 { usleep(UInt32(configuration.syntheticOpenMilliseconds) * 1000) }
+            // A frame-rate cap runs the sensor itself at fps / record_every (CameraRecorder locks it to every k-th group).
             let spec = SyntheticSensor.Spec(
-                ordinal: UInt8(s.ordinal), width: s.width, height: s.height, fps: s.fps,
+                ordinal: UInt8(s.ordinal), width: s.width, height: s.height, periodMicroseconds: 1_000_000 / s.capturedFPS,
                 rateErrorPPM: sensorRateError(index), timestampJitterMicroseconds: configuration.timestampJitterMicroseconds,
                 seed: configuration.seed &* 1_000_003 &+ UInt64(index))
             let clock = simulatedClock
@@ -378,6 +408,10 @@ public final class NodeAgent: @unchecked Sendable {
         s.takeID = machine.takeID ?? ""
         s.localNowUs = localNow()
         s.detail = failureDetail
+        s.pressure = Coord_V1_PressureLevel(rawValue: monitor.reading.level.rawValue) ?? .nominal
+        s.pressureCause = monitor.reading.cause
+        s.events = nodeEvents
+        s.resources = monitor.resources.wire
         switch machine.state {
         case .idle: s.state = .idle
         case .configured: s.state = .configured
@@ -433,6 +467,8 @@ public final class NodeAgent: @unchecked Sendable {
     /// Called every few hundred ms by the server: a take armed but never started (its coordinator vanished or
     /// could not reach this node) is dropped once its start instant is well past, so the node is free again.
     public func tick() {
+        // Off the socket thread: reading sysfs must not delay the clock probes it answers.
+        pressureQueue.async { [weak self] in self?.samplePressure() }
         lock.lock()
         guard machine.state == .armed, let takeID = machine.takeID, let armedGrid else { lock.unlock(); return }
         let now = armedGrid.clock.current.rig(fromLocal: Double(localNow()))
@@ -444,6 +480,47 @@ public final class NodeAgent: @unchecked Sendable {
         abort.takeID = takeID
         abort.reason = "never started"
         try? self.abort(abort)
+    }
+
+    /// Every half second: judge the node's pressure, note a change as an event, and at shutdown level stop
+    /// every camera a few groups ahead so the files are finalized while the disk still has room.
+    private func samplePressure() {
+        let now = MonotonicClock.now()
+        lock.lock()
+        guard now - lastPressureSample >= 500_000 else { lock.unlock(); return }
+        lastPressureSample = now
+        let progress = recorders.map(\.snapshot)
+        let previous = monitor.reading
+        let counters = PressureMonitor.Counters(bytesWritten: progress.map(\.bytesWritten).reduce(0, +),
+                                                frames: progress.map(\.frames).reduce(0, +),
+                                                dropped: progress.map(\.dropped).reduce(0, +))
+        lock.unlock()
+        let reading = monitor.sample(now: now, counters: counters, calibration: nil, buses: configuration.syntheticBuses)
+        lock.lock()
+        defer { lock.unlock() }
+        let active = machine.state == .armed || machine.state == .recording
+        if reading.level != previous.level {
+            logger.notice("pressure \(reading.level.name)", metadata: ["cause": "\(reading.cause)"])
+            if active { addNodeEvent(camera: "", kind: "pressure", detail: "\(reading.level.name): \(reading.cause)") }
+        }
+        guard reading.level == .shutdown, machine.state == .recording, !pressureShutdown, let armedGrid else { return }
+        pressureShutdown = true
+        let rigNow = armedGrid.clock.current.rig(fromLocal: Double(localNow()))
+        let stop = armedGrid.grid.nearestGroup(to: Int64(rigNow)) + 2
+        recorders.forEach { $0.stop(at: stop) }
+        let detail = "node \(configuration.name) stopped its cameras after group \(stop - 1) with their files finalized: \(reading.cause)"
+        logger.error("\(detail)")
+        addNodeEvent(camera: "", kind: "pressure-shutdown", detail: detail)
+    }
+
+    /// Records something the node did on its own; the coordinator copies it into the manifest. Lock held.
+    private func addNodeEvent(camera: String, kind: String, detail: String) {
+        var event = Coord_V1_NodeEvent()
+        event.tUs = armedGrid.map { Int64($0.clock.current.rig(fromLocal: Double(localNow())).rounded()) } ?? localNow()
+        event.camera = camera
+        event.kind = kind
+        event.detail = detail
+        nodeEvents.append(event)
     }
 
     /// Graceful shutdown: every camera still recording stops now and its file is finalized.

@@ -7,17 +7,30 @@ import ServiceLifecycle
 import Glibc
 #endif
 
-/// coord-node: the node agent daemon that runs on every capture box.
+/// coord-node: the node agent daemon that runs on every capture box, and its one-off calibration.
 @main
 struct CoordNode: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "coord-node",
-        abstract: "The coord node agent: records this box's cameras on the rig's frame grid and serves the files.")
+        abstract: "The coord node agent: records this box's cameras on the rig's frame grid and serves the files.",
+        // The daemon is the default, so `coord-node --name x --synthetic cam0 …` runs it as it always did.
+        subcommands: [Serve.self, Calibrate.self],
+        defaultSubcommand: Serve.self)
+}
+
+/// The daemon: serves the coordinator until it is told to stop.
+struct Serve: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "serve",
+        abstract: "Run the node agent (the default when no subcommand is given).")
 
     @Option(help: "Node name ([A-Za-z0-9._-]{1,64}).") var name: String = ProcessInfo.processInfo.hostName
     @Option(help: "ZeroMQ endpoint to listen on; a * port picks a free one.") var endpoint: String = "tcp://0.0.0.0:5710"
     @Option(help: "Staging directory for recordings until the coordinator collects them.") var staging: String = "/var/lib/coord-node"
-    @Option(help: "Synthetic cameras to offer, comma-separated names.") var synthetic: String = ""
+    @Option(help: "Synthetic cameras to offer, comma-separated NAME or NAME@BUS (BUS declared by --synthetic-bus).") var synthetic: String = ""
+    @Option(help: "A bus synthetic cameras can share, ID=MBITS (e.g. usb1=5000); repeatable.") var syntheticBus: [String] = []
+    @Option(help: "Read sysfs and procfs (thermal zones, CPUs, USB buses) under this directory.") var systemRoot: String = "/"
+    @Option(help: "Calibration file written by `coord-node calibrate` (default: <staging>/calibration.json).") var calibration: String?
     @Option(help: "Simulated local clock offset from CLOCK_MONOTONIC, µs (demo).") var clockOffsetUs: Int64 = 0
     @Option(help: "Simulated local clock drift, ppm (demo).") var clockDriftPpm: Double = 0
     @Option(help: "Host CLOCK_MONOTONIC instant (µs) at which the simulated offset holds; default: at start (demo).") var clockReferenceUs: Int64?
@@ -38,9 +51,19 @@ struct CoordNode: AsyncParsableCommand {
             return handler
         }
         let logger = Logger(label: "coord-node")
-        var config = NodeConfiguration(
-            name: name, endpoint: endpoint, staging: URL(fileURLWithPath: staging),
-            syntheticCameras: synthetic.split(separator: ",").map { String($0).trimmingCharacters(in: .whitespaces) })
+        var config: NodeConfiguration
+        do {
+            let spec = try SyntheticCameraSpec.parse(synthetic: synthetic, buses: syntheticBus)
+            config = NodeConfiguration(name: name, endpoint: endpoint, staging: URL(fileURLWithPath: staging),
+                                       syntheticCameras: spec.cameras)
+            config.syntheticCameraBus = spec.cameraBus
+            config.syntheticBuses = spec.buses
+        } catch {
+            FileHandle.standardError.write(Data("coord-node: \(error)\n".utf8))
+            throw ExitCode(2)
+        }
+        config.systemRoot = URL(fileURLWithPath: systemRoot)
+        config.calibrationPath = calibration.map { URL(fileURLWithPath: $0) }
         config.clockOffsetMicroseconds = clockOffsetUs
         config.clockDriftPPM = clockDriftPpm
         config.clockReferenceMicroseconds = clockReferenceUs
@@ -73,6 +96,39 @@ struct CoordNode: AsyncParsableCommand {
             gracefulShutdownSignals: parentPid != nil ? [.sigterm] : [.sigterm, .sigint], logger: logger))
         do {
             try await group.run()
+        } catch {
+            FileHandle.standardError.write(Data("coord-node: \(error)\n".utf8))
+            throw ExitCode(1)
+        }
+    }
+}
+
+/// Measures this node's disk, encoders and heating once and stores the figures for the daemon's handshake.
+struct Calibrate: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "Measure the staging disk's write rate and every codec's encode rate, and save them for the daemon.")
+
+    @Option(help: "Staging directory the daemon records into (measured, and holds the calibration file).") var staging: String = "/var/lib/coord-node"
+    @Option(help: "Where to save the calibration (default: <staging>/calibration.json).") var calibration: String?
+    @Option(help: "Seconds to measure the disk, and then each codec.") var seconds: Double = 2
+    @Option(help: "Read sysfs and procfs (thermal zones, CPUs) under this directory.") var systemRoot: String = "/"
+
+    func run() throws {
+        guard seconds.isFinite, seconds > 0 else {
+            FileHandle.standardError.write(Data("coord-node: --seconds must be a positive number, not \(seconds).\n".utf8))
+            throw ExitCode(2)
+        }
+        // The daemon's own rule for where the file lives, so it reads what this wrote.
+        var config = NodeConfiguration(name: "calibrate", endpoint: "", staging: URL(fileURLWithPath: staging), syntheticCameras: [])
+        config.calibrationPath = calibration.map { URL(fileURLWithPath: $0) }
+        let file = config.calibrationFile
+        do {
+            _ = try Calibrator.calibrate(staging: config.staging, file: file, probe: HostProbe(root: URL(fileURLWithPath: systemRoot)),
+                                         seconds: seconds) { line in
+                print(line)
+                fflush(stdout)
+            }
+            print("calibration saved to \(file.path)")
         } catch {
             FileHandle.standardError.write(Data("coord-node: \(error)\n".utf8))
             throw ExitCode(1)

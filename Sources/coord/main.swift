@@ -14,7 +14,7 @@ struct Coord: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "coord",
         abstract: "Record one synchronized multi-camera take across many capture nodes.",
-        subcommands: [Demo.self, StartTake.self, RigStatusCommand.self, Report.self])
+        subcommands: [Demo.self, StartTake.self, RigStatusCommand.self, Plan.self, Report.self])
 
     /// Parses and runs, mapping ArgumentParser's usage errors (64) to CONTRACT §1's exit code 2.
     static func main() async {
@@ -72,6 +72,8 @@ struct Demo: AsyncParsableCommand {
     @Option(help: "Take name.") var name: String = "demo"
     @Option(help: ArgumentHelp("Write the simulated clocks' truth here, for benchmarks that score the clock estimates.",
                                visibility: .hidden)) var truthFile: String?
+    @Option(help: ArgumentHelp("This machine's calibration file (default: $COORD_CALIBRATION, else ~/.cache/coord/calibration.json; measured on first use).",
+                               visibility: .hidden)) var calibration: String?
     @Flag(help: "Log the coordinator's debug output.") var verbose = false
 
     func run() async throws {
@@ -97,12 +99,14 @@ struct Demo: AsyncParsableCommand {
             throw ExitCode(1)
         }
         let seed = seed ?? UInt64.random(in: 0...UInt64(UInt32.max))
-        let rig = DemoRig(settings: .init(nodes: nodes, camerasPerNode: camerasPerNode, clockOffsetMilliseconds: clockOffsetMs,
-                                          driftPPM: driftPpm, timestampJitterMicroseconds: timestampJitterUs, seed: seed),
-                          nodeBinary: nodeBinary, console: console)
+        var settings = DemoRig.Settings(nodes: nodes, camerasPerNode: camerasPerNode, clockOffsetMilliseconds: clockOffsetMs,
+                                        driftPPM: driftPpm, timestampJitterMicroseconds: timestampJitterUs, seed: seed)
+        if let calibration { settings.calibrationFile = URL(fileURLWithPath: calibration) }
+        let rig = DemoRig(settings: settings, nodeBinary: nodeBinary, console: console)
         console.step("starting \(nodes) coord-node process(es) with \(camerasPerNode) synthetic camera(s) each (seed \(seed))")
         let outcome: TakeOutcome
         do {
+            try rig.ensureCalibration()
             let endpoints = try rig.start()
             if let truthFile { try? rig.truthJSON().write(to: URL(fileURLWithPath: truthFile)) }
             outcome = try await recordTake(endpoints: endpoints, request: request, console: console) {
@@ -204,6 +208,8 @@ struct StartTake: AsyncParsableCommand {
     @Option(help: "Frame rate (default: the rig's take.fps, else 30).") var fps: Int?
     @Option(help: "Frame size, WxH (default: the rig's take.size, else 640x480).") var size: String?
     @Option(help: "Codec: mjpeg, ffv1 or h264 (default: the rig's take.codec, else mjpeg).") var codec: String?
+    @Flag(help: "When the rig is over budget, apply what `coord plan --fit` proposes (lower formats, cap frame rates, disable the lowest-priority cameras) instead of refusing.")
+    var fit = false
     @Flag(help: "Log the coordinator's debug output.") var verbose = false
 
     func run() async throws {
@@ -211,24 +217,10 @@ struct StartTake: AsyncParsableCommand {
         let console = Console()
         let file = try loadRig(rig)
         let spec = file.spec
-        let sizeText = size ?? spec.take.size ?? "640x480"
-        guard let (width, height) = RigSpec.parseSize(sizeText) else {
-            throw usageError("--size must be WxH, e.g. 640x480 (got \(sizeText)).")
-        }
-        let takesDirectory: URL
-        if let takesDir {
-            takesDirectory = URL(fileURLWithPath: takesDir)
-        } else if let fromRig = spec.take.takesDir {
-            takesDirectory = URL(fileURLWithPath: fromRig, relativeTo: file.directory).standardizedFileURL
-        } else {
-            takesDirectory = URL(fileURLWithPath: "./takes")
-        }
-        var request = TakeRequest(name: name ?? spec.take.name ?? "take", seconds: seconds ?? Self.untilInterrupted,
-                                  fps: fps ?? spec.take.fps ?? 30, width: width, height: height,
-                                  codec: codec ?? spec.take.codec ?? "mjpeg", takesDirectory: takesDirectory)
+        var request = try takeRequest(file, name: name, seconds: seconds ?? Self.untilInterrupted, takesDir: takesDir, fps: fps,
+                                      size: size, codec: codec)
         request.untilStopped = seconds == nil
-        for node in spec.nodes { if let cameras = node.cameraNames { request.camerasByEndpoint[node.endpoint] = cameras } }
-        if let problem = request.problem() { throw usageError(problem) }
+        request.fit = fit
         console.step("rig \(rig): \(spec.nodes.count) node(s): \(spec.nodes.map(\.name).joined(separator: ", "))")
         if seconds == nil { console.step("recording until Ctrl-C (at most 24 h), then every camera stops at one instant") }
         let outcome: TakeOutcome
@@ -269,6 +261,70 @@ final class ResultBox<T>: @unchecked Sendable {
     private var value: T?
     func set(_ v: T) { lock.lock(); value = v; lock.unlock() }
     func get() -> T? { lock.lock(); defer { lock.unlock() }; return value }
+}
+
+/// The take a rig file and the command line ask for; a usage error (exit 2) in one sentence.
+func takeRequest(_ file: RigFile, name: String?, seconds: Double, takesDir: String?, fps: Int?, size: String?,
+                 codec: String?) throws -> TakeRequest {
+    let spec = file.spec
+    let sizeText = size ?? spec.take.size ?? "640x480"
+    guard let (width, height) = RigSpec.parseSize(sizeText) else {
+        throw usageError("--size must be WxH, e.g. 640x480 (got \(sizeText)).")
+    }
+    let takesDirectory: URL
+    if let takesDir {
+        takesDirectory = URL(fileURLWithPath: takesDir)
+    } else if let fromRig = spec.take.takesDir {
+        takesDirectory = URL(fileURLWithPath: fromRig, relativeTo: file.directory).standardizedFileURL
+    } else {
+        takesDirectory = URL(fileURLWithPath: "./takes")
+    }
+    var request = TakeRequest(name: name ?? spec.take.name ?? "take", seconds: seconds,
+                              fps: fps ?? spec.take.fps ?? 30, width: width, height: height,
+                              codec: codec ?? spec.take.codec ?? "mjpeg", takesDirectory: takesDirectory)
+    for node in spec.nodes { if let cameras = node.cameras { request.camerasByEndpoint[node.endpoint] = cameras } }
+    request.pressurePolicy = spec.pressure
+    if let problem = request.problem() { throw usageError(problem) }
+    return request
+}
+
+struct Plan: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "Check a rig's cost budgets before anything records: hardware cost per node and resource, and the longest take.",
+        discussion: """
+            Asks every node for its cameras, buses, calibrated encoder and disk, free disk and thermal zones, and prints \
+            the budget table. Exits 0 when the rig fits, 3 when it is over budget (hardware cost 1.0 or more, or a \
+            --seconds longer than the nodes can sustain). With --fit it proposes changes by camera priority (lower \
+            formats, then frame-rate caps, then disabling the lowest-priority cameras) until the cost is below 1.0; \
+            it changes nothing: `coord start-take --fit` applies them, or write them into the rig file.
+            """)
+
+    @Option(help: "The rig file (YAML).") var rig: String
+    @Flag(help: "Propose changes that bring an over-budget rig under a cost of 1.0.") var fit = false
+    @Option(help: "Check that a take this long fits the nodes' disks and thermal headroom.") var seconds: Double?
+    @Option(help: "Frame rate (default: the rig's take.fps, else 30).") var fps: Int?
+    @Option(help: "Frame size, WxH (default: the rig's take.size, else 640x480).") var size: String?
+    @Option(help: "Codec: mjpeg, ffv1 or h264 (default: the rig's take.codec, else mjpeg).") var codec: String?
+
+    func run() async throws {
+        bootstrapLogging(false)
+        let file = try loadRig(rig)
+        var request = try takeRequest(file, name: nil, seconds: seconds ?? 1, takesDir: nil, fps: fps, size: size, codec: codec)
+        request.untilStopped = seconds == nil
+        let outcome: RigPlan.Outcome
+        do {
+            outcome = try await RigPlan.run(file.spec, request: request, fit: fit)
+        } catch let error as CoordError {
+            var message = error.message
+            for node in file.spec.nodes { message = message.replacingOccurrences(of: "node at \(node.endpoint)", with: "node \(node.name) at \(node.endpoint)") }
+            throw exitStatus(for: CoordError(error.kind, message))
+        }
+        print(outcome.text)
+        if let refusal = outcome.refusal {
+            FileHandle.standardError.write(Data("coord: \(refusal)\n".utf8))
+            throw ExitCode(3)
+        }
+    }
 }
 
 struct RigStatusCommand: AsyncParsableCommand {

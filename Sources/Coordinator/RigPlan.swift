@@ -1,0 +1,52 @@
+import CoordCore
+import Foundation
+import ZeroMQ
+
+/// `coord plan`: the budget table of a rig as its nodes describe themselves now, and with `fit` the changes
+/// that bring it under budget. Nothing is configured or recorded.
+public enum RigPlan {
+    public struct Outcome: Sendable {
+        /// What to print on stdout.
+        public var text: String
+        /// Why the rig is refused (exit 3), one sentence; nil when it fits (after the proposed changes, with `fit`).
+        public var refusal: String?
+    }
+
+    public static func run(_ spec: RigSpec, request: TakeRequest, fit: Bool) async throws -> Outcome {
+        let context = ZMQContext()
+        let links = try spec.nodes.map { try NodeLink(endpoint: $0.endpoint, context: context) }
+        defer { links.forEach { $0.close() } }
+        let hellos = try await TakeSession.handshake(links)
+        let planned = try RigPlanner.plannedNodes(hellos, request: request)
+        let budget = Budget.evaluate(planned)
+        var lines = ["budget for \(planned.flatMap(\.cameras).count) camera(s) on \(planned.count) node(s) at \(request.width)x\(request.height), \(request.fps) fps, \(request.codec):", ""]
+        lines += budget.table()
+        let conflicts = budget.conflicts
+        if !conflicts.isEmpty {
+            lines += ["", "cameras that cannot run together:"] + conflicts.map { "  \($0)" }
+        }
+        lines += ["", budget.forecastSentence]
+        let asked = request.untilStopped ? nil : request.seconds
+        func pressure(_ b: RigBudget) -> String? { asked.flatMap { b.pressureRefusal(requestedSeconds: $0) } }
+        guard let refusal = budget.refusal() else {
+            lines.append("the rig is under budget (hardware cost \(String(format: "%.2f", budget.cost))).")
+            return Outcome(text: lines.joined(separator: "\n"), refusal: pressure(budget))
+        }
+        guard fit else {
+            lines.append("the rig is over budget; coord plan --fit proposes changes.")
+            return Outcome(text: lines.joined(separator: "\n"), refusal: refusal)
+        }
+        let fitted = Budget.fit(planned)
+        lines += ["", "--fit proposes \(fitted.changes.count) change(s), lowest priority first:"]
+        lines += fitted.changes.map { "  \($0.sentence)" }
+        lines += ["", "budget with the changes:", ""] + fitted.budget.table()
+        guard fitted.fits else {
+            lines.append("even with every change the rig stays over budget.")
+            return Outcome(text: lines.joined(separator: "\n"),
+                           refusal: (fitted.budget.refusal() ?? refusal).dropLast() + ", even after --fit lowered every camera it could.")
+        }
+        lines += ["", "nothing was changed. To record with these changes: coord start-take --rig RIG --fit; or set in the rig file:"]
+        lines += RigPlanner.rigFileLines(fitted.changes, fitted: fitted.nodes, fps: request.fps).map { "  \($0)" }
+        return Outcome(text: lines.joined(separator: "\n"), refusal: pressure(fitted.budget))
+    }
+}

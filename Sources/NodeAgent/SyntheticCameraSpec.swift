@@ -1,0 +1,71 @@
+import CoordCore
+import Foundation
+
+/// Parses the daemon's `--synthetic NAME[@BUS],…` and `--synthetic-bus ID=MBITS` flags: which synthetic cameras
+/// the node offers, and which declared bus each shares (for the rig's bandwidth budget).
+public enum SyntheticCameraSpec {
+    /// The cameras in flag order, the bus of each camera that names one, and the declared buses in flag order.
+    /// Camera names are checked by `NodeConfiguration.problem()`, as for any camera.
+    public static func parse(synthetic: String, buses: [String]) throws -> (cameras: [String], cameraBus: [String: String], buses: [Bus]) {
+        var declared: [Bus] = []
+        for entry in buses {
+            let bus = try parseBus(entry)
+            if declared.contains(where: { $0.id == bus.id }) {
+                throw SyntheticCameraSpecError(option: "--synthetic-bus", entry: entry, reason: "bus \(bus.id) is declared twice")
+            }
+            declared.append(bus)
+        }
+        var cameras: [String] = []
+        var cameraBus: [String: String] = [:]
+        // Empty entries ("cam0,,cam1", a trailing comma) are skipped, as the flag always allowed.
+        for raw in synthetic.split(separator: ",") {
+            let entry = raw.trimmingCharacters(in: .whitespaces)
+            if entry.isEmpty { continue }
+            let parts = entry.split(separator: "@", omittingEmptySubsequences: false).map(String.init)
+            guard parts.count <= 2, !parts[0].isEmpty, parts.count == 1 || !parts[1].isEmpty else {
+                throw SyntheticCameraSpecError(option: "--synthetic", entry: entry, reason: "expected NAME or NAME@BUS")
+            }
+            cameras.append(parts[0])
+            if parts.count == 2 {
+                guard declared.contains(where: { $0.id == parts[1] }) else {
+                    throw SyntheticCameraSpecError(option: "--synthetic", entry: entry,
+                                                   reason: "bus \(parts[1]) is not declared by any --synthetic-bus \(parts[1])=MBITS")
+                }
+                cameraBus[parts[0]] = parts[1]
+            }
+        }
+        return (cameras, cameraBus, declared)
+    }
+
+    /// "usb1=5000": a bus with the link rate in megabits per second; usable bandwidth as `Bus.usb` reckons it.
+    private static func parseBus(_ entry: String) throws -> Bus {
+        let parts = entry.trimmingCharacters(in: .whitespaces).split(separator: "=", omittingEmptySubsequences: false)
+        guard parts.count == 2 else {
+            throw SyntheticCameraSpecError(option: "--synthetic-bus", entry: entry, reason: "expected ID=MBITS, e.g. usb1=5000")
+        }
+        let id = parts[0].trimmingCharacters(in: .whitespaces)
+        guard RigName.isValid(id) else {
+            throw SyntheticCameraSpecError(option: "--synthetic-bus", entry: entry,
+                                           reason: "the bus id must be 1 to 64 of A-Z a-z 0-9 . _ -")
+        }
+        guard let mbits = Double(parts[1].trimmingCharacters(in: .whitespaces)), mbits.isFinite, mbits > 0 else {
+            throw SyntheticCameraSpecError(option: "--synthetic-bus", entry: entry,
+                                           reason: "the rate must be a positive number of megabits per second")
+        }
+        return Bus(id: id, kind: mbits >= 5000 ? "usb3" : "usb2", bandwidthBytesPerSecond: mbits * 1e6 / 8 * 0.8)
+    }
+}
+
+/// A `--synthetic` or `--synthetic-bus` entry the node cannot use, and why, as one sentence.
+public struct SyntheticCameraSpecError: Error, Equatable, Sendable, CustomStringConvertible {
+    /// The flag the entry came from.
+    public let option: String
+    public let entry: String
+    public let reason: String
+
+    public init(option: String, entry: String, reason: String) {
+        self.option = option; self.entry = entry; self.reason = reason
+    }
+
+    public var description: String { "\(option) entry \"\(entry)\" is not usable: \(reason)." }
+}
