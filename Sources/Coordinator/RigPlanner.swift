@@ -63,7 +63,7 @@ public enum RigPlanner {
         var checked = Checked(nodes: nodes, budget: Budget.evaluate(nodes), changes: [])
         if let refusal = checked.budget.refusal() {
             guard request.fit else {
-                throw CoordError(.overBudget, refusal.dropLast() + "; coord plan --fit proposes changes that fit.")
+                throw CoordError(.overBudget, refusal.dropLast() + "; \(request.overBudgetHint).")
             }
             let fitted = Budget.fit(nodes)
             guard fitted.fits else {

@@ -25,6 +25,8 @@ public struct TakeRequest: Sendable {
     public var pressurePolicy = PressurePolicy()
     /// Over budget: lower formats, cap rates and disable cameras by priority until it fits, instead of refusing.
     public var fit = false
+    /// What the refusal of an over-budget rig suggests, as the end of its sentence.
+    public var overBudgetHint = "coord plan --fit proposes changes that fit"
 
     public init(name: String, seconds: Double, fps: Int, width: Int, height: Int, codec: String, takesDirectory: URL,
                 camerasPerNode: Int? = nil) {

@@ -88,8 +88,9 @@ struct Demo: AsyncParsableCommand {
             FileHandle.standardError.write(Data("coord: --clock-offset-ms, --drift-ppm and --timestamp-jitter-us must not be negative.\n".utf8))
             throw ExitCode(2)
         }
-        let request = TakeRequest(name: name, seconds: seconds, fps: fps, width: width, height: height, codec: codec,
+        var request = TakeRequest(name: name, seconds: seconds, fps: fps, width: width, height: height, codec: codec,
                                   takesDirectory: URL(fileURLWithPath: takesDir), camerasPerNode: camerasPerNode)
+        request.overBudgetHint = "choose fewer cameras, a smaller --size, a lower --fps or another --codec"
         if let problem = request.problem() {
             FileHandle.standardError.write(Data("coord: \(problem)\n".utf8))
             throw ExitCode(2)
