@@ -66,6 +66,9 @@ public enum RigStatus {
             report.takeID = s.takeID.isEmpty ? nil : s.takeID
             if s.state == .failed && !s.detail.isEmpty { report.notes.append(s.detail) }
             for c in s.cameras where !c.error.isEmpty { report.notes.append("\(c.camera): \(c.error)") }
+            if let level = PressureLevel(rawValue: s.pressure.rawValue), level > .nominal {
+                report.notes.append("pressure \(level.name): \(s.pressureCause)")
+            }
         } catch {
             report.failure = sentence(error)
         }

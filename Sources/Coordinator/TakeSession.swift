@@ -97,9 +97,8 @@ public final class TakeSession: @unchecked Sendable {
         for change in checked.changes { console.step("fit: \(change.sentence)") }
         for note in checked.budget.notes { console.step("  note: \(note)") }
         console.step(Self.budgetLine(checked.budget))
-        if request.untilStopped, let longest = checked.budget.longestSeconds {
+        if request.untilStopped, checked.budget.longestSeconds != nil {
             console.step("  warning: \(checked.budget.forecastSentence) Stop the take before then.")
-            _ = longest
         }
         var plans: [NodePlan] = []
         var ordinal = 0

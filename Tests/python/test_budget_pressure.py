@@ -268,6 +268,8 @@ def test_a_node_heating_mid_take_slows_then_disables_its_lowest_priority_camera(
         set_temp(sysroot, 75000)   # past the passive trip: serious
         slowed = coordinator.wait_for(r"records one group in 2", timeout=15)
         assert "hot/wide" in slowed, slowed
+        status = run_coord("status", "--rig", rig, timeout=30)
+        assert "pressure serious: thermal zone cpu-thermal is at 75 °C" in status.stdout, status.stdout
         set_temp(sysroot, 82000)   # halfway to the critical trip: critical
         disabled = coordinator.wait_for(r"was disabled", timeout=15)
         assert "hot/wide" in disabled, disabled
