@@ -321,38 +321,36 @@ def small_disk(tmp_path):
         subprocess.run(["umount", "-l", str(mount)], check=False)
 
 
-def test_a_disk_too_small_for_the_take_is_refused_up_front(tmp_path, small_disk):
+@pytest.fixture
+def small_and_roomy(tmp_path, small_disk):
+    """Two nodes with one camera each: `small` stages on the small disk, `roomy` on the test's own."""
     cal = calibration(tmp_path / "cal.json")
     nodes = []
     try:
-        full = Node(small_disk, extra_args=["--name", "small", "--synthetic", "cam0", "--calibration", str(cal)])
-        nodes.append(full)
-        other = start_node(tmp_path, "roomy", "cam0", ["--calibration", str(cal)])
-        nodes.append(other)
-        rig = rig_file(tmp_path / "rig.yaml", [("small", full, ""), ("roomy", other, "")])
-        takes = tmp_path / "takes"
-        done = run_coord("start-take", "--rig", rig, "--seconds", 900, "--takes-dir", takes)
-        assert done.returncode == 3, done.stdout + done.stderr
-        line = last_line(done.stderr)
-        assert "node small" in line and "can record only" in line and "disk" in line and "15 min" in line, line
-        assert not takes.exists() or not any(takes.iterdir())
-        plan = run_coord("plan", "--rig", rig)
-        assert plan.returncode == 0 and re.search(r"^small\s+longest take\s+\d+ (s|min)", plan.stdout, re.M), plan.stdout
+        nodes.append(Node(small_disk, extra_args=["--name", "small", "--synthetic", "cam0", "--calibration", str(cal)]))
+        nodes.append(start_node(tmp_path, "roomy", "cam0", ["--calibration", str(cal)]))
+        yield rig_file(tmp_path / "rig.yaml", [("small", nodes[0], ""), ("roomy", nodes[1], "")])
     finally:
         for n in nodes:
             n.cleanup()
 
 
-def test_a_disk_that_fills_mid_take_ends_that_nodes_files_cleanly(tmp_path, small_disk):
-    cal = calibration(tmp_path / "cal.json")
-    nodes = []
+def test_a_disk_too_small_for_the_take_is_refused_up_front(tmp_path, small_and_roomy):
+    rig = small_and_roomy
+    takes = tmp_path / "takes"
+    done = run_coord("start-take", "--rig", rig, "--seconds", 900, "--takes-dir", takes)
+    assert done.returncode == 3, done.stdout + done.stderr
+    line = last_line(done.stderr)
+    assert "node small" in line and "can record only" in line and "disk" in line and "15 min" in line, line
+    assert not takes.exists() or not any(takes.iterdir())
+    plan = run_coord("plan", "--rig", rig)
+    assert plan.returncode == 0 and re.search(r"^small\s+longest take\s+\d+ (s|min)", plan.stdout, re.M), plan.stdout
+
+
+def test_a_disk_that_fills_mid_take_ends_that_nodes_files_cleanly(tmp_path, small_disk, small_and_roomy):
+    rig = small_and_roomy
     coordinator = None
     try:
-        full = Node(small_disk, extra_args=["--name", "small", "--synthetic", "cam0", "--calibration", str(cal)])
-        nodes.append(full)
-        other = start_node(tmp_path, "roomy", "cam0", ["--calibration", str(cal)])
-        nodes.append(other)
-        rig = rig_file(tmp_path / "rig.yaml", [("small", full, ""), ("roomy", other, "")])
         takes = tmp_path / "takes"
         coordinator = Coordinator("start-take", "--rig", rig, "--seconds", 10, "--takes-dir", takes)
         coordinator.wait_for(r"recording \d", timeout=60)
@@ -384,5 +382,3 @@ def test_a_disk_that_fills_mid_take_ends_that_nodes_files_cleanly(tmp_path, smal
     finally:
         if coordinator:
             coordinator.kill()
-        for n in nodes:
-            n.cleanup()
