@@ -21,7 +21,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import Node
+from conftest import Client, Node
 
 ROOT = Path(__file__).resolve().parents[2]
 COORD = Path(os.environ.get("COORD") or ROOT / ".build" / "debug" / "coord")
@@ -132,6 +132,34 @@ def assert_untouched(take: Path, manifest: dict, node: str, camera: str):
     counters = [s[1] for s in check_take.stripes(mkv) if s is not None]
     assert len(counters) == groups and all(b == a + 1 for a, b in zip(counters, counters[1:])), \
         f"{who}: its frames are not consecutive sensor frames"
+
+
+# ---- what a node reports in the handshake ----
+
+def test_the_handshake_carries_buses_calibration_disk_cpus_and_thermal_zones(tmp_path, zctx, pb):
+    sysroot = thermal_tree(tmp_path / "sysroot", 52500)
+    (sysroot / "proc").mkdir()
+    (sysroot / "proc" / "loadavg").write_text("1.50 1.00 0.50 2/345 6789\n")
+    (sysroot / "sys" / "devices" / "system" / "cpu").mkdir(parents=True)
+    (sysroot / "sys" / "devices" / "system" / "cpu" / "online").write_text("0-2\n")
+    node = start_node(tmp_path, "probe", "front@usb2,back@usb2,side",
+                      ["--synthetic-bus", "usb2=480", "--system-root", str(sysroot),
+                       "--calibration", str(calibration(tmp_path / "cal.json", disk_mb_s=123))])
+    client = Client(zctx, node.endpoint, pb)
+    try:
+        reply = client.hello()
+        assert {c.name: c.bus for c in reply.cameras} == {"front": "usb2", "back": "usb2", "side": ""}
+        r = reply.resources
+        assert [(b.id, b.kind, b.bandwidth_bytes_per_s) for b in r.buses] == [("usb2", "usb2", 48e6)]
+        assert r.calibration.disk_write_bytes_per_s == 123e6
+        assert {e.codec for e in r.calibration.encode} == {"mjpeg", "ffv1", "h264"}
+        assert r.cpu_count == 3 and abs(r.cpu_load - 0.5) < 1e-9
+        assert [(z.name, z.celsius, z.passive_celsius, z.critical_celsius) for z in r.thermal_zones] == [("cpu-thermal", 52.5, 70, 90)]
+        st = os.statvfs(node.staging)
+        assert 0 < r.free_disk_bytes <= st.f_blocks * st.f_frsize and r.disk_id and r.host_id
+    finally:
+        client.close()
+        node.cleanup()
 
 
 # ---- the demo's budget check with this machine's calibration ----
