@@ -110,7 +110,7 @@ def prediction(coord: Path, work: Path, cal_path: Path, codec: str) -> dict:
     # The largest size whose planned encoding cost leaves room (≤ 0.6): the model is judged where it says a rig fits.
     rate = json.loads(cal_path.read_text())["encode"][codec]["pixels_per_s"]
     size = next((s for s in ["1280x720", "640x480", "320x240"]
-                 if 4 * 30 * int(s.split("x")[0]) * int(s.split("x")[1]) / rate <= 0.6), "320x240")
+                 if 1.5 * 4 * 30 * int(s.split("x")[0]) * int(s.split("x")[1]) / rate <= 0.6), "320x240")
     args = [str(coord), "demo", "--nodes", "2", "--cameras-per-node", "2", "--size", size, "--seconds", "10",
             "--codec", codec, "--takes-dir", str(takes), "--calibration", str(cal_path), "--seed", "7"]
     proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)

@@ -251,6 +251,12 @@ public enum Budget {
         PressureGauge.diskReserveBytes(writeBytesPerSecond: writeBytesPerSecond)
     }
 
+    /// A node's recording pipeline costs more CPU per pixel than the bare encoder `coord-node calibrate` times:
+    /// the camera source, phase loop, muxing, frames.csv, clock probes and status. bench/budget.py measured the
+    /// nodes' CPU at 1.35–1.54× the calibrated encoding cost (mjpeg, ffv1, h264, release build), so the
+    /// encoding demand counts each pixel this many times.
+    public static let recordingOverhead = 1.5
+
     /// Codecs whose every packet stands alone: a held group repeats the whole packet on disk.
     static func isIntra(_ codec: String) -> Bool { codec.lowercased() != "h264" }
 
@@ -335,7 +341,7 @@ public enum Budget {
                         leaveOut(camera, node: n, owner: nodes[members[0]].name, part: "encoding")
                         continue
                     }
-                    let p = demands[n][c].encodePixelsPerSecond
+                    let p = demands[n][c].encodePixelsPerSecond * recordingOverhead
                     cameras.append(camera.id); pixels.append(p); shares.append(ratio(p, rate.pixelsPerSecond))
                     if !codecs.contains(camera.settings.codec) { codecs.append(camera.settings.codec) }
                 }
@@ -344,7 +350,8 @@ public enum Budget {
             let demand = pixels.reduce(0, +)
             let cost = shares.reduce(0, +)
             for n in members {
-                loads[n].append(ResourceLoad(kind: .encoding, resource: "encoding", detail: codecs.joined(separator: " + "),
+                loads[n].append(ResourceLoad(kind: .encoding, resource: "encoding",
+                                             detail: codecs.joined(separator: " + ") + ", ×\(BudgetFigures.sig3(recordingOverhead)) for the pipeline",
                                              demand: demand, capacity: cost > 0 && cost.isFinite ? demand / cost : 0,
                                              unit: .pixelsPerSecond, cameras: cameras, shares: shares,
                                              sharedWith: members.filter { $0 != n }.map { nodes[$0].name }, cost: cost))

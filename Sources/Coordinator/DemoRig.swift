@@ -17,8 +17,8 @@ public final class DemoRig: @unchecked Sendable {
         public var timestampJitterMicroseconds: Double
         public var seed: UInt64
         /// This machine's calibration, shared by every demo node (they share its CPUs and disk); measured by
-        /// `coord-node calibrate` the first time.
-        public var calibrationFile: URL = DemoRig.defaultCalibrationFile
+        /// `coord-node calibrate` the first time. nil: `DemoRig.defaultCalibrationFile(nodeBinary:)`.
+        public var calibrationFile: URL?
         public init(nodes: Int, camerasPerNode: Int, clockOffsetMilliseconds: Double, driftPPM: Double,
                     timestampJitterMicroseconds: Double, seed: UInt64) {
             self.nodes = nodes; self.camerasPerNode = camerasPerNode; self.clockOffsetMilliseconds = clockOffsetMilliseconds
@@ -50,18 +50,26 @@ public final class DemoRig: @unchecked Sendable {
         staging = FileManager.default.temporaryDirectory.appendingPathComponent("coord-demo-\(getpid())-\(UInt32.random(in: 0...UInt32.max))")
     }
 
-    /// `$COORD_CALIBRATION`, else `$XDG_CACHE_HOME/coord/calibration.json`, else `~/.cache/coord/calibration.json`.
-    public static var defaultCalibrationFile: URL {
+    /// `$COORD_CALIBRATION`, else `calibration-<hash>.json` in `$XDG_CACHE_HOME/coord` (or `~/.cache/coord`), one
+    /// per coord-node binary: a debug build encodes far slower than a release build, so each has its own.
+    public static func defaultCalibrationFile(nodeBinary: String) -> URL {
         let env = ProcessInfo.processInfo.environment
         if let path = env["COORD_CALIBRATION"], !path.isEmpty { return URL(fileURLWithPath: path) }
         let cache = env["XDG_CACHE_HOME"].flatMap { $0.isEmpty ? nil : URL(fileURLWithPath: $0) }
             ?? FileManager.default.homeDirectoryForCurrentUser.appendingPathComponent(".cache")
-        return cache.appendingPathComponent("coord/calibration.json")
+        // FNV-1a of the binary's resolved path: stable across runs, unlike Swift's hashValue.
+        let path = URL(fileURLWithPath: nodeBinary).resolvingSymlinksInPath().path
+        var hash: UInt32 = 2_166_136_261
+        for byte in path.utf8 { hash = (hash ^ UInt32(byte)) &* 16_777_619 }
+        return cache.appendingPathComponent("coord/calibration-\(String(hash, radix: 16)).json")
     }
+
+    /// The calibration file the demo's nodes use.
+    public var calibrationFile: URL { settings.calibrationFile ?? Self.defaultCalibrationFile(nodeBinary: nodeBinary) }
 
     /// Measures this machine once (`coord-node calibrate`, a few seconds) unless its calibration is stored.
     public func ensureCalibration() throws {
-        let file = settings.calibrationFile
+        let file = calibrationFile
         guard !FileManager.default.fileExists(atPath: file.path) else { return }
         console.step("calibrating this machine once (disk write and encoding, about 10 s); stored in \(file.path)")
         let scratch = staging.appendingPathComponent("calibrate")
@@ -135,7 +143,7 @@ public final class DemoRig: @unchecked Sendable {
                 // Each demo node's cameras share one simulated USB 3 bus, as on a capture box with USB cameras.
                 "--synthetic", (0..<settings.camerasPerNode).map { "cam\($0)@usb1" }.joined(separator: ","),
                 "--synthetic-bus", "usb1=5000",
-                "--calibration", settings.calibrationFile.path,
+                "--calibration", calibrationFile.path,
                 // `--flag=value` so a negative value is not read as a flag.
                 "--clock-offset-us=\(offset)", "--clock-drift-ppm=\(drift)",
                 "--clock-reference-us=\(clockReference)",
