@@ -69,11 +69,13 @@ let package = Package(
         ]),
 
         .testTarget(name: "CoordCoreTests", dependencies: ["CoordCore"]),
-        .testTarget(name: "MediaTests", dependencies: ["Media"]),
+        // V4L2: the camera tests drive V4L2Camera through the scripted driver.
+        .testTarget(name: "MediaTests", dependencies: ["Media", "V4L2"]),
         .testTarget(name: "ZeroMQTests", dependencies: ["ZeroMQ", "CoordWire", "Platform"]),
         .testTarget(name: "V4L2Tests", dependencies: ["V4L2"]),
         .testTarget(name: "EndToEndTests", dependencies: [
-            "Coordinator", "CoordCore", "CoordWire", "NodeAgent", "ZeroMQ", "Platform", .product(name: "Logging", package: "swift-log"),
+            // Media: V4L2Access.scripted stands in for the cameras a node is configured with.
+            "Coordinator", "CoordCore", "CoordWire", "Media", "NodeAgent", "ZeroMQ", "Platform", .product(name: "Logging", package: "swift-log"),
         ]),
     ],
     swiftLanguageModes: [.v5]

@@ -265,7 +265,13 @@ public enum Budget {
     /// What `camera` asks of its node at its settings; `calibration` gives the codec's bytes per pixel on disk.
     public static func demand(of camera: PlannedCamera, calibration: Calibration?) -> CameraDemand {
         let s = camera.settings
-        let pixelFormat = camera.capabilities.formats.first { $0.width == s.width && $0.height == s.height }?.pixelFormat ?? ""
+        // The stream the node will open: MJPG for an mjpeg take that can pass it through, else a raw format (a
+        // V4L2 camera lists MJPG first, and its raw formats cost far more bus).
+        let sized = camera.capabilities.formats.filter { $0.width == s.width && $0.height == s.height }
+        let raw = sized.first { !isMJPEG($0.pixelFormat) }
+        let mjpeg = sized.first { isMJPEG($0.pixelFormat) }
+        let chosen = s.codec.lowercased() == "mjpeg" ? (mjpeg ?? raw) : (raw ?? mjpeg)
+        let pixelFormat = chosen?.pixelFormat ?? ""
         let area = Double(max(s.width, 0)) * Double(max(s.height, 0))
         let fps = Double(max(s.fps, 0))
         let captured = area * s.capturedFPS

@@ -397,6 +397,7 @@ public final class TakeSession: @unchecked Sendable {
         var unstopped = Set<String>()
         var stopping = false
         var stopRetried = Set<String>()
+        var reportedErrors = Set<String>()
         while finished.count + silent.count < plans.count {
             let now = MonotonicClock.now()
             if now > deadline { break }
@@ -467,7 +468,8 @@ public final class TakeSession: @unchecked Sendable {
                         addEvent(now, node: plan.name, camera: "", kind: "node-failed", detail: s.detail)
                         finished.insert(plan.name)
                     }
-                    for c in s.cameras where !c.error.isEmpty {
+                    // A camera's error stays in every status after it happened: it is one event.
+                    for c in s.cameras where !c.error.isEmpty && reportedErrors.insert("\(plan.name)/\(c.camera): \(c.error)").inserted {
                         addEvent(now, node: plan.name, camera: c.camera, kind: "camera-error", detail: c.error)
                     }
                 case .failure(let error):

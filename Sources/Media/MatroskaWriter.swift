@@ -135,6 +135,45 @@ public final class MatroskaWriter {
         }
     }
 
+    /// Mux one complete JPEG as the next frame at `ptsMicroseconds`, exactly as the camera sent it: no decode, no
+    /// re-encode (MJPEG passthrough). Only an mjpeg recording takes packets; `writeRepeat` re-muxes it as for an
+    /// encoded frame, and `write` may still encode a picture between packets (every MJPEG packet stands alone).
+    public func writePacket(_ bytes: UnsafeRawBufferPointer, ptsMicroseconds: Int64) throws {
+        try checkWritable(pts: ptsMicroseconds)
+        guard codec == .mjpeg else {
+            throw inputError("mux a JPEG packet into", "the recording is \(codec.rawValue), and only an mjpeg recording takes camera packets as they are")
+        }
+        guard let base = bytes.baseAddress, bytes.count > 0, bytes.count < Int(Int32.max) else {
+            throw inputError("mux a JPEG packet into", "the packet is empty")
+        }
+        guard let formatContext, let stream, let packet, let lastPacket else { throw closedError() }
+        try check(av_new_packet(packet, Int32(bytes.count)), "mux a JPEG packet into", "av_new_packet")
+        memcpy(packet.pointee.data, base, bytes.count)
+        let ts = av_rescale_q(ptsMicroseconds, Self.codecTimeBase, stream.pointee.time_base)
+        packet.pointee.pts = ts
+        packet.pointee.dts = ts
+        packet.pointee.duration = av_rescale_q(frameDuration, Self.codecTimeBase, stream.pointee.time_base)
+        packet.pointee.flags |= cff_AV_PKT_FLAG_KEY
+        packet.pointee.stream_index = stream.pointee.index
+        let w = av_write_frame(formatContext, packet)
+        if w >= 0 {
+            // Kept for `writeRepeat`, as an encoded intra packet is.
+            av_packet_unref(lastPacket)
+            av_packet_move_ref(lastPacket, packet)
+        } else {
+            av_packet_unref(packet)
+        }
+        try check(w, "write a frame to", "av_write_frame")
+        lastPts = ptsMicroseconds
+        framesWritten += 1
+        hasPicture = true
+    }
+
+    /// `writePacket` for bytes in an array.
+    public func writePacket(_ bytes: [UInt8], ptsMicroseconds: Int64) throws {
+        try bytes.withUnsafeBytes { try writePacket($0, ptsMicroseconds: ptsMicroseconds) }
+    }
+
     /// Flush the encoder, write the trailer, close the file. Idempotent.
     public func finish() throws {
         if finished { return }
@@ -346,5 +385,109 @@ public final class MatroskaWriter {
             formatContext = nil
         }
         stream = nil
+    }
+}
+
+/// Encodes single pictures as JPEG with libavcodec's mjpeg encoder (yuvj420p, fixed quantiser): what a scripted
+/// MJPEG camera delivers, so the recorder's passthrough path gets real JPEG packets. Lives beside the writer
+/// because this file is the only one that calls av_* functions. Not thread-safe.
+public final class JPEGEncoder {
+    public let width: Int, height: Int
+    private var codecContext: UnsafeMutablePointer<AVCodecContext>?
+    private var frame: UnsafeMutablePointer<AVFrame>?
+    private var packet: UnsafeMutablePointer<AVPacket>?
+    private var pts: Int64 = 0
+    private let frameQuality: Int32
+
+    /// - Parameter quality: 1…31, the fixed quantiser (as `ffmpeg -q:v`).
+    public init(width: Int, height: Int, quality: Int = 3) throws {
+        self.width = width
+        self.height = height
+        frameQuality = Int32(clamping: quality) &* cff_FF_QP2LAMBDA
+        guard width > 0, height > 0, width % 2 == 0, height % 2 == 0, (1...31).contains(quality) else {
+            throw MediaError(operation: "set up the JPEG encoder for", path: nil, code: cff_AVERROR_EINVAL,
+                             reason: "the size \(width)×\(height) must be even and positive and the quality 1…31")
+        }
+        cff_log_quiet()
+        guard let encoder = avcodec_find_encoder(AV_CODEC_ID_MJPEG) else {
+            throw MediaError(operation: "set up the JPEG encoder for", path: nil, call: "avcodec_find_encoder",
+                             code: cff_AVERROR_ENCODER_NOT_FOUND, reason: "no mjpeg encoder in this libavcodec")
+        }
+        do {
+            guard let cc = avcodec_alloc_context3(encoder) else { throw failure("avcodec_alloc_context3", cff_AVERROR_ENOMEM) }
+            codecContext = cc
+            cc.pointee.width = Int32(width)
+            cc.pointee.height = Int32(height)
+            cc.pointee.time_base = AVRational(num: 1, den: 1_000_000)
+            cc.pointee.pix_fmt = AV_PIX_FMT_YUVJ420P
+            cc.pointee.color_range = AVCOL_RANGE_JPEG
+            cc.pointee.flags |= cff_AV_CODEC_FLAG_QSCALE
+            cc.pointee.global_quality = frameQuality
+            cc.pointee.qmin = Int32(quality)
+            cc.pointee.qmax = Int32(quality)
+            cc.pointee.thread_count = 1
+            var r = avcodec_open2(cc, encoder, nil)
+            if r < 0 { throw failure("avcodec_open2", r) }
+            guard let f = av_frame_alloc(), let p = av_packet_alloc() else { throw failure("av_frame_alloc", cff_AVERROR_ENOMEM) }
+            frame = f
+            packet = p
+            f.pointee.format = cc.pointee.pix_fmt.rawValue
+            f.pointee.width = cc.pointee.width
+            f.pointee.height = cc.pointee.height
+            f.pointee.color_range = cc.pointee.color_range
+            r = av_frame_get_buffer(f, 0)
+            if r < 0 { throw failure("av_frame_get_buffer", r) }
+        } catch {
+            release()
+            throw error
+        }
+    }
+
+    deinit { release() }
+
+    /// Encodes `picture` (this encoder's size) into `out`; returns the JPEG's length in bytes.
+    public func encode(_ picture: PlanarFrame, into out: UnsafeMutableRawBufferPointer) throws -> Int {
+        guard picture.width == width, picture.height == height else {
+            throw MediaError(operation: "encode a JPEG", path: nil, code: cff_AVERROR_EINVAL,
+                             reason: "the picture is \(picture.width)×\(picture.height) but the encoder is \(width)×\(height)")
+        }
+        guard let cc = codecContext, let f = frame, let p = packet else {
+            throw MediaError(operation: "encode a JPEG", path: nil, code: cff_AVERROR_EINVAL, reason: "the encoder is closed")
+        }
+        if av_frame_is_writable(f) == 0 {
+            let r = av_frame_make_writable(f)
+            if r < 0 { throw failure("av_frame_make_writable", r) }
+        }
+        let fr = f.pointee
+        av_image_copy_plane(fr.data.0, fr.linesize.0, picture.luma.baseAddress, Int32(width), Int32(width), Int32(height))
+        av_image_copy_plane(fr.data.1, fr.linesize.1, picture.cb.baseAddress, Int32(width / 2), Int32(width / 2), Int32(height / 2))
+        av_image_copy_plane(fr.data.2, fr.linesize.2, picture.cr.baseAddress, Int32(width / 2), Int32(width / 2), Int32(height / 2))
+        f.pointee.pts = pts
+        f.pointee.quality = frameQuality
+        pts += 1
+        var r = avcodec_send_frame(cc, f)
+        if r < 0 { throw failure("avcodec_send_frame", r) }
+        r = avcodec_receive_packet(cc, p)
+        if r < 0 { throw failure("avcodec_receive_packet", r) }
+        defer { av_packet_unref(p) }
+        let size = Int(p.pointee.size)
+        guard size <= out.count, let dst = out.baseAddress else {
+            throw MediaError(operation: "encode a JPEG", path: nil, code: cff_AVERROR_EINVAL,
+                             reason: "the JPEG takes \(size) bytes but the buffer holds \(out.count)")
+        }
+        memcpy(dst, p.pointee.data, size)
+        return size
+    }
+
+    private func failure(_ call: String, _ code: Int32) -> MediaError {
+        var buffer = [CChar](repeating: 0, count: Int(cff_AV_ERROR_MAX_STRING_SIZE))
+        _ = cff_err2str(code, &buffer, buffer.count)
+        return MediaError(operation: "encode a JPEG", path: nil, call: call, code: code, reason: String(cString: buffer))
+    }
+
+    private func release() {
+        if frame != nil { av_frame_free(&frame) }
+        if packet != nil { av_packet_free(&packet) }
+        if codecContext != nil { avcodec_free_context(&codecContext) }
     }
 }

@@ -6,7 +6,7 @@ import Platform
 /// host's real time with its own rate error and a random start phase; the node sees each frame only
 /// through its (simulated) local clock and a noisy start-of-exposure buffer timestamp, as from V4L2.
 /// Every frame carries the SYNCSTRIPE with the true exposure-centre time, which only tests read.
-public final class SyntheticSensor: @unchecked Sendable {
+public final class SyntheticSensor: CameraSource, @unchecked Sendable {
     public struct Spec: Sendable {
         public var ordinal: UInt8
         public var width: Int
@@ -52,18 +52,6 @@ public final class SyntheticSensor: @unchecked Sendable {
         }
     }
 
-    /// A frame as the node receives it: its picture, the sensor's sequence number and the buffer timestamp.
-    public struct Capture: @unchecked Sendable {
-        public let picture: PlanarFrame
-        public let sequence: UInt32
-        /// Start of exposure on the node's local clock, with driver noise.
-        public let timestampLocal: Int64
-        public let exposureMicroseconds: Int64
-        /// How long this frame runs until the next one starts, in the sensor's own time, as a sensor's frame
-        /// metadata reports it (the duration requested for it, or the nominal one).
-        public let durationMicroseconds: Double
-    }
-
     public let spec: Spec
     private let localClock: @Sendable (Int64) -> Int64
     private let lock = NSLock()
@@ -84,6 +72,17 @@ public final class SyntheticSensor: @unchecked Sendable {
         self.localClock = localClock
         self.free = (0..<spec.bufferCount).map { _ in PlanarFrame(width: spec.width, height: spec.height) }
         self.random = SeededRandom(seed: spec.seed)
+    }
+
+    public var minPeriodMicroseconds: Double { spec.minPeriodMicroseconds }
+    public var maxPeriodMicroseconds: Double { spec.maxPeriodMicroseconds }
+    /// A synthetic sensor takes a frame-duration change for its next frame, as a real sensor's VBLANK control does.
+    public var canSteerPhase: Bool { true }
+
+    /// Starts the free-running frame clock at a random phase; the phase loop steers it onto the grid, so the
+    /// anchor is not used.
+    public func start(alignedTo anchor: GridAnchor?) {
+        start()
     }
 
     /// Starts the free-running frame clock at a random phase.
@@ -124,16 +123,20 @@ public final class SyntheticSensor: @unchecked Sendable {
         return true
     }
 
-    /// The next captured frame, waiting at most `timeoutMicroseconds`; nil on timeout or after stop.
-    public func next(timeoutMicroseconds: Int64) -> Capture? {
+    /// The next captured frame, waiting at most `timeoutMicroseconds`; `.none` on timeout or after stop.
+    public func next(timeoutMicroseconds: Int64) -> CaptureResult {
         available.lock()
         defer { available.unlock() }
         let deadline = Date().addingTimeInterval(Double(timeoutMicroseconds) / 1_000_000)
         while queue.isEmpty {
-            if !isRunning { return nil }
-            if !available.wait(until: deadline) { return nil }
+            if !isRunning { return .none }
+            if !available.wait(until: deadline) { return .none }
         }
-        return queue.removeFirst()
+        return .frame(queue.removeFirst())
+    }
+
+    public func release(_ capture: Capture) {
+        if case .picture(let picture) = capture.payload { release(picture) }
     }
 
     /// Gives a picture back to the sensor's buffer pool.
@@ -174,8 +177,9 @@ public final class SyntheticSensor: @unchecked Sendable {
                     .paint(into: buffer)
                 let noise = random.gaussian(standardDeviation: spec.timestampJitterMicroseconds)
                 let stamp = localClock(Int64(start.rounded())) + Int64(noise.rounded())
-                let capture = Capture(picture: buffer, sequence: counter, timestampLocal: stamp,
-                                      exposureMicroseconds: Int64(exposure.rounded()), durationMicroseconds: duration)
+                let capture = Capture(payload: .picture(buffer), sequence: counter, timestampLocal: stamp,
+                                      timestampMeaning: .startOfExposure, exposureMicroseconds: Int64(exposure.rounded()),
+                                      durationMicroseconds: duration)
                 available.lock()
                 queue.append(capture)
                 available.signal()
@@ -191,6 +195,6 @@ public final class SyntheticSensor: @unchecked Sendable {
         let leftover = queue
         queue.removeAll()
         available.unlock()
-        for capture in leftover { release(capture.picture) }
+        for capture in leftover { release(capture) }
     }
 }

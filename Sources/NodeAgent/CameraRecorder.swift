@@ -4,14 +4,19 @@ import Logging
 import Media
 import Platform
 
-/// Records one camera of a take: takes frames from the sensor, maps their exposure centres onto the rig
-/// timebase, lets the `StridedGroupAssigner` decide which group each fills, and writes the Matroska file and
-/// frames.csv. Runs on its own thread; recording never waits for the network.
+/// Records one camera of a take: takes frames from its source (a synthetic sensor or a V4L2 camera), maps their
+/// exposure centres onto the rig timebase, lets the `StridedGroupAssigner` decide which group each fills, and
+/// writes the Matroska file and frames.csv. Runs on its own thread; recording never waits for the network.
 ///
 /// A frame-rate cap (`settings.recordEvery` k > 1) runs the sensor at fps / k, phase-locked onto the coarse
 /// grid of every k-th group; the groups between are held repeats. A live slow-down keeps the sensor's rate and
 /// leaves frames unused instead; a disable ends the files early on purpose. Either way the file holds one frame
 /// per group it records (CONTRACT §4).
+///
+/// A source that cannot steer its frames (a V4L2 camera free-runs once streaming) is started as near the grid as
+/// it can be and left to run: the phase loop then only measures, and every centre in frames.csv is the measured
+/// one. A source that ends for good (a camera unplugged) finalizes the files where they are; the node's other
+/// cameras go on.
 final class CameraRecorder: @unchecked Sendable {
     struct Progress: Sendable {
         var frames: Int64 = 0
@@ -39,7 +44,7 @@ final class CameraRecorder: @unchecked Sendable {
     let node: String
     let mkvURL: URL
     let csvURL: URL
-    private let sensor: SyntheticSensor
+    private let source: CameraSource
     private let writer: MatroskaWriter
     private let csv: FileHandle
     private let grid: FrameGrid
@@ -49,6 +54,8 @@ final class CameraRecorder: @unchecked Sendable {
     private let localNow: @Sendable () -> Int64
     private let logger: Logger
     private let onFinish: @Sendable () -> Void
+    /// Something this camera did on its own that the take's events should record: (kind, one sentence).
+    private let onEvent: @Sendable (String, String) -> Void
 
     private let lock = NSLock()
     private var progress = Progress()
@@ -60,6 +67,9 @@ final class CameraRecorder: @unchecked Sendable {
     private var thread: Thread?
     /// Entered when the recorder's thread starts, left when its files are final.
     private let running = DispatchGroup()
+    /// Signalled once the source has started (or failed to); `startFailure` says why it failed.
+    private let started = DispatchSemaphore(value: 0)
+    private var startFailure: String?
 
     // Owned by the recorder thread.
     private var assigner: StridedGroupAssigner?
@@ -69,7 +79,7 @@ final class CameraRecorder: @unchecked Sendable {
     private var disabledFrom: Int64?
     private var disablePending = false
     private var bytesCheckedAt: Int64?
-    private var previous: (picture: PlanarFrame, center: Int64)?
+    private var previous: (capture: Capture, center: Int64)?
     private var blank: PlanarFrame?
     private var csvBuffer = ""
     private var rowsWritten: Int64 = 0
@@ -90,26 +100,33 @@ final class CameraRecorder: @unchecked Sendable {
     private var rowLag: Int64 { 2_000_000 }
     private var lastSequence: UInt32?
     private var lastCenter: Int64?
+    /// The phase last logged for a source that cannot steer (µs from the nearest grid instant).
+    private var loggedPhase: Int64?
     private var phase: PhaseController
     private let canShiftPhase: Bool
+    /// The source takes frame-duration requests at all (false for a V4L2 camera).
+    private let canSteer: Bool
 
-    /// Opens the file and its frames table; the sensor starts running now (armed), writing waits for `start`.
-    init(settings: CameraSettings, node: String, directory: URL, sensor: SyntheticSensor, grid: FrameGrid, clock: ClockMappingBox,
+    /// Opens the file and its frames table; the source starts running at `arm` (armed), writing waits for `start`.
+    init(settings: CameraSettings, node: String, directory: URL, source: CameraSource, grid: FrameGrid, clock: ClockMappingBox,
          metadata: [String: String], localNow: @escaping @Sendable () -> Int64, logger: Logger,
-         onFinish: @escaping @Sendable () -> Void) throws(NodeFailure) {
+         onFinish: @escaping @Sendable () -> Void,
+         onEvent: @escaping @Sendable (String, String) -> Void = { _, _ in }) throws(NodeFailure) {
         self.settings = settings
         self.node = node
-        self.sensor = sensor
+        self.source = source
         self.grid = grid
         self.clock = clock
         self.localNow = localNow
         self.logger = logger
         self.onFinish = onFinish
+        self.onEvent = onEvent
         sensorGrid = GroupStride(every: max(settings.recordEvery, 1)).coarseGrid(of: grid)
         progress.recordEvery = max(settings.recordEvery, 1)
-        phase = PhaseController(grid: sensorGrid, minPeriodMicroseconds: sensor.spec.minPeriodMicroseconds,
-                                maxPeriodMicroseconds: sensor.spec.maxPeriodMicroseconds)
-        canShiftPhase = phase.canShiftPhase
+        phase = PhaseController(grid: sensorGrid, minPeriodMicroseconds: source.minPeriodMicroseconds,
+                                maxPeriodMicroseconds: source.maxPeriodMicroseconds)
+        canSteer = source.canSteerPhase
+        canShiftPhase = canSteer && phase.canShiftPhase
         mkvURL = directory.appendingPathComponent("\(settings.camera).mkv")
         csvURL = directory.appendingPathComponent("\(settings.camera).frames.csv")
         guard let codec = VideoCodec(rawValue: settings.codec) else {
@@ -134,22 +151,58 @@ final class CameraRecorder: @unchecked Sendable {
     var phaseWarning: String? {
         guard !canShiftPhase else { return nil }
         let rate = settings.recordEvery > 1 ? String(format: "%.3g", settings.capturedFPS) : "\(settings.fps)"
+        if !canSteer {
+            return "camera \(node)/\(settings.camera) cannot steer its frame timing (a V4L2 camera free-runs once streaming at \(rate) fps): its stream was started as near the grid as it could be, and its phase drifts by its rate error through the take; frames.csv and the sync report give the measured phase, not the target."
+        }
         return "camera \(node)/\(settings.camera) runs at the limit of its frame-duration range at \(rate) fps: its frames can be delayed onto the grid but not advanced, so if its clock runs slower than the grid's it drifts off by its rate error through the take (choose a lower frame rate for full phase lock)."
     }
 
+    /// Starts the source on the recorder's own thread (a source that cannot steer waits there for its start
+    /// instant near the grid); `waitUntilStarted` tells whether it did.
     func arm() {
-        sensor.start()
         running.enter()
+        let mapping = clock.current
+        let t0 = Double(sensorGrid.instant(ofGroup: 0))
+        let first = mapping.local(fromRig: t0)
+        let anchor = GridAnchor(instantLocal: first,
+                                periodMicroseconds: mapping.local(fromRig: t0 + Double(sensorGrid.periodMicroseconds)) - first)
         let thread = Thread { [self] in
             // Armed from the real-time socket thread: encoding must not inherit its priority.
             ThreadPriority.makeCurrentThreadNormal()
             ThreadPriority.nameCurrentThread("rec-\(settings.camera)")
+            do {
+                try source.start(alignedTo: anchor)
+            } catch {
+                let message = "camera \(node)/\(settings.camera) cannot start: \(error)"
+                logger.error("\(message)")
+                lock.lock(); startFailure = message; progress.error = message; lock.unlock()
+                started.signal()
+                finishFiles(reason: nil)
+                source.stop()
+                running.leave()
+                onFinish()
+                return
+            }
+            started.signal()
+            // Before the take starts (group 0 is seconds away): a source that cannot steer restarts to near the grid.
+            source.settlePhase(on: anchor)
             run()
             running.leave()
         }
         thread.name = "record-\(settings.camera)"
         self.thread = thread
         thread.start()
+    }
+
+    /// Waits until the source has started; one sentence if it could not (or did not by `deadline`), else nil.
+    func waitUntilStarted(deadline: DispatchTime) -> String? {
+        guard started.wait(timeout: deadline) == .success else {
+            return "camera \(node)/\(settings.camera) did not start streaming in time."
+        }
+        started.signal()  // later callers see the same answer
+        lock.lock()
+        defer { lock.unlock() }
+        return startFailure
     }
 
     /// Writes groups [start, stop); stop nil means until `stop(at:)`.
@@ -206,8 +259,8 @@ final class CameraRecorder: @unchecked Sendable {
 
     private func run() {
         defer {
-            sensor.stop()
-            if let previous { sensor.release(previous.picture) }
+            source.stop()
+            if let previous { source.release(previous.capture) }
             previous = nil
             onFinish()
         }
@@ -258,37 +311,45 @@ final class CameraRecorder: @unchecked Sendable {
             }
             if !actions.isEmpty, perform(actions, capture: nil) { return }
 
-            let capture = sensor.next(timeoutMicroseconds: sensorGrid.periodMicroseconds)
-            if let capture {
+            let next = source.next(timeoutMicroseconds: sensorGrid.periodMicroseconds)
+            if case .ended(let why) = next {
+                cameraEnded(why)
+                return
+            }
+            if case .frame(let capture) = next {
                 if let last = lastSequence, capture.sequence != last &+ 1 {
                     lock.lock(); progress.sensorSkips += Int64(capture.sequence &- last &- 1); lock.unlock()
                 }
                 lastSequence = capture.sequence
                 // The phase loop filters the noisy timestamp; the frame's centre is its estimate, on the rig
                 // timebase by the clock mapping in force now (tracked by the coordinator through the take).
-                let stamped = Double(capture.timestampLocal) + Double(capture.exposureMicroseconds) / 2
-                let estimate = phase.observe(sequence: capture.sequence, stampedCenterLocal: stamped,
+                let estimate = phase.observe(sequence: capture.sequence, stampedCenterLocal: capture.stampedCenterLocal,
                                              durationMicroseconds: capture.durationMicroseconds)
                 let mapping = clock.current
                 var center = Int64(mapping.rig(fromLocal: estimate.centerLocal).rounded())
                 // Rig-timebase centres never go backwards, whatever a clock update did.
                 if let lastCenter, center <= lastCenter { center = lastCenter + 1 }
                 lastCenter = center
-                // Steer the sensor so the frame after next lands on the grid (armed and recording alike).
-                sensor.requestNextFramePeriod(phase.nextDuration(toLocal: { mapping.local(fromRig: $0) },
-                                                                 toRig: { mapping.rig(fromLocal: $0) },
-                                                                 acquiring: assigner == nil))
+                // Steer the sensor so the frame after next lands on the grid (armed and recording alike); a source
+                // that cannot steer is only measured.
+                if canSteer {
+                    source.requestNextFramePeriod(phase.nextDuration(toLocal: { mapping.local(fromRig: $0) },
+                                                                     toRig: { mapping.rig(fromLocal: $0) },
+                                                                     acquiring: assigner == nil))
+                } else {
+                    notePhase(center: center)
+                }
                 lock.lock()
                 progress.timestampNoise = estimate.noiseMicroseconds
                 progress.centerUncertainty = estimate.uncertaintyMicroseconds.isFinite ? estimate.uncertaintyMicroseconds : 0
                 progress.phaseRestarts = phase.restarts
                 lock.unlock()
                 if assigner == nil {
-                    keepAsPrevious(capture.picture, center: center)
+                    keepAsPrevious(capture, center: center)
                     continue
                 }
                 actions = assigner!.frame(center: center)
-                if perform(actions, capture: (capture.picture, center, estimate)) { return }
+                if perform(actions, capture: (capture, center, estimate)) { return }
             } else if assigner != nil {
                 let now = Int64(clock.current.rig(fromLocal: Double(localNow())).rounded())
                 actions = assigner!.tick(now: now, lateness: lateness)
@@ -317,35 +378,56 @@ final class CameraRecorder: @unchecked Sendable {
         }
     }
 
-    private func keepAsPrevious(_ picture: PlanarFrame, center: Int64) {
-        if let previous { sensor.release(previous.picture) }
-        previous = (picture, center)
+    private func keepAsPrevious(_ capture: Capture, center: Int64) {
+        if let previous { source.release(previous.capture) }
+        previous = (capture, center)
+    }
+
+    /// The measured phase of a source that cannot steer: logged once its fit has settled (a second of frames),
+    /// then whenever it has moved by a tenth of a period, so the log shows where the camera really runs.
+    private func notePhase(center: Int64) {
+        guard phase.estimate.map({ $0.frames >= max(settings.fps, 8) }) ?? false else { return }
+        let error = center - grid.instant(ofGroup: grid.nearestGroup(to: center))
+        if let loggedPhase, abs(error - loggedPhase) < grid.periodMicroseconds / 10 { return }
+        loggedPhase = error
+        logger.info("camera phase measured", metadata: ["camera": "\(settings.camera)", "phase_error_us": "\(error)"])
+    }
+
+    /// The source is gone for good (unplugged): the files end where they are, playable, and the take's events
+    /// say which camera ended and why.
+    private func cameraEnded(_ why: String) {
+        let at = assigner.map { "after group \($0.nextGroup - 1)" } ?? "before the take started"
+        let message = "camera \(node)/\(settings.camera) ended \(at): \(why)"
+        logger.error("\(message)")
+        lock.lock(); progress.error = progress.error ?? message; lock.unlock()
+        onEvent("camera-ended", message)
+        finishFiles(reason: nil)
     }
 
     /// Carries out the assigner's decisions; returns true once the file is finished.
     private func perform(_ actions: [StridedGroupAssigner.Action],
-                         capture: (picture: PlanarFrame, center: Int64, estimate: PhaseController.Estimate)?) -> Bool {
+                         capture: (capture: Capture, center: Int64, estimate: PhaseController.Estimate)?) -> Bool {
         var captureKept = false
-        defer { if let capture, !captureKept { sensor.release(capture.picture) } }
+        defer { if let capture, !captureKept { source.release(capture.capture) } }
         defer { emitRows() }
         do {
             for action in actions {
                 switch action {
                 case .holdAsPrevious:
-                    if let capture { keepAsPrevious(capture.picture, center: capture.center); captureKept = true }
+                    if let capture { keepAsPrevious(capture.capture, center: capture.center); captureKept = true }
                 case .write(let group):
                     guard let capture else { continue }
-                    try writer.write(capture.picture, ptsMicroseconds: pts(group))
+                    try write(capture.capture.payload, group: group)
                     frameWritten(group: group, estimate: capture.estimate, center: capture.center, dup: false, held: false)
-                    keepAsPrevious(capture.picture, center: capture.center)
+                    keepAsPrevious(capture.capture, center: capture.center)
                     captureKept = true
                 case .repeatPrevious(let group, let held):
                     // A held repeat may come with a frame the slow-down leaves unused: it is released, not kept.
                     if writer.framesWritten > 0 {
                         try writer.writeRepeat(ptsMicroseconds: pts(group))
                     } else {
-                        // Nothing written yet: the held pre-roll picture (or a blank one) fills the first group.
-                        try writer.write(previous?.picture ?? blankPicture(), ptsMicroseconds: pts(group))
+                        // Nothing written yet: the held pre-roll frame (or a blank picture) fills the first group.
+                        try write(previous?.capture.payload ?? .picture(blankPicture()), group: group)
                     }
                     frameWritten(group: group, estimate: nil, center: previous?.center ?? grid.instant(ofGroup: group), dup: true,
                                  held: held)
@@ -364,6 +446,14 @@ final class CameraRecorder: @unchecked Sendable {
             return true
         }
         return false
+    }
+
+    /// A raw picture is encoded; a camera's JPEG is muxed as it came (MJPEG passthrough).
+    private func write(_ payload: CapturePayload, group: Int64) throws {
+        switch payload {
+        case .picture(let picture): try writer.write(picture, ptsMicroseconds: pts(group))
+        case .jpeg(let bytes): try writer.writePacket(bytes, ptsMicroseconds: pts(group))
+        }
     }
 
     private func pts(_ group: Int64) -> Int64 {

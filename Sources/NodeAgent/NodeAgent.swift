@@ -36,6 +36,13 @@ public struct NodeConfiguration: Sendable {
     /// (`--synthetic NAME@BUS`); a camera not listed sits on no shared bus.
     public var syntheticBuses: [Bus] = []
     public var syntheticCameraBus: [String: String] = [:]
+    /// V4L2 cameras (`--v4l2 NAME=/dev/videoN`), in flag order.
+    public var v4l2Cameras: [V4L2CameraEntry] = []
+    /// How V4L2 devices are reached: libv4l2, or a scripted driver (`--v4l2-script`, tests only).
+    public var v4l2: V4L2Access = .system
+
+    /// Every camera's name: the synthetic ones, then the V4L2 ones.
+    public var cameraNames: [String] { syntheticCameras + v4l2Cameras.map(\.name) }
 
     /// The calibration file this node reads.
     public var calibrationFile: URL { calibrationPath ?? staging.appendingPathComponent("calibration.json") }
@@ -50,9 +57,10 @@ public struct NodeConfiguration: Sendable {
     /// One sentence naming what is wrong with this configuration, or nil.
     public func problem() -> String? {
         if let p = RigName.problem(with: name, kind: "node") { return p }
-        for camera in syntheticCameras { if let p = RigName.problem(with: camera, kind: "camera") { return p } }
-        if Set(syntheticCameras).count != syntheticCameras.count { return "camera names must be unique on node \(name)." }
-        if syntheticCameras.isEmpty { return "node \(name) has no cameras: give --synthetic NAME[,NAME…]." }
+        let names = cameraNames
+        for camera in names { if let p = RigName.problem(with: camera, kind: "camera") { return p } }
+        if Set(names).count != names.count { return "camera names must be unique on node \(name)." }
+        if names.isEmpty { return "node \(name) has no cameras: give --synthetic NAME[,NAME…] or --v4l2 NAME=/dev/videoN." }
         return nil
     }
 }
@@ -67,6 +75,8 @@ public final class NodeAgent: @unchecked Sendable {
     private let store: FileStore
     private let simulatedClock: SimulatedClock
     private let cameras: [CameraCapabilities]
+    /// The buses the node's cameras share: declared for synthetic cameras, read from sysfs for V4L2 ones.
+    private let buses: [Bus]
 
     private let lock = NSLock()
     private var machine = NodeTakeMachine()
@@ -83,7 +93,10 @@ public final class NodeAgent: @unchecked Sendable {
     private var pressureShutdown = false
     private let pressureQueue = DispatchQueue(label: "coord-node.pressure")
 
-    public init(configuration: NodeConfiguration, logger: Logger) {
+    /// Builds the agent; every V4L2 camera's device is opened once to read what it offers. Throws one sentence
+    /// naming the camera and its device when one is missing, busy, not a capture node or offers nothing coord can
+    /// record (the node must not start without a camera it was told to record).
+    public init(configuration: NodeConfiguration, logger: Logger) throws(NodeFailure) {
         self.configuration = configuration
         self.logger = logger
         store = FileStore(root: configuration.staging)
@@ -92,7 +105,7 @@ public final class NodeAgent: @unchecked Sendable {
         simulatedClock = SimulatedClock(offsetMicroseconds: configuration.clockOffsetMicroseconds,
                                         driftPPM: configuration.clockDriftPPM,
                                         hostReference: configuration.clockReferenceMicroseconds ?? MonotonicClock.now())
-        cameras = configuration.syntheticCameras.map { name in
+        let synthetic = configuration.syntheticCameras.map { name in
             // A synthetic sensor declares the formats a typical USB camera offers, up to 60 fps.
             let sizes = [(320, 240), (640, 480), (1280, 720), (1920, 1080), (3840, 2160)]
             return CameraCapabilities(
@@ -102,6 +115,27 @@ public final class NodeAgent: @unchecked Sendable {
                                                   maxFramePeriodMicroseconds: 1_000_000) },
                 codecs: VideoCodec.allCases.map(\.rawValue), bus: configuration.syntheticCameraBus[name] ?? "")
         }
+        var buses = configuration.syntheticBuses
+        var v4l2: [CameraCapabilities] = []
+        for entry in configuration.v4l2Cameras {
+            let found: V4L2CameraDescription
+            do {
+                found = try configuration.v4l2.describe(camera: entry.name, path: entry.device)
+            } catch {
+                throw NodeFailure(.io, "camera \(entry.name): \(error).")
+            }
+            if let problem = found.formatProblem { throw NodeFailure(.io, "camera \(entry.name): \(problem).") }
+            // The USB bus the camera's stream crosses, shared with the node's other cameras on it.
+            // sysfs knows the node by its real name: a /dev/v4l/by-id link is followed first.
+            let bus = probe.usbBus(forVideoDevice: URL(fileURLWithPath: entry.device).resolvingSymlinksInPath().path)
+            if let bus, !buses.contains(where: { $0.id == bus.id }) { buses.append(bus) }
+            v4l2.append(CameraCapabilities(name: entry.name, source: "v4l2", device: entry.device, formats: found.handshakeFormats,
+                                           codecs: VideoCodec.allCases.map(\.rawValue), bus: bus?.id ?? ""))
+            logger.info("camera found", metadata: ["camera": "\(entry.name)", "device": "\(entry.device)",
+                                                   "card": "\(found.capabilities.card)", "bus": "\(found.busInfo)"])
+        }
+        cameras = synthetic + v4l2
+        self.buses = buses
     }
 
     /// The stored calibration, read afresh so a `coord-node calibrate` takes effect without a restart; nil
@@ -150,7 +184,7 @@ public final class NodeAgent: @unchecked Sendable {
             r.host = ProcessInfo.processInfo.hostName
             r.timeService = TimeService.describe()
             r.resources = probe.resources(staging: configuration.staging, calibration: calibration(),
-                                          buses: configuration.syntheticBuses).wire
+                                          buses: buses).wire
             return Wire.envelope(id, .helloReply(r))
         case .clockProbe(let probe):
             var r = Coord_V1_ClockProbeReply()
@@ -259,20 +293,15 @@ public final class NodeAgent: @unchecked Sendable {
         }
         var made: [CameraRecorder] = []
         for (index, s) in settings.enumerated() {
-            if configuration.syntheticOpenMilliseconds > 0 { usleep(UInt32(configuration.syntheticOpenMilliseconds) * 1000) }
-            // A frame-rate cap runs the sensor itself at fps / record_every (CameraRecorder locks it to every k-th group).
-            let spec = SyntheticSensor.Spec(
-                ordinal: UInt8(s.ordinal), width: s.width, height: s.height, periodMicroseconds: 1_000_000 / s.capturedFPS,
-                rateErrorPPM: sensorRateError(index), timestampJitterMicroseconds: configuration.timestampJitterMicroseconds,
-                seed: configuration.seed &* 1_000_003 &+ UInt64(index))
-            let clock = simulatedClock
-            let sensor = SyntheticSensor(spec: spec) { host in clock.local(fromHost: host) }
             do {
+                let source = try cameraSource(for: s, index: index)
+                let camera = s.camera
                 let recorder = try CameraRecorder(
-                    settings: s, node: configuration.name, directory: directory, sensor: sensor, grid: grid, clock: mapping,
+                    settings: s, node: configuration.name, directory: directory, source: source, grid: grid, clock: mapping,
                     metadata: ["coord_take": message.takeID, "coord_node": configuration.name, "coord_camera": s.camera],
                     localNow: { [weak self] in self?.localNow() ?? 0 }, logger: logger,
-                    onFinish: { [weak self] in self?.cameraFinished() })
+                    onFinish: { [weak self] in self?.cameraFinished() },
+                    onEvent: { [weak self] kind, detail in self?.cameraEvent(camera: camera, kind: kind, detail: detail) })
                 made.append(recorder)
             } catch {
                 made.forEach { $0.abandonRecording() }
@@ -284,6 +313,15 @@ public final class NodeAgent: @unchecked Sendable {
         recorders = made
         armedGrid = (grid, mapping)
         made.forEach { $0.arm() }
+        // Every source starts on its recorder's thread (a V4L2 camera waits there for its start instant, at most
+        // a frame): the arm succeeds only once all of them stream.
+        let startDeadline = DispatchTime.now() + .milliseconds(3000)
+        if let failure = made.lazy.compactMap({ $0.waitUntilStarted(deadline: startDeadline) }).first {
+            made.forEach { $0.abandonRecording() }
+            machine.fail()
+            failureDetail = failure
+            throw NodeFailure(.io, failure.hasSuffix(".") ? failure : failure + ".")
+        }
         logger.info("armed", metadata: ["take": "\(message.takeID)", "t0_us": "\(message.t0Us)"])
         var armed = Coord_V1_Armed()
         armed.takeID = message.takeID
@@ -292,12 +330,60 @@ public final class NodeAgent: @unchecked Sendable {
         return armed
     }
 
+    /// The source a configured camera records from: a synthetic sensor, or its V4L2 device opened and set up for
+    /// the take's size, rate and codec. Throws one sentence naming the camera when the device cannot do it.
+    private func cameraSource(for s: CameraSettings, index: Int) throws(NodeFailure) -> CameraSource {
+        let clock = simulatedClock
+        // A frame-rate cap runs the camera itself at fps / record_every (CameraRecorder locks it to every k-th group).
+        let period = 1_000_000 / s.capturedFPS
+        if let entry = configuration.v4l2Cameras.first(where: { $0.name == s.camera }) {
+            guard let codec = VideoCodec(rawValue: s.codec) else {
+                throw NodeFailure(.badConfig, "camera \(configuration.name)/\(s.camera): unknown codec \"\(s.codec)\".")
+            }
+            configuration.v4l2.setStripeOrdinal(UInt8(clamping: s.ordinal), camera: s.camera)
+            do {
+                let camera = try configuration.v4l2.open(camera: s.camera, path: entry.device, width: s.width, height: s.height,
+                                                         periodMicroseconds: period, codec: codec) { host in clock.local(fromHost: host) }
+                for note in camera.controlNotes {
+                    logger.warning("control not locked", metadata: ["camera": "\(s.camera)", "note": "\(note)"])
+                }
+                logger.info("camera configured", metadata: [
+                    "camera": "\(s.camera)", "device": "\(entry.device)", "format": "\(camera.choice.fourcc)",
+                    "passthrough": "\(camera.choice.passthrough)", "exposure_us": "\(Int(camera.exposureMicroseconds))"])
+                return camera
+            } catch {
+                throw NodeFailure(.io, "camera \(configuration.name)/\(s.camera): \(error).")
+            }
+        }
+        if configuration.syntheticOpenMilliseconds > 0 { usleep(UInt32(configuration.syntheticOpenMilliseconds) * 1000) }
+        let spec = SyntheticSensor.Spec(
+            ordinal: UInt8(s.ordinal), width: s.width, height: s.height, periodMicroseconds: period,
+            rateErrorPPM: sensorRateError(index), timestampJitterMicroseconds: configuration.timestampJitterMicroseconds,
+            seed: configuration.seed &* 1_000_003 &+ UInt64(index))
+        return SyntheticSensor(spec: spec) { host in clock.local(fromHost: host) }
+    }
+
+    /// A camera's own event (it ended: unplugged); the coordinator copies it into the take's events.
+    private func cameraEvent(camera: String, kind: String, detail: String) {
+        lock.lock()
+        addNodeEvent(camera: camera, kind: kind, detail: detail)
+        lock.unlock()
+    }
+
     private func sensorRateError(_ index: Int) -> Double {
         var random = SeededRandom(seed: configuration.seed &+ 7919 &* UInt64(index + 1))
         return Double.random(in: -configuration.sensorRateErrorPPM...configuration.sensorRateErrorPPM, using: &random)
     }
 
     private func start(_ message: Coord_V1_StartAt) throws(NodeFailure) {
+        if try startRecorders(message) {
+            // Every camera ended while armed (unplugged): no recorder is left to say the files are final.
+            cameraFinished()
+        }
+    }
+
+    /// Starts every recorder; true when all of them had already ended.
+    private func startRecorders(_ message: Coord_V1_StartAt) throws(NodeFailure) -> Bool {
         lock.lock()
         defer { lock.unlock() }
         guard message.stopGroup == 0 || message.stopGroup > message.startGroup else {
@@ -317,6 +403,7 @@ public final class NodeAgent: @unchecked Sendable {
         }
         logger.info("recording", metadata: ["take": "\(message.takeID)", "start_group": "\(message.startGroup)",
                                             "stop_group": "\(message.stopGroup)"])
+        return recorders.allSatisfy { $0.snapshot.finished }
     }
 
     /// A newer estimate of this node's clock for the take in progress; the cameras use it from their next frame.
@@ -495,7 +582,7 @@ public final class NodeAgent: @unchecked Sendable {
                                                 frames: progress.map(\.frames).reduce(0, +),
                                                 dropped: progress.map(\.dropped).reduce(0, +))
         lock.unlock()
-        let reading = monitor.sample(now: now, counters: counters, calibration: nil, buses: configuration.syntheticBuses)
+        let reading = monitor.sample(now: now, counters: counters, calibration: nil, buses: buses)
         lock.lock()
         defer { lock.unlock() }
         let active = machine.state == .armed || machine.state == .recording

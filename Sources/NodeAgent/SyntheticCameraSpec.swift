@@ -56,7 +56,7 @@ public enum SyntheticCameraSpec {
     }
 }
 
-/// A `--synthetic` or `--synthetic-bus` entry the node cannot use, and why, as one sentence.
+/// A `--synthetic`, `--synthetic-bus` or `--v4l2` entry the node cannot use, and why, as one sentence.
 public struct SyntheticCameraSpecError: Error, Equatable, Sendable, CustomStringConvertible {
     /// The flag the entry came from.
     public let option: String
@@ -68,4 +68,30 @@ public struct SyntheticCameraSpecError: Error, Equatable, Sendable, CustomString
     }
 
     public var description: String { "\(option) entry \"\(entry)\" is not usable: \(reason)." }
+}
+
+/// A V4L2 camera the node records: its name in the rig and its device node (`--v4l2 NAME=/dev/videoN`).
+public struct V4L2CameraEntry: Equatable, Sendable {
+    public var name: String
+    public var device: String
+
+    public init(name: String, device: String) {
+        self.name = name
+        self.device = device
+    }
+
+    /// Parses the repeatable `--v4l2 NAME=/dev/videoN` flag; the names are checked by `NodeConfiguration.problem()`.
+    public static func parse(_ entries: [String]) throws -> [V4L2CameraEntry] {
+        try entries.map { raw in
+            let entry = raw.trimmingCharacters(in: .whitespaces)
+            let parts = entry.split(separator: "=", maxSplits: 1, omittingEmptySubsequences: false).map(String.init)
+            guard parts.count == 2, !parts[0].isEmpty, !parts[1].isEmpty else {
+                throw SyntheticCameraSpecError(option: "--v4l2", entry: raw, reason: "expected NAME=/dev/videoN")
+            }
+            guard parts[1].hasPrefix("/") else {
+                throw SyntheticCameraSpecError(option: "--v4l2", entry: raw, reason: "the device must be an absolute path such as /dev/video0")
+            }
+            return V4L2CameraEntry(name: parts[0], device: parts[1])
+        }
+    }
 }

@@ -1,5 +1,5 @@
-// The only Swift file that calls libv4l2 (through the cv4l2_* shims in Sources/CV4L2/shim.h).
-// Every call goes through `V4L2Device.call`, which retries EINTR and throws a V4L2Error carrying errno.
+// A V4L2 capture node as coord uses it. Every call goes to a V4L2Driver (libv4l2, or a script in tests) through
+// `V4L2Device.call`, which retries EINTR and throws a V4L2Error carrying errno.
 import CV4L2
 import Foundation
 
@@ -19,12 +19,15 @@ public struct V4L2Error: Error, CustomStringConvertible, Equatable, Sendable {
     public var errno: Int32
     /// Replaces the strerror text when the cause was found by us rather than reported by the kernel.
     public var detail: String?
+    /// The control a VIDIOC_*_CTRL was about, by its v4l2-ctl name, e.g. "exposure_absolute".
+    public var control: String?
 
-    public init(device: String, operation: String, errno: Int32, detail: String? = nil) {
+    public init(device: String, operation: String, errno: Int32, detail: String? = nil, control: String? = nil) {
         self.device = device
         self.operation = operation
         self.errno = errno
         self.detail = detail
+        self.control = control
     }
 
     /// The reason in words: `detail`, or the C library's text for `errno`.
@@ -37,7 +40,21 @@ public struct V4L2Error: Error, CustomStringConvertible, Equatable, Sendable {
         if operation == "open" {
             return "cannot open \(device): \(reason) (errno \(errno))."
         }
-        return "\(operation) on \(device) failed: \(reason) (errno \(errno))."
+        let what = control.map { "\(operation) of \($0)" } ?? operation
+        return "\(what) on \(device) failed: \(reason) (errno \(errno))."
+    }
+
+    /// What an errno means coming from a camera, where strerror's words mislead the operator.
+    static func cameraDetail(operation: String, errno: Int32) -> String? {
+        switch (operation, errno) {
+        case ("open", _): return nil
+        // uvcvideo answers STREAMON with ENOSPC when the USB bus has no isochronous bandwidth left.
+        case ("VIDIOC_STREAMON", ENOSPC):
+            return "not enough USB bandwidth left for this format and frame rate (No space left on device)"
+        // After a USB disconnect the node is unregistered and every call but close answers ENODEV.
+        case (_, ENODEV): return "No such device, the camera was unplugged or reset"
+        default: return nil
+        }
     }
 }
 
@@ -84,6 +101,13 @@ public struct V4L2FrameSize: Equatable, Sendable {
     /// Discrete: every interval offered. Stepwise/continuous: the shortest and the longest.
     public var intervals: [V4L2FrameInterval]
     public var intervalKind: V4L2RangeKind
+
+    public init(width: UInt32, height: UInt32, intervals: [V4L2FrameInterval], intervalKind: V4L2RangeKind) {
+        self.width = width
+        self.height = height
+        self.intervals = intervals
+        self.intervalKind = intervalKind
+    }
 }
 
 /// One pixel format a capture node offers.
@@ -99,6 +123,18 @@ public struct V4L2Format: Equatable, Sendable {
     /// Discrete: every size offered. Stepwise/continuous: the smallest and the largest.
     public var sizes: [V4L2FrameSize]
     public var sizeKind: V4L2RangeKind
+
+    public init(fourcc: String, pixelFormat: UInt32, description: String, isCompressed: Bool, isEmulated: Bool,
+                sizes: [V4L2FrameSize], sizeKind: V4L2RangeKind)
+    {
+        self.fourcc = fourcc
+        self.pixelFormat = pixelFormat
+        self.description = description
+        self.isCompressed = isCompressed
+        self.isEmulated = isEmulated
+        self.sizes = sizes
+        self.sizeKind = sizeKind
+    }
 }
 
 /// Where the driver takes a buffer's timestamp.
@@ -121,26 +157,29 @@ public struct V4L2Frame {
     public var bytes: UnsafeRawBufferPointer
 }
 
-/// A V4L2 capture device node opened through libv4l2.
+/// A V4L2 capture device node, opened through a V4L2Driver (libv4l2 unless a test scripts one).
 public final class V4L2Device {
     /// The device path this was opened with.
     public let path: String
+    /// What answers this device's calls.
+    public let driver: V4L2Driver
     private var fd: Int32
     private var buffers: [(start: UnsafeMutableRawPointer, length: Int)] = []
     private var streaming = false
 
     /// Opens a V4L2 device node; throws if it is missing, not a character device or not a V4L2 device.
-    public init(path: String) throws {
+    public init(path: String, driver: V4L2Driver = LibV4L2Driver.shared) throws {
         self.path = path
+        self.driver = driver
         self.fd = -1
         // Check first: libv4l2 would probe a non-device with an ioctl and log the failure to stderr.
-        let kind = try Self.call(device: path, operation: "open") { cv4l2_is_char_device(path) }
+        let kind = try Self.call(device: path, operation: "open") { driver.isCharacterDevice(path) }
         guard kind == 1 else {
             throw V4L2Error(device: path, operation: "open", errno: ENODEV,
                             detail: "it is not a character device, so not a V4L2 device")
         }
         self.fd = try Self.call(device: path, operation: "open") {
-            cv4l2_open(path, O_RDWR | O_NONBLOCK | O_CLOEXEC)
+            driver.open(path, flags: O_RDWR | O_NONBLOCK | O_CLOEXEC)
         }
     }
 
@@ -153,7 +192,7 @@ public final class V4L2Device {
         guard fd >= 0 else { return }
         if streaming { try? stopStreaming() }
         releaseBuffers()
-        _ = cv4l2_close(fd)  // the fd is gone whatever close returns; retrying could close a reused fd
+        _ = driver.close(fd)  // the fd is gone whatever close returns; retrying could close a reused fd
         fd = -1
     }
 
@@ -161,29 +200,38 @@ public final class V4L2Device {
 
     /// Runs one C call, retrying EINTR; a result of -1 becomes a V4L2Error with errno.
     @discardableResult
-    static func call(device: String, operation: String, _ body: () -> Int32) throws -> Int32 {
+    static func call(device: String, operation: String, control: V4L2Control? = nil,
+                     _ body: () -> Int32) throws -> Int32
+    {
         while true {
             let result = body()
             if result != -1 { return result }
             let err = errno
             if err == EINTR { continue }
-            throw V4L2Error(device: device, operation: operation, errno: err)
+            throw V4L2Error(device: device, operation: operation, errno: err,
+                            detail: V4L2Error.cameraDetail(operation: operation, errno: err), control: control?.name)
         }
     }
 
+    /// One ioctl through the driver with `argument` as its C struct.
     @discardableResult
-    private func ioctl(_ operation: String, _ body: (Int32) -> Int32) throws -> Int32 {
+    private func ioctl<Argument>(_ request: V4L2Request, _ argument: inout Argument,
+                                 control: V4L2Control? = nil) throws -> Int32
+    {
         guard fd >= 0 else {
-            throw V4L2Error(device: path, operation: operation, errno: EBADF, detail: "the device is closed")
+            throw V4L2Error(device: path, operation: request.rawValue, errno: EBADF, detail: "the device is closed",
+                            control: control?.name)
         }
-        let fd = self.fd
-        return try Self.call(device: path, operation: operation) { body(fd) }
+        let (fd, driver) = (self.fd, self.driver)
+        return try Self.call(device: path, operation: request.rawValue, control: control) {
+            withUnsafeMutableBytes(of: &argument) { driver.ioctl(fd, request, $0.baseAddress!) }
+        }
     }
 
     /// Runs an enumerating ioctl; returns false when the driver says EINVAL (the end of the list).
-    private func enumerate(_ operation: String, _ body: (Int32) -> Int32) throws -> Bool {
+    private func enumerate<Argument>(_ request: V4L2Request, _ argument: inout Argument) throws -> Bool {
         do {
-            try ioctl(operation, body)
+            try ioctl(request, &argument)
             return true
         } catch let error as V4L2Error where error.errno == EINVAL {
             return false
@@ -195,7 +243,7 @@ public final class V4L2Device {
     /// VIDIOC_QUERYCAP.
     public func capabilities() throws -> V4L2Capabilities {
         var cap = v4l2_capability()
-        try ioctl("VIDIOC_QUERYCAP") { cv4l2_ioctl_querycap($0, &cap) }
+        try ioctl(.querycap, &cap)
         let caps = (cap.capabilities & CV4L2_CAP_DEVICE_CAPS) != 0 ? cap.device_caps : cap.capabilities
         return V4L2Capabilities(
             driver: Self.string(cap.driver),
@@ -215,7 +263,7 @@ public final class V4L2Device {
             var desc = v4l2_fmtdesc()
             desc.index = index
             desc.type = CV4L2_BUF_TYPE_VIDEO_CAPTURE
-            guard try enumerate("VIDIOC_ENUM_FMT", { cv4l2_ioctl_enum_fmt($0, &desc) }) else { break }
+            guard try enumerate(.enumFmt, &desc) else { break }
             let (kind, sizes) = try frameSizes(pixelFormat: desc.pixelformat)
             result.append(V4L2Format(
                 fourcc: Self.fourcc(desc.pixelformat),
@@ -237,7 +285,7 @@ public final class V4L2Device {
             var size = v4l2_frmsizeenum()
             size.index = index
             size.pixel_format = pixelFormat
-            guard try enumerate("VIDIOC_ENUM_FRAMESIZES", { cv4l2_ioctl_enum_framesizes($0, &size) }) else { break }
+            guard try enumerate(.enumFramesizes, &size) else { break }
             if size.type == CV4L2_FRMSIZE_TYPE_DISCRETE {
                 let (w, h) = (size.discrete.width, size.discrete.height)
                 let (kind, intervals) = try frameIntervals(pixelFormat: pixelFormat, width: w, height: h)
@@ -268,8 +316,7 @@ public final class V4L2Device {
             ival.pixel_format = pixelFormat
             ival.width = width
             ival.height = height
-            guard try enumerate("VIDIOC_ENUM_FRAMEINTERVALS", { cv4l2_ioctl_enum_frameintervals($0, &ival) })
-            else { break }
+            guard try enumerate(.enumFrameintervals, &ival) else { break }
             if ival.type == CV4L2_FRMIVAL_TYPE_DISCRETE {
                 intervals.append(V4L2FrameInterval(numerator: ival.discrete.numerator,
                                                    denominator: ival.discrete.denominator))
@@ -310,7 +357,18 @@ public final class V4L2Device {
         format.fmt.pix.height = height
         format.fmt.pix.pixelformat = pixelFormat
         format.fmt.pix.field = CV4L2_FIELD_ANY
-        try ioctl("VIDIOC_S_FMT") { cv4l2_ioctl_s_fmt($0, &format) }
+        try ioctl(.sFmt, &format)
+        let pix = format.fmt.pix
+        return (pix.width, pix.height, pix.pixelformat, pix.bytesperline, pix.sizeimage)
+    }
+
+    /// VIDIOC_G_FMT for single-planar capture: the format the device is set to now.
+    public func currentFormat() throws
+        -> (width: UInt32, height: UInt32, pixelFormat: UInt32, bytesPerLine: UInt32, sizeImage: UInt32)
+    {
+        var format = v4l2_format()
+        format.type = CV4L2_BUF_TYPE_VIDEO_CAPTURE
+        try ioctl(.gFmt, &format)
         let pix = format.fmt.pix
         return (pix.width, pix.height, pix.pixelformat, pix.bytesperline, pix.sizeimage)
     }
@@ -319,7 +377,7 @@ public final class V4L2Device {
     public func frameInterval() throws -> V4L2FrameInterval? {
         var parm = v4l2_streamparm()
         parm.type = CV4L2_BUF_TYPE_VIDEO_CAPTURE
-        try ioctl("VIDIOC_G_PARM") { cv4l2_ioctl_g_parm($0, &parm) }
+        try ioctl(.gParm, &parm)
         guard (parm.parm.capture.capability & CV4L2_CAP_TIMEPERFRAME) != 0 else { return nil }
         let t = parm.parm.capture.timeperframe
         return V4L2FrameInterval(numerator: t.numerator, denominator: t.denominator)
@@ -332,7 +390,7 @@ public final class V4L2Device {
         parm.type = CV4L2_BUF_TYPE_VIDEO_CAPTURE
         parm.parm.capture.timeperframe.numerator = interval.numerator
         parm.parm.capture.timeperframe.denominator = interval.denominator
-        try ioctl("VIDIOC_S_PARM") { cv4l2_ioctl_s_parm($0, &parm) }
+        try ioctl(.sParm, &parm)
         let t = parm.parm.capture.timeperframe
         return V4L2FrameInterval(numerator: t.numerator, denominator: t.denominator)
     }
@@ -344,7 +402,7 @@ public final class V4L2Device {
         req.count = bufferCount
         req.type = CV4L2_BUF_TYPE_VIDEO_CAPTURE
         req.memory = CV4L2_MEMORY_MMAP
-        try ioctl("VIDIOC_REQBUFS") { cv4l2_ioctl_reqbufs($0, &req) }
+        try ioctl(.reqbufs, &req)
         guard req.count > 0 else {
             throw V4L2Error(device: path, operation: "VIDIOC_REQBUFS", errno: ENOMEM,
                             detail: "the driver granted no buffers")
@@ -352,17 +410,18 @@ public final class V4L2Device {
         do {
             for index in 0..<req.count {
                 var buf = Self.captureBuffer(index: index)
-                try ioctl("VIDIOC_QUERYBUF") { cv4l2_ioctl_querybuf($0, &buf) }
+                try ioctl(.querybuf, &buf)
                 let length = Int(buf.length)
-                let offset = Int64(buf.m.offset)
-                let fd = self.fd
-                guard let start = cv4l2_mmap(fd, length, offset), cv4l2_map_failed(start) == 0 else {
-                    throw V4L2Error(device: path, operation: "mmap", errno: errno)
+                guard let start = driver.mmap(fd, length: length, offset: Int64(buf.m.offset)) else {
+                    let err = errno
+                    throw V4L2Error(device: path, operation: "mmap", errno: err,
+                                    detail: V4L2Error.cameraDetail(operation: "mmap", errno: err))
                 }
                 buffers.append((start, length))
-                try ioctl("VIDIOC_QBUF") { cv4l2_ioctl_qbuf($0, &buf) }
+                try ioctl(.qbuf, &buf)
             }
-            try ioctl("VIDIOC_STREAMON") { cv4l2_ioctl_streamon($0, CV4L2_BUF_TYPE_VIDEO_CAPTURE) }
+            var type = Int32(bitPattern: CV4L2_BUF_TYPE_VIDEO_CAPTURE)
+            try ioctl(.streamon, &type)
         } catch {
             releaseBuffers()
             throw error
@@ -375,12 +434,12 @@ public final class V4L2Device {
         guard streaming else {
             throw V4L2Error(device: path, operation: "VIDIOC_DQBUF", errno: EINVAL, detail: "the device is not streaming")
         }
-        var pfd = pollfd(fd: fd, events: Int16(POLLIN), revents: 0)
-        let ready = try Self.call(device: path, operation: "poll") { poll(&pfd, 1, timeoutMs) }
+        let (fd, driver) = (self.fd, self.driver)
+        let ready = try Self.call(device: path, operation: "poll") { driver.poll(fd, timeoutMs: timeoutMs) }
         if ready == 0 { return nil }
         var buf = Self.captureBuffer(index: 0)
         do {
-            try ioctl("VIDIOC_DQBUF") { cv4l2_ioctl_dqbuf($0, &buf) }
+            try ioctl(.dqbuf, &buf)
         } catch let error as V4L2Error where error.errno == EAGAIN {
             return nil
         }
@@ -410,7 +469,7 @@ public final class V4L2Device {
     /// Hands a dequeued frame's buffer back to the driver.
     public func requeue(_ frame: V4L2Frame) throws {
         var buf = Self.captureBuffer(index: frame.index)
-        try ioctl("VIDIOC_QBUF") { cv4l2_ioctl_qbuf($0, &buf) }
+        try ioctl(.qbuf, &buf)
     }
 
     /// VIDIOC_STREAMOFF and releases the buffers; frames handed out before are no longer valid.
@@ -418,12 +477,13 @@ public final class V4L2Device {
         guard streaming else { return }
         streaming = false
         defer { releaseBuffers() }
-        try ioctl("VIDIOC_STREAMOFF") { cv4l2_ioctl_streamoff($0, CV4L2_BUF_TYPE_VIDEO_CAPTURE) }
+        var type = Int32(bitPattern: CV4L2_BUF_TYPE_VIDEO_CAPTURE)
+        try ioctl(.streamoff, &type)
     }
 
     private func releaseBuffers() {
         for buffer in buffers {
-            _ = cv4l2_munmap(buffer.start, buffer.length)
+            _ = driver.munmap(buffer.start, length: buffer.length)
         }
         buffers.removeAll()
         guard fd >= 0 else { return }
@@ -432,7 +492,74 @@ public final class V4L2Device {
         req.count = 0
         req.type = CV4L2_BUF_TYPE_VIDEO_CAPTURE
         req.memory = CV4L2_MEMORY_MMAP
-        _ = try? ioctl("VIDIOC_REQBUFS") { cv4l2_ioctl_reqbufs($0, &req) }
+        _ = try? ioctl(.reqbufs, &req)
+    }
+
+    // ---- controls ----
+
+    /// VIDIOC_QUERYCTRL and VIDIOC_G_CTRL; nil when the device lacks the control (EINVAL, ENOTTY or disabled).
+    public func control(_ id: V4L2Control) throws -> (value: Int32, min: Int32, max: Int32, default: Int32)? {
+        var query = v4l2_queryctrl()
+        query.id = id.id
+        do {
+            try ioctl(.queryctrl, &query, control: id)
+        } catch let error as V4L2Error where error.errno == EINVAL || error.errno == ENOTTY {
+            // EINVAL: no such control; ENOTTY: a node without controls at all, as UVC's metadata node.
+            return nil
+        }
+        guard (query.flags & CV4L2_CTRL_FLAG_DISABLED) == 0 else { return nil }
+        var value = v4l2_control()
+        value.id = id.id
+        try ioctl(.gCtrl, &value, control: id)
+        return (value.value, query.minimum, query.maximum, query.default_value)
+    }
+
+    /// VIDIOC_S_CTRL; returns the value the driver kept (drivers clamp to the range and round to the step).
+    @discardableResult
+    public func setControl(_ id: V4L2Control, _ value: Int32) throws -> Int32 {
+        var control = v4l2_control()
+        control.id = id.id
+        control.value = value
+        try ioctl(.sCtrl, &control, control: id)
+        return control.value
+    }
+
+    /// Locks exposure, white balance and focus identically across a rig: auto off, then the given values; returns
+    /// one sentence per control the device lacks or refused (never throws for a missing control). A nil value
+    /// leaves that pair as it is; throws only when the device itself fails (gone or closed).
+    public func lockControls(exposure100us: Int32?, whiteBalanceKelvin: Int32?, focus: Int32?) throws -> [String] {
+        var notes: [String] = []
+        let pairs: [(auto: V4L2Control, manual: Int32, value: V4L2Control, target: Int32?, what: String)] = [
+            (.exposureAuto, CV4L2_EXPOSURE_MANUAL, .exposureAbsolute, exposure100us, "exposure"),
+            (.whiteBalanceAuto, 0, .whiteBalanceTemperature, whiteBalanceKelvin, "white balance"),
+            (.focusAuto, 0, .focusAbsolute, focus, "focus"),
+        ]
+        for pair in pairs {
+            guard let target = pair.target else { continue }
+            // Auto first: many UVC cameras refuse a manual value (EACCES) while their auto mode is on.
+            for (control, value) in [(pair.auto, pair.manual), (pair.value, target)] {
+                if let note = try lock(control, to: value, what: pair.what) { notes.append(note) }
+            }
+        }
+        return notes
+    }
+
+    /// Sets one control for `lockControls`; a sentence when the device lacks it, refused it or kept another value.
+    private func lock(_ control: V4L2Control, to value: Int32, what: String) throws -> String? {
+        do {
+            guard let current = try self.control(control) else {
+                return "\(path) has no \(control.name) control, so its \(what) is not locked."
+            }
+            let kept = try setControl(control, value)
+            if kept != value {
+                return "\(path) set \(control.name) to \(kept), not the \(value) asked "
+                    + "(its range is \(current.min)...\(current.max)), so its \(what) differs from the rig's."
+            }
+            return nil
+        } catch let error as V4L2Error where error.errno != ENODEV && error.errno != EBADF {
+            return "\(path) refused \(control.name) = \(value), so its \(what) is not locked: "
+                + "\(error.reason) (errno \(error.errno))."
+        }
     }
 
     // ---- conversions ----
@@ -457,5 +584,11 @@ public final class V4L2Device {
     public static func fourcc(_ code: UInt32) -> String {
         let bytes = (0..<4).map { UInt8((code >> (8 * UInt32($0))) & 0xff) }
         return String(decoding: bytes, as: UTF8.self).trimmingCharacters(in: .whitespaces)
+    }
+
+    /// V4L2_PIX_FMT_MJPEG for "MJPG": the inverse of `fourcc(_:)` (short codes are padded with spaces).
+    public static func pixelFormat(_ fourcc: String) -> UInt32 {
+        let bytes = Array(fourcc.utf8.prefix(4)) + Array(repeating: UInt8(ascii: " "), count: max(0, 4 - fourcc.utf8.count))
+        return bytes.enumerated().reduce(0) { $0 | (UInt32($1.element) << (8 * UInt32($1.offset))) }
     }
 }

@@ -1,6 +1,7 @@
 import ArgumentParser
 import Foundation
 import Logging
+import Media
 import NodeAgent
 import ServiceLifecycle
 #if canImport(Glibc)
@@ -29,6 +30,11 @@ struct Serve: AsyncParsableCommand {
     @Option(help: "Staging directory for recordings until the coordinator collects them.") var staging: String = "/var/lib/coord-node"
     @Option(help: "Synthetic cameras to offer, comma-separated NAME or NAME@BUS (BUS declared by --synthetic-bus).") var synthetic: String = ""
     @Option(help: "A bus synthetic cameras can share, ID=MBITS (e.g. usb1=5000); repeatable.") var syntheticBus: [String] = []
+    @Option(help: "A V4L2 camera to record, NAME=/dev/videoN (see --list-cameras); repeatable.") var v4l2: [String] = []
+    @Flag(help: "Print the V4L2 devices this machine has (driver, card, bus, formats) or why each was skipped, and exit.")
+    var listCameras = false
+    // Tests only: every V4L2 access goes through a scripted webcam described by this JSON file.
+    @Option(help: .hidden) var v4l2Script: String?
     @Option(help: "Read sysfs and procfs (thermal zones, CPUs, USB buses) under this directory.") var systemRoot: String = "/"
     @Option(help: "Calibration file written by `coord-node calibrate` (default: <staging>/calibration.json).") var calibration: String?
     @Option(help: "Simulated local clock offset from CLOCK_MONOTONIC, µs (demo).") var clockOffsetUs: Int64 = 0
@@ -51,6 +57,17 @@ struct Serve: AsyncParsableCommand {
             return handler
         }
         let logger = Logger(label: "coord-node")
+        let access: V4L2Access
+        do {
+            access = try v4l2Script.map { try V4L2Access.scripted(url: URL(fileURLWithPath: $0), seed: seed) } ?? .system
+        } catch {
+            FileHandle.standardError.write(Data("coord-node: \(error)\n".utf8))
+            throw ExitCode(2)
+        }
+        if listCameras {
+            for line in CameraListing.lines(access: access, probe: HostProbe(root: URL(fileURLWithPath: systemRoot))) { print(line) }
+            return
+        }
         var config: NodeConfiguration
         do {
             let spec = try SyntheticCameraSpec.parse(synthetic: synthetic, buses: syntheticBus)
@@ -58,6 +75,8 @@ struct Serve: AsyncParsableCommand {
                                        syntheticCameras: spec.cameras)
             config.syntheticCameraBus = spec.cameraBus
             config.syntheticBuses = spec.buses
+            config.v4l2Cameras = try V4L2CameraEntry.parse(v4l2)
+            config.v4l2 = access
         } catch {
             FileHandle.standardError.write(Data("coord-node: \(error)\n".utf8))
             throw ExitCode(2)
@@ -82,7 +101,15 @@ struct Serve: AsyncParsableCommand {
             FileHandle.standardError.write(Data("coord-node: cannot create staging directory \(config.staging.path): \(error.localizedDescription)\n".utf8))
             throw ExitCode(1)
         }
-        let agent = NodeAgent(configuration: config, logger: logger)
+        // A configured camera that is missing, busy or not a camera stops the node here, with one sentence naming it
+        // (exit 1: the flags are right, the machine is not).
+        let agent: NodeAgent
+        do {
+            agent = try NodeAgent(configuration: config, logger: logger)
+        } catch {
+            FileHandle.standardError.write(Data("coord-node: \(error.message)\n".utf8))
+            throw ExitCode(1)
+        }
         let server = NodeServer(agent: agent, logger: logger) { bound in
             // The one line on stdout: tells a supervisor (the demo, a test) where the node listens.
             print("READY \(bound)")

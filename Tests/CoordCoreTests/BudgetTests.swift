@@ -171,6 +171,20 @@ private func close(_ a: Double, _ b: Double) -> Bool { abs(a - b) <= 1e-9 * max(
         #expect(try close(#require(load(other, "node-1", .encoding)).demand, 1280 * 720 * 30 * Budget.recordingOverhead))
     }
 
+    @Test func aCameraOfferingMJPGAndYUYVIsCostedOnTheStreamTheNodeOpens() throws {
+        // A UVC webcam lists MJPG first; an mjpeg take passes it through, any other codec opens YUYV (2 bytes/px).
+        let offered = ["mjpeg", "yuyv422"].map {
+            CameraFormat(pixelFormat: $0, width: 1280, height: 720, minFramePeriodMicroseconds: 33_333, maxFramePeriodMicroseconds: 200_000)
+        }
+        var webcam = cam("node-1", "cam0", 1280, 720, codec: "mjpeg", bus: "usb1", offered: offered)
+        let cal = calibration(mjpeg: 1e9, ffv1: 1e9)
+        let passthrough = Budget.evaluate([node("node-1", buses: [usb2], calibration: cal, cameras: [webcam])])
+        #expect(try close(#require(load(passthrough, "node-1", .bus)).demand, 1280 * 720 * 30 * 0.5))
+        webcam.settings.codec = "ffv1"
+        let raw = Budget.evaluate([node("node-1", buses: [usb2], calibration: cal, cameras: [webcam])])
+        #expect(try close(#require(load(raw, "node-1", .bus)).demand, 1280 * 720 * 30 * 2))
+    }
+
     @Test func nodesOnOneHostPoolEncodingAndOnOneDiskPoolDiskWrite() throws {
         // Each node's 9.2 Mpx/s (13.8 with the overhead) alone is 0.92 of 15 Mpx/s; together 1.84 of the one host.
         let cal = calibration(disk: 5e6, mjpeg: 15e6)

@@ -1,0 +1,110 @@
+import CoordCore
+import Foundation
+import V4L2
+
+/// How a node reaches its V4L2 devices: libv4l2 and the kernel, or (`coord-node --v4l2-script`, tests only) a
+/// scripted driver per camera that behaves like a real webcam and paints the test pattern and SYNCSTRIPE.
+public final class V4L2Access: @unchecked Sendable {
+    /// The real devices under /dev, through libv4l2.
+    public static let system = V4L2Access(
+        isScripted: false, devicePaths: { V4L2Device.listDevices() }, listingDriver: LibV4L2Driver.shared,
+        driverForCamera: { _, _ in LibV4L2Driver.shared })
+
+    /// Whether the devices are scripted (no real camera is touched).
+    public let isScripted: Bool
+    private let paths: @Sendable () -> [String]
+    private let listingDriver: V4L2Driver
+    private let driverForCamera: (String, StripeOrdinal) -> V4L2Driver
+    private let lock = NSLock()
+    private var drivers: [String: V4L2Driver] = [:]
+    private var ordinals: [String: StripeOrdinal] = [:]
+
+    /// `driverForCamera(camera, ordinal)` makes the driver one camera's device is opened through; a scripted one
+    /// paints `ordinal.value` into its stripe.
+    init(isScripted: Bool, devicePaths: @escaping @Sendable () -> [String], listingDriver: V4L2Driver,
+         driverForCamera: @escaping (String, StripeOrdinal) -> V4L2Driver) {
+        self.isScripted = isScripted
+        self.paths = devicePaths
+        self.listingDriver = listingDriver
+        self.driverForCamera = driverForCamera
+    }
+
+    /// The device nodes `--list-cameras` looks at: /dev/video* in numeric order, or the script's devices.
+    public func devicePaths() -> [String] { paths() }
+
+    /// The ordinal a scripted camera paints into its stripe from now on (the one the take configured); a real
+    /// camera paints nothing.
+    public func setStripeOrdinal(_ ordinal: UInt8, camera: String) {
+        stripeOrdinal(camera).set(ordinal)
+    }
+
+    /// Describes one device node for listing (any device, not only configured cameras).
+    public func describe(path: String) throws -> V4L2CameraDescription {
+        try V4L2CameraDescription.probe(path: path, driver: listingDriver)
+    }
+
+    /// Describes the device of a configured camera, through that camera's own driver.
+    public func describe(camera: String, path: String) throws -> V4L2CameraDescription {
+        try V4L2CameraDescription.probe(path: path, driver: driver(camera))
+    }
+
+    /// Opens and configures a configured camera's device for a take (see `V4L2Camera.init`).
+    public func open(camera: String, path: String, width: Int, height: Int, periodMicroseconds: Double, codec: VideoCodec,
+                     localClock: @escaping @Sendable (Int64) -> Int64) throws -> V4L2Camera {
+        try V4L2Camera(path: path, driver: driver(camera), width: width, height: height, periodMicroseconds: periodMicroseconds,
+                       codec: codec, localClock: localClock)
+    }
+
+    private func driver(_ camera: String) -> V4L2Driver {
+        let ordinal = stripeOrdinal(camera)
+        lock.lock()
+        defer { lock.unlock() }
+        if let driver = drivers[camera] { return driver }
+        let driver = driverForCamera(camera, ordinal)
+        drivers[camera] = driver
+        return driver
+    }
+
+    private func stripeOrdinal(_ camera: String) -> StripeOrdinal {
+        lock.lock()
+        defer { lock.unlock() }
+        if let box = ordinals[camera] { return box }
+        let box = StripeOrdinal()
+        ordinals[camera] = box
+        return box
+    }
+}
+
+/// The ordinal one scripted camera paints, set by the node when a take configures the camera and read by the
+/// scripted driver's painter on its own thread.
+final class StripeOrdinal: @unchecked Sendable {
+    private let lock = NSLock()
+    private var ordinal: UInt8 = 0
+
+    var value: UInt8 {
+        lock.lock()
+        defer { lock.unlock() }
+        return ordinal
+    }
+
+    func set(_ value: UInt8) {
+        lock.lock()
+        ordinal = value
+        lock.unlock()
+    }
+}
+
+extension V4L2CameraDescription {
+    /// What the node declares for this camera in its handshake (see `V4L2FormatChoice.cameraFormats`).
+    public var handshakeFormats: [CameraFormat] { V4L2FormatChoice.cameraFormats(formats) }
+
+    /// The driver's bus description, e.g. "usb-0000:00:14.0-1".
+    public var busInfo: String { capabilities.busInfo }
+
+    /// Why this device cannot be recorded at all (no format coord converts or passes through), or nil.
+    public var formatProblem: String? {
+        guard handshakeFormats.isEmpty else { return nil }
+        let offered = formats.isEmpty ? "none" : formats.map(\.fourcc).joined(separator: ", ")
+        return "\(path) offers no format coord can record (it offers \(offered); coord takes MJPG, YUYV, NV12 or YU12)"
+    }
+}

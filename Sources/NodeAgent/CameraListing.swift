@@ -1,0 +1,37 @@
+import CoordCore
+import Foundation
+import Media
+
+/// What `coord-node --list-cameras` prints: one block per V4L2 device node (device, driver, card, bus, formats
+/// with sizes and rates), or why it was skipped, and a last line saying how many cameras coord can record.
+public enum CameraListing {
+    /// The lines to print; never empty, and the last one says what was found.
+    public static func lines(access: V4L2Access, probe: HostProbe) -> [String] {
+        let paths = access.devicePaths()
+        guard !paths.isEmpty else {
+            return [access.isScripted ? "no cameras found (the V4L2 script lists no devices)"
+                        : "no cameras found (no /dev/video* devices)"]
+        }
+        var out: [String] = []
+        var usable: [String] = []
+        for path in paths {
+            do {
+                let found = try access.describe(path: path)
+                let bus = probe.usbBus(forVideoDevice: path).map {
+                    "\($0.id), \($0.kind), \(Int(($0.bandwidthBytesPerSecond * 8 / 0.8 / 1e6).rounded())) Mbit/s"
+                }
+                out += found.lines(bus: bus)
+                if let problem = found.formatProblem {
+                    out.append("  skipped: \(problem)")
+                } else {
+                    usable.append(path)
+                }
+            } catch {
+                out += [path, "  skipped: \(error)"]
+            }
+        }
+        out.append(usable.isEmpty ? "no cameras found (\(paths.count) device node(s), none coord can record from)"
+                       : "\(usable.count) camera(s) coord can record from: \(usable.joined(separator: ", ")); use --v4l2 NAME=DEVICE")
+        return out
+    }
+}
