@@ -209,6 +209,17 @@ public final class MatroskaWriter {
         }
     }
 
+    /// The mjpeg encoder's settings, shared by the writer and `JPEGEncoder`: full-range yuvj420p at a fixed
+    /// quantiser (`quality`, 1…31).
+    static func configureJPEG(_ cc: UnsafeMutablePointer<AVCodecContext>, quality: Int) {
+        cc.pointee.pix_fmt = AV_PIX_FMT_YUVJ420P
+        cc.pointee.color_range = AVCOL_RANGE_JPEG
+        cc.pointee.flags |= cff_AV_CODEC_FLAG_QSCALE
+        cc.pointee.global_quality = Int32(clamping: quality) &* cff_FF_QP2LAMBDA
+        cc.pointee.qmin = Int32(quality)
+        cc.pointee.qmax = Int32(quality)
+    }
+
     private func open(metadata: [String: String]) throws {
         cff_log_quiet()
         var fc: UnsafeMutablePointer<AVFormatContext>?
@@ -238,12 +249,7 @@ public final class MatroskaWriter {
         cc.pointee.thread_count = 1
         switch codec {
         case .mjpeg:
-            cc.pointee.pix_fmt = AV_PIX_FMT_YUVJ420P
-            cc.pointee.color_range = AVCOL_RANGE_JPEG
-            cc.pointee.flags |= cff_AV_CODEC_FLAG_QSCALE
-            cc.pointee.global_quality = frameQuality
-            cc.pointee.qmin = Int32(quality)
-            cc.pointee.qmax = Int32(quality)
+            Self.configureJPEG(cc, quality: quality)
         case .ffv1:
             cc.pointee.pix_fmt = AV_PIX_FMT_YUV420P
             // FFV1 carries coder state across non-key frames; gop 1 makes every packet self-contained.
@@ -419,12 +425,7 @@ public final class JPEGEncoder {
             cc.pointee.width = Int32(width)
             cc.pointee.height = Int32(height)
             cc.pointee.time_base = AVRational(num: 1, den: 1_000_000)
-            cc.pointee.pix_fmt = AV_PIX_FMT_YUVJ420P
-            cc.pointee.color_range = AVCOL_RANGE_JPEG
-            cc.pointee.flags |= cff_AV_CODEC_FLAG_QSCALE
-            cc.pointee.global_quality = frameQuality
-            cc.pointee.qmin = Int32(quality)
-            cc.pointee.qmax = Int32(quality)
+            MatroskaWriter.configureJPEG(cc, quality: quality)
             cc.pointee.thread_count = 1
             var r = avcodec_open2(cc, encoder, nil)
             if r < 0 { throw failure("avcodec_open2", r) }
