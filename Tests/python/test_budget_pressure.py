@@ -381,8 +381,8 @@ def test_a_disk_that_fills_mid_take_ends_that_nodes_files_cleanly(tmp_path, smal
     try:
         takes = tmp_path / "takes"
         coordinator = Coordinator("start-take", "--rig", rig, "--seconds", 10, "--takes-dir", takes)
-        coordinator.wait_for(r"recording \d", timeout=60)
-        time.sleep(1)  # let the small node write a second of frames before its disk fills
+        # Every camera has written at least a second of frames (30 groups) before the small node's disk fills.
+        coordinator.wait_for(r"frames ([3-9]\d|\d{3,})–", timeout=60)
         # Something else fills the node's disk, leaving less than it keeps to finalize its files.
         st = os.statvfs(small_disk)
         with open(small_disk / "filler", "wb") as f:
