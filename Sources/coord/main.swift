@@ -187,6 +187,15 @@ func loadRig(_ path: String) throws -> RigFile {
     return file
 }
 
+/// The session names a node it has not shaken hands with by its endpoint; the rig file knows its name.
+func naming(_ error: CoordError, in spec: RigSpec) -> CoordError {
+    var message = error.message
+    for node in spec.nodes {
+        message = message.replacingOccurrences(of: "node at \(node.endpoint)", with: "node \(node.name) at \(node.endpoint)")
+    }
+    return CoordError(error.kind, message)
+}
+
 /// Fails with exit 2 and one sentence on stderr.
 func usageError(_ sentence: String) -> ExitCode {
     FileHandle.standardError.write(Data("coord: \(sentence)\n".utf8))
@@ -235,10 +244,7 @@ struct StartTake: AsyncParsableCommand {
                     : "the take is abandoned, but \(missed.joined(separator: ", ")) could not be told and may still be recording."
             }
         } catch let error as CoordError {
-            // The session names a node it has not shaken hands with by endpoint; the rig file knows its name.
-            var message = error.message
-            for node in spec.nodes { message = message.replacingOccurrences(of: "node at \(node.endpoint)", with: "node \(node.name) at \(node.endpoint)") }
-            throw exitStatus(for: CoordError(error.kind, message))
+            throw exitStatus(for: naming(error, in: spec))
         } catch {
             throw exitStatus(for: error)
         }
@@ -316,9 +322,7 @@ struct Plan: AsyncParsableCommand {
         do {
             outcome = try await RigPlan.run(file.spec, request: request, fit: fit)
         } catch let error as CoordError {
-            var message = error.message
-            for node in file.spec.nodes { message = message.replacingOccurrences(of: "node at \(node.endpoint)", with: "node \(node.name) at \(node.endpoint)") }
-            throw exitStatus(for: CoordError(error.kind, message))
+            throw exitStatus(for: naming(error, in: file.spec))
         }
         print(outcome.text)
         if let refusal = outcome.refusal {
