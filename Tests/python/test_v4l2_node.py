@@ -171,7 +171,10 @@ def test_an_mjpeg_take_muxes_the_cameras_jpegs_and_passes_check_take(tmp_path):
         # The camera cannot be steered: the arm says so, and the report gives the measured phase.
         assert "cannot steer its frame timing" in done.stderr, done.stderr
         report = json.loads((take_dir / "sync-report.json").read_text())
-        assert report["cameras"][0]["phase_error_us"]["max"] >= 0
+        # The phase the report states is the one the frames really had (truth from the stripes), not the grid.
+        stated = report["cameras"][0]["phase_error_us"]["p99"]
+        true = next(c for c in figures["cameras"] if c["camera"] == "cam0")["true_phase_us"]["p99"]
+        assert abs(stated - true) < 1000, (stated, true)
     finally:
         node.cleanup()
 
