@@ -129,6 +129,12 @@ public struct TakeManifest: Codable, Equatable, Sendable {
     public var clockTrack: [ClockTrackPoint]?
     /// The cost budget the take was planned with. Not a contract key.
     public var budget: BudgetSummary?
+    /// SMPTE non-drop timecode `HH:MM:SS:FF` of group 0: the coordinator's local time of day at `t0_us` at the take's
+    /// rate; every `.mkv` carries it as its `timecode` tag. Not a contract key.
+    public var timecode: String?
+    /// Whether every file arrived verified, what is missing, and what each collection run fetched. Not a
+    /// contract key.
+    public var collection: CollectionRecord?
 
     /// The hardware cost per node and resource, and the longest take the nodes could sustain, as planned.
     public struct BudgetSummary: Codable, Equatable, Sendable {
@@ -168,6 +174,7 @@ public struct TakeManifest: Codable, Equatable, Sendable {
     enum CodingKeys: String, CodingKey {
         case format, takeID = "take_id", name, status, t0Microseconds = "t0_us", framePeriodMicroseconds = "frame_period_us"
         case groups, startWallclock = "start_wallclock", cameras, events, clockTrack = "clock_track", budget
+        case timecode, collection
     }
 
     public init(takeID: String, name: String, status: Status, t0Microseconds: Int64, framePeriodMicroseconds: Int64,

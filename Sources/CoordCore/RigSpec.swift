@@ -10,6 +10,8 @@ public struct RigSpec: Decodable, Equatable, Sendable {
     public var take: TakeDefaults
     /// What the coordinator does when a node's system pressure rises during a take.
     public var pressure: PressurePolicy
+    /// How the coordinator collects the take's files and what nodes do with them afterwards.
+    public var collect: CollectPolicy
 
     /// One camera a node entry chooses: a plain name, or a mapping with its priority and limits.
     public struct Camera: Decodable, Equatable, Sendable, ExpressibleByStringLiteral {
@@ -103,12 +105,12 @@ public struct RigSpec: Decodable, Equatable, Sendable {
     }
 
     public init(version: Int = RigSpec.supportedVersion, nodes: [Node], take: TakeDefaults = TakeDefaults(),
-                pressure: PressurePolicy = PressurePolicy()) {
-        self.version = version; self.nodes = nodes; self.take = take; self.pressure = pressure
+                pressure: PressurePolicy = PressurePolicy(), collect: CollectPolicy = CollectPolicy()) {
+        self.version = version; self.nodes = nodes; self.take = take; self.pressure = pressure; self.collect = collect
     }
 
     public enum CodingKeys: String, CodingKey, CaseIterable {
-        case version, nodes, take, pressure
+        case version, nodes, take, pressure, collect
     }
 
     public init(from decoder: Decoder) throws {
@@ -117,6 +119,7 @@ public struct RigSpec: Decodable, Equatable, Sendable {
         nodes = try c.decode([Node].self, forKey: .nodes)
         take = try c.decodeIfPresent(TakeDefaults.self, forKey: .take) ?? TakeDefaults()
         pressure = try c.decodeIfPresent(PressurePolicy.self, forKey: .pressure) ?? PressurePolicy()
+        collect = try c.decodeIfPresent(CollectPolicy.self, forKey: .collect) ?? CollectPolicy()
     }
 
     /// The rig file's camera entry for a node's camera, if it has one.
@@ -131,6 +134,7 @@ public struct RigSpec: Decodable, Equatable, Sendable {
         "nodes[].cameras[]": Set(Camera.CodingKeys.allCases.map(\.rawValue)),
         "take": Set(TakeDefaults.CodingKeys.allCases.map(\.rawValue)),
         "pressure": Set(PressurePolicy.CodingKeys.allCases.map(\.rawValue)),
+        "collect": Set(CollectPolicy.CodingKeys.allCases.map(\.rawValue)),
     ]
 
     /// Codecs a take can be written with.
@@ -205,6 +209,7 @@ public struct RigSpec: Decodable, Equatable, Sendable {
         if !(2...16).contains(pressure.slowRecordEvery) {
             return ("pressure.slow_record_every", "pressure.slow_record_every must be between 2 and 16 (got \(pressure.slowRecordEvery)).")
         }
+        if let fault = collect.fault() { return fault }
         return nil
     }
 

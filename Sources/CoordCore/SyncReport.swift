@@ -55,16 +55,19 @@ public struct SyncReport: Codable, Equatable, Sendable {
     public var events: [TakeManifest.Event]?
     /// The cost budget the take was planned with. Not a contract key.
     public var budget: TakeManifest.BudgetSummary?
+    /// Files that did not arrive verified (missing, or not matching the node's checksum), by path. Not a
+    /// contract key.
+    public var missingFiles: [CollectionRecord.Missing]?
 
-    /// The event kinds the report repeats from the manifest.
-    public static let pressureEventKinds: Set<String> = [
+    /// The event kinds the report repeats from the manifest: budget, pressure and collection problems.
+    public static let reportedEventKinds: Set<String> = [
         "fit", "pressure", "pressure-shutdown", "camera-slowed", "camera-disabled", "camera-slowed-failed",
-        "camera-disabled-failed", "held",
+        "camera-disabled-failed", "held", "file-damaged", "file-missing", "collect-failed",
     ]
 
     enum CodingKeys: String, CodingKey {
         case groups, spreadMicroseconds = "spread_us", cameras, groupsMeasured = "groups_measured"
-        case spreadBoundMicroseconds = "spread_bound_us", events, budget
+        case spreadBoundMicroseconds = "spread_bound_us", events, budget, missingFiles = "missing_files"
     }
 
     public init(from decoder: Decoder) throws {
@@ -77,6 +80,7 @@ public struct SyncReport: Codable, Equatable, Sendable {
         spreadBoundMicroseconds = try c.decodeIfPresent(Percentiles.self, forKey: .spreadBoundMicroseconds)
         events = try c.decodeIfPresent([TakeManifest.Event].self, forKey: .events)
         budget = try c.decodeIfPresent(TakeManifest.BudgetSummary.self, forKey: .budget)
+        missingFiles = try c.decodeIfPresent([CollectionRecord.Missing].self, forKey: .missingFiles)
     }
 
     /// One camera's rows with the identity and clock figures the report needs.

@@ -4,125 +4,535 @@ import Crypto
 import Foundation
 import Platform
 
-/// Brings every node's files home into the take directory: each file is fetched in chunks, written under a
-/// temporary name, checked against the node's SHA-256 and only then renamed into place.
+/// Brings every node's files home into the take directory, all nodes in parallel. Each node's fetcher keeps
+/// `window` chunk requests in flight (credit-based: a reply returns one credit), writes each file under a
+/// temporary name (`<node>/.<file>.part`), hashes it as it arrives and renames it into place only when its
+/// SHA-256 matches the node's. A partial copy left by an earlier run is resumed, not fetched again; a file
+/// that does not match is fetched once more, then reported as damaged.
 final class Collector: @unchecked Sendable {
-    struct Outcome {
-        var files: [String: TakeManifest.File] = [:]
-        var failures: [(node: String, reason: String)] = []
+    /// One node taking part: its link (nil when it is not reachable), and the paths its take should hold.
+    struct Node: Sendable {
+        var name: String
+        var link: NodeLink?
+        /// Files of this node the take expects (e.g. from its cameras), whether or not the node lists them.
+        var expected: [String]
+        /// What the take directory already recorded as verified for this node (a previous run's manifest).
+        var known: [TakeManifest.File]
+        /// Why the node is not reachable, when `link` is nil.
+        var unreachable: String?
     }
 
-    static let chunkBytes: UInt32 = 1 << 20
+    struct Outcome {
+        /// Every file in the take directory whose checksum matches, by path.
+        var verified: [String: TakeManifest.File] = [:]
+        var missing: [CollectionRecord.Missing] = []
+        var run: CollectionRecord.Run
+        /// Node-level problems (unreachable, stopped answering), one sentence each.
+        var nodeFailures: [(node: String, reason: String)] = []
+        /// The files each node listed and this run verified: what may be confirmed to it.
+        var confirmable: [String: [TakeManifest.File]] = [:]
+    }
+
     let directory: URL
     let takeID: String
+    let policy: CollectPolicy
     let console: Console
     private let lock = NSLock()
-    private var bytesDone: UInt64 = 0
-    private var bytesTotal: UInt64 = 0
-    private var lastShown: Int64 = 0
-    private let started = MonotonicClock.now()
+    private var meters: [String: TransferMeter] = [:]
+    private var nodeOrder: [String] = []
+    private var limiter: RateLimiter?
 
-    init(directory: URL, takeID: String, console: Console) {
+    init(directory: URL, takeID: String, policy: CollectPolicy, console: Console) {
         self.directory = directory
         self.takeID = takeID
+        self.policy = policy
         self.console = console
+        limiter = policy.maxMBPerSecond.map { RateLimiter(bytesPerSecond: $0 * 1e6) }
     }
 
-    func collect(_ links: [NodeLink]) async -> Outcome {
-        // List everything first, so progress knows the total.
-        let lists = await eachNodeResult(links) { [takeID] link -> [TakeManifest.File] in
-            var l = Coord_V1_ListFiles()
-            l.takeID = takeID
-            let (reply, _) = try await link.request(.listFiles(l), timeout: 30, what: "the file list")
-            guard case .fileList(let list) = reply.body else { throw CoordError(.failure, "node \(link.name) answered the file list with something else.") }
-            return list.files.map(TakeManifest.File.init(wire:))
-        }
-        var outcome = Outcome()
-        setTotal(lists.compactMap { $0.success }.flatMap { $0 }.reduce(0) { $0 + $1.bytes })
-        console.step("collecting \(formatBytes(bytesTotal)) from \(links.count) node(s)")
-        let results = await eachNodeResult(Array(zip(links, lists).enumerated())) { [self] entry -> [TakeManifest.File] in
-            let (link, list) = entry.element
-            var done: [TakeManifest.File] = []
-            for file in try list.get() {
-                done.append(try await fetch(file, from: link))
+    func collect(_ nodes: [Node]) async -> Outcome {
+        let started = MonotonicClock.now()
+        let startedWall = WallClock.rfc3339(Date())
+        // 1. Every node's list and the take directory's state, so progress knows the total before any byte moves.
+        // A node whose every file is here and verified need not be asked (it may have released them).
+        let plans = await eachNodeResult(nodes) { [self] node -> NodePlan in
+            let expected = Set(node.expected).union(node.known.map(\.path))
+            if !node.known.isEmpty, Set(node.known.map(\.path)) == expected {
+                let local = Self.verifiedLocally(node.known, in: directory)
+                if local.count == node.known.count { return NodePlan(have: local) }
             }
-            return done
+            return try await plan(node)
         }
-        for (link, result) in zip(links, results) {
+        var outcome = Outcome(run: CollectionRecord.Run(started: startedWall, seconds: 0, fetchedBytes: 0, alreadyHad: 0, files: []))
+        var work: [(Node, NodePlan)] = []
+        for (node, result) in zip(nodes, plans) {
             switch result {
-            case .success(let files): for f in files { outcome.files[f.path] = f }
-            case .failure(let error): outcome.failures.append((link.name, "\(error)"))
+            case .success(let p):
+                work.append((node, p))
+            case .failure(let error):
+                outcome.nodeFailures.append((node.name, "\(error)"))
             }
         }
-        let seconds = Double(MonotonicClock.now() - started) / 1e6
-        console.step(String(format: "collected %@ in %.1f s", formatBytes(bytesDone), seconds))
+        lock.withLock {
+            nodeOrder = work.map(\.0.name)
+            for (node, p) in work { meters[node.name] = TransferMeter(total: p.toFetch.reduce(0) { $0 + $1.file.bytes - $1.from }) }
+        }
+        let total = work.flatMap(\.1.toFetch).reduce(0) { $0 + $1.file.bytes - $1.from }
+        let had = work.reduce(0) { $0 + $1.1.have.count }
+        if total > 0 {
+            let resumed = work.flatMap(\.1.toFetch).filter { $0.from > 0 }.count
+            console.step("collecting \(formatBytes(total)) from \(work.filter { !$0.1.toFetch.isEmpty }.count) node(s)"
+                         + (had > 0 ? "; \(had) file(s) already here" : "") + (resumed > 0 ? "; resuming \(resumed) partial file(s)" : ""))
+        } else if had > 0 {
+            console.step("every listed file is already here and verified (\(had) file(s))")
+        }
+
+        // 2. Fetch, every node in parallel, showing progress until all are done.
+        let progress = Task { [self] in
+            let every: UInt64 = console.interactive ? 500_000_000 : 2_000_000_000
+            while !Task.isCancelled {
+                try? await Task.sleep(nanoseconds: every)
+                if Task.isCancelled { break }
+                showProgress()
+            }
+        }
+        let fetched = await eachNodeResult(work) { [self] entry in await fetchAll(entry.1, from: entry.0) }
+        progress.cancel()
+        if total > 0 { showProgress() }
+
+        for ((node, p), result) in zip(work, fetched) {
+            for file in p.have { outcome.verified[file.path] = file }
+            if p.listed { outcome.confirmable[node.name, default: []] += p.have }
+            outcome.missing += p.missing
+            guard case .success(let r) = result else { continue }
+            for file in r.verified { outcome.verified[file.path] = file }
+            outcome.confirmable[node.name, default: []] += r.verified
+            outcome.missing += r.missing
+            outcome.run.files += r.runs
+            if let failure = r.failure { outcome.nodeFailures.append((node.name, failure)) }
+        }
+        // Nodes that could not be asked: whatever the take directory holds verified still counts.
+        for (node, result) in zip(nodes, plans) {
+            guard let failure = result.failure else { continue }
+            let local = Self.verifiedLocally(node.known, in: directory)
+            for file in local { outcome.verified[file.path] = file }
+            let missingPaths = Set(node.expected).union(node.known.map(\.path)).subtracting(local.map(\.path))
+            for path in missingPaths.sorted() {
+                outcome.missing.append(.init(path: path, node: node.name, reason: "\(failure)"))
+            }
+            if missingPaths.isEmpty { outcome.nodeFailures.removeAll { $0.node == node.name } }
+        }
+        outcome.missing.sort { $0.path < $1.path }
+        outcome.run.seconds = (Double(MonotonicClock.now() - started) / 1e4).rounded() / 100
+        outcome.run.fetchedBytes = outcome.run.files.reduce(0) { $0 + $1.fetchedBytes }
+        outcome.run.alreadyHad = had
+        if outcome.run.fetchedBytes > 0 {
+            let rate = Double(outcome.run.fetchedBytes) / max(outcome.run.seconds, 0.001)
+            console.step(String(format: "collected %@ in %.1f s (%@/s)", formatBytes(outcome.run.fetchedBytes), outcome.run.seconds,
+                                formatBytes(UInt64(rate))))
+        }
         return outcome
     }
 
-    private func fetch(_ file: TakeManifest.File, from link: NodeLink) async throws -> TakeManifest.File {
-        let parts = file.path.split(separator: "/")
-        guard parts.count == 2, parts.allSatisfy({ RigName.isValid(String($0)) }), String(parts[0]) == link.name else {
-            throw CoordError(.failure, "node \(link.name) listed a file outside its own folder: \"\(file.path)\".")
+    // MARK: planning
+
+    struct Fetch {
+        var file: TakeManifest.File
+        var from: UInt64
+    }
+
+    struct NodePlan {
+        var have: [TakeManifest.File] = []
+        var toFetch: [Fetch] = []
+        var missing: [CollectionRecord.Missing] = []
+        /// The node answered the file list (so it still holds what it listed).
+        var listed = false
+    }
+
+    /// Asks the node for its files and decides, file by file, what this run must fetch.
+    private func plan(_ node: Node) async throws -> NodePlan {
+        guard let link = node.link else {
+            throw CoordError(.failure, node.unreachable ?? "node \(node.name) is not reachable.")
         }
-        let folder = directory.appendingPathComponent(String(parts[0]), isDirectory: true)
-        let final = folder.appendingPathComponent(String(parts[1]))
-        let partial = folder.appendingPathComponent(".\(parts[1]).part")
-        try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
-        guard FileManager.default.createFile(atPath: partial.path, contents: nil), let out = try? FileHandle(forWritingTo: partial) else {
-            throw CoordError(.failure, "cannot write \(partial.path) while collecting \(file.path).")
+        var l = Coord_V1_ListFiles()
+        l.takeID = takeID
+        // A node that restarted hashes its files to list them: allow for a large take.
+        let (reply, _) = try await link.request(.listFiles(l), timeout: 300, what: "the file list")
+        guard case .fileList(let list) = reply.body else {
+            throw CoordError(.failure, "node \(node.name) answered the file list with something else.")
         }
-        defer { try? out.close() }
+        var plan = NodePlan(listed: true)
+        var truth: [String: TakeManifest.File] = [:]
+        for file in node.known { truth[file.path] = file }
+        for wire in list.files {
+            let file = TakeManifest.File(wire: wire)
+            guard Self.isOwnPath(file.path, node: node.name) else {
+                throw CoordError(.failure, "node \(node.name) listed a file outside its own folder: \"\(file.path)\".")
+            }
+            truth[file.path] = file
+        }
+        let listedPaths = Set(list.files.map(\.path))
+        for path in Set(node.expected).union(truth.keys).sorted() {
+            guard let file = truth[path] else {
+                plan.missing.append(.init(path: path, node: node.name, reason: "node \(node.name) does not have \(path)"))
+                continue
+            }
+            let (final, partial) = (finalURL(path), partialURL(path))
+            let finalBytes = Self.size(final)
+            let sha = finalBytes == file.bytes ? (try? Self.hash(final).sha256) : nil
+            let action = FileAction.decide(expectedBytes: file.bytes, expectedSHA256: file.sha256,
+                                           final: finalBytes.map { ($0, sha) }, partialBytes: Self.size(partial))
+            switch action {
+            case .have:
+                plan.have.append(file)
+            case _ where !listedPaths.contains(path):
+                // Verified in an earlier run, since damaged or removed here, and the node no longer has it.
+                plan.missing.append(.init(path: path, node: node.name,
+                                          reason: "\(path) here does not match its checksum and node \(node.name) no longer has it"))
+            case .resume(let from):
+                plan.toFetch.append(Fetch(file: file, from: from))
+            case .fetch:
+                plan.toFetch.append(Fetch(file: file, from: 0))
+            }
+        }
+        return plan
+    }
+
+    static func isOwnPath(_ path: String, node: String) -> Bool {
+        let parts = path.split(separator: "/", omittingEmptySubsequences: false)
+        return parts.count == 2 && parts.allSatisfy { RigName.isValid(String($0)) } && String(parts[0]) == node
+    }
+
+    func finalURL(_ path: String) -> URL { directory.appendingPathComponent(path) }
+
+    func partialURL(_ path: String) -> URL {
+        let parts = path.split(separator: "/")
+        return directory.appendingPathComponent(String(parts[0])).appendingPathComponent(".\(parts[1]).part")
+    }
+
+    static func size(_ url: URL) -> UInt64? {
+        guard let attributes = try? FileManager.default.attributesOfItem(atPath: url.path),
+              (attributes[.type] as? FileAttributeType) == .typeRegular else { return nil }
+        return (attributes[.size] as? NSNumber)?.uint64Value
+    }
+
+    /// The known files whose copy in `directory` still matches.
+    static func verifiedLocally(_ known: [TakeManifest.File], in directory: URL) -> [TakeManifest.File] {
+        known.filter { file in
+            let url = directory.appendingPathComponent(file.path)
+            guard size(url) == file.bytes, let digest = try? hash(url) else { return false }
+            return digest.sha256 == file.sha256
+        }
+    }
+
+    /// Size and SHA-256 of a file in the take directory.
+    static func hash(_ url: URL) throws -> (bytes: UInt64, sha256: String) {
+        let handle = try FileHandle(forReadingFrom: url)
+        defer { try? handle.close() }
         var hasher = SHA256()
-        var offset: UInt64 = 0
-        while offset < file.bytes {
-            var f = Coord_V1_FetchChunk()
-            f.takeID = takeID
-            f.path = file.path
-            f.offset = offset
-            f.length = Self.chunkBytes
-            let (reply, _) = try await link.request(.fetchChunk(f), timeout: 30, what: "chunk \(offset) of \(file.path)")
-            guard case .chunk(let chunk) = reply.body, chunk.offset == offset, !chunk.data.isEmpty else {
-                throw CoordError(.failure, "node \(link.name) sent no data for \(file.path) at offset \(offset).")
-            }
-            do { try out.write(contentsOf: chunk.data) } catch {
-                throw CoordError(.failure, "writing \(partial.path) failed: \(reason(error)).")
-            }
-            hasher.update(data: chunk.data)
-            offset += UInt64(chunk.data.count)
-            advance(UInt64(chunk.data.count))
+        var total: UInt64 = 0
+        while let data = try handle.read(upToCount: 4 << 20), !data.isEmpty {
+            hasher.update(data: data)
+            total += UInt64(data.count)
         }
-        try? out.synchronize()
-        let sha = hasher.finalize().map { String(format: "%02x", $0) }.joined()
-        guard offset == file.bytes, sha == file.sha256 else {
+        return (total, hasher.finalize().map { String(format: "%02x", $0) }.joined())
+    }
+
+    // MARK: fetching
+
+    struct NodeResult: Sendable {
+        var verified: [TakeManifest.File] = []
+        var missing: [CollectionRecord.Missing] = []
+        var runs: [CollectionRecord.FileRun] = []
+        var failure: String?
+    }
+
+    /// One file being written: its temporary copy, the hash so far and where the next in-order byte goes.
+    private final class Sink {
+        let fetch: Fetch
+        var handle: FileHandle?
+        var hasher = SHA256()
+        var written: UInt64 = 0
+        var fetchedBytes: UInt64 = 0
+        var attempts = 1
+        var pending: [UInt64: Data] = [:]
+        init(fetch: Fetch) { self.fetch = fetch }
+    }
+
+    private struct ChunkReply: Sendable {
+        var request: ChunkSchedule.Request
+        var result: Result<Data, Error>
+    }
+
+    /// Fetches one node's files with `policy.window` chunks in flight.
+    private func fetchAll(_ plan: NodePlan, from node: Node) async -> NodeResult {
+        var result = NodeResult()
+        guard !plan.toFetch.isEmpty, let link = node.link else { return result }
+        var schedule = ChunkSchedule(window: policy.window, chunkBytes: policy.chunkBytes)
+        var sinks: [Sink] = []
+        for (index, fetch) in plan.toFetch.enumerated() {
+            let sink = Sink(fetch: fetch)
+            sinks.append(sink)
+            do {
+                try open(sink)
+            } catch {
+                fail(sink, "\(error)", into: &result, node: node.name)
+                continue
+            }
+            if sink.written >= fetch.file.bytes {
+                finish(sink, index: index, schedule: &schedule, into: &result, node: node.name)
+            } else {
+                schedule.add(file: index, from: sink.written, bytes: fetch.file.bytes)
+            }
+        }
+        var retries: [ChunkSchedule.Request: Int] = [:]
+        let takeID = self.takeID
+        await withTaskGroup(of: ChunkReply.self) { group in
+            func issue() async {
+                while result.failure == nil, let request = schedule.next() {
+                    if let limiter { await limiter.take(request.length) }
+                    let path = sinks[request.file].fetch.file.path
+                    group.addTask {
+                        var f = Coord_V1_FetchChunk()
+                        f.takeID = takeID
+                        f.path = path
+                        f.offset = request.offset
+                        f.length = UInt32(request.length)
+                        do {
+                            let (reply, _) = try await link.request(.fetchChunk(f), timeout: 20, what: "bytes \(request.offset)… of \(path)")
+                            guard case .chunk(let chunk) = reply.body, chunk.offset == request.offset, chunk.path == path else {
+                                throw CoordError(.failure, "node \(node.name) answered a request for \(path) with something else.")
+                            }
+                            return ChunkReply(request: request, result: .success(chunk.data))
+                        } catch {
+                            return ChunkReply(request: request, result: .failure(error))
+                        }
+                    }
+                }
+            }
+            await issue()
+            while let reply = await group.next() {
+                schedule.completed()
+                let sink = sinks[reply.request.file]
+                switch reply.result {
+                case .success(let data) where data.count == reply.request.length:
+                    retries[reply.request] = nil
+                    guard sink.handle != nil else { break }  // the file already failed
+                    sink.pending[reply.request.offset] = data
+                    sink.fetchedBytes += UInt64(data.count)
+                    do {
+                        try drain(sink)
+                    } catch {
+                        schedule.cancel(file: reply.request.file)
+                        fail(sink, "\(error)", into: &result, node: node.name)
+                        break
+                    }
+                    advance(node.name, UInt64(data.count))
+                    if sink.written == sink.fetch.file.bytes {
+                        finish(sink, index: reply.request.file, schedule: &schedule, into: &result, node: node.name)
+                    }
+                case .success(let data):
+                    schedule.cancel(file: reply.request.file)
+                    fail(sink, "node \(node.name) sent \(data.count) bytes of \(sink.fetch.file.path) at offset \(reply.request.offset) where \(reply.request.length) were asked for: the file changed on the node after it was listed",
+                         into: &result, node: node.name)
+                case .failure(let error):
+                    // One retry per chunk; a node that fails twice in a row has stopped answering.
+                    let tries = (retries[reply.request] ?? 0) + 1
+                    if tries < 2 && result.failure == nil {
+                        retries[reply.request] = tries
+                        schedule.retry(reply.request)
+                    } else if result.failure == nil {
+                        result.failure = "collection from node \(node.name) stopped: \(error)"
+                    }
+                }
+                await issue()
+            }
+        }
+        // Whatever did not finish stays as a partial copy for the next run to resume.
+        for sink in sinks where sink.handle != nil {
+            try? sink.handle?.synchronize()
+            try? sink.handle?.close()
+            sink.handle = nil
+            result.missing.append(.init(path: sink.fetch.file.path, node: node.name,
+                                        reason: "\(result.failure ?? "collection stopped"); \(formatBytes(sink.written)) of \(formatBytes(sink.fetch.file.bytes)) arrived and will be resumed"))
+            result.runs.append(.init(path: sink.fetch.file.path, fromOffset: sink.fetch.from, fetchedBytes: sink.fetchedBytes,
+                                     attempts: sink.attempts, verified: false))
+        }
+        return result
+    }
+
+    /// Opens the file's temporary copy: a resumed one is hashed up to its end, a fresh one created empty.
+    private func open(_ sink: Sink) throws {
+        let path = sink.fetch.file.path
+        let partial = partialURL(path)
+        do {
+            try FileManager.default.createDirectory(at: partial.deletingLastPathComponent(), withIntermediateDirectories: true)
+        } catch {
+            throw CoordError(.failure, "cannot create \(partial.deletingLastPathComponent().path): \(reason(error)).")
+        }
+        if sink.fetch.from > 0, let handle = try? FileHandle(forUpdating: partial) {
+            // Hash the bytes already here, so the whole file is checked at the end.
+            do {
+                while sink.written < sink.fetch.from {
+                    let want = Int(min(UInt64(4 << 20), sink.fetch.from - sink.written))
+                    guard let data = try handle.read(upToCount: want), !data.isEmpty else { break }
+                    sink.hasher.update(data: data)
+                    sink.written += UInt64(data.count)
+                }
+                try handle.truncate(atOffset: sink.written)
+                try handle.seek(toOffset: sink.written)
+            } catch {
+                try? handle.close()
+                throw CoordError(.failure, "cannot read the partial copy \(partial.path): \(reason(error)).")
+            }
+            sink.handle = handle
+            return
+        }
+        guard FileManager.default.createFile(atPath: partial.path, contents: nil), let handle = try? FileHandle(forWritingTo: partial) else {
+            throw CoordError(.failure, "cannot write \(partial.path) while collecting \(path) (is the disk full or read-only?).")
+        }
+        sink.handle = handle
+    }
+
+    /// Writes and hashes every chunk that is next in order.
+    private func drain(_ sink: Sink) throws {
+        while let data = sink.pending.removeValue(forKey: sink.written) {
+            do {
+                try sink.handle?.write(contentsOf: data)
+            } catch {
+                throw CoordError(.failure, "writing \(partialURL(sink.fetch.file.path).path) failed: \(reason(error)).")
+            }
+            sink.hasher.update(data: data)
+            sink.written += UInt64(data.count)
+        }
+    }
+
+    /// The file is whole: verify and rename it into place, or fetch it once more, or give it up as damaged.
+    private func finish(_ sink: Sink, index: Int, schedule: inout ChunkSchedule, into result: inout NodeResult, node: String) {
+        let file = sink.fetch.file
+        let partial = partialURL(file.path)
+        let sha = sink.hasher.finalize().map { String(format: "%02x", $0) }.joined()
+        do {
+            try sink.handle?.synchronize()
+        } catch {
+            fail(sink, "writing \(partial.path) failed: \(reason(error))", into: &result, node: node)
+            return
+        }
+        guard sha == file.sha256 else {
+            if sink.attempts < 2 {
+                // Fetch it once more from the start: a resumed prefix or the transfer itself may be at fault.
+                console.step("\(file.path) does not match node \(node)'s checksum (got \(sha.prefix(12))…, expected \(file.sha256.prefix(12))…); fetching it again")
+                sink.attempts += 1
+                sink.hasher = SHA256()
+                sink.written = 0
+                sink.pending = [:]
+                do {
+                    try sink.handle?.truncate(atOffset: 0)
+                    try sink.handle?.seek(toOffset: 0)
+                } catch {
+                    fail(sink, "cannot rewrite \(partial.path): \(reason(error))", into: &result, node: node)
+                    return
+                }
+                lock.lock(); meters[node]?.grow(by: file.bytes); lock.unlock()
+                schedule.add(file: index, from: 0, bytes: file.bytes)
+                return
+            }
+            try? sink.handle?.close()
+            sink.handle = nil
             try? FileManager.default.removeItem(at: partial)
-            throw CoordError(.failure, "file \(file.path) from node \(link.name) does not match its checksum (got \(offset) bytes, sha256 \(sha.prefix(12))…, expected \(file.sha256.prefix(12))…).")
+            result.runs.append(.init(path: file.path, fromOffset: sink.fetch.from, fetchedBytes: sink.fetchedBytes,
+                                     attempts: sink.attempts, verified: false))
+            result.missing.append(.init(path: file.path, node: node,
+                                        reason: "\(file.path) does not match node \(node)'s checksum after \(sink.attempts) fetches (got sha256 \(sha.prefix(12))…, expected \(file.sha256.prefix(12))…); the node keeps its copy"))
+            console.step("\(file.path) is damaged: it did not match node \(node)'s checksum twice; the node keeps its copy")
+            return
         }
-        try? FileManager.default.removeItem(at: final)
-        try FileManager.default.moveItem(at: partial, to: final)
-        return file
+        try? sink.handle?.close()
+        sink.handle = nil
+        let final = finalURL(file.path)
+        do {
+            try? FileManager.default.removeItem(at: final)
+            try FileManager.default.moveItem(at: partial, to: final)
+        } catch {
+            result.missing.append(.init(path: file.path, node: node, reason: "cannot move \(partial.path) into place: \(reason(error))"))
+            return
+        }
+        result.verified.append(file)
+        result.runs.append(.init(path: file.path, fromOffset: sink.fetch.from, fetchedBytes: sink.fetchedBytes,
+                                 attempts: sink.attempts, verified: true))
     }
 
-    private func setTotal(_ total: UInt64) {
+    private func fail(_ sink: Sink, _ reason: String, into result: inout NodeResult, node: String) {
+        try? sink.handle?.close()
+        sink.handle = nil
+        result.missing.append(.init(path: sink.fetch.file.path, node: node, reason: reason))
+        result.runs.append(.init(path: sink.fetch.file.path, fromOffset: sink.fetch.from, fetchedBytes: sink.fetchedBytes,
+                                 attempts: sink.attempts, verified: false))
+    }
+
+    // MARK: progress
+
+    private func advance(_ node: String, _ bytes: UInt64) {
         lock.lock()
-        bytesTotal = total
+        meters[node]?.add(bytes, at: MonotonicClock.now())
         lock.unlock()
     }
 
-    private func advance(_ bytes: UInt64) {
+    private func showProgress() {
         lock.lock()
-        bytesDone += bytes
         let now = MonotonicClock.now()
-        let show = now - lastShown > 500_000 || bytesDone == bytesTotal
-        if show { lastShown = now }
-        let done = bytesDone, total = bytesTotal
-        lock.unlock()
-        if show {
-            let seconds = max(Double(now - started) / 1e6, 0.001)
-            let rate = Double(done) / seconds
-            let eta = rate > 0 ? Double(total - min(done, total)) / rate : 0
-            console.progress(String(format: "collecting %@ / %@  %@/s  ETA %.0f s", formatBytes(done), formatBytes(total),
-                                    formatBytes(UInt64(rate)), eta))
+        var lines: [String] = []
+        var done: UInt64 = 0, total: UInt64 = 0, rate = 0.0
+        for name in nodeOrder {
+            guard var meter = meters[name], meter.total > 0 else { continue }
+            meter.record(now)
+            meters[name] = meter
+            done += meter.done
+            total += meter.total
+            rate += meter.rate ?? 0
+            lines.append("  \(name): " + Self.progressFigures(done: meter.done, total: meter.total, rate: meter.rate, left: meter.secondsLeft))
         }
+        lock.unlock()
+        guard total > 0 else { return }
+        let left: Double? = done >= total ? 0 : (rate > 0 ? Double(total - done) / rate : nil)
+        lines.insert("collecting " + Self.progressFigures(done: done, total: total, rate: rate > 0 ? rate : nil, left: left), at: 0)
+        console.progressBlock(lines)
+    }
+
+    /// "1.20 GiB / 2.00 GiB (60 %)  95.1 MiB/s  ETA 9 s"
+    static func progressFigures(done: UInt64, total: UInt64, rate: Double?, left: Double?) -> String {
+        let percent = total > 0 ? Int(Double(done) * 100 / Double(total)) : 100
+        var text = "\(formatBytes(done)) / \(formatBytes(total)) (\(percent) %)"
+        text += rate.map { "  \(formatBytes(UInt64($0)))/s" } ?? "  -"
+        if done >= total { text += "  done" } else { text += left.map { "  ETA \(Budget.duration($0))" } ?? "  ETA -" }
+        return text
+    }
+}
+
+/// A token bucket shared by every node's fetcher: the whole collection's rate stays under the limit.
+final class RateLimiter: @unchecked Sendable {
+    private let bytesPerSecond: Double
+    private let lock = NSLock()
+    /// The instant (µs) from which the next bytes may go.
+    private var nextFree: Int64 = 0
+
+    init(bytesPerSecond: Double) { self.bytesPerSecond = bytesPerSecond }
+
+    /// Books `bytes` and returns how long (µs) to wait before sending them.
+    private func reserve(_ bytes: Int) -> Int64 {
+        lock.lock()
+        defer { lock.unlock() }
+        let now = MonotonicClock.now()
+        // A little burst is allowed (a quarter second's worth), no more.
+        let start = max(nextFree, now - 250_000)
+        nextFree = start + Int64(Double(bytes) / bytesPerSecond * 1e6)
+        return start - now
+    }
+
+    /// Waits until `bytes` more may be requested.
+    func take(_ bytes: Int) async {
+        let wait = reserve(bytes)
+        if wait > 0 { try? await Task.sleep(nanoseconds: UInt64(wait) * 1000) }
     }
 }
 

@@ -25,6 +25,10 @@ public struct TakeRequest: Sendable {
     public var pressurePolicy = PressurePolicy()
     /// Over budget: lower formats, cap rates and disable cameras by priority until it fits, instead of refusing.
     public var fit = false
+    /// Leave the files on the nodes after recording; `coord collect` fetches them later.
+    public var collectLater = false
+    /// How files are collected and what nodes do with them afterwards (the rig file's `collect:`).
+    public var collectPolicy = CollectPolicy()
     /// What the refusal of an over-budget rig suggests, as the end of its sentence.
     public var overBudgetHint = "coord plan --fit proposes changes that fit"
 
@@ -48,6 +52,9 @@ public struct TakeOutcome: Sendable {
     public var directory: URL
     public var manifest: TakeManifest
     public var report: SyncReport
+    public init(directory: URL, manifest: TakeManifest, report: SyncReport) {
+        self.directory = directory; self.manifest = manifest; self.report = report
+    }
 }
 
 /// Runs one take across a set of node agents: handshake, plan, clock alignment, configure, arm, start on one
@@ -175,6 +182,9 @@ public final class TakeSession: @unchecked Sendable {
         let lead = 2_000_000 + Int64(plans.count) * 100_000
         let grid = FrameGrid(t0: MonotonicClock.now() + lead, periodMicroseconds: period)
         console.step("arming; group 0 in \(lead / 1000) ms")
+        // Group 0's local time of day, for every file's timecode tag and the editorial timeline.
+        let timecode = Timecode(date: Date(timeIntervalSinceNow: Double(grid.t0 - MonotonicClock.now()) / 1e6), fps: request.fps,
+                                timeZone: TimeZone.current).description
         let armResults = await eachNodeResult(plans) { plan -> Int64 in
             let began = MonotonicClock.now()
             var a = Coord_V1_Arm()
@@ -182,6 +192,7 @@ public final class TakeSession: @unchecked Sendable {
             a.clock = plan.mapping.wire
             a.t0Us = grid.t0
             a.framePeriodUs = UInt64(grid.periodMicroseconds)
+            a.timecode = timecode
             tracker.armed(plan.name, at: began, with: plan.mapping)
             let (reply, _) = try await plan.link.request(.arm(a), timeout: Double(lead) / 1e6, what: "arming")
             if case .armed(let armed) = reply.body {
@@ -237,88 +248,69 @@ public final class TakeSession: @unchecked Sendable {
             addEvent(MonotonicClock.now(), node: node, camera: "", kind: "clock-update-held",
                      detail: "\(count) clock update(s) for node \(node) were held back: the new estimate was far less certain than the one in force")
         }
-        var unfinished = unfinishedNodes
+        let unfinished = unfinishedNodes
         let groups = finalGroups
 
-        // 8. Collect.
-        let collector = Collector(directory: directory, takeID: takeID, console: console)
-        let reachable = plans.filter { !unfinished.contains($0.name) }
-        let collected = await collector.collect(reachable.map(\.link))
-        for (node, failure) in collected.failures {
-            addEvent(MonotonicClock.now(), node: node, camera: "", kind: "collect-failed", detail: failure)
-            unfinished.insert(node)
+        // 8. The manifest as recording left it, on disk before any file moves: if this coordinator dies while
+        // collecting, `coord collect` finishes the take from it.
+        var manifest = pendingManifest(plans, takeID: takeID, grid: grid, groups: groups, startWallclock: startWallclock,
+                                       tracker: tracker, finalStatus: finalStatus)
+        manifest.timecode = timecode
+        try TakeDirectoryWriter(directory: directory).writePending(manifest)
+        if request.collectLater {
+            console.step("the files stay on the nodes; collect them with: coord collect --rig RIG.yaml \(directory.path)")
+            return TakeOutcome(directory: directory, manifest: manifest, report: SyncReport(groups: groups, grid: grid, inputs: []))
         }
 
-        // 9. Manifest and report from what arrived.
-        let writer = TakeDirectoryWriter(directory: directory)
+        // 9. Collect, write manifest, report, page and timeline, and let the nodes release what arrived intact.
+        var linksByNode: [String: NodeLink] = [:]
+        var unreachable: [String: String] = [:]
+        for plan in plans {
+            if unfinished.contains(plan.name) {
+                unreachable[plan.name] = "node \(plan.name) did not finish the take, so its files were not collected"
+            } else {
+                linksByNode[plan.name] = plan.link
+            }
+        }
+        let lock = try CollectLock(directory: directory, takeID: takeID)
+        defer { lock.release() }
+        let (finished, report) = try await TakeCollection.run(directory: directory, manifest: manifest, links: linksByNode,
+                                                              unreachable: unreachable, policy: request.collectPolicy, console: console)
+        return TakeOutcome(directory: directory, manifest: finished, report: report)
+    }
+
+    /// The manifest before collection: every camera with its settings, clock figures and the node's counts, no
+    /// files yet, status partial until collection verifies every file.
+    private func pendingManifest(_ plans: [NodePlan], takeID: String, grid: FrameGrid, groups: Int64, startWallclock: String,
+                                 tracker: ClockTracker, finalStatus: [String: Coord_V1_Status]) -> TakeManifest {
         var cameras: [TakeManifest.Camera] = []
-        var inputs: [SyncReport.Input] = []
-        var complete = unfinished.isEmpty
         for plan in plans {
             let clock = tracker.figures(plan.name, from: grid.t0, to: grid.instant(ofGroup: groups), timeService: plan.timeService)
             for s in plan.cameras {
-                let mkv = "\(plan.name)/\(s.camera).mkv"
-                let csv = "\(plan.name)/\(s.camera).frames.csv"
-                let files = [mkv, csv].compactMap { collected.files[$0] }
-                let rows = writer.rows(csvPath: csv)
                 let status = finalStatus[plan.name]?.cameras.first(where: { $0.camera == s.camera })
-                let dups = Int64(rows.filter(\.isDup).count)
-                let held = min(Int64(status?.held ?? 0), dups)
-                let dropped = dups - held
-                let disabled = responder.cameras.first { $0.node == plan.name && $0.camera == s.camera }?.disabled ?? false
-                if files.count != 2 || rows.count != Int(groups) || !writer.rowsMatchGroups(rows) {
-                    complete = false
-                    addEvent(MonotonicClock.now(), node: plan.name, camera: s.camera, kind: "incomplete",
-                             detail: files.count != 2 ? "files missing: \([mkv, csv].filter { collected.files[$0] == nil }.joined(separator: ", "))"
-                                 : disabled ? "was disabled by the pressure policy: frames.csv holds \(rows.count) rows for \(groups) groups"
-                                 : "frames.csv holds \(rows.count) rows for \(groups) groups")
-                }
-                if held > 0 {
-                    addEvent(grid.t0, node: plan.name, camera: s.camera, kind: "held",
-                             detail: "\(held) of \(groups) groups repeat the previous frame on purpose (frame-rate cap or slow-down)")
-                }
-                if dropped > 0 {
-                    addEvent(grid.t0, node: plan.name, camera: s.camera, kind: "dup",
-                             detail: "\(dropped) of \(groups) groups filled with a repeat of the previous frame")
-                }
+                let responderCamera = responder.cameras.first { $0.node == plan.name && $0.camera == s.camera }
                 var camera = TakeManifest.Camera(
                     node: plan.name, camera: s.camera, ordinal: s.ordinal, width: s.width, height: s.height, fps: s.fps,
-                    codec: s.codec, frames: Int64(rows.count), dropped: dropped, clock: clock, files: files)
-                camera.priority = responder.cameras.first { $0.node == plan.name && $0.camera == s.camera }?.priority
+                    codec: s.codec, frames: 0, dropped: 0, clock: clock, files: [])
+                camera.priority = responderCamera?.priority
                 camera.recordEvery = s.recordEvery
-                camera.held = held
-                camera.disabled = disabled ? true : nil
+                camera.held = Int64(status?.held ?? 0)
+                camera.disabled = responderCamera?.disabled == true ? true : nil
                 if let status {
                     camera.timestampNoiseMicroseconds = (status.timestampNoiseUs * 10).rounded() / 10
                     camera.centerUncertaintyMicroseconds = (status.centerUncertaintyUs * 10).rounded() / 10
                 }
                 cameras.append(camera)
-                inputs.append(SyncReport.Input(node: plan.name, camera: s.camera, rows: rows,
-                                               clockUncertaintyMicroseconds: clock.uncertaintyMicroseconds,
-                                               centerUncertaintyMicroseconds: camera.centerUncertaintyMicroseconds, held: held))
             }
         }
-        let allEvents = sortedEvents()
         var manifest = TakeManifest(
-            takeID: takeID, name: request.name, status: complete ? .complete : .partial, t0Microseconds: grid.t0,
+            takeID: takeID, name: request.name, status: .partial, t0Microseconds: grid.t0,
             framePeriodMicroseconds: grid.periodMicroseconds, groups: groups, startWallclock: startWallclock,
-            cameras: cameras, events: allEvents)
+            cameras: cameras, events: sortedEvents())
         manifest.clockTrack = tracker.clockTrack
         manifest.budget = budgetSummary
-        var report = SyncReport(groups: groups, grid: grid, inputs: inputs)
-        report.budget = budgetSummary
-        let pressureEvents = allEvents.filter { SyncReport.pressureEventKinds.contains($0.kind) }
-        report.events = pressureEvents.isEmpty ? nil : pressureEvents
-        try writer.write(manifest: manifest, report: report)
-
-        // 10. Tell nodes which files arrived intact; only those may be released.
-        await eachNodeResult(reachable) { plan in
-            var confirm = Coord_V1_ConfirmCollected()
-            confirm.takeID = takeID
-            confirm.files = collected.files.values.filter { $0.path.hasPrefix(plan.name + "/") }.map(\.wire)
-            _ = try await plan.link.request(.confirmCollected(confirm), timeout: 10, what: "the collection confirmation")
-        }
-        return TakeOutcome(directory: directory, manifest: manifest, report: report)
+        manifest.collection = CollectionRecord(state: .pending, afterConfirm: request.collectPolicy.afterConfirm.rawValue)
+        return manifest
     }
 
     // MARK: steps
@@ -512,7 +504,7 @@ public final class TakeSession: @unchecked Sendable {
         let missing = Set(plans.map(\.name)).subtracting(finished)
         for name in missing {
             addEvent(MonotonicClock.now(), node: name, camera: "", kind: "node-unfinished",
-                     detail: silent.contains(name) ? "node \(name) stopped answering; its files were not collected"
+                     detail: silent.contains(name) ? "node \(name) stopped answering after the stop; its files could not be collected then"
                          : "node \(name) did not report its files final within 30 s of the stop instant")
         }
         addEvent(stopInstant, node: "", camera: "", kind: "stop", detail: "all cameras stop after group \(groups - 1)")

@@ -54,7 +54,8 @@ public final class MatroskaWriter {
     private let frameQuality: Int32
     private var isIntraOnly: Bool { codec != .h264 }
 
-    /// Opens `path` for writing (truncating it) and writes the Matroska header with `metadata` as global tags.
+    /// Opens `path` for writing (truncating it) and writes the Matroska header with `metadata` as global tags; a
+    /// `timecode` entry (`HH:MM:SS:FF` of the first frame) is also the video track's tag.
     ///
     /// - Parameters:
     ///   - quality: 1…31. mjpeg: the fixed quantiser (3 ≈ `ffmpeg -q:v 3`); h264: CRF 17 + 2·quality; ffv1: unused.
@@ -278,6 +279,11 @@ public final class MatroskaWriter {
 
         for key in metadata.keys.sorted() {
             try check(av_dict_set(&fc.pointee.metadata, key, metadata[key], 0), "create", "av_dict_set(\(key))")
+        }
+        // `ffmpeg -timecode` puts a Matroska file's timecode in the global tags, and remuxing to MOV takes it from there
+        // or from the video track's tags (into a tmcd track); tools that read only stream tags find it here too.
+        if let timecode = metadata["timecode"] {
+            try check(av_dict_set(&st.pointee.metadata, "timecode", timecode, 0), "create", "av_dict_set(timecode)")
         }
 
         try check(avio_open(&fc.pointee.pb, path, cff_AVIO_FLAG_WRITE), "create", "avio_open")

@@ -229,7 +229,9 @@ public final class NodeAgent: @unchecked Sendable {
         case .confirmCollected(let confirm):
             try requireCollectable(confirm.takeID)
             let confirmed = confirm.files.map(TakeManifest.File.init(wire:))
-            if configuration.keepAfterCollect {
+            // The node's own --keep-after-collect wins; otherwise the rig's collect.after_confirm says.
+            if configuration.keepAfterCollect || confirm.keep {
+                logger.info("kept collected files", metadata: ["take": "\(confirm.takeID)", "files": "\(confirmed.count)"])
                 return ack(id, "kept \(confirmed.count) file(s)")
             }
             let released = try store.release(takeID: confirm.takeID, confirmed: confirmed)
@@ -276,6 +278,13 @@ public final class NodeAgent: @unchecked Sendable {
         guard message.framePeriodUs > 0, message.hasClock else {
             throw NodeFailure(.badConfig, "arm for take \(message.takeID) needs a frame period and a clock mapping.")
         }
+        // Group 0's timecode goes into every file's tags; refuse one we would write wrongly rather than drop it.
+        let fps = Timecode.fps(framePeriodMicroseconds: Int64(clamping: message.framePeriodUs))
+        if !message.timecode.isEmpty, Timecode(message.timecode, fps: fps) == nil {
+            throw NodeFailure(.badConfig, "arm for take \(message.takeID) has the timecode \"\(message.timecode.prefix(64))\", which is not HH:MM:SS:FF at \(fps) fps.")
+        }
+        var metadata = ["coord_take": message.takeID, "coord_node": configuration.name]
+        if !message.timecode.isEmpty { metadata["timecode"] = message.timecode }
         lock.lock()
         defer { lock.unlock() }
         if monitor.reading.level == .shutdown {
@@ -298,7 +307,7 @@ public final class NodeAgent: @unchecked Sendable {
                 let camera = s.camera
                 let recorder = try CameraRecorder(
                     settings: s, node: configuration.name, directory: directory, source: source, grid: grid, clock: mapping,
-                    metadata: ["coord_take": message.takeID, "coord_node": configuration.name, "coord_camera": s.camera],
+                    metadata: metadata.merging(["coord_camera": s.camera]) { $1 },
                     localNow: { [weak self] in self?.localNow() ?? 0 }, logger: logger,
                     onFinish: { [weak self] in self?.cameraFinished() },
                     onEvent: { [weak self] kind, detail in self?.cameraEvent(camera: camera, kind: kind, detail: detail) })

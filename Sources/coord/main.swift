@@ -14,7 +14,7 @@ struct Coord: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "coord",
         abstract: "Record one synchronized multi-camera take across many capture nodes.",
-        subcommands: [Demo.self, StartTake.self, RigStatusCommand.self, Plan.self, Report.self])
+        subcommands: [Demo.self, StartTake.self, RigStatusCommand.self, Plan.self, Collect.self, Report.self])
 
     /// Parses and runs, mapping ArgumentParser's usage errors (64) to CONTRACT §1's exit code 2.
     static func main() async {
@@ -139,12 +139,29 @@ func recordTake(endpoints: [String], request: TakeRequest, console: Console,
 
 /// Prints a finished take's summary on stdout; a partial take exits 4 with a sentence naming what is missing.
 func finishTake(_ outcome: TakeOutcome, console: Console) throws {
+    if outcome.manifest.collection?.state == .pending {
+        console.result("take \(outcome.manifest.takeID): recorded \(outcome.manifest.groups) groups × \(outcome.manifest.cameras.count) camera(s); not collected yet\n  \(outcome.directory.path)")
+        return
+    }
     console.result(TakeSummary.text(directory: outcome.directory.path, manifest: outcome.manifest, report: outcome.report))
     if outcome.manifest.status == .partial {
-        let missing = outcome.manifest.events.first { ["incomplete", "node-failed", "camera-error", "collect-failed", "node-unfinished"].contains($0.kind) }
-        FileHandle.standardError.write(Data("coord: the take is partial: \(missing.map { "\($0.node)/\($0.camera) \($0.detail)" } ?? "see manifest.json").\n".utf8))
+        FileHandle.standardError.write(Data("coord: the take is partial: \(partialCause(outcome.manifest)).\n".utf8))
         throw ExitCode(4)
     }
+}
+
+/// The first thing that makes a take partial, in one phrase: a damaged or missing file first, as the operator
+/// can act on it (`coord collect`).
+func partialCause(_ manifest: TakeManifest) -> String {
+    let order = ["file-damaged", "file-missing", "collect-failed", "incomplete", "node-failed", "camera-error", "node-unfinished"]
+    for kind in order {
+        if let e = manifest.events.first(where: { $0.kind == kind }) {
+            let who = [e.node, e.camera].filter { !$0.isEmpty }.joined(separator: "/")
+            let detail = e.detail.hasSuffix(".") ? String(e.detail.dropLast()) : e.detail
+            return kind.hasPrefix("file-") ? detail : "\(who) \(detail)"
+        }
+    }
+    return "see manifest.json"
 }
 
 /// Ctrl-C or SIGTERM while recording: stop every camera at one instant and collect as usual. Before the
@@ -220,6 +237,7 @@ struct StartTake: AsyncParsableCommand {
     @Option(help: "Codec: mjpeg, ffv1 or h264 (default: the rig's take.codec, else mjpeg).") var codec: String?
     @Flag(help: "When the rig is over budget, apply what `coord plan --fit` proposes (lower formats, cap frame rates, disable the lowest-priority cameras) instead of refusing.")
     var fit = false
+    @Flag(help: "Leave the files on the nodes after recording; fetch them later with `coord collect`.") var collectLater = false
     @Flag(help: "Log the coordinator's debug output.") var verbose = false
 
     func run() async throws {
@@ -231,6 +249,7 @@ struct StartTake: AsyncParsableCommand {
                                       size: size, codec: codec)
         request.untilStopped = seconds == nil
         request.fit = fit
+        request.collectLater = collectLater
         console.step("rig \(rig): \(spec.nodes.count) node(s): \(spec.nodes.map(\.name).joined(separator: ", "))")
         if seconds == nil { console.step("recording until Ctrl-C (at most 24 h), then every camera stops at one instant") }
         let outcome: TakeOutcome
@@ -291,6 +310,7 @@ func takeRequest(_ file: RigFile, name: String?, seconds: Double, takesDir: Stri
                               codec: codec ?? spec.take.codec ?? "mjpeg", takesDirectory: takesDirectory)
     for node in spec.nodes { if let cameras = node.cameras { request.camerasByEndpoint[node.endpoint] = cameras } }
     request.pressurePolicy = spec.pressure
+    request.collectPolicy = spec.collect
     if let problem = request.problem() { throw usageError(problem) }
     return request
 }
@@ -354,6 +374,46 @@ struct RigStatusCommand: AsyncParsableCommand {
     }
 }
 
+struct Collect: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "Fetch whatever a take still lacks from the rig's nodes, verify it and rewrite the take's manifest and report.",
+        discussion: """
+        Safe to run again at any time: files already here with a matching checksum are left alone and partial \
+        copies are resumed. Exits 0 when every file is here and verified, 4 when something is still missing \
+        or damaged (the manifest names it).
+        """)
+
+    @Option(help: "The rig file (YAML) naming the take's nodes.") var rig: String
+    @Argument(help: "The take directory (or a take id under the rig's takes directory).") var take: String
+    @Flag(help: "Log the coordinator's debug output.") var verbose = false
+
+    func run() async throws {
+        bootstrapLogging(verbose)
+        let console = Console()
+        let file = try loadRig(rig)
+        var directory = URL(fileURLWithPath: take)
+        if !FileManager.default.fileExists(atPath: directory.path), !take.contains("/") {
+            let base = file.spec.take.takesDir.map { URL(fileURLWithPath: $0, relativeTo: file.directory).standardizedFileURL }
+                ?? URL(fileURLWithPath: "./takes")
+            directory = base.appendingPathComponent(take, isDirectory: true)
+        }
+        var isDirectory: ObjCBool = false
+        guard FileManager.default.fileExists(atPath: directory.path, isDirectory: &isDirectory), isDirectory.boolValue else {
+            throw usageError("take \(take) does not exist (no directory \(directory.path)).")
+        }
+        let manifest: TakeManifest
+        let report: SyncReport
+        do {
+            (manifest, report) = try await TakeCollection.resume(file.spec, directory: directory, console: console)
+        } catch let error as CoordError {
+            throw exitStatus(for: naming(error, in: file.spec))
+        } catch {
+            throw exitStatus(for: error)
+        }
+        try finishTake(TakeOutcome(directory: directory, manifest: manifest, report: report), console: console)
+    }
+}
+
 struct Report: ParsableCommand {
     static let configuration = CommandConfiguration(abstract: "Show a take's sync report.")
 
@@ -380,8 +440,17 @@ struct Report: ParsableCommand {
                 print(TakeSummary.text(directory: dir.path, manifest: manifest, report: report))
             }
             if let html {
-                try FileManager.default.copyItem(at: dir.appendingPathComponent("sync-report.html"), to: URL(fileURLWithPath: html))
+                // Rendered afresh from the take's files, so an older take gets the current page.
+                let page = SyncReportPage.html(takeDirectory: dir, manifest: manifest, report: report)
+                do {
+                    try Data(page.utf8).write(to: URL(fileURLWithPath: html), options: .atomic)
+                } catch {
+                    FileHandle.standardError.write(Data("coord: cannot write the HTML report to \(html): \(reason(error)).\n".utf8))
+                    throw ExitCode(1)
+                }
             }
+        } catch let error as ExitCode {
+            throw error
         } catch let error as DecodingError {
             FileHandle.standardError.write(Data("coord: \(takeDirectory) does not hold a readable coord take: \(error).\n".utf8))
             throw ExitCode(2)

@@ -165,6 +165,27 @@ private func writeTake(_ writer: MatroskaWriter, count: Int, repeatAfter: Set<In
         #expect(upper["COORD_CAMERA"] == "cam1")
     }
 
+    @Test func theTimecodeIsAGlobalAndAVideoTrackTag() throws {
+        let scratch = try Scratch()
+        defer { scratch.cleanUp() }
+        let file = scratch.file("timecode.mkv")
+        let writer = try MatroskaWriter(path: file, width: 160, height: 120, fps: 30, codec: .mjpeg,
+                                        metadata: ["coord_take": "take-0042", "timecode": "14:15:00:03"])
+        try writeTake(writer, count: 3, repeatAfter: [])
+        try writer.finish()
+        let result = try run("ffprobe", ["-v", "error", "-show_entries", "format_tags:stream_tags", "-of", "json", file])
+        #expect(result.status == 0)
+        let json = try #require(try JSONSerialization.jsonObject(with: result.output) as? [String: Any])
+        func upper(_ tags: Any?) -> [String: String] {
+            Dictionary(uniqueKeysWithValues: ((tags as? [String: String]) ?? [:]).map { ($0.key.uppercased(), $0.value) })
+        }
+        #expect(upper((json["format"] as? [String: Any])?["tags"])["TIMECODE"] == "14:15:00:03")
+        let stream = (json["streams"] as? [[String: Any]])?.first
+        #expect(upper(stream?["tags"])["TIMECODE"] == "14:15:00:03")
+        // Only the timecode is copied to the track; the take's own tags stay global.
+        #expect(upper(stream?["tags"])["COORD_TAKE"] == nil)
+    }
+
     @Test(arguments: VideoCodec.allCases)
     func anUnfinishedFileIsMostlyPlayable(codec: VideoCodec) throws {
         let scratch = try Scratch()

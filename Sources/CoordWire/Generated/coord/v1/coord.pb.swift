@@ -647,6 +647,10 @@ public nonisolated struct Coord_V1_Arm: Sendable {
   /// the grid's period
   public var framePeriodUs: UInt64 = 0
 
+  /// SMPTE timecode of group 0 ("HH:MM:SS:FF", non-drop, at the take's frame rate) from the coordinator's wall
+  /// clock at t0; written into every file's metadata. Empty: no timecode.
+  public var timecode: String = String()
+
   public var unknownFields = SwiftProtobuf.UnknownStorage()
 
   public init() {}
@@ -1132,6 +1136,9 @@ public nonisolated struct Coord_V1_ConfirmCollected: Sendable {
 
   /// what the coordinator verified; the node releases only these
   public var files: [Coord_V1_FileInfo] = []
+
+  /// keep the confirmed files on the node (the rig's collect.after_confirm: keep)
+  public var keep: Bool = false
 
   public var unknownFields = SwiftProtobuf.UnknownStorage()
 
@@ -2290,7 +2297,7 @@ nonisolated extension Coord_V1_ClockMapping: SwiftProtobuf.Message, SwiftProtobu
 
 nonisolated extension Coord_V1_Arm: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
   public static let protoMessageName: String = _protobuf_package + ".Arm"
-  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{3}take_id\0\u{1}clock\0\u{3}t0_us\0\u{3}frame_period_us\0")
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{3}take_id\0\u{1}clock\0\u{3}t0_us\0\u{3}frame_period_us\0\u{1}timecode\0")
 
   public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
     while let fieldNumber = try decoder.nextFieldNumber() {
@@ -2302,6 +2309,7 @@ nonisolated extension Coord_V1_Arm: SwiftProtobuf.Message, SwiftProtobuf._Messag
       case 2: try { try decoder.decodeSingularMessageField(value: &self._clock) }()
       case 3: try { try decoder.decodeSingularInt64Field(value: &self.t0Us) }()
       case 4: try { try decoder.decodeSingularUInt64Field(value: &self.framePeriodUs) }()
+      case 5: try { try decoder.decodeSingularStringField(value: &self.timecode) }()
       default: break
       }
     }
@@ -2324,6 +2332,9 @@ nonisolated extension Coord_V1_Arm: SwiftProtobuf.Message, SwiftProtobuf._Messag
     if self.framePeriodUs != 0 {
       try visitor.visitSingularUInt64Field(value: self.framePeriodUs, fieldNumber: 4)
     }
+    if !self.timecode.isEmpty {
+      try visitor.visitSingularStringField(value: self.timecode, fieldNumber: 5)
+    }
     try unknownFields.traverse(visitor: &visitor)
   }
 
@@ -2332,6 +2343,7 @@ nonisolated extension Coord_V1_Arm: SwiftProtobuf.Message, SwiftProtobuf._Messag
     if lhs._clock != rhs._clock {return false}
     if lhs.t0Us != rhs.t0Us {return false}
     if lhs.framePeriodUs != rhs.framePeriodUs {return false}
+    if lhs.timecode != rhs.timecode {return false}
     if lhs.unknownFields != rhs.unknownFields {return false}
     return true
   }
@@ -3148,7 +3160,7 @@ nonisolated extension Coord_V1_Chunk: SwiftProtobuf.Message, SwiftProtobuf._Mess
 
 nonisolated extension Coord_V1_ConfirmCollected: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
   public static let protoMessageName: String = _protobuf_package + ".ConfirmCollected"
-  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{3}take_id\0\u{1}files\0")
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{3}take_id\0\u{1}files\0\u{1}keep\0")
 
   public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
     while let fieldNumber = try decoder.nextFieldNumber() {
@@ -3158,6 +3170,7 @@ nonisolated extension Coord_V1_ConfirmCollected: SwiftProtobuf.Message, SwiftPro
       switch fieldNumber {
       case 1: try { try decoder.decodeSingularStringField(value: &self.takeID) }()
       case 2: try { try decoder.decodeRepeatedMessageField(value: &self.files) }()
+      case 3: try { try decoder.decodeSingularBoolField(value: &self.keep) }()
       default: break
       }
     }
@@ -3170,12 +3183,16 @@ nonisolated extension Coord_V1_ConfirmCollected: SwiftProtobuf.Message, SwiftPro
     if !self.files.isEmpty {
       try visitor.visitRepeatedMessageField(value: self.files, fieldNumber: 2)
     }
+    if self.keep != false {
+      try visitor.visitSingularBoolField(value: self.keep, fieldNumber: 3)
+    }
     try unknownFields.traverse(visitor: &visitor)
   }
 
   public static func ==(lhs: Coord_V1_ConfirmCollected, rhs: Coord_V1_ConfirmCollected) -> Bool {
     if lhs.takeID != rhs.takeID {return false}
     if lhs.files != rhs.files {return false}
+    if lhs.keep != rhs.keep {return false}
     if lhs.unknownFields != rhs.unknownFields {return false}
     return true
   }

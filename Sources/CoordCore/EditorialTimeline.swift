@@ -1,0 +1,68 @@
+import Foundation
+
+/// The take as an OpenTimelineIO timeline (`<take-id>.otio` in the take directory), for the editorial handoff.
+///
+/// One video track per camera in manifest order, named `<node>/<camera>`, each holding one clip of the camera's
+/// `.mkv`. Everything runs at the grid's rate and starts at the group-0 timecode's frame of the day, and every clip
+/// covers groups `0..<groups`: since frame `i` of every file is group `i` (CONTRACT §4), the tracks line up frame for
+/// frame by group. A camera whose `.mkv` was not collected keeps its track with a missing media reference.
+/// The JSON mirrors what opentimelineio 0.18 writes (`Timeline.1`, `Stack.1`, `Track.1`, `Clip.2`).
+public enum EditorialTimeline {
+    /// The `.otio` file's bytes: JSON with sorted keys.
+    public static func otio(_ manifest: TakeManifest) throws -> Data {
+        try JSONSerialization.data(withJSONObject: timeline(manifest), options: [.prettyPrinted, .sortedKeys, .withoutEscapingSlashes])
+    }
+
+    /// The timeline as a JSON object.
+    public static func timeline(_ manifest: TakeManifest) -> [String: Any] {
+        // The grid's rate is every camera's fps; a camera under a frame-rate cap still holds one frame per group.
+        let rate = Timecode.fps(framePeriodMicroseconds: manifest.framePeriodMicroseconds)
+        let start = manifest.timecode.flatMap { Timecode($0, fps: rate) }?.frameOfDay ?? 0
+        var coord: [String: Any] = [
+            "take_id": manifest.takeID, "status": manifest.status.rawValue, "t0_us": manifest.t0Microseconds,
+            "frame_period_us": manifest.framePeriodMicroseconds, "start_wallclock": manifest.startWallclock,
+            "groups": manifest.groups, "fps": rate,
+        ]
+        if let timecode = manifest.timecode { coord["timecode"] = timecode }
+        let tracks: [[String: Any]] = manifest.cameras.map { camera in
+            let name = "\(camera.node)/\(camera.camera)"
+            let path = "\(name).mkv"
+            let media: [String: Any]
+            if camera.files.contains(where: { $0.path == path }) {
+                media = [
+                    "OTIO_SCHEMA": "ExternalReference.1", "metadata": [String: Any](), "name": "",
+                    "available_range": range(start: start, duration: camera.frames, rate: rate),
+                    "available_image_bounds": NSNull(), "target_url": path,
+                ]
+            } else {
+                media = [
+                    "OTIO_SCHEMA": "MissingReference.1", "metadata": ["coord": ["path": path]], "name": "",
+                    "available_range": NSNull(), "available_image_bounds": NSNull(),
+                ]
+            }
+            let clip: [String: Any] = item("Clip.2", name: name, source: range(start: start, duration: manifest.groups, rate: rate),
+                                           metadata: ["coord": ["node": camera.node, "camera": camera.camera, "ordinal": camera.ordinal]])
+                .merging(["media_references": ["DEFAULT_MEDIA": media], "active_media_reference_key": "DEFAULT_MEDIA"]) { $1 }
+            return item("Track.1", name: name).merging(["children": [clip], "kind": "Video"]) { $1 }
+        }
+        return [
+            "OTIO_SCHEMA": "Timeline.1", "metadata": ["coord": coord], "name": manifest.takeID,
+            "global_start_time": time(start, rate: rate),
+            "tracks": item("Stack.1", name: "tracks").merging(["children": tracks]) { $1 },
+        ]
+    }
+
+    /// The fields every composable item carries.
+    private static func item(_ schema: String, name: String, source: Any = NSNull(), metadata: [String: Any] = [:]) -> [String: Any] {
+        ["OTIO_SCHEMA": schema, "metadata": metadata, "name": name, "source_range": source, "effects": [Any](),
+         "markers": [Any](), "enabled": true, "color": NSNull()]
+    }
+
+    private static func time(_ value: Int64, rate: Int) -> [String: Any] {
+        ["OTIO_SCHEMA": "RationalTime.1", "rate": Double(rate), "value": Double(value)]
+    }
+
+    private static func range(start: Int64, duration: Int64, rate: Int) -> [String: Any] {
+        ["OTIO_SCHEMA": "TimeRange.1", "start_time": time(start, rate: rate), "duration": time(duration, rate: rate)]
+    }
+}

@@ -1,0 +1,190 @@
+import CoordCore
+import CoordWire
+import Foundation
+import Platform
+import ZeroMQ
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// Collects a take's files and writes its directory from what arrived: used at the end of every take and by
+/// `coord collect`, which finishes a take an earlier run (or a crashed coordinator) left incomplete. The
+/// manifest is the take's only state: what recording knew (cameras, clocks, events) and what collection has
+/// verified so far, so any run can pick up where the last stopped.
+public enum TakeCollection {
+    /// Event kinds worked out from the collected files, made afresh by every run.
+    static let derivedKinds: Set<String> = ["incomplete", "held", "dup", "collect-failed", "file-damaged", "file-missing"]
+
+    /// The files a camera's recording leaves, relative to the take directory.
+    static func paths(of camera: TakeManifest.Camera) -> [String] {
+        ["\(camera.node)/\(camera.camera).mkv", "\(camera.node)/\(camera.camera).frames.csv"]
+    }
+
+    /// Fetches what is missing from the nodes (`links` by node name; a node without a link is unreachable for
+    /// the reason given), writes manifest, report, page and timeline, and confirms the verified files to each
+    /// node. Returns the finished manifest and report.
+    static func run(directory: URL, manifest pending: TakeManifest, links: [String: NodeLink], unreachable: [String: String] = [:],
+                    policy: CollectPolicy, console: Console) async throws -> (TakeManifest, SyncReport) {
+        var nodeNames: [String] = []
+        for camera in pending.cameras where !nodeNames.contains(camera.node) { nodeNames.append(camera.node) }
+        let nodes = nodeNames.map { name in
+            let cameras = pending.cameras.filter { $0.node == name }
+            return Collector.Node(name: name, link: links[name], expected: cameras.flatMap(paths(of:)),
+                                  known: cameras.flatMap(\.files),
+                                  unreachable: unreachable[name] ?? "node \(name) is not in the rig file.")
+        }
+        let collector = Collector(directory: directory, takeID: pending.takeID, policy: policy, console: console)
+        let outcome = await collector.collect(nodes)
+        let (manifest, report) = finish(pending, outcome: outcome, directory: directory, afterConfirm: policy.afterConfirm)
+        try TakeDirectoryWriter(directory: directory).write(manifest: manifest, report: report)
+
+        // Only now, with the manifest on disk, may nodes let go of what arrived intact.
+        let confirmations = outcome.confirmable.filter { !$0.value.isEmpty }.compactMap { entry in links[entry.key].map { (entry.key, $0, entry.value) } }
+        let results = await eachNodeResult(confirmations) { entry in
+            var confirm = Coord_V1_ConfirmCollected()
+            confirm.takeID = pending.takeID
+            confirm.files = entry.2.map(\.wire)
+            confirm.keep = policy.afterConfirm == .keep
+            _ = try await entry.1.request(.confirmCollected(confirm), timeout: 30, what: "the collection confirmation")
+        }
+        for (entry, result) in zip(confirmations, results) {
+            if let failure = result.failure {
+                console.step("  warning: node \(entry.0) did not take the confirmation, so it keeps its files: \(failure)")
+            }
+        }
+        return (manifest, report)
+    }
+
+    /// The manifest and report from the pending manifest and what collection verified (pure but for reading
+    /// the frames tables).
+    static func finish(_ pending: TakeManifest, outcome: Collector.Outcome, directory: URL,
+                       afterConfirm: CollectPolicy.AfterConfirm) -> (TakeManifest, SyncReport) {
+        let writer = TakeDirectoryWriter(directory: directory)
+        let grid = FrameGrid(t0: pending.t0Microseconds, periodMicroseconds: pending.framePeriodMicroseconds)
+        let groups = pending.groups
+        let end = grid.instant(ofGroup: groups)
+        var manifest = pending
+        var events = pending.events.filter { !derivedKinds.contains($0.kind) }
+        var inputs: [SyncReport.Input] = []
+        var complete = outcome.missing.isEmpty
+        for (index, var camera) in pending.cameras.enumerated() {
+            let paths = paths(of: camera)
+            let files = paths.compactMap { outcome.verified[$0] }
+            let rows = outcome.verified[paths[1]] != nil ? writer.rows(csvPath: paths[1]) : []
+            let dups = Int64(rows.filter(\.isDup).count)
+            // The node's count of frames repeated on purpose; without the frames table it stays as the node said.
+            let held = rows.isEmpty ? (camera.held ?? 0) : min(camera.held ?? 0, dups)
+            let dropped = dups - min(held, dups)
+            if files.count != paths.count || rows.count != Int(groups) || !writer.rowsMatchGroups(rows) {
+                complete = false
+                let absent = paths.filter { outcome.verified[$0] == nil }
+                let detail = !absent.isEmpty ? "files missing: \(absent.joined(separator: ", "))"
+                    : camera.disabled == true ? "was disabled by the pressure policy: frames.csv holds \(rows.count) rows for \(groups) groups"
+                    : "frames.csv holds \(rows.count) rows for \(groups) groups"
+                events.append(.init(tMicroseconds: end, node: camera.node, camera: camera.camera, kind: "incomplete", detail: detail))
+            }
+            if held > 0 && !rows.isEmpty {
+                events.append(.init(tMicroseconds: grid.t0, node: camera.node, camera: camera.camera, kind: "held",
+                                    detail: "\(held) of \(groups) groups repeat the previous frame on purpose (frame-rate cap or slow-down)"))
+            }
+            if dropped > 0 {
+                events.append(.init(tMicroseconds: grid.t0, node: camera.node, camera: camera.camera, kind: "dup",
+                                    detail: "\(dropped) of \(groups) groups filled with a repeat of the previous frame"))
+            }
+            camera.files = files
+            camera.frames = Int64(rows.count)
+            camera.dropped = dropped
+            camera.held = held
+            manifest.cameras[index] = camera
+            inputs.append(SyncReport.Input(node: camera.node, camera: camera.camera, rows: rows,
+                                           clockUncertaintyMicroseconds: camera.clock.uncertaintyMicroseconds,
+                                           centerUncertaintyMicroseconds: camera.centerUncertaintyMicroseconds, held: held))
+        }
+        for (node, reason) in outcome.nodeFailures {
+            events.append(.init(tMicroseconds: end, node: node, camera: "", kind: "collect-failed", detail: reason))
+        }
+        for missing in outcome.missing {
+            let name = missing.path.split(separator: "/").last.map(String.init) ?? missing.path
+            let camera = pending.cameras.first { $0.node == missing.node && paths(of: $0).contains(missing.path) }?.camera ?? ""
+            let damaged = missing.reason.contains("does not match")
+            events.append(.init(tMicroseconds: end, node: missing.node, camera: camera, kind: damaged ? "file-damaged" : "file-missing",
+                                detail: "\(missing.node)/\(name): \(missing.reason)"))
+        }
+        manifest.events = events.sorted { $0.tMicroseconds < $1.tMicroseconds }
+        manifest.status = complete ? .complete : .partial
+        var record = pending.collection ?? CollectionRecord(state: .pending)
+        record.state = complete ? .complete : .incomplete
+        record.missing = outcome.missing
+        if !outcome.run.files.isEmpty || record.runs.isEmpty || outcome.run.alreadyHad > 0 { record.runs.append(outcome.run) }
+        record.afterConfirm = afterConfirm.rawValue
+        manifest.collection = record
+
+        var report = SyncReport(groups: groups, grid: grid, inputs: inputs)
+        report.budget = manifest.budget
+        let reported = manifest.events.filter { SyncReport.reportedEventKinds.contains($0.kind) }
+        report.events = reported.isEmpty ? nil : reported
+        report.missingFiles = outcome.missing.isEmpty ? nil : outcome.missing
+        return (manifest, report)
+    }
+}
+
+extension TakeCollection {
+    /// `coord collect`: finishes collecting the take in `directory` from the rig's nodes. Safe to run again at
+    /// any time: files already here and verified are left alone, partial copies are resumed.
+    public static func resume(_ spec: RigSpec, directory: URL, console: Console) async throws -> (TakeManifest, SyncReport) {
+        let manifestURL = directory.appendingPathComponent("manifest.json")
+        guard FileManager.default.fileExists(atPath: manifestURL.path) else {
+            throw CoordError(.usage, "\(directory.path) has no manifest.json; it is not a coord take directory.")
+        }
+        let lock = try CollectLock(directory: directory, takeID: directory.lastPathComponent)
+        defer { lock.release() }
+        let manifest: TakeManifest
+        do {
+            manifest = try JSONDecoder().decode(TakeManifest.self, from: Data(contentsOf: manifestURL))
+        } catch {
+            throw CoordError(.usage, "\(manifestURL.path) is not a readable coord manifest: \(reason(error)).")
+        }
+        if manifest.collection?.state == .complete {
+            console.step("take \(manifest.takeID) was collected completely; checking every file here against its checksum")
+        }
+        let context = ZMQContext()
+        var links: [String: NodeLink] = [:]
+        var unreachable: [String: String] = [:]
+        defer { links.values.forEach { $0.close() } }
+        for name in Set(manifest.cameras.map(\.node)).sorted() {
+            guard let node = spec.nodes.first(where: { $0.name == name }) else {
+                unreachable[name] = "node \(name) of take \(manifest.takeID) is not in the rig file"
+                continue
+            }
+            do {
+                let link = try NodeLink(endpoint: node.endpoint, context: context)
+                link.setName(name)
+                links[name] = link
+            } catch {
+                unreachable[name] = "node \(name) at \(node.endpoint) cannot be reached: \(error)"
+            }
+        }
+        return try await run(directory: directory, manifest: manifest, links: links, unreachable: unreachable,
+                             policy: spec.collect, console: console)
+    }
+}
+
+/// One collection per take directory at a time (two would write the same partial files): an flock on the
+/// directory itself, released by the kernel if the process dies.
+final class CollectLock {
+    private let fd: Int32
+
+    init(directory: URL, takeID: String) throws {
+        fd = open(directory.path, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
+        guard fd >= 0 else { throw CoordError(.failure, "cannot open \(directory.path): \(String(cString: strerror(errno))).") }
+        guard flock(fd, LOCK_EX | LOCK_NB) == 0 else {
+            close(fd)
+            throw CoordError(.failure, "take \(takeID) is being collected by another coord right now; wait for it to finish.")
+        }
+    }
+
+    func release() {
+        flock(fd, LOCK_UN)
+        close(fd)
+    }
+}

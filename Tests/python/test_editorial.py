@@ -1,0 +1,113 @@
+"""The editorial handoff of a `coord demo` take: group 0's timecode in every .mkv (as ffprobe and ffmpeg read it)
+and `<take-id>.otio`, read back with the opentimelineio package (not coord's own code)."""
+from __future__ import annotations
+
+import json
+import math
+import os
+import subprocess
+from datetime import datetime, timezone
+from pathlib import Path
+
+import opentimelineio as otio
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+COORD = os.environ.get("COORD", str(ROOT / ".build/debug/coord"))
+DAY_S = 86_400
+
+
+@pytest.fixture(scope="module")
+def take(tmp_path_factory) -> Path:
+    """One short demo take: 2 nodes × 2 cameras, 2 s."""
+    takes = tmp_path_factory.mktemp("editorial") / "takes"
+    proc = subprocess.run([COORD, "demo", "--takes-dir", str(takes), "--nodes", "2", "--cameras-per-node", "2",
+                           "--seconds", "2"], capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    dirs = [d for d in takes.iterdir() if d.is_dir()]
+    assert len(dirs) == 1, f"expected exactly one take directory, found {dirs}"
+    return dirs[0]
+
+
+@pytest.fixture(scope="module")
+def manifest(take) -> dict:
+    return json.loads((take / "manifest.json").read_text())
+
+
+def take_fps(manifest: dict) -> int:
+    return round(1_000_000 / manifest["frame_period_us"])
+
+
+def frame_of_day(timecode: str, fps: int) -> int:
+    """Frames since midnight of a non-drop `HH:MM:SS:FF`."""
+    parts = timecode.split(":")
+    assert len(parts) == 4 and all(p.isdigit() for p in parts), f"{timecode!r} is not HH:MM:SS:FF"
+    h, m, s, f = map(int, parts)
+    assert h < 24 and m < 60 and s < 60 and f < fps, f"{timecode!r} is out of range at {fps} fps"
+    return ((h * 60 + m) * 60 + s) * fps + f
+
+
+def ffprobe_tags(path: Path) -> tuple[dict, dict]:
+    """The file's global tags and its video stream's tags, keys upper-cased (Matroska stores them so)."""
+    out = subprocess.run(["ffprobe", "-v", "error", "-show_entries", "format_tags:stream_tags", "-of", "json", str(path)],
+                         capture_output=True, text=True, timeout=60, check=True).stdout
+    j = json.loads(out)
+    upper = lambda tags: {k.upper(): v for k, v in (tags or {}).items()}
+    return upper(j.get("format", {}).get("tags")), upper(j["streams"][0].get("tags"))
+
+
+def test_every_file_carries_the_manifests_timecode(take, manifest):
+    timecode = manifest.get("timecode")
+    assert timecode, "the manifest has no timecode"
+    frame_of_day(timecode, take_fps(manifest))
+    mkvs = [take / c["node"] / f"{c['camera']}.mkv" for c in manifest["cameras"]]
+    assert len(mkvs) == 4 and all(p.is_file() for p in mkvs)
+    for mkv in mkvs:
+        global_tags, stream_tags = ffprobe_tags(mkv)
+        assert global_tags.get("TIMECODE") == timecode, f"{mkv}: global tags {global_tags}"
+        assert stream_tags.get("TIMECODE") == timecode, f"{mkv}: video stream tags {stream_tags}"
+        # `ffmpeg -i` prints it with the file's metadata, as for a file made with `ffmpeg -timecode`.
+        banner = subprocess.run(["ffmpeg", "-hide_banner", "-i", str(mkv)], capture_output=True, text=True, timeout=60).stderr
+        assert any(line.split(":", 1)[0].strip().upper() == "TIMECODE" and line.split(":", 1)[1].strip() == timecode
+                   for line in banner.splitlines() if ":" in line), banner
+
+
+def test_the_timecode_is_the_local_time_of_group_zero(manifest):
+    fps = take_fps(manifest)
+    start = datetime.strptime(manifest["start_wallclock"], "%Y-%m-%dT%H:%M:%S.%fZ").replace(tzinfo=timezone.utc)
+    local = start.astimezone()  # this machine's zone, as the coordinator's
+    expected = ((local.hour * 60 + local.minute) * 60 + local.second) * fps + math.floor(local.microsecond * fps / 1e6)
+    got = frame_of_day(manifest["timecode"], fps)
+    day = DAY_S * fps
+    difference = min((got - expected) % day, (expected - got) % day)
+    assert difference <= 1, f"timecode {manifest['timecode']} is {difference} frames from {local.isoformat()} at {fps} fps"
+
+
+def test_the_otio_timeline_lines_every_camera_up_by_group(take, manifest):
+    fps = take_fps(manifest)
+    path = take / f"{manifest['take_id']}.otio"
+    assert path.is_file()
+    timeline = otio.adapters.read_from_file(str(path))
+    start = frame_of_day(manifest["timecode"], fps)
+    assert timeline.global_start_time == otio.opentime.RationalTime(start, fps)
+    assert timeline.metadata["coord"]["take_id"] == manifest["take_id"]
+    assert timeline.metadata["coord"]["t0_us"] == manifest["t0_us"]
+
+    tracks = timeline.video_tracks()
+    assert [t.name for t in tracks] == [f"{c['node']}/{c['camera']}" for c in manifest["cameras"]]
+    assert timeline.audio_tracks() == []
+    starts = set()
+    for track, camera in zip(tracks, manifest["cameras"]):
+        clips = list(track.find_clips())
+        assert len(clips) == 1, f"track {track.name} holds {len(clips)} clips"
+        clip = clips[0]
+        assert clip.duration() == otio.opentime.RationalTime(manifest["groups"], fps)
+        assert clip.source_range.start_time == otio.opentime.RationalTime(start, fps)
+        starts.add(clip.range_in_parent().start_time)
+        ref = clip.media_reference
+        assert isinstance(ref, otio.schema.ExternalReference), f"{track.name}: {ref}"
+        assert (take / ref.target_url).is_file(), f"{track.name}: {ref.target_url} does not exist in {take}"
+        assert ref.target_url == f"{camera['node']}/{camera['camera']}.mkv"
+        assert ref.available_range == otio.opentime.TimeRange(otio.opentime.RationalTime(start, fps),
+                                                              otio.opentime.RationalTime(camera["frames"], fps))
+    assert len(starts) == 1, f"the tracks start at different times: {starts}"
