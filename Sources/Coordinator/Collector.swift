@@ -154,6 +154,11 @@ final class Collector: @unchecked Sendable {
         guard let link = node.link else {
             throw CoordError(.failure, node.unreachable ?? "node \(node.name) is not reachable.")
         }
+        // A short exchange first: an unreachable node is named in seconds, not after the list's long timeout.
+        let (status, _) = try await link.request(.statusRequest(Coord_V1_StatusRequest()), timeout: 5, what: "a status request")
+        if case .status(let s) = status.body, s.takeID == takeID, s.state == .recording || s.state == .armed {
+            throw CoordError(.failure, "node \(node.name) is still recording take \(takeID); let the take finish or stop it first.")
+        }
         var l = Coord_V1_ListFiles()
         l.takeID = takeID
         // A node that restarted hashes its files to list them: allow for a large take.

@@ -1,0 +1,241 @@
+"""Collection, end to end with real coord-node processes and the real `coord`: a take recorded with
+--collect-later stays on the nodes until `coord collect` fetches it; a coordinator killed in the middle of
+collecting leaves partial copies that the next `coord collect` resumes (no file is fetched twice in full);
+a damaged partial copy is fetched again and then verifies; a file whose bytes no longer match the node's
+checksum is fetched twice and then named as damaged in manifest and report, and the take is partial (exit 4).
+
+Collection speed is not asserted here (bench/collect.py measures it); the rig files below slow collection
+down with collect.max_mb_per_s only so that the coordinator can be killed while it is under way."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import signal
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+
+from test_budget_pressure import COORD, check_take, rig_file, run_coord, start_node
+
+
+def take_dir(takes: Path) -> Path:
+    dirs = [d for d in takes.iterdir() if d.is_dir()]
+    assert len(dirs) == 1, f"expected one take directory in {takes}, found {[d.name for d in dirs]}"
+    return dirs[0]
+
+
+def manifest(take: Path) -> dict:
+    return json.loads((take / "manifest.json").read_text())
+
+
+def assert_take_ok(take: Path):
+    failures, _ = check_take.check(take)
+    assert failures == [], failures
+
+
+def sha256(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def staged(node, take_id: str) -> list[Path]:
+    d = node.staging / take_id
+    return sorted(p for p in d.rglob("*") if p.is_file()) if d.exists() else []
+
+
+@pytest.fixture
+def rig(tmp_path):
+    nodes = [start_node(tmp_path, "left", "cam0,cam1"), start_node(tmp_path, "right", "cam0")]
+    yield nodes
+    for n in nodes:
+        n.kill()
+
+
+def record_later(tmp_path: Path, nodes, seconds: float = 3, extra: str = "") -> tuple[Path, Path]:
+    """A take recorded with --collect-later: (rig file, take directory)."""
+    rig = rig_file(tmp_path / "rig.yaml", [("left", nodes[0], ""), ("right", nodes[1], "")], extra)
+    takes = tmp_path / "takes"
+    r = run_coord("start-take", "--rig", rig, "--seconds", seconds, "--takes-dir", takes, "--collect-later")
+    assert r.returncode == 0, r.stderr
+    assert "coord collect" in r.stderr, r.stderr
+    return rig, take_dir(takes)
+
+
+def test_collect_later_leaves_the_files_on_the_nodes_until_coord_collect(tmp_path, rig):
+    rig_path, take = record_later(tmp_path, rig)
+    m = manifest(take)
+    assert m["status"] == "partial" and m["collection"]["state"] == "pending"
+    assert all(c["files"] == [] for c in m["cameras"])
+    assert not list(take.glob("*/*.mkv"))
+    assert len(staged(rig[0], m["take_id"])) == 4 and len(staged(rig[1], m["take_id"])) == 2
+
+    r = run_coord("collect", "--rig", rig_path, take)
+    assert r.returncode == 0, r.stderr
+    m = manifest(take)
+    assert m["status"] == "complete" and m["collection"]["state"] == "complete"
+    assert_take_ok(take)
+    for c in m["cameras"]:
+        for f in c["files"]:
+            assert sha256(take / f["path"]) == f["sha256"]
+    # Confirmed, so the nodes released them (collect.after_confirm defaults to delete).
+    assert staged(rig[0], m["take_id"]) == [] and staged(rig[1], m["take_id"]) == []
+    # No partial copies are left behind.
+    assert not list(take.rglob(".*.part"))
+
+    # Idempotent: again, nothing is fetched and nothing changes, though the nodes no longer hold the files.
+    before = {p: p.stat().st_mtime_ns for p in take.rglob("*.mkv")}
+    r = run_coord("collect", "--rig", rig_path, take)
+    assert r.returncode == 0, r.stderr
+    again = manifest(take)
+    assert again["status"] == "complete"
+    assert again["collection"]["runs"][-1]["fetched_bytes"] == 0
+    assert {p: p.stat().st_mtime_ns for p in take.rglob("*.mkv")} == before
+
+
+def test_killed_coordinator_then_collect_resumes_and_fetches_no_file_twice(tmp_path, rig):
+    # Small chunks and a rate limit make collection take several seconds, so the kill lands in its middle.
+    slow = "collect:\n  chunk_kib: 64\n  max_mb_per_s: 0.6\n"
+    rig_path, take = record_later(tmp_path, rig, seconds=4, extra=slow)
+    take_id = manifest(take)["take_id"]
+    sizes = {f"{n}/{p.name}": p.stat().st_size for node, n in ((rig[0], "left"), (rig[1], "right"))
+             for p in staged(node, take_id)}
+    total = sum(sizes.values())
+
+    proc = subprocess.Popen([str(COORD), "collect", "--rig", str(rig_path), str(take)],
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    # Kill it once a third of the bytes are here, whole or partial.
+    deadline = time.monotonic() + 60
+    while True:
+        assert proc.poll() is None, f"coord collect finished before it could be killed: {proc.stdout.read()}"
+        here = sum(p.stat().st_size for p in take.rglob("*") if p.is_file() and p.parent != take)
+        if here >= total / 3:
+            break
+        assert time.monotonic() < deadline, f"collection never got a third of the way ({here} of {total} bytes)"
+        time.sleep(0.02)
+    proc.send_signal(signal.SIGKILL)
+    proc.wait(timeout=10)
+    partial = {p.name[1:-len(".part")]: p.stat().st_size for p in take.rglob(".*.part") if p.stat().st_size > 0}
+    assert partial, "the kill left no partial copy to resume"
+    assert manifest(take)["status"] == "partial"
+
+    fast = rig_file(tmp_path / "rig-fast.yaml", [("left", rig[0], ""), ("right", rig[1], "")], "collect:\n  chunk_kib: 64\n")
+    r = run_coord("collect", "--rig", fast, take)
+    assert r.returncode == 0, r.stderr
+    m = manifest(take)
+    assert m["status"] == "complete", m["collection"]
+    assert_take_ok(take)
+    for c in m["cameras"]:
+        for f in c["files"]:
+            assert f["bytes"] == sizes[f["path"]] and sha256(take / f["path"]) == f["sha256"]
+
+    run = m["collection"]["runs"][-1]
+    fetched = {f["path"]: f for f in run["files"]}
+    resumed = [f for f in fetched.values() if f["from_offset"] > 0]
+    assert resumed, f"no file was resumed: {run}"
+    for path, f in fetched.items():
+        # Each file was fetched from where the killed run stopped, to its end, once.
+        assert f["attempts"] == 1 and f["verified"], f
+        assert f["from_offset"] + f["fetched_bytes"] == sizes[path], f
+    assert run["already_had"] + len(fetched) == len(sizes)
+    assert run["fetched_bytes"] < total
+    assert not list(take.rglob(".*.part"))
+
+
+def test_a_damaged_partial_copy_is_fetched_again_and_verifies(tmp_path, rig):
+    rig_path, take = record_later(tmp_path, rig)
+    take_id = manifest(take)["take_id"]
+    # A partial copy whose bytes are wrong (a disk error, or someone's tool): resumed, it cannot match.
+    (take / "right").mkdir(exist_ok=True)
+    (take / "right" / ".cam0.mkv.part").write_bytes(b"\0" * 5000)
+
+    r = run_coord("collect", "--rig", rig_path, take)
+    assert r.returncode == 0, r.stderr
+    assert "right/cam0.mkv does not match" in r.stderr and "fetching it again" in r.stderr, r.stderr
+    m = manifest(take)
+    assert m["status"] == "complete"
+    f = next(f for f in m["collection"]["runs"][-1]["files"] if f["path"] == "right/cam0.mkv")
+    assert f["attempts"] == 2 and f["verified"] and f["from_offset"] == 5000
+    cam = next(c for c in m["cameras"] if c["node"] == "right")
+    mkv = next(x for x in cam["files"] if x["path"].endswith(".mkv"))
+    assert sha256(take / "right" / "cam0.mkv") == mkv["sha256"]
+    assert_take_ok(take)
+    assert staged(rig[1], take_id) == []
+
+
+def test_a_file_that_never_matches_is_named_and_the_take_is_partial(tmp_path, rig):
+    rig_path, take = record_later(tmp_path, rig)
+    take_id = manifest(take)["take_id"]
+    # The node's copy changes after it hashed it (bit rot on its disk): every fetch disagrees with its checksum.
+    bad = rig[0].staging / take_id / "left" / "cam1.mkv"
+    data = bytearray(bad.read_bytes())
+    data[len(data) // 2] ^= 0xFF
+    bad.write_bytes(bytes(data))
+
+    r = run_coord("collect", "--rig", rig_path, take)
+    assert r.returncode == 4, r.stderr
+    last = [l for l in r.stderr.splitlines() if l.startswith("coord:")][-1]
+    assert "left/cam1.mkv" in last and "checksum" in last, last
+    m = manifest(take)
+    assert m["status"] == "partial" and m["collection"]["state"] == "incomplete"
+    assert [x["path"] for x in m["collection"]["missing"]] == ["left/cam1.mkv"]
+    assert any(e["kind"] == "file-damaged" and "left/cam1.mkv" in e["detail"] for e in m["events"])
+    report = json.loads((take / "sync-report.json").read_text())
+    assert [x["path"] for x in report["missing_files"]] == ["left/cam1.mkv"]
+    assert "left/cam1.mkv" in (take / "sync-report.html").read_text()
+    assert not (take / "left" / "cam1.mkv").exists() and not list(take.rglob(".*.part"))
+    # The node keeps the unconfirmed file; everything verified was released.
+    assert [p.name for p in staged(rig[0], take_id)] == ["cam1.mkv"]
+    # The other cameras are whole.
+    for c in m["cameras"]:
+        for f in c["files"]:
+            assert sha256(take / f["path"]) == f["sha256"]
+
+
+def test_keep_after_confirm_leaves_the_nodes_their_files(tmp_path, rig):
+    rig_path, take = record_later(tmp_path, rig, seconds=1, extra="collect:\n  after_confirm: keep\n")
+    take_id = manifest(take)["take_id"]
+    r = run_coord("collect", "--rig", rig_path, take)
+    assert r.returncode == 0, r.stderr
+    assert manifest(take)["collection"]["after_confirm"] == "keep"
+    assert len(staged(rig[0], take_id)) == 4 and len(staged(rig[1], take_id)) == 2
+
+
+@pytest.mark.parametrize("extra, needle", [
+    ("collect:\n  window: 0\n", "collect.window must be between 1 and 64"),
+    ("collect:\n  after_confirm: shred\n", "collect.after_confirm"),
+    ("collect:\n  max_mb_per_s: -1\n", "collect.max_mb_per_s must be positive"),
+])
+def test_bad_collect_settings_get_one_sentence(tmp_path, rig, extra, needle):
+    rig_path = rig_file(tmp_path / "rig.yaml", [("left", rig[0], ""), ("right", rig[1], "")], extra)
+    (tmp_path / "t").mkdir()
+    r = run_coord("collect", "--rig", rig_path, tmp_path / "t")
+    assert r.returncode == 2, r.stderr
+    assert needle in r.stderr, r.stderr
+
+
+def test_collect_names_what_is_wrong_with_the_take_argument(tmp_path, rig):
+    rig_path = rig_file(tmp_path / "rig.yaml", [("left", rig[0], ""), ("right", rig[1], "")])
+    r = run_coord("collect", "--rig", rig_path, tmp_path / "nowhere")
+    assert r.returncode == 2 and "does not exist" in r.stderr, r.stderr
+    (tmp_path / "empty").mkdir()
+    r = run_coord("collect", "--rig", rig_path, tmp_path / "empty")
+    assert r.returncode == 2 and "no manifest.json" in r.stderr, r.stderr
+
+
+def test_collect_with_a_node_down_keeps_what_it_has_and_finishes_later(tmp_path, rig):
+    rig_path, take = record_later(tmp_path, rig)
+    take_id = manifest(take)["take_id"]
+    # A rig file whose "right" points at a port nothing listens on: that node is unreachable for now.
+    dead = rig_file(tmp_path / "rig-dead.yaml", [("left", rig[0], ""), ("right", type("N", (), {"endpoint": "tcp://127.0.0.1:9"})(), "")])
+    r = run_coord("collect", "--rig", dead, take, timeout=400)
+    assert r.returncode == 4, r.stderr
+    m = manifest(take)
+    assert {x["path"] for x in m["collection"]["missing"]} == {"right/cam0.mkv", "right/cam0.frames.csv"}
+    assert staged(rig[0], take_id) == [] and len(staged(rig[1], take_id)) == 2
+    r = run_coord("collect", "--rig", rig_path, take)
+    assert r.returncode == 0, r.stderr
+    assert manifest(take)["status"] == "complete"
+    assert_take_ok(take)
