@@ -183,8 +183,9 @@ public final class TakeSession: @unchecked Sendable {
         let grid = FrameGrid(t0: MonotonicClock.now() + lead, periodMicroseconds: period)
         console.step("arming; group 0 in \(lead / 1000) ms")
         // Group 0's local time of day, for every file's timecode tag and the editorial timeline.
-        let timecode = Timecode(date: Date(timeIntervalSinceNow: Double(grid.t0 - MonotonicClock.now()) / 1e6), fps: request.fps,
-                                timeZone: TimeZone.current).description
+        // One reading of the wall clock at t0 gives both the manifest's start_wallclock and the timecode.
+        let t0Date = Date(timeIntervalSinceNow: Double(grid.t0 - MonotonicClock.now()) / 1e6)
+        let timecode = Timecode(date: t0Date, fps: request.fps, timeZone: TimeZone.current).description
         let armResults = await eachNodeResult(plans) { plan -> Int64 in
             let began = MonotonicClock.now()
             var a = Coord_V1_Arm()
@@ -232,7 +233,7 @@ public final class TakeSession: @unchecked Sendable {
             try? FileManager.default.removeItem(at: directory)
             throw CoordError(.failure, "nothing was recorded: \(failure)")
         }
-        let startWallclock = WallClock.rfc3339(Date(timeIntervalSinceNow: Double(grid.t0 - MonotonicClock.now()) / 1e6))
+        let startWallclock = WallClock.rfc3339(t0Date)
         addEvent(grid.t0, node: "", camera: "", kind: "start", detail: "all \(ordinal) camera(s) start at group 0")
 
         // 7. Record: show progress until every node reports its files final.

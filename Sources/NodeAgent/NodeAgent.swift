@@ -20,6 +20,8 @@ public struct NodeConfiguration: Sendable {
     public var timestampJitterMicroseconds: Double = 30
     /// How long each synthetic camera takes to open when the take is armed, as a real USB camera can (ms).
     public var syntheticOpenMilliseconds: Int = 0
+    /// Sensor-like noise amplitude every synthetic frame gets outside its stripe (0…64; 0: the clean pattern).
+    public var syntheticGrain = 0
     /// Rate error of each synthetic sensor is drawn from ±this.
     public var sensorRateErrorPPM: Double = 20
     public var seed: UInt64 = 1
@@ -365,10 +367,11 @@ public final class NodeAgent: @unchecked Sendable {
             }
         }
         if configuration.syntheticOpenMilliseconds > 0 { usleep(UInt32(configuration.syntheticOpenMilliseconds) * 1000) }
-        let spec = SyntheticSensor.Spec(
+        var spec = SyntheticSensor.Spec(
             ordinal: UInt8(s.ordinal), width: s.width, height: s.height, periodMicroseconds: period,
             rateErrorPPM: sensorRateError(index), timestampJitterMicroseconds: configuration.timestampJitterMicroseconds,
             seed: configuration.seed &* 1_000_003 &+ UInt64(index))
+        spec.grain = configuration.syntheticGrain
         return SyntheticSensor(spec: spec) { host in clock.local(fromHost: host) }
     }
 

@@ -128,9 +128,7 @@ import Testing
     @Test func theBytesAreStableWithSortedKeys() throws {
         let a = try EditorialTimeline.otio(manifest)
         #expect(a == (try EditorialTimeline.otio(manifest)))
-        let text = String(decoding: a, as: UTF8.self)
-        // Sorted keys put the schema first in every object, as OTIO writes it.
-        #expect(text.hasPrefix("{\n  \"OTIO_SCHEMA\" : \"Timeline.1\""))
-        #expect(text.contains("\"target_url\" : \"node-2/cam0.mkv\""))
+        // Slashes unescaped, as opentimelineio writes a target_url.
+        #expect(String(decoding: a, as: UTF8.self).contains("\"target_url\" : \"node-2/cam0.mkv\""))
     }
 }

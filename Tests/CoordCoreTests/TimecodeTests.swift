@@ -88,7 +88,7 @@ import Testing
         #expect(Timecode("10:00:00:59", fps: 60) != nil)
         #expect(Timecode("10:00:00:60", fps: 60) == nil)
         #expect(Timecode("10:00:00:00", fps: 0) == nil)
-        #expect(Timecode(hours: 1, minutes: 2, seconds: 3, frames: 4, fps: 30)?.frameOfDay == (3600 + 120 + 3) * 30 + 4)
+        #expect(Timecode(hours: 1, minutes: 2, seconds: 3, frames: 4, fps: 30)?.frameOfDay == Int64((3600 + 120 + 3) * 30 + 4))
     }
 
     @Test func theGridPeriodGivesBackItsRate() {

@@ -12,6 +12,8 @@ from pathlib import Path
 import opentimelineio as otio
 import pytest
 
+from conftest import FRAME_PERIOD_US, error_name, new_take_id, now_us
+
 ROOT = Path(__file__).resolve().parents[2]
 COORD = os.environ.get("COORD", str(ROOT / ".build/debug/coord"))
 DAY_S = 86_400
@@ -103,7 +105,9 @@ def test_the_otio_timeline_lines_every_camera_up_by_group(take, manifest):
         clip = clips[0]
         assert clip.duration() == otio.opentime.RationalTime(manifest["groups"], fps)
         assert clip.source_range.start_time == otio.opentime.RationalTime(start, fps)
-        starts.add(clip.range_in_parent().start_time)
+        # Where the clip lands in the stack, and which source frame it starts on.
+        in_stack = track.range_in_parent().start_time + clip.range_in_parent().start_time
+        starts.add((in_stack.value, in_stack.rate, clip.source_range.start_time.value))
         ref = clip.media_reference
         assert isinstance(ref, otio.schema.ExternalReference), f"{track.name}: {ref}"
         assert (take / ref.target_url).is_file(), f"{track.name}: {ref.target_url} does not exist in {take}"
@@ -111,3 +115,25 @@ def test_the_otio_timeline_lines_every_camera_up_by_group(take, manifest):
         assert ref.available_range == otio.opentime.TimeRange(otio.opentime.RationalTime(start, fps),
                                                               otio.opentime.RationalTime(camera["frames"], fps))
     assert len(starts) == 1, f"the tracks start at different times: {starts}"
+
+
+# ---- the node alone: Arm's timecode, valid and not ----
+
+
+def arm_message(pb, take_id: str, timecode: str):
+    return pb.Arm(take_id=take_id, clock=pb.ClockMapping(offset_us=0, rate_ppm=0, ref_local_us=0),
+                  t0_us=now_us() + 700_000, frame_period_us=FRAME_PERIOD_US, timecode=timecode)
+
+
+@pytest.mark.parametrize("bad", ["25:00:00:00", "10:00:00:30", "10:00:00;05", "10:00:00", "ten o'clock"])
+def test_the_node_refuses_a_malformed_timecode_naming_take_and_value(client, pb, bad):
+    take_id = new_take_id("tc")
+    client.call("configure", pb.Configure(take_id=take_id, cameras=[pb.CameraConfig(
+        camera="cam0", ordinal=0, width=320, height=240, fps=30, codec="mjpeg")]), "ack")
+    reply = client.request("arm", arm_message(pb, take_id, bad), timeout_ms=10_000)
+    assert error_name(pb, reply) == "BAD_CONFIG", reply
+    assert take_id in reply.error.message and bad in reply.error.message, reply.error.message
+    assert reply.error.message.count(". ") == 0 and reply.error.message.endswith("."), reply.error.message
+    # Nothing was armed: the same take arms with a good timecode.
+    client.call("arm", arm_message(pb, take_id, "10:00:00:29"), "armed", timeout_ms=10_000)
+    client.call("abort", pb.Abort(take_id=take_id, reason="test over"), "ack")
