@@ -25,11 +25,30 @@ struct SVGPlot {
         static func nice(_ low: Double, _ high: Double, count: Int = 5, label: String) -> Axis {
             let (lo, hi) = SVGPlot.widen(low, high)
             let step = SVGPlot.niceStep((hi - lo) / Double(max(count, 1)))
-            let first = (lo / step - 1e-9).rounded(.down) * step
-            let last = (hi / step + 1e-9).rounded(.up) * step
+            let first = (lo / step + 1e-9).rounded(.down) * step
+            let last = (hi / step - 1e-9).rounded(.up) * step
             let ticks = stride(from: first, through: last + step * 1e-9, by: step).map { abs($0) < step * 1e-9 ? 0 : $0 }
             return Axis(low: first, high: last, ticks: ticks, label: label)
         }
+
+        /// A base-10 logarithmic axis from the decade at or below `low` to the one at or above `high` (both > 0),
+        /// ticked at 1, 2 and 5 of each decade (decades only when that would crowd it).
+        static func logarithmic(_ low: Double, _ high: Double, label: String) -> Axis {
+            let lo = max(low, 1e-6), hi = max(high, lo * 2)
+            let first = (log10(lo) + 1e-9).rounded(.down), last = (log10(hi) - 1e-9).rounded(.up)
+            let decades = stride(from: first, through: last, by: 1).map { pow(10, $0) }
+            let marks = decades.flatMap { [$0, 2 * $0, 5 * $0] }
+            // The axis runs from the 1-2-5 mark at or below `low` to the one at or above `high`.
+            let bottom = marks.last { $0 <= lo * (1 + 1e-9) } ?? pow(10, first)
+            let top = marks.first { $0 >= hi * (1 - 1e-9) } ?? pow(10, last)
+            var ticks = marks.filter { $0 >= bottom * (1 - 1e-9) && $0 <= top * (1 + 1e-9) }
+            if ticks.count > 12 { ticks = ticks.filter { decades.contains($0) } }
+            var axis = Axis(low: bottom, high: top, ticks: ticks, label: label)
+            axis.log = true
+            return axis
+        }
+
+        var log = false
     }
 
     struct LegendEntry {
@@ -52,6 +71,8 @@ struct SVGPlot {
     var right: Double = 24
     var top: Double = 12
     var bottom: Double = 52
+    /// A band under the data box (above the x tick labels) for marks that are not data values, e.g. dup rows.
+    var bottomStrip: Double = 0
     var x: Axis
     var y: Axis
     var legend: [LegendEntry]
@@ -70,7 +91,7 @@ struct SVGPlot {
 
     /// `plotHeight` is the data box's height; the legend's rows are added above it.
     init(title: String, x: Axis, y: Axis, legend: [LegendEntry], plotHeight: Double = 240, left: Double = 76,
-         right: Double = 24, bottom: Double = 52) {
+         right: Double = 24, bottom: Double = 52, bottomStrip: Double = 0) {
         self.title = title
         self.x = x
         self.y = y
@@ -78,14 +99,17 @@ struct SVGPlot {
         self.left = left
         self.right = right
         self.bottom = bottom
+        self.bottomStrip = bottomStrip
         self.top = 12 + Double(SVGPlot.legendLayout(legend, width: 1000 - left - right).rows) * SVGPlot.legendRowHeight
-        self.height = top + plotHeight + bottom
+        self.height = top + plotHeight + bottomStrip + bottom
     }
 
     var plotLeft: Double { left }
     var plotRight: Double { width - right }
     var plotTop: Double { top }
-    var plotBottom: Double { height - bottom }
+    var plotBottom: Double { height - bottom - bottomStrip }
+    /// Where the x axis and its tick labels sit: under the strip, if there is one.
+    var axisBottom: Double { height - bottom }
 
     /// Pixel column of data value `v` on the x axis.
     func px(_ v: Double) -> Double {
@@ -94,7 +118,11 @@ struct SVGPlot {
 
     /// Pixel row of data value `v` on the y axis (up is larger).
     func py(_ v: Double) -> Double {
-        plotBottom - (v - y.low) / (y.high - y.low) * (plotBottom - plotTop)
+        if y.log {
+            let l = log10(y.low), h = log10(y.high)
+            return plotBottom - (log10(min(max(v, y.low), y.high)) - l) / (h - l) * (plotBottom - plotTop)
+        }
+        return plotBottom - (v - y.low) / (y.high - y.low) * (plotBottom - plotTop)
     }
 
     // MARK: pure helpers
@@ -175,6 +203,7 @@ struct SVGPlot {
 
     /// A pixel coordinate as SVG text: one decimal is finer than any screen needs.
     static func f(_ v: Double) -> String {
+        guard v.isFinite, abs(v) < 1e12 else { return "0" }
         let tenths = (v * 10).rounded()
         let whole = Int64(tenths / 10)
         let frac = Int64(abs(tenths.truncatingRemainder(dividingBy: 10)))
@@ -236,12 +265,12 @@ struct SVGPlot {
         line(path, color: color, width: width, dash: dash, opacity: opacity)
     }
 
-    /// A horizontal rule at data value `value` across the plot, with a label at its right end.
-    mutating func rule(at value: Double, color: String, label: String, labelBelow: Bool = false, cssClass: String) {
+    /// A horizontal rule at data value `value` across the plot, labelled in the right margin (moved down by
+    /// `labelShift` pixels, so two close rules keep their labels apart).
+    mutating func rule(at value: Double, color: String, label: String, labelShift: Double = 0, cssClass: String) {
         let y = py(value)
         layers.append("<line class=\"\(cssClass)\" x1=\"\(SVGPlot.f(plotLeft))\" x2=\"\(SVGPlot.f(plotRight))\" y1=\"\(SVGPlot.f(y))\" y2=\"\(SVGPlot.f(y))\" stroke=\"\(color)\" stroke-width=\"1.5\" stroke-dasharray=\"6 4\"/>")
-        let ty = labelBelow ? y + 14 : y - 5
-        layers.append("<text x=\"\(SVGPlot.f(plotRight - 6))\" y=\"\(SVGPlot.f(ty))\" text-anchor=\"end\" fill=\"\(color)\" font-weight=\"600\" class=\"halo\">\(htmlEscape(label))</text>")
+        layers.append("<text x=\"\(SVGPlot.f(plotRight + 6))\" y=\"\(SVGPlot.f(y + 4 + labelShift))\" fill=\"\(color)\" font-weight=\"600\">\(htmlEscape(label))</text>")
     }
 
     /// Ticks at data x values, `tickWidth` pixels wide, between pixel rows `top` and `bottom`, merged into runs.
@@ -267,6 +296,9 @@ struct SVGPlot {
         var s = "<svg class=\"plot \(cssClass)\" viewBox=\"0 0 \(SVGPlot.f(width)) \(SVGPlot.f(height))\" role=\"img\" aria-label=\"\(htmlEscape(title))\" font-family=\"system-ui,-apple-system,'Segoe UI',Roboto,sans-serif\" font-size=\"12\">\n"
         s += "<title>\(htmlEscape(title))</title>\n"
         s += "<rect x=\"\(SVGPlot.f(plotLeft))\" y=\"\(SVGPlot.f(plotTop))\" width=\"\(SVGPlot.f(plotRight - plotLeft))\" height=\"\(SVGPlot.f(plotBottom - plotTop))\" fill=\"#fff\"/>\n"
+        if bottomStrip > 0 {
+            s += "<rect x=\"\(SVGPlot.f(plotLeft))\" y=\"\(SVGPlot.f(plotBottom))\" width=\"\(SVGPlot.f(plotRight - plotLeft))\" height=\"\(SVGPlot.f(bottomStrip))\" fill=\"#f4f4f4\" stroke=\"#ccc\"/>\n"
+        }
         // Grid and y ticks.
         if showYAxis {
             for t in y.ticks {
@@ -281,10 +313,10 @@ struct SVGPlot {
         for t in x.ticks {
             let xx = SVGPlot.f(px(t))
             s += "<line x1=\"\(xx)\" x2=\"\(xx)\" y1=\"\(SVGPlot.f(plotTop))\" y2=\"\(SVGPlot.f(plotBottom))\" stroke=\"#f0f0f0\"/>"
-            s += "<line x1=\"\(xx)\" x2=\"\(xx)\" y1=\"\(SVGPlot.f(plotBottom))\" y2=\"\(SVGPlot.f(plotBottom + 5))\" stroke=\"#555\"/>"
-            s += "<text x=\"\(xx)\" y=\"\(SVGPlot.f(plotBottom + 18))\" text-anchor=\"middle\" fill=\"#333\">\(htmlEscape(xTickLabel(t)))</text>"
+            s += "<line x1=\"\(xx)\" x2=\"\(xx)\" y1=\"\(SVGPlot.f(axisBottom))\" y2=\"\(SVGPlot.f(axisBottom + 5))\" stroke=\"#555\"/>"
+            s += "<text x=\"\(xx)\" y=\"\(SVGPlot.f(axisBottom + 18))\" text-anchor=\"middle\" fill=\"#333\">\(htmlEscape(xTickLabel(t)))</text>"
             if let second = xSecondaryLabel {
-                s += "<text x=\"\(xx)\" y=\"\(SVGPlot.f(plotBottom + 32))\" text-anchor=\"middle\" fill=\"#888\" font-size=\"11\">\(htmlEscape(second(t)))</text>"
+                s += "<text x=\"\(xx)\" y=\"\(SVGPlot.f(axisBottom + 32))\" text-anchor=\"middle\" fill=\"#888\" font-size=\"11\">\(htmlEscape(second(t)))</text>"
             }
             s += "\n"
         }
@@ -422,17 +454,35 @@ public enum SyncReportPage {
     /// Per group, the largest minus the smallest non-dup `center_us` across cameras (sync-report.json's
     /// spread_us), for the groups where at least two cameras delivered a frame; in group order.
     static func spreadPerGroup(_ rows: [[FrameRow]]) -> [(group: Int64, spread: Int64)] {
-        var low: [Int64: Int64] = [:], high: [Int64: Int64] = [:], count: [Int64: Int] = [:]
-        let expected = rows.map(\.count).max() ?? 0
-        low.reserveCapacity(expected); high.reserveCapacity(expected); count.reserveCapacity(expected)
+        var first = Int64.max, last = Int64.min
+        for list in rows { for r in list { first = min(first, r.group); last = max(last, r.group) } }
+        guard first <= last else { return [] }
+        // Groups are dense in a take: arrays indexed by group are far quicker than a dictionary for millions of rows.
+        let (diff, overflow) = last.subtractingReportingOverflow(first)
+        guard !overflow, diff < 50_000_000 else { return spreadPerGroupSparse(rows) }
+        let slots = Int(diff) + 1
+        var low = [Int64](repeating: .max, count: slots), high = [Int64](repeating: .min, count: slots)
+        var count = [Int32](repeating: 0, count: slots)
         for list in rows {
             for r in list where !r.isDup {
-                low[r.group] = min(low[r.group] ?? .max, r.centerMicroseconds)
-                high[r.group] = max(high[r.group] ?? .min, r.centerMicroseconds)
-                count[r.group, default: 0] += 1
+                let i = Int(r.group - first)
+                low[i] = min(low[i], r.centerMicroseconds)
+                high[i] = max(high[i], r.centerMicroseconds)
+                count[i] += 1
             }
         }
-        return count.filter { $0.value >= 2 }.keys.sorted().map { ($0, high[$0]! - low[$0]!) }
+        return (0..<slots).compactMap { count[$0] >= 2 ? (first + Int64($0), high[$0] - low[$0]) : nil }
+    }
+
+    static func spreadPerGroupSparse(_ rows: [[FrameRow]]) -> [(group: Int64, spread: Int64)] {
+        var byGroup: [Int64: (low: Int64, high: Int64, count: Int)] = [:]
+        for list in rows {
+            for r in list where !r.isDup {
+                let g = byGroup[r.group] ?? (.max, .min, 0)
+                byGroup[r.group] = (min(g.low, r.centerMicroseconds), max(g.high, r.centerMicroseconds), g.count + 1)
+            }
+        }
+        return byGroup.filter { $0.value.count >= 2 }.keys.sorted().map { ($0, byGroup[$0]!.high - byGroup[$0]!.low) }
     }
 
     /// Groups run 0 …< groups; the x axis covers at least one group so an empty take still draws.
@@ -456,24 +506,38 @@ public enum SyncReportPage {
 
     // MARK: plots
 
-    /// a. Each camera's frame-centre error against the grid, per group.
+    /// The left and right margins of the plots over groups (a, b, d), the same for all three so a group sits
+    /// at one x in each: room for the lanes' camera names on the left and their counts on the right.
+    static func groupMargins(_ traces: [CameraTrace]) -> (left: Double, right: Double) {
+        let longest = traces.map(\.key.count).max() ?? 6
+        return (min(220, max(76, Double(longest) * SVGPlot.characterWidth + 34)), 150)
+    }
+
+    /// a. Each camera's frame-centre error against the grid, per group; dup rows in a strip under it.
     static func errorPlot(_ manifest: TakeManifest, traces: [CameraTrace]) -> SVGPlot {
         let values = traces.flatMap { $0.errors.map(\.y) }
-        let anyDups = traces.contains { !$0.heldGroups.isEmpty || !$0.droppedGroups.isEmpty }
+        let withDups = traces.filter { !$0.heldGroups.isEmpty || !$0.droppedGroups.isEmpty }
+        let rowHeight = 4.0
         var legend = traces.map { SVGPlot.LegendEntry(name: $0.key, color: $0.color) }
-        if anyDups { legend.append(.init(name: "dup rows (left out), along the bottom", color: "#555", style: .box)) }
+        if !withDups.isEmpty { legend.append(.init(name: "dup rows (not in the lines): strip below, lighter = held", color: "#777", style: .box)) }
+        let margins = groupMargins(traces)
         var plot = SVGPlot(title: "Frame-centre error per camera", x: groupAxis(manifest, traces: traces),
                            y: .nice(min(values.min() ?? -1, 0), max(values.max() ?? 1, 0), label: "centre − grid (µs)"),
-                           legend: legend, plotHeight: 260)
+                           legend: legend, plotHeight: 260, left: margins.left, right: margins.right,
+                           bottomStrip: withDups.isEmpty ? 0 : Double(withDups.count) * rowHeight + 4)
         plot.xSecondaryLabel = secondsLabel(manifest)
         if values.isEmpty { plot.emptyNote("no frames to plot") }
         for t in traces { plot.envelope(t.errors, color: t.color, buckets: maxBuckets) }
-        // Dup rows: a rug of ticks along the bottom, one short row per camera.
-        let rowHeight = min(6.0, 40.0 / Double(max(traces.count, 1)))
-        for (i, t) in traces.enumerated() {
-            let bottom = plot.plotBottom - 1 - Double(i) * rowHeight
-            let groups = (t.heldGroups + t.droppedGroups).map(Double.init)
-            plot.ticks(at: groups, top: bottom - rowHeight + 1, bottom: bottom, color: t.color, tickWidth: tickWidth(plot))
+        // Dup rows: one thin row per camera that has any, in the strip under the data box.
+        for (i, t) in withDups.enumerated() {
+            let top = plot.plotBottom + 2 + Double(i) * rowHeight
+            plot.ticks(at: t.heldGroups.map(Double.init), top: top, bottom: top + rowHeight - 1, color: t.color, opacity: 0.35,
+                       tickWidth: tickWidth(plot))
+            plot.ticks(at: t.droppedGroups.map(Double.init), top: top, bottom: top + rowHeight - 1, color: t.color,
+                       tickWidth: tickWidth(plot))
+        }
+        if !withDups.isEmpty {
+            plot.add("<text x=\"\(SVGPlot.f(plot.plotLeft - 6))\" y=\"\(SVGPlot.f(plot.plotBottom + plot.bottomStrip / 2 + 4))\" text-anchor=\"end\" fill=\"#555\" font-size=\"11\">dups</text>")
         }
         return plot
     }
@@ -483,18 +547,21 @@ public enum SyncReportPage {
                            spreads: [(group: Int64, spread: Int64)]) -> SVGPlot {
         let s = report.spreadMicroseconds
         let top = max(Double(spreads.map(\.spread).max() ?? 0), Double(s.p99), Double(s.p50), 1)
+        let margins = groupMargins(traces)
         var plot = SVGPlot(title: "Spread per group", x: groupAxis(manifest, traces: traces),
                            y: .nice(0, top * 1.05, label: "spread (µs)"),
                            legend: [.init(name: "spread: max − min centre across cameras (dup rows left out)", color: "#1f3b73"),
-                                    .init(name: "p50 \(s.p50) µs", color: "#2e7d32", style: .dashed),
-                                    .init(name: "p99 \(s.p99) µs", color: "#c62828", style: .dashed)],
-                           plotHeight: 220)
+                                    .init(name: "p50 (report)", color: "#2e7d32", style: .dashed),
+                                    .init(name: "p99 (report)", color: "#c62828", style: .dashed)],
+                           plotHeight: 220, left: margins.left, right: margins.right)
         plot.xSecondaryLabel = secondsLabel(manifest)
         if spreads.isEmpty { plot.emptyNote("no group has frames from two cameras") }
         plot.envelope(spreads.map { (Double($0.group), Double($0.spread)) }, color: "#1f3b73", buckets: maxBuckets)
-        let close = abs(plot.py(Double(s.p50)) - plot.py(Double(s.p99))) < 16
-        plot.rule(at: Double(s.p99), color: "#c62828", label: "p99 \(s.p99) µs", cssClass: "p99")
-        plot.rule(at: Double(s.p50), color: "#2e7d32", label: "p50 \(s.p50) µs", labelBelow: close, cssClass: "p50")
+        // Labels in the right margin; two close rules push theirs apart.
+        let gap = plot.py(Double(s.p50)) - plot.py(Double(s.p99))
+        let push = max(0, (15 - gap) / 2)
+        plot.rule(at: Double(s.p99), color: "#c62828", label: "p99 \(s.p99) µs", labelShift: -push, cssClass: "p99")
+        plot.rule(at: Double(s.p50), color: "#2e7d32", label: "p50 \(s.p50) µs", labelShift: push, cssClass: "p50")
         return plot
     }
 
@@ -513,15 +580,23 @@ public enum SyncReportPage {
         if !track.isEmpty {
             let xs = track.map { Double($0.tMicroseconds - manifest.t0Microseconds) / 1e6 }
             let top = track.map { max($0.uncertaintyMicroseconds, $0.boundMicroseconds) }.max() ?? 1
-            var legend: [SVGPlot.LegendEntry] = []
-            for n in nodes where track.contains(where: { $0.node == n }) {
-                legend.append(.init(name: "\(n) uncertainty (1σ)", color: nodeColor(n)))
-                legend.append(.init(name: "\(n) bound", color: nodeColor(n) + "80", style: .dashed))
-            }
+            let smallest = track.map(\.uncertaintyMicroseconds).filter { $0 > 0 }.min() ?? top
+            // A bound tens of times the uncertainty would flatten the uncertainty onto the axis: use a log scale.
+            let logScale = top / max(smallest, 0.01) > 8
+            var legend = nodes.filter { n in track.contains { $0.node == n } }.map { SVGPlot.LegendEntry(name: $0, color: nodeColor($0)) }
+            legend.append(.init(name: "solid: uncertainty (1σ)", color: "#444"))
+            legend.append(.init(name: "dashed, lighter: bound", color: "#999", style: .dashed))
             var plot = SVGPlot(title: "Clock uncertainty per node",
                                x: .exact(min(xs.min() ?? 0, 0), max(xs.max() ?? 0, end, 0.001), count: 8, label: "time since t0 (s); each estimate holds until the next"),
-                               y: .nice(0, max(top, 1) * 1.08, label: "clock error (µs)"), legend: legend, plotHeight: 200)
+                               y: logScale ? .logarithmic(max(smallest * 0.8, 0.1), top * 1.2, label: "clock error (µs, log)")
+                                   : .nice(0, max(top, 1) * 1.08, label: "clock error (µs)"),
+                               legend: legend, plotHeight: 200)
             plot.xTickLabel = { seconds($0) }
+            for (at, name) in [(0.0, "start"), (end, "stop")] where at > plot.x.low && at <= plot.x.high {
+                let x = SVGPlot.f(plot.px(at))
+                plot.add("<line x1=\"\(x)\" x2=\"\(x)\" y1=\"\(SVGPlot.f(plot.plotTop))\" y2=\"\(SVGPlot.f(plot.plotBottom))\" stroke=\"#777\" stroke-dasharray=\"2 3\"/>")
+                plot.add("<text x=\"\(x)\" y=\"\(SVGPlot.f(plot.plotTop + 12))\" dx=\"\(name == "stop" ? -4 : 4)\" text-anchor=\"\(name == "stop" ? "end" : "start")\" fill=\"#555\" class=\"halo\">\(name)</text>")
+            }
             for n in nodes {
                 let points = track.filter { $0.node == n }.sorted { $0.tMicroseconds < $1.tMicroseconds }
                 guard !points.isEmpty else { continue }
@@ -565,8 +640,7 @@ public enum SyncReportPage {
     static func timelinePlot(_ manifest: TakeManifest, traces: [CameraTrace], numbered: [(number: Int, event: TakeManifest.Event)]) -> SVGPlot {
         let lanes = max(traces.count, 1)
         let laneHeight = 22.0
-        let longest = traces.map(\.key.count).max() ?? 6
-        let left = min(220, max(76, Double(longest) * SVGPlot.characterWidth + 34))
+        let (left, right) = groupMargins(traces)
         var kinds: [String] = []
         for (_, e) in numbered where !kinds.contains(e.kind) { kinds.append(e.kind) }
         var legend: [SVGPlot.LegendEntry] = [
@@ -577,7 +651,7 @@ public enum SyncReportPage {
         let markerStrip = 18.0
         var plot = SVGPlot(title: "Drops and events", x: groupAxis(manifest, traces: traces),
                            y: SVGPlot.Axis(low: 0, high: Double(lanes), ticks: [], label: ""),
-                           legend: legend, plotHeight: Double(lanes) * laneHeight + markerStrip, left: left, right: 150)
+                           legend: legend, plotHeight: Double(lanes) * laneHeight + markerStrip, left: left, right: right)
         plot.showYAxis = false
         plot.xSecondaryLabel = secondsLabel(manifest)
         let laneTop = plot.plotTop + markerStrip
@@ -641,32 +715,42 @@ public enum SyncReportPage {
 
     /// The take's problems, one clause each (empty when there are none).
     static func problems(manifest: TakeManifest, report: SyncReport, traces: [CameraTrace]) -> [String] {
-        var out: [String] = []
+        // Files first (the operator can act on them: `coord collect`), then what the rig did, then drops.
+        var files: [String] = [], short: [String] = [], disabled: [String] = []
+        var missingFiles: Set<String> = []
         for (t, cam) in zip(traces, manifest.cameras) {
             if t.rowCount == nil {
-                out.append("\(t.key).frames.csv is missing")
+                files.append("\(t.key).frames.csv is missing")
+                missingFiles.insert(t.key)
             } else if let n = t.rowCount, Int64(n) != manifest.groups {
-                out.append("\(t.key).frames.csv holds \(n) rows for \(manifest.groups) groups")
+                short.append("\(t.key).frames.csv holds \(n) rows for \(manifest.groups) groups")
             }
             if !cam.files.contains(where: { $0.path.hasSuffix(".mkv") }) {
-                out.append("\(t.key).mkv is missing")
+                files.append("\(t.key).mkv is missing")
+                missingFiles.insert(t.key)
             }
-            if cam.disabled == true { out.append("\(t.key) was disabled by the pressure policy") }
+            if cam.disabled == true { disabled.append("\(t.key) was disabled by the pressure policy") }
         }
-        let serious: Set<String> = ["file-damaged", "collect-failed", "node-failed", "node-unfinished", "pressure-shutdown",
-                                    "camera-ended", "camera-error", "stop-undelivered"]
-        for e in manifest.events where serious.contains(e.kind) {
+        func clause(_ e: TakeManifest.Event) -> String {
             let who = [e.node, e.camera].filter { !$0.isEmpty }.joined(separator: "/")
             var detail = e.detail.trimmingCharacters(in: .whitespacesAndNewlines)
             while detail.hasSuffix(".") { detail.removeLast() }
-            out.append("\(who.isEmpty ? "" : who + " ")\(e.kind): \(detail)")
+            return "\(who.isEmpty ? "" : who + " ")\(e.kind): \(detail)"
         }
+        for e in manifest.events where e.kind == "file-damaged" || (e.kind == "file-missing" && !missingFiles.contains("\(e.node)/\(e.camera)")) {
+            files.append(clause(e))
+        }
+        let serious: Set<String> = ["collect-failed", "node-failed", "node-unfinished", "pressure-shutdown",
+                                    "camera-ended", "camera-error", "stop-undelivered"]
+        let happenings = manifest.events.filter { serious.contains($0.kind) }.map(clause)
+        var drops: [String] = []
         let dropped = report.cameras.filter { $0.dropped > 0 }
         if !dropped.isEmpty {
             let total = dropped.map(\.dropped).reduce(0, +)
-            out.append("\(total) frame\(total == 1 ? "" : "s") dropped (" + dropped.map { "\($0.node)/\($0.camera) \($0.dropped)" }.joined(separator: ", ") + ")")
+            let named = dropped.prefix(4).map { "\($0.node)/\($0.camera) \($0.dropped)" } + (dropped.count > 4 ? ["…"] : [])
+            drops.append("\(total) frame\(total == 1 ? "" : "s") dropped (" + named.joined(separator: ", ") + ")")
         }
-        return out
+        return files + short + happenings + disabled + drops
     }
 
     static func sentence(status: TakeManifest.Status, problems: [String], groups: Int64) -> String {
@@ -715,13 +799,13 @@ public enum SyncReportPage {
         svg.plot{display:block;width:100%;height:auto;background:#fff;border:1px solid #e0e0e0;border-radius:6px}
         svg .halo{paint-order:stroke;stroke:#fff;stroke-width:4px}
         table{border-collapse:collapse;background:#fff;margin:6px 0;font-size:14px}
-        td,th{border:1px solid #d6d6d6;padding:4px 9px;text-align:right;vertical-align:top}
+        td,th{border:1px solid #d6d6d6;padding:4px 9px;text-align:right;vertical-align:top;white-space:nowrap}
         th{background:#f0f0f0;font-weight:600}
         td.l,th.l{text-align:left}
         tr.hot td.cost{background:#ffe0b2;font-weight:700}tr.over td.cost{background:#ffcdd2;font-weight:700}
         tr.off td{color:#9a9a9a}
         .chip{display:inline-block;width:11px;height:11px;border-radius:2px;margin-right:6px;vertical-align:-1px}
-        td.detail{text-align:left;max-width:560px}
+        td.detail{text-align:left;max-width:560px;white-space:normal}
         </style></head>
         <body>
         <h1><span class="badge \(manifest.status.rawValue)">\(manifest.status.rawValue)</span>Take \(htmlEscape(manifest.takeID))</h1>

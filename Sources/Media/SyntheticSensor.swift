@@ -23,6 +23,8 @@ public final class SyntheticSensor: CameraSource, @unchecked Sendable {
         public var seed: UInt64
         /// Buffers in the capture queue, as V4L2's REQBUFS count: when all are held downstream, frames drop.
         public var bufferCount: Int
+        /// Sensor-like noise added to every frame outside the stripe (`TestPattern.addGrain`); 0: the clean pattern.
+        public var grain: Int = 0
 
         /// The shortest frame the synthetic sensor can run (60 fps), as the node declares it in the handshake.
         public static let fastestPeriodMicroseconds: Double = 16_667
@@ -62,6 +64,8 @@ public final class SyntheticSensor: CameraSource, @unchecked Sendable {
     private var thread: Thread?
     private var pendingPeriod: Double?
     private var random: SeededRandom
+    /// The grain's xorshift64 state (only the sensor thread touches it).
+    private var grainState: UInt64
     /// Frames the sensor produced with no free buffer to put them in.
     public private(set) var droppedAtSensor: UInt64 = 0
     public private(set) var produced: UInt64 = 0
@@ -72,6 +76,8 @@ public final class SyntheticSensor: CameraSource, @unchecked Sendable {
         self.localClock = localClock
         self.free = (0..<spec.bufferCount).map { _ in PlanarFrame(width: spec.width, height: spec.height) }
         self.random = SeededRandom(seed: spec.seed)
+        var seeder = SeededRandom(seed: spec.seed ^ 0x6772_6169_6E00_0000)
+        self.grainState = seeder.next() | 1
     }
 
     public var minPeriodMicroseconds: Double { spec.minPeriodMicroseconds }
@@ -173,6 +179,7 @@ public final class SyntheticSensor: CameraSource, @unchecked Sendable {
             produced += 1
             if let buffer {
                 TestPattern.paint(into: buffer, frameCounter: counter, ordinal: spec.ordinal)
+                if spec.grain > 0 { TestPattern.addGrain(to: buffer, amplitude: spec.grain, state: &grainState) }
                 SyncStripe(ordinal: spec.ordinal, frameCounter: counter, trueCenterMicroseconds: Int64(center.rounded()))
                     .paint(into: buffer)
                 let noise = random.gaussian(standardDeviation: spec.timestampJitterMicroseconds)

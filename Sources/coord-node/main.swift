@@ -43,6 +43,8 @@ struct Serve: AsyncParsableCommand {
     @Option(help: "Synthetic buffer timestamp noise, µs standard deviation.") var timestampJitterUs: Double = 30
     @Option(help: "Seed for the synthetic cameras.") var seed: UInt64 = 1
     @Option(help: "Milliseconds each synthetic camera takes to open when armed, as a slow USB camera does.") var syntheticOpenMs: Int = 0
+    @Option(help: "Sensor-like noise amplitude (0-64) added to every synthetic frame outside its stripe, so files are as large as camera footage's; 0: the clean test pattern.")
+    var syntheticGrain: Int = 0
     @Option(help: "Exit when the process with this pid is gone.") var parentPid: Int32?
     @Flag(help: "Keep files after the coordinator has confirmed collecting them.") var keepAfterCollect = false
     @Option(help: "Log level: trace, debug, info, notice, warning, error.") var logLevel: String = "info"
@@ -57,6 +59,10 @@ struct Serve: AsyncParsableCommand {
             return handler
         }
         let logger = Logger(label: "coord-node")
+        guard (0...TestPattern.maxGrain).contains(syntheticGrain) else {
+            FileHandle.standardError.write(Data("coord-node: --synthetic-grain must be between 0 and \(TestPattern.maxGrain) (got \(syntheticGrain)).\n".utf8))
+            throw ExitCode(2)
+        }
         let access: V4L2Access
         do {
             access = try v4l2Script.map { try V4L2Access.scripted(url: URL(fileURLWithPath: $0), seed: seed) } ?? .system
@@ -89,6 +95,7 @@ struct Serve: AsyncParsableCommand {
         config.timestampJitterMicroseconds = timestampJitterUs
         config.seed = seed
         config.syntheticOpenMilliseconds = max(0, syntheticOpenMs)
+        config.syntheticGrain = syntheticGrain
         config.parentPID = parentPid
         config.keepAfterCollect = keepAfterCollect
         if let problem = config.problem() {

@@ -60,6 +60,42 @@ import Testing
         #expect(SyncStripe.decode(luma: UnsafeBufferPointer(frame.luma), stride: 50) == nil)
     }
 
+    @Test func grainKeepsTheStripeAndChangesEverythingElse() {
+        let stripe = SyncStripe(ordinal: 2, frameCounter: 77, trueCenterMicroseconds: 123_456_789)
+        let clean = PlanarFrame(width: 320, height: 240), grained = PlanarFrame(width: 320, height: 240)
+        var state: UInt64 = 12345
+        for frame in [clean, grained] {
+            TestPattern.paint(into: frame, frameCounter: 77, ordinal: 2)
+            if frame === grained { TestPattern.addGrain(to: frame, amplitude: 24, state: &state) }
+            stripe.paint(into: frame)
+        }
+        #expect(SyncStripe.decode(luma: UnsafeBufferPointer(grained.luma), stride: 320) == stripe)
+        var lumaDiffers = 0, lumaOutside = 0
+        for y in 0..<240 {
+            for x in 0..<320 {
+                let i = y * 320 + x
+                if x < SyncStripe.width && y < SyncStripe.height {
+                    #expect(grained.luma[i] == clean.luma[i])       // the stripe area stays bit-exact
+                } else {
+                    lumaOutside += 1
+                    if grained.luma[i] != clean.luma[i] { lumaDiffers += 1 }
+                    #expect((16...235).contains(grained.luma[i]))
+                }
+            }
+        }
+        // Amplitude 24 draws from 49 values: about 1 sample in 49 stays as it was.
+        #expect(lumaDiffers > lumaOutside * 9 / 10)
+        for y in 0..<120 { for x in 0..<160 where x < 52 && y < 32 {
+            #expect(grained.cb[y * 160 + x] == 128 && grained.cr[y * 160 + x] == 128)
+        } }
+        #expect(Array(grained.cb) != Array(clean.cb) && Array(grained.cr) != Array(clean.cr))
+        // Amplitude 0 changes nothing.
+        let again = PlanarFrame(width: 320, height: 240)
+        again.copy(from: clean)
+        TestPattern.addGrain(to: again, amplitude: 0, state: &state)
+        #expect(Array(again.luma) == Array(clean.luma))
+    }
+
     @Test func paintClipsToSmallFrames() {
         let frame = PlanarFrame(width: 40, height: 20)
         SyncStripe(ordinal: 1, frameCounter: 2, trueCenterMicroseconds: 3).paint(into: frame)
