@@ -235,6 +235,12 @@ public final class TakeSession: @unchecked Sendable {
         }
         let startWallclock = WallClock.rfc3339(t0Date)
         addEvent(grid.t0, node: "", camera: "", kind: "start", detail: "all \(ordinal) camera(s) start at group 0")
+        // Already now a manifest: should this coordinator die while recording, the nodes still stop at the planned
+        // group and `coord collect` can bring the take home from it.
+        var started = pendingManifest(plans, takeID: takeID, grid: grid, groups: plannedGroups, startWallclock: startWallclock,
+                                      tracker: tracker, finalStatus: [:])
+        started.timecode = timecode
+        try? TakeDirectoryWriter(directory: directory).writePending(started)
 
         // 7. Record: show progress until every node reports its files final.
         setRecording(true)

@@ -239,3 +239,34 @@ def test_collect_with_a_node_down_keeps_what_it_has_and_finishes_later(tmp_path,
     assert r.returncode == 0, r.stderr
     assert manifest(take)["status"] == "complete"
     assert_take_ok(take)
+
+
+def test_a_coordinator_killed_while_recording_leaves_a_take_coord_collect_finishes(tmp_path, rig):
+    rig_path = rig_file(tmp_path / "rig.yaml", [("left", rig[0], ""), ("right", rig[1], "")])
+    takes = tmp_path / "takes"
+    proc = subprocess.Popen([str(COORD), "start-take", "--rig", str(rig_path), "--seconds", "3", "--takes-dir", str(takes)],
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    # Kill it once recording has begun and its first manifest is on disk.
+    deadline = time.monotonic() + 60
+    while not (takes.exists() and any(takes.glob("*/manifest.json"))):
+        assert proc.poll() is None, proc.stdout.read()
+        assert time.monotonic() < deadline, "no manifest appeared while recording"
+        time.sleep(0.05)
+    proc.send_signal(signal.SIGKILL)
+    proc.wait(timeout=10)
+    take = take_dir(takes)
+    m = manifest(take)
+    assert m["collection"]["state"] == "pending" and m["groups"] == 90
+
+    # The nodes stop on their own at the planned group; until then collect refuses, naming the node.
+    deadline = time.monotonic() + 60
+    while True:
+        r = run_coord("collect", "--rig", rig_path, take)
+        if r.returncode == 0:
+            break
+        assert "still recording" in r.stderr, r.stderr
+        assert time.monotonic() < deadline, r.stderr
+        time.sleep(0.5)
+    m = manifest(take)
+    assert m["status"] == "complete" and all(c["frames"] == 90 for c in m["cameras"])
+    assert_take_ok(take)
