@@ -7,6 +7,15 @@ public enum TakeSummary {
         var lines: [String] = []
         lines.append("take \(manifest.takeID): \(manifest.status.rawValue), \(manifest.groups) groups × \(manifest.cameras.count) camera(s)")
         lines.append("  \(directory)")
+        if let timecode = manifest.timecode { lines.append("  timecode \(timecode) at group 0 · started \(manifest.startWallclock)") }
+        if let collection = manifest.collection {
+            switch collection.state {
+            case .pending: lines.append("  not collected yet: coord collect --rig RIG.yaml \(directory)")
+            case .incomplete: lines.append("  collection incomplete: \(collection.missing.count) file(s) missing or damaged; coord collect fetches what it can")
+            case .complete: break
+            }
+            for m in collection.missing { lines.append("  missing \(m.path): \(m.reason)") }
+        }
         let header = ["node", "camera", "frames", "dup", "phase p50/p99/max µs", "clock ± µs", "centre ± µs"]
         var table = [header]
         for c in report.cameras {
@@ -25,7 +34,7 @@ public enum TakeSummary {
         if let b = report.spreadBoundMicroseconds {
             lines.append("  allowing two sigma of each camera's clock and centre error: p50 \(b.p50) µs, p99 \(b.p99) µs, max \(b.max) µs")
         }
-        for e in manifest.events where e.kind != "start" && e.kind != "stop" {
+        for e in manifest.events where !["start", "stop", "file-damaged", "file-missing"].contains(e.kind) {
             lines.append("  event: \([e.node, e.camera].filter { !$0.isEmpty }.joined(separator: "/")) \(e.kind): \(e.detail)")
         }
         return lines.joined(separator: "\n")

@@ -461,6 +461,17 @@ public final class TakeSession: @unchecked Sendable {
                 case .success(let s):
                     lastStatus[plan.name] = s
                     lastHeard[plan.name] = MonotonicClock.now()
+                    // `coord stop-take` (from any machine) placed a stop: adopt it, and make sure every node has it.
+                    if s.takeID == takeID, s.stopGroup > 0, s.stopGroup < groups {
+                        groups = s.stopGroup
+                        stopInstant = grid.instant(ofGroup: groups)
+                        deadline = stopInstant + 30_000_000
+                        console.step("coord stop-take: every camera stops after group \(groups - 1)")
+                        addEvent(now, node: plan.name, camera: "", kind: "operator-stop",
+                                 detail: "stopped by coord stop-take after group \(groups - 1)")
+                        unstopped = Set(plans.map(\.name))
+                        stopping = true
+                    }
                     await respondToPressure(s, plan: plan, takeID: takeID, grid: grid, stopGroup: groups)
                     if s.state == .finished { finished.insert(plan.name) }
                     if s.state == .failed {

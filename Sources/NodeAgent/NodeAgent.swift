@@ -87,6 +87,8 @@ public final class NodeAgent: @unchecked Sendable {
     private var finishedFiles: [String: [TakeManifest.File]] = [:]
     private var failureDetail = ""
     private var armedGrid: (grid: FrameGrid, clock: ClockMappingBox)?
+    /// The group the take stops before, from StartAt and any later StopAt (0: none).
+    private var stopGroup: Int64 = 0
     private let probe: HostProbe
     private let monitor: PressureMonitor
     private var lastPressureSample: Int64 = 0
@@ -410,6 +412,7 @@ public final class NodeAgent: @unchecked Sendable {
             }
         }
         try machine.start(takeID: message.takeID)
+        stopGroup = message.stopGroup
         for recorder in recorders {
             recorder.start(group: message.startGroup, stop: message.stopGroup == 0 ? nil : message.stopGroup)
         }
@@ -466,6 +469,7 @@ public final class NodeAgent: @unchecked Sendable {
         defer { lock.unlock() }
         try machine.stop(takeID: message.takeID)
         recorders.forEach { $0.stop(at: message.stopGroup) }
+        stopGroup = stopGroup == 0 ? message.stopGroup : min(stopGroup, message.stopGroup)
     }
 
     private func abort(_ message: Coord_V1_Abort) throws(NodeFailure) {
@@ -511,6 +515,12 @@ public final class NodeAgent: @unchecked Sendable {
         s.pressureCause = monitor.reading.cause
         s.events = nodeEvents
         s.resources = monitor.resources.wire
+        if let armedGrid, machine.state == .armed || machine.state == .recording {
+            s.t0Us = armedGrid.grid.t0
+            s.framePeriodUs = UInt64(armedGrid.grid.periodMicroseconds)
+            s.rigNowUs = Int64(armedGrid.clock.current.rig(fromLocal: Double(localNow())).rounded())
+            s.stopGroup = stopGroup
+        }
         switch machine.state {
         case .idle: s.state = .idle
         case .configured: s.state = .configured

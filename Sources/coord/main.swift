@@ -14,7 +14,7 @@ struct Coord: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "coord",
         abstract: "Record one synchronized multi-camera take across many capture nodes.",
-        subcommands: [Demo.self, StartTake.self, RigStatusCommand.self, Plan.self, Collect.self, Report.self])
+        subcommands: [Demo.self, StartTake.self, StopTake.self, RigStatusCommand.self, Plan.self, Collect.self, Report.self])
 
     /// Parses and runs, mapping ArgumentParser's usage errors (64) to CONTRACT §1's exit code 2.
     static func main() async {
@@ -371,6 +371,49 @@ struct RigStatusCommand: AsyncParsableCommand {
             FileHandle.standardError.write(Data("coord: \(problem)\n".utf8))
             throw ExitCode(1)
         }
+    }
+}
+
+struct StopTake: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "stop-take",
+        abstract: "Stop the take a rig is recording: every camera stops on one group, about 2 s from now.",
+        discussion: """
+        Works from any machine that reaches the nodes. The coord start-take that started the take sees the stop, \
+        relays it to any node this command could not reach, and collects as usual. Exits 0 when every node of \
+        the take acknowledged the stop (or nothing was recording), 1 otherwise, naming the node.
+        """)
+
+    @Option(help: "The rig file (YAML).") var rig: String
+    @Option(help: "Seconds to wait for each node's answer.") var timeout: Double = 3
+
+    func run() async throws {
+        bootstrapLogging(false)
+        guard timeout > 0 else { throw usageError("--timeout must be positive (got \(timeout)).") }
+        let file = try loadRig(rig)
+        let outcomes: [RigStop.Outcome]
+        do {
+            outcomes = try await RigStop.stop(file.spec, timeout: timeout)
+        } catch {
+            throw exitStatus(for: error)
+        }
+        if outcomes.isEmpty {
+            print("no node of the rig is recording; nothing to stop.")
+            return
+        }
+        var failed = false
+        for o in outcomes {
+            if o.alreadyStopping {
+                print("take \(o.takeID) already stops after group \(o.stopGroup - 1).")
+            } else {
+                print(String(format: "take %@: every camera stops after group %lld, in %.1f s.", o.takeID, o.stopGroup - 1, o.secondsAhead))
+            }
+            if !o.unreached.isEmpty {
+                failed = true
+                FileHandle.standardError.write(Data("coord: the stop did not reach \(o.unreached.joined(separator: "; ")); coord start-take relays it to the nodes it reaches.\n".utf8))
+            }
+        }
+        if failed { throw ExitCode(1) }
     }
 }
 

@@ -270,3 +270,32 @@ def test_a_coordinator_killed_while_recording_leaves_a_take_coord_collect_finish
     m = manifest(take)
     assert m["status"] == "complete" and all(c["frames"] == 90 for c in m["cameras"])
     assert_take_ok(take)
+
+
+def test_stop_take_stops_every_camera_on_one_group_and_start_take_collects(tmp_path, rig):
+    from test_budget_pressure import Coordinator
+    rig_path = rig_file(tmp_path / "rig.yaml", [("left", rig[0], ""), ("right", rig[1], "")])
+    r = run_coord("stop-take", "--rig", rig_path)
+    assert r.returncode == 0 and "nothing to stop" in r.stdout, r.stdout + r.stderr
+
+    takes = tmp_path / "takes"
+    session = Coordinator("start-take", "--rig", rig_path, "--takes-dir", takes)
+    try:
+        session.wait_for(r"recording \d", timeout=60)
+        r = run_coord("stop-take", "--rig", rig_path)
+        assert r.returncode == 0, r.stderr
+        m = __import__("re").search(r"every camera stops after group (\d+)", r.stdout)
+        assert m, r.stdout
+        last = int(m.group(1))
+        code, _ = session.finish(timeout=120)
+    finally:
+        session.kill()
+    assert code == 0, session.seen[-20:]
+    take = take_dir(takes)
+    man = manifest(take)
+    assert man["status"] == "complete" and man["groups"] == last + 1
+    assert any(e["kind"] == "operator-stop" and "stop-take" in e["detail"] for e in man["events"])
+    assert_take_ok(take)
+    # Again: nothing is recording now.
+    r = run_coord("stop-take", "--rig", rig_path)
+    assert r.returncode == 0 and "nothing to stop" in r.stdout

@@ -884,6 +884,28 @@ public nonisolated struct Coord_V1_Status: @unchecked Sendable {
   /// Clears the value of `resources`. Subsequent reads from it will return its default value.
   public mutating func clearResources() {_uniqueStorage()._resources = nil}
 
+  /// While a take is armed or recording: its grid, the node's estimate of the rig clock now, and the group it
+  /// stops before (0: none set yet), so any coordinator (`coord stop-take`) can place one stop for every node.
+  public var t0Us: Int64 {
+    get {_storage._t0Us}
+    set {_uniqueStorage()._t0Us = newValue}
+  }
+
+  public var framePeriodUs: UInt64 {
+    get {_storage._framePeriodUs}
+    set {_uniqueStorage()._framePeriodUs = newValue}
+  }
+
+  public var rigNowUs: Int64 {
+    get {_storage._rigNowUs}
+    set {_uniqueStorage()._rigNowUs = newValue}
+  }
+
+  public var stopGroup: Int64 {
+    get {_storage._stopGroup}
+    set {_uniqueStorage()._stopGroup = newValue}
+  }
+
   public var unknownFields = SwiftProtobuf.UnknownStorage()
 
   public nonisolated enum State: SwiftProtobuf.Enum, Swift.CaseIterable {
@@ -2618,7 +2640,7 @@ nonisolated extension Coord_V1_StatusRequest: SwiftProtobuf.Message, SwiftProtob
 
 nonisolated extension Coord_V1_Status: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
   public static let protoMessageName: String = _protobuf_package + ".Status"
-  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}node\0\u{1}state\0\u{3}take_id\0\u{1}cameras\0\u{3}local_now_us\0\u{1}detail\0\u{1}pressure\0\u{3}pressure_cause\0\u{1}events\0\u{1}resources\0")
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}node\0\u{1}state\0\u{3}take_id\0\u{1}cameras\0\u{3}local_now_us\0\u{1}detail\0\u{1}pressure\0\u{3}pressure_cause\0\u{1}events\0\u{1}resources\0\u{3}t0_us\0\u{3}frame_period_us\0\u{3}rig_now_us\0\u{3}stop_group\0")
 
   fileprivate class _StorageClass {
     var _node: String = String()
@@ -2631,6 +2653,10 @@ nonisolated extension Coord_V1_Status: SwiftProtobuf.Message, SwiftProtobuf._Mes
     var _pressureCause: String = String()
     var _events: [Coord_V1_NodeEvent] = []
     var _resources: Coord_V1_NodeResources? = nil
+    var _t0Us: Int64 = 0
+    var _framePeriodUs: UInt64 = 0
+    var _rigNowUs: Int64 = 0
+    var _stopGroup: Int64 = 0
 
       // This property is used as the initial default value for new instances of the type.
       // The type itself is protecting the reference to its storage via CoW semantics.
@@ -2651,6 +2677,10 @@ nonisolated extension Coord_V1_Status: SwiftProtobuf.Message, SwiftProtobuf._Mes
       _pressureCause = source._pressureCause
       _events = source._events
       _resources = source._resources
+      _t0Us = source._t0Us
+      _framePeriodUs = source._framePeriodUs
+      _rigNowUs = source._rigNowUs
+      _stopGroup = source._stopGroup
     }
   }
 
@@ -2679,6 +2709,10 @@ nonisolated extension Coord_V1_Status: SwiftProtobuf.Message, SwiftProtobuf._Mes
         case 8: try { try decoder.decodeSingularStringField(value: &_storage._pressureCause) }()
         case 9: try { try decoder.decodeRepeatedMessageField(value: &_storage._events) }()
         case 10: try { try decoder.decodeSingularMessageField(value: &_storage._resources) }()
+        case 11: try { try decoder.decodeSingularInt64Field(value: &_storage._t0Us) }()
+        case 12: try { try decoder.decodeSingularUInt64Field(value: &_storage._framePeriodUs) }()
+        case 13: try { try decoder.decodeSingularInt64Field(value: &_storage._rigNowUs) }()
+        case 14: try { try decoder.decodeSingularInt64Field(value: &_storage._stopGroup) }()
         default: break
         }
       }
@@ -2721,6 +2755,18 @@ nonisolated extension Coord_V1_Status: SwiftProtobuf.Message, SwiftProtobuf._Mes
       try { if let v = _storage._resources {
         try visitor.visitSingularMessageField(value: v, fieldNumber: 10)
       } }()
+      if _storage._t0Us != 0 {
+        try visitor.visitSingularInt64Field(value: _storage._t0Us, fieldNumber: 11)
+      }
+      if _storage._framePeriodUs != 0 {
+        try visitor.visitSingularUInt64Field(value: _storage._framePeriodUs, fieldNumber: 12)
+      }
+      if _storage._rigNowUs != 0 {
+        try visitor.visitSingularInt64Field(value: _storage._rigNowUs, fieldNumber: 13)
+      }
+      if _storage._stopGroup != 0 {
+        try visitor.visitSingularInt64Field(value: _storage._stopGroup, fieldNumber: 14)
+      }
     }
     try unknownFields.traverse(visitor: &visitor)
   }
@@ -2740,6 +2786,10 @@ nonisolated extension Coord_V1_Status: SwiftProtobuf.Message, SwiftProtobuf._Mes
         if _storage._pressureCause != rhs_storage._pressureCause {return false}
         if _storage._events != rhs_storage._events {return false}
         if _storage._resources != rhs_storage._resources {return false}
+        if _storage._t0Us != rhs_storage._t0Us {return false}
+        if _storage._framePeriodUs != rhs_storage._framePeriodUs {return false}
+        if _storage._rigNowUs != rhs_storage._rigNowUs {return false}
+        if _storage._stopGroup != rhs_storage._stopGroup {return false}
         return true
       }
       if !storagesAreEqual {return false}
