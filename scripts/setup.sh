@@ -4,7 +4,9 @@
 # NetfilterQueue wheel) are for scripts/netlab.py, the network-namespace lab the netlab tests use.
 set -euo pipefail
 packages=(pkg-config libzmq3-dev libv4l-dev libavformat-dev libavcodec-dev libavutil-dev protobuf-compiler ffmpeg python3 python3-venv
-          iproute2 iptables iputils-ping libnetfilter-queue-dev build-essential python3-dev)
+          iproute2 iptables iputils-ping libnetfilter-queue-dev build-essential python3-dev
+          # headless chromium renders sync-report.html for Tests/python/test_report_page.py's screenshot checks
+          chromium)
 missing=()
 for p in "${packages[@]}"; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

@@ -31,6 +31,17 @@ struct SVGPlot {
             return Axis(low: first, high: last, ticks: ticks, label: label)
         }
 
+        /// A time axis in seconds over exactly [low, high]: decimal ticks for a short span, else whole minutes or
+        /// hours (labels in m:ss read badly at 500 s steps).
+        static func time(_ low: Double, _ high: Double, label: String) -> Axis {
+            let (lo, hi) = SVGPlot.widen(low, high)
+            guard hi - lo > 120 else { return exact(lo, hi, count: 8, label: label) }
+            let steps: [Double] = [30, 60, 120, 300, 600, 900, 1800, 3600, 7200, 10800, 21600, 43200, 86400]
+            let step = steps.first { (hi - lo) / $0 <= 8 } ?? SVGPlot.niceStep((hi - lo) / 8)
+            let first = (lo / step).rounded(.up) * step
+            return Axis(low: lo, high: hi, ticks: Array(stride(from: first, through: hi, by: step)), label: label)
+        }
+
         /// A base-10 logarithmic axis from the decade at or below `low` to the one at or above `high` (both > 0),
         /// ticked at 1, 2 and 5 of each decade (decades only when that would crowd it).
         static func logarithmic(_ low: Double, _ high: Double, label: String) -> Axis {
@@ -154,7 +165,8 @@ struct SVGPlot {
         var low = [Double](repeating: .infinity, count: buckets)
         var high = [Double](repeating: -.infinity, count: buckets)
         for p in points {
-            let i = min(buckets - 1, max(0, Int((p.x - range.lowerBound) / span * Double(buckets))))
+            let raw = (p.x - range.lowerBound) / span * Double(buckets)
+            let i = raw.isFinite ? Int(min(max(raw, 0), Double(buckets - 1))) : 0
             low[i] = min(low[i], p.y)
             high[i] = max(high[i], p.y)
         }
@@ -193,6 +205,7 @@ struct SVGPlot {
     }
 
     static func number(_ v: Double) -> String {
+        guard v.isFinite else { return "–" }
         if v == v.rounded(), abs(v) < 1e15 { return String(Int64(v)) }
         let digits = max(1, min(6, Int(-log10(abs(v)).rounded(.down)) + 2))
         var s = String(format: "%.\(digits)f", v)
@@ -236,7 +249,8 @@ struct SVGPlot {
     }
 
     /// A downsampled series: a line through the points, or through each bucket's minimum and maximum.
-    mutating func envelope(_ points: [(x: Double, y: Double)], color: String, buckets: Int = 1000, width: Double = 1.5) {
+    mutating func envelope(_ points: [(x: Double, y: Double)], color: String, buckets: Int = 1000, width: Double = 1.5,
+                           dash: String? = nil, opacity: Double = 1) {
         let b = SVGPlot.envelope(points, over: x.low...x.high, buckets: buckets)
         var path: [(x: Double, y: Double)] = []
         path.reserveCapacity(b.count * 2)
@@ -249,7 +263,7 @@ struct SVGPlot {
                 path.append((bucket.x, bucket.high)); path.append((bucket.x, bucket.low))
             }
         }
-        line(path, color: color, width: width)
+        line(path, color: color, width: width, dash: dash, opacity: opacity)
     }
 
     /// A staircase: each point's value holds until the next point's x (the last until `until`).
@@ -426,7 +440,7 @@ public enum SyncReportPage {
             var dups: [Int64] = []
             for r in list {
                 if r.isDup { dups.append(r.group); continue }
-                trace.errors.append((Double(r.group), Double(r.centerMicroseconds - (t0 + r.group * period))))
+                trace.errors.append((Double(r.group), Double(r.centerMicroseconds) - (Double(t0) + Double(r.group) * Double(period))))
             }
             let held = cam.held ?? 0
             if held <= 0 {
@@ -438,7 +452,7 @@ public enum SyncReportPage {
                 let every = Int64(max(cam.recordEvery ?? 1, 1))
                 let slowedFrom = manifest.events
                     .filter { $0.kind == "camera-slowed" && $0.node == cam.node && $0.camera == cam.camera }
-                    .map { Double($0.tMicroseconds - t0) / Double(period) }.min()
+                    .map { (Double($0.tMicroseconds) - Double(t0)) / Double(period) }.min()
                 for g in dups {
                     if (every > 1 && g % every != 0) || (slowedFrom.map { Double(g) >= $0 } ?? false) {
                         trace.heldGroups.append(g)
@@ -471,7 +485,7 @@ public enum SyncReportPage {
                 count[i] += 1
             }
         }
-        return (0..<slots).compactMap { count[$0] >= 2 ? (first + Int64($0), high[$0] - low[$0]) : nil }
+        return (0..<slots).compactMap { count[$0] >= 2 ? (first + Int64($0), high[$0] &- low[$0]) : nil }
     }
 
     static func spreadPerGroupSparse(_ rows: [[FrameRow]]) -> [(group: Int64, spread: Int64)] {
@@ -482,7 +496,7 @@ public enum SyncReportPage {
                 byGroup[r.group] = (min(g.low, r.centerMicroseconds), max(g.high, r.centerMicroseconds), g.count + 1)
             }
         }
-        return byGroup.filter { $0.value.count >= 2 }.keys.sorted().map { ($0, byGroup[$0]!.high - byGroup[$0]!.low) }
+        return byGroup.filter { $0.value.count >= 2 }.keys.sorted().map { ($0, byGroup[$0]!.high &- byGroup[$0]!.low) }
     }
 
     /// Groups run 0 …< groups; the x axis covers at least one group so an empty take still draws.
@@ -494,12 +508,22 @@ public enum SyncReportPage {
 
     static func seconds(_ s: Double) -> String {
         let a = abs(s)
+        guard a < 1e9 else { return a.isFinite ? String(format: "%.3g s", s) : "–" }
+        if a >= 3600 {
+            let whole = Int(a.rounded())
+            return (s < 0 ? "−" : "") + String(format: "%d:%02d:%02d", whole / 3600, whole / 60 % 60, whole % 60)
+        }
         if a >= 600 {
             let whole = Int(a.rounded())
             return (s < 0 ? "−" : "") + String(format: "%d:%02d", whole / 60, whole % 60)
         }
         let text = a >= 100 ? String(format: "%.0f s", a) : a >= 10 ? String(format: "%.1f s", a) : String(format: "%.2f s", a)
         return (s < 0 ? "−" : "") + text
+    }
+
+    /// A take's length for the figures at the top.
+    static func duration(_ s: Double) -> String {
+        s < 600 ? seconds(s) : s < 7200 ? String(format: "%.1f min", s / 60) : String(format: "%.1f h", s / 3600)
     }
 
     private static func fixed(_ v: Double, _ digits: Int = 1) -> String { String(format: "%.\(digits)f", v) }
@@ -578,20 +602,21 @@ public enum SyncReportPage {
         let period = Double(max(manifest.framePeriodMicroseconds, 1))
         let end = Double(manifest.groups) * period / 1e6
         if !track.isEmpty {
-            let xs = track.map { Double($0.tMicroseconds - manifest.t0Microseconds) / 1e6 }
+            let xs = track.map { (Double($0.tMicroseconds) - Double(manifest.t0Microseconds)) / 1e6 }
             let top = track.map { max($0.uncertaintyMicroseconds, $0.boundMicroseconds) }.max() ?? 1
             let smallest = track.map(\.uncertaintyMicroseconds).filter { $0 > 0 }.min() ?? top
             // A bound tens of times the uncertainty would flatten the uncertainty onto the axis: use a log scale.
             let logScale = top / max(smallest, 0.01) > 8
-            var legend = nodes.filter { n in track.contains { $0.node == n } }.map { SVGPlot.LegendEntry(name: $0, color: nodeColor($0)) }
-            legend.append(.init(name: "solid: uncertainty (1σ)", color: "#444"))
-            legend.append(.init(name: "dashed, lighter: bound", color: "#999", style: .dashed))
+            let legend = nodes.filter { n in track.contains { $0.node == n } }.map { SVGPlot.LegendEntry(name: $0, color: nodeColor($0)) }
             var plot = SVGPlot(title: "Clock uncertainty per node",
-                               x: .exact(min(xs.min() ?? 0, 0), max(xs.max() ?? 0, end, 0.001), count: 8, label: "time since t0 (s); each estimate holds until the next"),
+                               x: .time(min(xs.min() ?? 0, 0), max(xs.max() ?? 0, end, 0.001),
+                                        label: "time since t0; each estimate holds until the next"),
                                y: logScale ? .logarithmic(max(smallest * 0.8, 0.1), top * 1.2, label: "clock error (µs, log)")
                                    : .nice(0, max(top, 1) * 1.08, label: "clock error (µs)"),
                                legend: legend, plotHeight: 200)
-            plot.xTickLabel = { seconds($0) }
+            // One style along the axis: m:ss (or h:mm:ss) throughout once the span is ten minutes or more.
+            let long = plot.x.high - plot.x.low >= 600
+            plot.xTickLabel = { t in long && t == 0 ? "0:00" : seconds(t) }
             for (at, name) in [(0.0, "start"), (end, "stop")] where at > plot.x.low && at <= plot.x.high {
                 let x = SVGPlot.f(plot.px(at))
                 plot.add("<line x1=\"\(x)\" x2=\"\(x)\" y1=\"\(SVGPlot.f(plot.plotTop))\" y2=\"\(SVGPlot.f(plot.plotBottom))\" stroke=\"#777\" stroke-dasharray=\"2 3\"/>")
@@ -600,10 +625,17 @@ public enum SyncReportPage {
             for n in nodes {
                 let points = track.filter { $0.node == n }.sorted { $0.tMicroseconds < $1.tMicroseconds }
                 guard !points.isEmpty else { continue }
-                let at = points.map { Double($0.tMicroseconds - manifest.t0Microseconds) / 1e6 }
-                plot.step(zip(at, points).map { ($0, $1.boundMicroseconds) }, until: plot.x.high, color: nodeColor(n), width: 2,
-                          dash: "6 4", opacity: 0.5)
-                plot.step(zip(at, points).map { ($0, $1.uncertaintyMicroseconds) }, until: plot.x.high, color: nodeColor(n), width: 2.5)
+                let at = points.map { (Double($0.tMicroseconds) - Double(manifest.t0Microseconds)) / 1e6 }
+                let bound = zip(at, points).map { ($0, $1.boundMicroseconds) }
+                let uncertainty = zip(at, points).map { ($0, $1.uncertaintyMicroseconds) }
+                if points.count <= maxBuckets / 2 {
+                    plot.step(bound, until: plot.x.high, color: nodeColor(n), width: 2, dash: "6 4", opacity: 0.5)
+                    plot.step(uncertainty, until: plot.x.high, color: nodeColor(n), width: 2.5)
+                } else {
+                    // Estimates every second of a long take: each slice's min–max keeps the page small.
+                    plot.envelope(bound, color: nodeColor(n), buckets: maxBuckets / 2, width: 2, dash: "6 4", opacity: 0.5)
+                    plot.envelope(uncertainty, color: nodeColor(n), buckets: maxBuckets / 2, width: 2.5)
+                }
             }
             return plot
         }
@@ -675,7 +707,7 @@ public enum SyncReportPage {
         let period = Double(max(manifest.framePeriodMicroseconds, 1))
         var lastNumberX = -Double.infinity
         for (number, e) in numbered {
-            let g = Double(e.tMicroseconds - manifest.t0Microseconds) / period
+            let g = (Double(e.tMicroseconds) - Double(manifest.t0Microseconds)) / period
             let x = min(plot.plotRight, max(plot.plotLeft, plot.px(g)))
             let laneIndices = traces.indices.filter { i in
                 e.node.isEmpty || (traces[i].node == e.node && (e.camera.isEmpty || traces[i].camera == e.camera))
@@ -819,7 +851,7 @@ public enum SyncReportPage {
         if let b = report.spreadBoundMicroseconds {
             page += "<div class=\"fig\"><div class=\"k\">bound p50 / p99 / max</div><div class=\"v\">\(b.p50) / \(b.p99) / \(b.max) <small>µs</small></div></div>\n"
         }
-        page += "<div class=\"fig\"><div class=\"k\">groups</div><div class=\"v\">\(manifest.groups) <small>\(seconds(Double(manifest.groups) * period / 1e6))</small></div></div>\n"
+        page += "<div class=\"fig\"><div class=\"k\">groups</div><div class=\"v\">\(manifest.groups) <small>\(duration(Double(manifest.groups) * period / 1e6))</small></div></div>\n"
         page += "<div class=\"fig\"><div class=\"k\">cameras</div><div class=\"v\">\(manifest.cameras.count) <small>on \(nodes) node\(nodes == 1 ? "" : "s")</small></div></div>\n</div>\n"
         page += "<p class=\"note\">Spread: per group, the latest minus the earliest frame centre across cameras on the rig timebase (node estimates, dup rows left out), over \(report.groupsMeasured) groups."
         if report.spreadBoundMicroseconds != nil {
@@ -832,6 +864,9 @@ public enum SyncReportPage {
         page += "<h2>Spread per group</h2>\n"
         page += spreadPlot(manifest, report: report, traces: traces, spreads: spreads).render(cssClass: "spread") + "\n"
         page += "<h2>Clock uncertainty per node</h2>\n"
+        if !(manifest.clockTrack ?? []).isEmpty {
+            page += "<p class=\"note\">Every clock estimate sent to a node during the take: solid, the one-sigma uncertainty of its rig-time mapping; dashed and lighter, the bound (the most it can be off, path asymmetry included).</p>\n"
+        }
         page += clockPlot(manifest, traces: traces).render(cssClass: "clock") + "\n"
         page += "<h2>Drops and events</h2>\n<p class=\"note\">One lane per camera: a tick for every dup row (a repeat of the previous frame). Numbered markers are the events in the table below.</p>\n"
         page += timelinePlot(manifest, traces: traces, numbered: numbered).render(cssClass: "timeline") + "\n"
@@ -842,7 +877,7 @@ public enum SyncReportPage {
         for e in manifest.events {
             let isSummary = summaryKinds.contains(e.kind)
             if !isSummary { number += 1 }
-            let t = Double(e.tMicroseconds - manifest.t0Microseconds) / 1e6
+            let t = (Double(e.tMicroseconds) - Double(manifest.t0Microseconds)) / 1e6
             page += "<tr><td>\(isSummary ? "" : String(number))</td><td>\(String(format: "%.3f", t)) s</td><td class=\"l\">\(htmlEscape(e.node))</td><td class=\"l\">\(htmlEscape(e.camera))</td>"
             page += "<td class=\"l\"><span class=\"chip\" style=\"background:\(kindColor(e.kind))\"></span>\(htmlEscape(e.kind))</td><td class=\"detail\">\(htmlEscape(e.detail))</td></tr>\n"
         }
