@@ -749,17 +749,24 @@ public enum SyncReportPage {
     static func problems(manifest: TakeManifest, report: SyncReport, traces: [CameraTrace]) -> [String] {
         // Files first (the operator can act on them: `coord collect`), then what the rig did, then drops.
         var files: [String] = [], short: [String] = [], disabled: [String] = []
-        var missingFiles: Set<String> = []
+        // Collection's own account of a file that did not arrive intact starts with its path.
+        let fileEvents = manifest.events.filter { $0.kind == "file-damaged" || $0.kind == "file-missing" }
+        var explained = Set<Int>()
+        func missing(_ path: String) -> String {
+            guard let i = fileEvents.firstIndex(where: { $0.detail.hasPrefix(path) }) else { return "\(path) is missing" }
+            explained.insert(i)
+            var detail = fileEvents[i].detail.trimmingCharacters(in: .whitespacesAndNewlines)
+            while detail.hasSuffix(".") { detail.removeLast() }
+            return detail
+        }
         for (t, cam) in zip(traces, manifest.cameras) {
             if t.rowCount == nil {
-                files.append("\(t.key).frames.csv is missing")
-                missingFiles.insert(t.key)
+                files.append(missing("\(t.key).frames.csv"))
             } else if let n = t.rowCount, Int64(n) != manifest.groups {
                 short.append("\(t.key).frames.csv holds \(n) rows for \(manifest.groups) groups")
             }
             if !cam.files.contains(where: { $0.path.hasSuffix(".mkv") }) {
-                files.append("\(t.key).mkv is missing")
-                missingFiles.insert(t.key)
+                files.append(missing("\(t.key).mkv"))
             }
             if cam.disabled == true { disabled.append("\(t.key) was disabled by the pressure policy") }
         }
@@ -769,7 +776,7 @@ public enum SyncReportPage {
             while detail.hasSuffix(".") { detail.removeLast() }
             return "\(who.isEmpty ? "" : who + " ")\(e.kind): \(detail)"
         }
-        for e in manifest.events where e.kind == "file-damaged" || (e.kind == "file-missing" && !missingFiles.contains("\(e.node)/\(e.camera)")) {
+        for (i, e) in fileEvents.enumerated() where !explained.contains(i) {
             files.append(clause(e))
         }
         let serious: Set<String> = ["collect-failed", "node-failed", "node-unfinished", "pressure-shutdown",

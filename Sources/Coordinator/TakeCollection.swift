@@ -104,11 +104,11 @@ public enum TakeCollection {
             events.append(.init(tMicroseconds: end, node: node, camera: "", kind: "collect-failed", detail: reason))
         }
         for missing in outcome.missing {
-            let name = missing.path.split(separator: "/").last.map(String.init) ?? missing.path
             let camera = pending.cameras.first { $0.node == missing.node && paths(of: $0).contains(missing.path) }?.camera ?? ""
             let damaged = missing.reason.contains("does not match")
+            // The detail starts with the file's path, so the page and the summary can name it.
             events.append(.init(tMicroseconds: end, node: missing.node, camera: camera, kind: damaged ? "file-damaged" : "file-missing",
-                                detail: "\(missing.node)/\(name): \(missing.reason)"))
+                                detail: missing.reason.hasPrefix(missing.path) ? missing.reason : "\(missing.path): \(missing.reason)"))
         }
         manifest.events = events.sorted { $0.tMicroseconds < $1.tMicroseconds }
         manifest.status = complete ? .complete : .partial
