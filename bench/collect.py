@@ -1,0 +1,619 @@
+#!/usr/bin/env python3
+"""Benchmark: `coord collect` against rsync, fetching one 4-node take of ≥ 2 GiB over the namespace lab.
+
+    swift build -c release --scratch-path .build-bench
+    .venv/bin/python bench/collect.py --build-dir .build-bench/release [--rounds 3] [--delay-ms 0.5]
+        [--jitter-ms 0.1] [--grain 64] [--fps 15] [--target-gib 2.0] [--sweep auto|always|never] [--out FILE]
+
+As root (the lab needs network namespaces). What it does:
+
+  1. calibrates this machine once (`coord-node calibrate`, unless --calibration FILE or $COORD_CALIBRATION),
+     so the coordinator's budget check passes;
+  2. brings up `netlab.Lab(nodes=4, delay_ms, jitter_ms)` and one `coord-node` per node namespace
+     (`--synthetic cam0 --synthetic-grain G`, its own staging directory, listening on the node's lab address);
+     the rig file names them and says `collect: after_confirm: keep`, so the nodes keep every file and both
+     tools can fetch the same files round after round;
+  3. records a short probe take to measure the bytes per second the rig writes with this grain, sizes
+     `--seconds` so the take reaches --target-gib (defaults: 1280x720 mjpeg at 15 fps, grain 64, about 33 MB/s,
+     so about 70 s; at 30 fps four grained cameras drop frames on 2 cores), and records it once with
+     `coord start-take --collect-later` (the files stay on the nodes; the take directory holds a pending
+     manifest). The staging files are hashed once (SHA-256): the truth every copy is checked against;
+  4. starts `rsync --daemon --no-detach` in every node namespace, serving that node's staging directory
+     read-only (module `staging`);
+  5. N rounds (--rounds), each timing both tools on the same links, in alternating order (odd rounds coord
+     first, even rounds rsync first), each run starting from nothing:
+       coord:  a fresh directory holding only the pending take's manifest.json, then
+               `coord collect --rig R DIR`: wall time of the whole command (handshake, status, list, fetch
+               with SHA-256, fsync and rename per file, manifest and report, confirmation);
+       rsync:  four `rsync -a rsync://<node>/staging/<take-id>/ DEST/` clients started together from the
+               root namespace, one per node (as coord fetches every node in parallel): from the first start
+               to the last exit.
+     After each run: coord's manifest must say complete and its files' SHA-256 must be the staging truth;
+     every file rsync brought must hash to the manifest's SHA-256. Before each timed run (not timed) every
+     staging file is read once, so both tools find it in the page cache (this VM pages out memory left
+     unused for about a minute; `staging_cached_before_warming` says how much was still cached), and
+     `sync` flushes the previous run's dirty pages, so its writeback does not land in the next run. The page
+     cache is NOT dropped: both tools read the nodes' files from memory, not from the disk; the copies are
+     written through the page cache to the disk under --work (or --dest); coord fsyncs each file before its
+     rename, rsync does not (that is part of coord's time; on this disk it costs < 0.1 s per run).
+  6. ratio per round = rsync time / coord time (coord's throughput relative to rsync's); the median over the
+     rounds is the result (≥ 0.9 is the acceptance target). For each run the CPU seconds of every party are
+     recorded (the four lab delayers, the nodes, coord, the rsync clients and daemons) with the machine's
+     busy fraction and the load of processes outside the benchmark, and the lab's NFQUEUE rule counters,
+     to show where the time goes (`result.cpu_per_gb` has the medians);
+  7. `--sweep auto` (default) runs, when the median ratio is below 0.9, one `coord collect` for each
+     collect.window in 4/8/16 × collect.chunk_kib in 256/1024/4096, and window 8 × 512 KiB, with an rsync run
+     before and after as the reference (`always` runs it regardless).
+
+Prints one JSON document on stdout (progress on stderr) and writes it to --out
+(default bench/results/collect.json). The lab, nodes and rsync daemons go down on exit and on Ctrl-C; the
+work directory (default /tmp/coord-bench-collect) is removed unless --keep.
+"""
+from __future__ import annotations
+
+import argparse
+import contextlib
+import datetime
+import hashlib
+import json
+import math
+import os
+import platform
+import resource
+import shlex
+import shutil
+import socket
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "scripts"))
+sys.path.insert(0, str(ROOT / "bench"))
+
+from netlab import Lab, _read_line  # noqa: E402
+from sync import HostLoad, _busy_ticks, _proc_table, binary_identity, wait_quiet  # noqa: E402
+
+NODES = 4
+NODE_PORT = 5710
+RSYNC_PORT = 873
+TICK = os.sysconf("SC_CLK_TCK")
+GIB = 1 << 30
+
+
+def log(msg: str):
+    print(f"collect: {msg}", file=sys.stderr, flush=True)
+
+
+def sha256_file(path: Path) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        while True:
+            b = f.read(4 << 20)
+            if not b:
+                break
+            h.update(b)
+    return h.hexdigest()
+
+
+def tree_files(directory: Path) -> dict[str, Path]:
+    """Every regular file under directory, by its path relative to it (dot files and the take's own
+    manifest/report files left out)."""
+    out = {}
+    for p in sorted(directory.rglob("*")):
+        rel = p.relative_to(directory)
+        if p.is_file() and len(rel.parts) == 2 and not rel.name.startswith("."):
+            out[str(rel)] = p
+    return out
+
+
+class CPUMeter:
+    """CPU seconds of each party of one timed run: /proc/<pid>/stat of the lab's delayers, the nodes and the
+    rsync daemons (with their reaped children: one forked child serves each rsync client), and this
+    process's reaped children (coord, or the rsync clients) from getrusage; plus the machine's busy fraction
+    and the load of processes outside this benchmark (other sessions on the shared machine)."""
+
+    def __init__(self, groups: dict[str, list[int]]):
+        self.groups = groups
+
+    def _sample(self):
+        table = _proc_table()
+        per = {}
+        for name, pids in self.groups.items():
+            per[name] = sum(table[p][3] for p in pids if p in table)
+        ru = resource.getrusage(resource.RUSAGE_CHILDREN)
+        return time.monotonic(), _busy_ticks(), per, ru.ru_utime + ru.ru_stime
+
+    def start(self):
+        self.host = HostLoad()
+        self.host.start()
+        self.a = self._sample()
+
+    def finish(self, client_name: str) -> dict:
+        time.sleep(0.2)            # let rsync daemons reap their children
+        b = self._sample()
+        host = self.host.finish()
+        (t0, busy0, per0, ch0), (t1, busy1, per1, ch1) = self.a, b
+        dt = max(1e-3, t1 - t0)
+        out = {name: round((per1[name] - per0[name]) / TICK, 2) for name in self.groups}
+        out[client_name] = round(ch1 - ch0, 2)
+        out["machine_busy_fraction"] = round((busy1 - busy0) / TICK / dt / (os.cpu_count() or 1), 3)
+        out["other_processes_cores_mean"] = host["other_cores_mean"]
+        if host["top_other_processes_cpu_s"]:
+            out["other_processes_cpu_s"] = host["top_other_processes_cpu_s"]
+        return out
+
+
+class Bench:
+    def __init__(self, args):
+        self.args = args
+        self.build = Path(args.build_dir).resolve()
+        self.coord = str(self.build / "coord")
+        self.node = str(self.build / "coord-node")
+        for b in (self.coord, self.node):
+            if not os.access(b, os.X_OK):
+                raise SystemExit(f"collect: {b} is missing; build first: swift build -c release "
+                                 f"--scratch-path {self.build.parent}")
+        self.rsync = shutil.which("rsync")
+        if not self.rsync:
+            raise SystemExit("collect: rsync is not installed (apt-get install rsync).")
+        self.work = Path(args.work).resolve()
+        if self.work.exists():
+            shutil.rmtree(self.work)
+        self.work.mkdir(parents=True)
+        # Where each run's copy goes (a directory per run, removed after it unless --keep).
+        self.dest_root = Path(args.dest).resolve() if args.dest else self.work
+        self.dest_root.mkdir(parents=True, exist_ok=True)
+        self.rsync_extra: list[str] = []
+        self.node_procs: list[subprocess.Popen] = []
+        self.rsyncd: list[subprocess.Popen] = []
+        self.lab: Lab | None = None
+
+    # -- setup
+
+    def calibration(self) -> str:
+        if self.args.calibration:
+            return str(Path(self.args.calibration).resolve())
+        if os.environ.get("COORD_CALIBRATION") and Path(os.environ["COORD_CALIBRATION"]).is_file():
+            return os.environ["COORD_CALIBRATION"]
+        path = self.work / "calibration.json"
+        log("calibrating this machine (coord-node calibrate --seconds 2)")
+        out = subprocess.run([self.node, "calibrate", "--calibration", str(path), "--staging",
+                              str(self.work / "cal-staging"), "--seconds", "2"], capture_output=True, text=True,
+                             timeout=300)
+        if out.returncode != 0:
+            raise SystemExit(f"collect: calibrate failed: {out.stdout}{out.stderr}")
+        shutil.rmtree(self.work / "cal-staging", ignore_errors=True)
+        return str(path)
+
+    def start_nodes(self, lab: Lab, calibration: str):
+        self.node_cmds = []
+        for i in range(1, NODES + 1):
+            name = f"node-{i}"
+            staging = self.work / "staging" / name
+            staging.mkdir(parents=True)
+            argv = [self.node, "--name", name, "--endpoint", f"tcp://{lab.node_address(i)}:{NODE_PORT}",
+                    "--staging", str(staging), "--synthetic", "cam0", "--synthetic-grain", str(self.args.grain),
+                    "--calibration", calibration, "--seed", str(i), "--parent-pid", str(os.getpid()),
+                    "--log-level", "warning"]
+            self.node_cmds.append(f"[{lab.netns(i)}] " + shlex.join(argv))
+            err = open(self.work / f"{name}.stderr", "w")
+            self.node_procs.append(lab.start_node(i, argv, stdout=subprocess.PIPE, stderr=err))
+            err.close()
+        for i, p in enumerate(self.node_procs, 1):
+            line = _read_line(p, 15)
+            if not line or not line.startswith("READY"):
+                raise SystemExit(f"collect: node-{i} did not print READY (got {line!r}); "
+                                 f"see {self.work / f'node-{i}.stderr'}")
+
+    def rig_file(self, path: Path, window: int | None = None, chunk_kib: int | None = None) -> Path:
+        lines = ["version: 1", "nodes:"]
+        for i in range(1, NODES + 1):
+            lines += [f"  - name: node-{i}", f"    endpoint: tcp://{self.lab.node_address(i)}:{NODE_PORT}"]
+        a = self.args
+        lines += ["take:", "  name: collectbench", f"  fps: {a.fps}", f"  size: {a.size}", f"  codec: {a.codec}",
+                  "collect:", "  after_confirm: keep"]
+        if window is not None:
+            lines.append(f"  window: {window}")
+        if chunk_kib is not None:
+            lines.append(f"  chunk_kib: {chunk_kib}")
+        path.write_text("\n".join(lines) + "\n")
+        return path
+
+    def start_rsyncd(self, lab: Lab):
+        self.rsyncd_cmds = []
+        for i in range(1, NODES + 1):
+            conf = self.work / f"rsyncd-node-{i}.conf"
+            conf.write_text("\n".join([
+                "use chroot = no", "max connections = 16", f"log file = {self.work / f'rsyncd-node-{i}.log'}",
+                "[staging]", f"    path = {self.work / 'staging' / f'node-{i}'}", "    read only = yes",
+                "    uid = root", "    gid = root"]) + "\n")
+            argv = [self.rsync, "--daemon", "--no-detach", f"--config={conf}", f"--address={lab.node_address(i)}",
+                    f"--port={RSYNC_PORT}"]
+            self.rsyncd_cmds.append(f"[{lab.netns(i)}] " + shlex.join(argv))
+            self.rsyncd.append(lab.start_node(i, argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
+        deadline = time.monotonic() + 10
+        for i in range(1, NODES + 1):
+            while True:
+                try:
+                    with socket.create_connection((lab.node_address(i), RSYNC_PORT), timeout=1):
+                        break
+                except OSError:
+                    if time.monotonic() > deadline:
+                        raise SystemExit(f"collect: the rsync daemon of node-{i} does not listen")
+                    time.sleep(0.1)
+
+    # -- recording
+
+    def run_coord(self, argv: list[str], timeout: float, log_path: Path) -> tuple[int, float]:
+        t = time.monotonic()
+        with open(log_path, "w") as out:
+            p = subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+            try:
+                rc = p.wait(timeout=timeout)
+            except subprocess.TimeoutExpired:
+                p.kill()
+                p.wait()
+                raise SystemExit(f"collect: {shlex.join(argv)} did not finish in {timeout:.0f} s; see {log_path}")
+        return rc, time.monotonic() - t
+
+    def record(self, name: str, seconds: int, rig: Path) -> tuple[Path, dict, dict[str, Path]]:
+        takes = self.work / f"takes-{name}"
+        argv = [self.coord, "start-take", "--rig", str(rig), "--seconds", str(seconds), "--takes-dir", str(takes),
+                "--collect-later", "--name", name]
+        log(f"recording: {shlex.join(argv[1:])}")
+        rc, wall = self.run_coord(argv, 120 + 3 * seconds, self.work / f"record-{name}.log")
+        dirs = [d for d in takes.iterdir() if d.is_dir()] if takes.exists() else []
+        if rc != 0 or len(dirs) != 1:
+            raise SystemExit(f"collect: recording {name} failed (exit {rc}): "
+                             f"{(self.work / f'record-{name}.log').read_text()[-2000:]}")
+        take = dirs[0]
+        m = json.loads((take / "manifest.json").read_text())
+        if m.get("collection", {}).get("state") != "pending":
+            raise SystemExit(f"collect: take {take} is not pending collection: {m.get('collection')}")
+        staged: dict[str, Path] = {}
+        for i in range(1, NODES + 1):
+            staged.update(tree_files(self.work / "staging" / f"node-{i}" / m["take_id"]))
+        self.record_argv = argv
+        return take, m, staged
+
+    # -- one timed run of each tool
+
+    def zero_counters(self):
+        for i in range(1, NODES + 1):
+            self.lab.exec(i, ["iptables", "-w", "5", "-Z"], check=True)
+
+    def counters(self) -> dict:
+        """The NFQUEUE rules' packet and byte counters since zero_counters(), each direction summed over the
+        nodes. A GSO super-packet (up to 64 KiB) counts once here; the kernel hands the delayer each of its
+        MTU-sized segments, so the delayer handles about bytes / 1448 packets."""
+        out = {"to_nodes_packets": 0, "to_nodes_bytes": 0, "from_nodes_packets": 0, "from_nodes_bytes": 0}
+        for i in range(1, NODES + 1):
+            text = self.lab.exec(i, ["iptables-save", "-c"], check=True).stdout
+            for line in text.splitlines():
+                if "NFQUEUE" not in line or not line.startswith("["):
+                    continue
+                pk, by = line[1:line.index("]")].split(":")
+                key = "to_nodes" if " -A INPUT " in line else "from_nodes"
+                out[key + "_packets"] += int(pk)
+                out[key + "_bytes"] += int(by)
+        out["from_nodes_bytes_per_rule_hit"] = round(out["from_nodes_bytes"] / max(1, out["from_nodes_packets"]))
+        return out
+
+    def cpu_groups(self, with_rsyncd: bool) -> dict[str, list[int]]:
+        g = {"delayers_cpu_s": self.lab.delayer_pids, "nodes_cpu_s": [p.pid for p in self.node_procs]}
+        if with_rsyncd:
+            g["rsync_daemons_cpu_s"] = [p.pid for p in self.rsyncd]
+        return g
+
+    def warm(self) -> float:
+        """Reads every staging file of the take (not timed), so both tools find it in the page cache: this VM
+        pages out memory left unused for a minute or so. Returns the fraction that was cached before."""
+        cached = total = 0
+        for p in self.staged.values():
+            out = subprocess.run(["fincore", "--bytes", "--noheadings", "--output", "RES,SIZE", str(p)],
+                                 capture_output=True, text=True)
+            with contextlib.suppress(ValueError, IndexError):
+                res, size = out.stdout.split()[:2]
+                cached += int(res)
+                total += int(size)
+            with open(p, "rb") as f:
+                while f.read(8 << 20):
+                    pass
+        return round(cached / total, 3) if total else None
+
+    def quiet(self):
+        if self.args.wait_quiet > 0:
+            q = wait_quiet(self.args.wait_quiet, window_s=2.0, limit_cores=0.2)
+            if not q["quiet"]:
+                log(f"the machine did not get quiet within {self.args.wait_quiet:g} s ({q.get('last')}); measuring anyway")
+            return q
+        return None
+
+    def coord_run(self, label: str, rig: Path, pending: Path, take_id: str, truth: dict[str, str]) -> dict:
+        dest = self.dest_root / label / take_id
+        dest.mkdir(parents=True)
+        shutil.copy2(pending / "manifest.json", dest / "manifest.json")
+        q = self.quiet()
+        warm = self.warm()
+        os.sync()
+        argv = [self.coord, "collect", "--rig", str(rig), str(dest)]
+        self.zero_counters()
+        cpu = CPUMeter(self.cpu_groups(False))
+        cpu.start()
+        rc, wall = self.run_coord(argv, 1800, self.work / f"{label}.log")
+        usage = cpu.finish("coord_cpu_s")
+        res = {"tool": "coord", "seconds": round(wall, 3), "rc": rc, "cpu": usage, "lab_rule_counters": self.counters(),
+               "staging_cached_before_warming": warm}
+        if q is not None:
+            res["waited_for_quiet"] = q
+        m = json.loads((dest / "manifest.json").read_text())
+        run = m.get("collection", {}).get("runs", [{}])[-1]
+        res.update({"status": m.get("status"), "collection_state": m.get("collection", {}).get("state"),
+                    "collector_seconds": run.get("seconds"), "fetched_bytes": run.get("fetched_bytes")})
+        problems = []
+        if rc != 0 or m.get("status") != "complete" or m.get("collection", {}).get("state") != "complete":
+            problems.append(f"coord collect exit {rc}, status {m.get('status')}: "
+                            f"{(self.work / f'{label}.log').read_text()[-1500:]}")
+        listed = {f["path"]: f["sha256"] for c in m.get("cameras", []) for f in c.get("files", [])}
+        if listed != truth:
+            problems.append(f"the manifest's files differ from the staging truth: {sorted(set(listed) ^ set(truth))}")
+        here = tree_files(dest)
+        for path, sha in truth.items():
+            if path not in here:
+                problems.append(f"coord did not bring {path}")
+            elif sha256_file(here[path]) != sha:
+                problems.append(f"coord's copy of {path} does not match its SHA-256")
+        res["verified"] = not problems
+        if problems:
+            res["problems"] = problems
+        res["manifest_sha256"] = listed
+        res["cameras"] = [{"node": c.get("node"), "camera": c.get("camera"), "frames": c.get("frames"),
+                           "dropped": c.get("dropped")} for c in m.get("cameras", [])]
+        return res
+
+    def rsync_run(self, label: str, take_id: str, truth: dict[str, str]) -> dict:
+        dest = self.dest_root / label / take_id
+        dest.mkdir(parents=True)
+        q = self.quiet()
+        warm = self.warm()
+        os.sync()
+        cmds = [[self.rsync, "-a", *self.rsync_extra, f"rsync://{self.lab.node_address(i)}/staging/{take_id}/", f"{dest}/"]
+                for i in range(1, NODES + 1)]
+        self.zero_counters()
+        cpu = CPUMeter(self.cpu_groups(True))
+        cpu.start()
+        t = time.monotonic()
+        procs = [subprocess.Popen(c, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                                  text=True) for c in cmds]
+        outs = []
+        for p in procs:
+            out, _ = p.communicate(timeout=1800)
+            outs.append((p.returncode, out))
+        wall = time.monotonic() - t
+        usage = cpu.finish("rsync_clients_cpu_s")
+        res = {"tool": "rsync", "seconds": round(wall, 3), "rc": [rc for rc, _ in outs], "cpu": usage,
+               "lab_rule_counters": self.counters(), "staging_cached_before_warming": warm,
+               "command": shlex.join(cmds[0]).replace(self.lab.node_address(1), "<node>")}
+        if q is not None:
+            res["waited_for_quiet"] = q
+        problems = [f"rsync from node-{i} exited {rc}: {out.strip()[-500:]}"
+                    for i, (rc, out) in enumerate(outs, 1) if rc != 0]
+        here = tree_files(dest)
+        res["fetched_bytes"] = sum(p.stat().st_size for p in here.values())
+        for path, sha in truth.items():
+            if path not in here:
+                problems.append(f"rsync did not bring {path}")
+            elif sha256_file(here[path]) != sha:
+                problems.append(f"rsync's copy of {path} does not match the manifest's SHA-256")
+        if set(here) - set(truth):
+            problems.append(f"rsync brought files the manifest does not list: {sorted(set(here) - set(truth))}")
+        res["verified"] = not problems
+        if problems:
+            res["problems"] = problems
+        return res
+
+    def drop(self, label: str):
+        if not self.args.keep:
+            shutil.rmtree(self.dest_root / label, ignore_errors=True)
+
+
+def mbps(nbytes: int, seconds: float) -> float:
+    return round(nbytes / seconds / 1e6, 1)
+
+
+def cpu_summary(rounds: list[dict], total: int) -> dict:
+    """Median CPU seconds per GB moved, by party, for each tool; and how many cores the lab's delayers
+    (SCHED_FIFO, so served first) held while each tool ran."""
+    gb = total / 1e9
+    out = {}
+    for tool, own in (("coord", ["coord_cpu_s", "nodes_cpu_s"]), ("rsync", ["rsync_clients_cpu_s", "rsync_daemons_cpu_s"])):
+        runs = [rd[tool] for rd in rounds]
+        med = lambda xs: round(statistics.median(xs), 3)
+        out[tool] = {
+            "tool_cpu_s_per_gb": med([sum(r["cpu"].get(k, 0) for k in own) / gb for r in runs]),
+            **{k.replace("_cpu_s", "") + "_cpu_s_per_gb": med([r["cpu"].get(k, 0) / gb for r in runs]) for k in own},
+            "delayers_cpu_s_per_gb": med([r["cpu"]["delayers_cpu_s"] / gb for r in runs]),
+            "delayers_cores": med([r["cpu"]["delayers_cpu_s"] / r["seconds"] for r in runs]),
+            "machine_busy_fraction": med([r["cpu"]["machine_busy_fraction"] for r in runs]),
+        }
+    return out
+
+
+def git(*args) -> str:
+    return subprocess.run(["git", "-C", str(ROOT), *args], capture_output=True, text=True).stdout.strip()
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--build-dir", default=str(ROOT / ".build/release"), help="where coord and coord-node are")
+    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--delay-ms", type=float, default=0.5, help="lab delay, each packet, each direction")
+    ap.add_argument("--jitter-ms", type=float, default=0.1, help="lab jitter, uniform [0, J) on top of the delay")
+    ap.add_argument("--grain", type=int, default=64, help="coord-node --synthetic-grain (0-64)")
+    ap.add_argument("--size", default="1280x720")
+    ap.add_argument("--fps", type=int, default=15, help="15: four grained 1280x720 cameras keep up on 2 cores (30 drops frames)")
+    ap.add_argument("--codec", default="mjpeg")
+    ap.add_argument("--target-gib", type=float, default=2.0, help="the take's total size at least this")
+    ap.add_argument("--probe-seconds", type=int, default=4, help="length of the take that measures the rate")
+    ap.add_argument("--seconds", type=int, default=None, help="record this long instead of sizing from the probe")
+    ap.add_argument("--calibration", help="a coord-node calibration file (default: $COORD_CALIBRATION, else measure)")
+    ap.add_argument("--sweep", choices=["auto", "always", "never"], default="auto",
+                    help="window 4/8/16 × chunk_kib 256/1024/4096 (and 8 × 512) sweep of coord collect: when the "
+                         "median ratio is below 0.9 (auto), always, never")
+    ap.add_argument("--wait-quiet", type=float, default=60, metavar="S",
+                    help="before each timed run wait up to S s for other processes to use < 0.2 cores (0: never)")
+    ap.add_argument("--work", default="/tmp/coord-bench-collect")
+    ap.add_argument("--dest", help="where the copies go (default: the work directory, on disk)")
+    ap.add_argument("--keep", action="store_true", help="keep the work directory (take, copies, logs)")
+    ap.add_argument("--out", default=str(ROOT / "bench/results/collect.json"))
+    args = ap.parse_args()
+    if os.geteuid() != 0:
+        raise SystemExit("collect: the namespace lab needs root.")
+    if not 0 <= args.grain <= 64:
+        raise SystemExit("collect: --grain must be between 0 and 64.")
+
+    b = Bench(args)
+    t_start = time.monotonic()
+    doc = {"benchmark": "collect", "command": shlex.join([".venv/bin/python", "bench/collect.py", *sys.argv[1:]]),
+           "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+           "git_commit": git("rev-parse", "HEAD"), "git_tree_at_run": git("describe", "--always", "--dirty"),
+           "machine": {"cpus": os.cpu_count(), "kernel": platform.release(), "python": platform.python_version(),
+                       "rsync": subprocess.run([b.rsync, "--version"], capture_output=True, text=True)
+                       .stdout.splitlines()[0]},
+           "coord": binary_identity(b.coord), "coord_node": binary_identity(b.node),
+           "lab": {"nodes": NODES, "delay_ms": args.delay_ms, "jitter_ms": args.jitter_ms},
+           "page_cache": "not dropped: both tools read the staging files from the page cache; `sync` before each "
+                         "timed run (not timed)"}
+    calibration = b.calibration()
+    doc["calibration"] = json.loads(Path(calibration).read_text()) if Path(calibration).is_file() else calibration
+    try:
+        with Lab(nodes=NODES, delay_ms=args.delay_ms, jitter_ms=args.jitter_ms, tag="bench-collect") as lab:
+            b.lab = lab
+            doc["lab"]["prefix"] = lab.prefix
+            doc["lab"]["seed"] = lab.seed
+            b.start_nodes(lab, calibration)
+            doc["node_commands"] = b.node_cmds
+            rig = b.rig_file(b.work / "rig.yaml")
+            doc["rig_file"] = rig.read_text()
+
+            # -- size the take from a probe
+            seconds = args.seconds
+            if seconds is None:
+                ptake, pm, pfiles = b.record("probe", args.probe_seconds, rig)
+                pbytes = sum(p.stat().st_size for p in pfiles.values())
+                per_group = pbytes / max(1, pm["groups"])
+                rate = per_group * args.fps
+                seconds = math.ceil(args.target_gib * GIB / rate * 1.04) + 1
+                doc["probe"] = {"seconds": args.probe_seconds, "groups": pm["groups"], "bytes": pbytes,
+                                "bytes_per_second": round(rate)}
+                log(f"probe: {pbytes / 1e6:.1f} MB in {pm['groups']} groups: {rate / 1e6:.1f} MB/s; "
+                    f"recording {seconds} s for {args.target_gib:g} GiB")
+                for i in range(1, NODES + 1):
+                    shutil.rmtree(b.work / "staging" / f"node-{i}" / pm["take_id"], ignore_errors=True)
+                shutil.rmtree(ptake.parent, ignore_errors=True)
+
+            # -- the take
+            pending, m, staged = b.record("collectbench", seconds, rig)
+            take_id = m["take_id"]
+            b.staged = staged
+            total = sum(p.stat().st_size for p in staged.values())
+            log(f"take {take_id}: {len(staged)} files, {total} bytes ({total / GIB:.2f} GiB); hashing the staging copies")
+            truth = {path: sha256_file(p) for path, p in staged.items()}
+            doc["take"] = {"take_id": take_id, "record_command": shlex.join(b.record_argv).replace(str(b.work), "$WORK"),
+                           "seconds": seconds, "groups": m["groups"], "size": args.size, "fps": args.fps,
+                           "codec": args.codec, "grain": args.grain, "files": len(staged), "bytes": total,
+                           "gib": round(total / GIB, 3),
+                           "bytes_per_file": {k: p.stat().st_size for k, p in staged.items()}}
+            print(f"take {take_id}: {total} bytes ({total / GIB:.2f} GiB) in {len(staged)} files", flush=True)
+            if total < args.target_gib * GIB:
+                log(f"warning: the take is {total / GIB:.2f} GiB, under the {args.target_gib:g} GiB target")
+
+            b.start_rsyncd(lab)
+            doc["rsync_daemon_commands"] = b.rsyncd_cmds
+
+            # -- rounds
+            rounds = []
+            for r in range(1, args.rounds + 1):
+                order = ["coord", "rsync"] if r % 2 == 1 else ["rsync", "coord"]
+                rd = {"round": r, "order": order}
+                for tool in order:
+                    label = f"round{r}-{tool}"
+                    log(f"round {r}: {tool}")
+                    if tool == "coord":
+                        res = b.coord_run(label, rig, pending, take_id, truth)
+                    else:
+                        res = b.rsync_run(label, take_id, truth)
+                    res.pop("manifest_sha256", None)
+                    if tool == "coord" and "cameras" not in doc["take"]:
+                        doc["take"]["cameras"] = res["cameras"]
+                    res.pop("cameras", None)
+                    res["mb_per_s"] = mbps(total, res["seconds"])
+                    rd[tool] = res
+                    log(f"round {r}: {tool} {res['seconds']:.2f} s, {res['mb_per_s']} MB/s, verified {res['verified']}; "
+                        f"cpu {res['cpu']}")
+                    b.drop(label)
+                rd["ratio"] = round(rd["rsync"]["seconds"] / rd["coord"]["seconds"], 3)
+                log(f"round {r}: ratio (rsync time / coord time) {rd['ratio']}")
+                rounds.append(rd)
+            doc["rounds"] = rounds
+            ratios = [rd["ratio"] for rd in rounds]
+            verified = all(rd["coord"]["verified"] and rd["rsync"]["verified"] for rd in rounds)
+            doc["result"] = {
+                "take_bytes": total,
+                "coord_seconds": [rd["coord"]["seconds"] for rd in rounds],
+                "rsync_seconds": [rd["rsync"]["seconds"] for rd in rounds],
+                "coord_mb_per_s": [rd["coord"]["mb_per_s"] for rd in rounds],
+                "rsync_mb_per_s": [rd["rsync"]["mb_per_s"] for rd in rounds],
+                "ratios": ratios,
+                "median_ratio": round(statistics.median(ratios), 3),
+                "target": 0.9,
+                "every_copy_verified": verified,
+                "cpu_per_gb": cpu_summary(rounds, total),
+                "passed": verified and statistics.median(ratios) >= 0.9,
+            }
+            log(f"median ratio {doc['result']['median_ratio']} (target ≥ 0.9); every copy verified: {verified}")
+
+            # -- sweep
+            if args.sweep == "always" or (args.sweep == "auto" and doc["result"]["median_ratio"] < 0.9):
+                sweep = {"rsync_before": None, "runs": [], "rsync_after": None}
+                log("sweep: rsync reference")
+                res = b.rsync_run("sweep-rsync-before", take_id, truth)
+                b.drop("sweep-rsync-before")
+                sweep["rsync_before"] = {"seconds": res["seconds"], "mb_per_s": mbps(total, res["seconds"]),
+                                         "verified": res["verified"], "cpu": res["cpu"]}
+                for window, chunk in [(w, c) for w in (4, 8, 16) for c in (256, 1024, 4096)] + [(8, 512)]:
+                    label = f"sweep-w{window}-c{chunk}"
+                    srig = b.rig_file(b.work / f"rig-{label}.yaml", window=window, chunk_kib=chunk)
+                    log(f"sweep: coord collect, window {window}, chunk_kib {chunk}")
+                    res = b.coord_run(label, srig, pending, take_id, truth)
+                    res.pop("manifest_sha256", None)
+                    res.pop("cameras", None)
+                    b.drop(label)
+                    sweep["runs"].append({"window": window, "chunk_kib": chunk, "seconds": res["seconds"],
+                                          "mb_per_s": mbps(total, res["seconds"]),
+                                          "collector_seconds": res.get("collector_seconds"),
+                                          "verified": res["verified"], "cpu": res["cpu"]})
+                    log(f"sweep: window {window}, chunk {chunk}: {res['seconds']:.2f} s ({mbps(total, res['seconds'])} MB/s)")
+                res = b.rsync_run("sweep-rsync-after", take_id, truth)
+                b.drop("sweep-rsync-after")
+                sweep["rsync_after"] = {"seconds": res["seconds"], "mb_per_s": mbps(total, res["seconds"]),
+                                        "verified": res["verified"], "cpu": res["cpu"]}
+                doc["sweep"] = sweep
+        doc["lab"]["delayer_stats"] = {str(k): v for k, v in lab.delayer_stats.items()}
+    finally:
+        if not args.keep:
+            shutil.rmtree(b.work, ignore_errors=True)
+    doc["wall_s"] = round(time.monotonic() - t_start, 1)
+    text = json.dumps(doc, indent=1)
+    if args.out:
+        Path(args.out).parent.mkdir(parents=True, exist_ok=True)
+        Path(args.out).write_text(text + "\n")
+    print(text)
+    return 0 if doc["result"]["passed"] else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
