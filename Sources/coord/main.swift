@@ -150,18 +150,16 @@ func finishTake(_ outcome: TakeOutcome, console: Console) throws {
     }
 }
 
-/// The first thing that makes a take partial, in one phrase: a damaged or missing file first, as the operator
-/// can act on it (`coord collect`).
+/// What makes a take partial, in one phrase: a file collection could not bring first (the operator can act on
+/// it: `coord collect`), otherwise the earliest cause in the take's events.
 func partialCause(_ manifest: TakeManifest) -> String {
-    let order = ["file-damaged", "file-missing", "collect-failed", "incomplete", "node-failed", "camera-error", "node-unfinished"]
-    for kind in order {
-        if let e = manifest.events.first(where: { $0.kind == kind }) {
-            let who = [e.node, e.camera].filter { !$0.isEmpty }.joined(separator: "/")
-            let detail = e.detail.hasSuffix(".") ? String(e.detail.dropLast()) : e.detail
-            return kind.hasPrefix("file-") ? detail : "\(who) \(detail)"
-        }
-    }
-    return "see manifest.json"
+    let fileKinds: Set<String> = ["file-damaged", "file-missing", "collect-failed"]
+    let causes: Set<String> = ["incomplete", "node-failed", "camera-error", "node-unfinished"]
+    let event = manifest.events.first { fileKinds.contains($0.kind) } ?? manifest.events.first { causes.contains($0.kind) }
+    guard let e = event else { return "see manifest.json" }
+    let detail = e.detail.hasSuffix(".") ? String(e.detail.dropLast()) : e.detail
+    if e.kind.hasPrefix("file-") { return detail }
+    return "\([e.node, e.camera].filter { !$0.isEmpty }.joined(separator: "/")) \(detail)"
 }
 
 /// Ctrl-C or SIGTERM while recording: stop every camera at one instant and collect as usual. Before the

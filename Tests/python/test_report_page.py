@@ -268,7 +268,7 @@ def test_eventful_take_draws_sixteen_distinguishable_cameras(tmp_path):
     assert html.count("<svg") == 4
     assert "&lt;to cool node-6&gt;" in html, "event details are escaped"
     verdict = re.search(r'<p class="verdict bad">(.*?)</p>', html).group(1)
-    assert verdict.startswith("Partial take: ") and "node-7/cam1.frames.csv is missing" in verdict
+    assert verdict.startswith("Partial take: ") and "node-7/cam1.frames.csv did not arrive" in verdict
     assert 'class="hot"' in html, "a resource at cost 0.85 is highlighted"
 
     colors = camera_colors(html)
