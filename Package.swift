@@ -27,8 +27,8 @@ let package = Package(
 
         // One Swift funnel per C library.
         .target(name: "ZeroMQ", dependencies: ["CZeroMQ", "Platform"]),
-        // Host clocks, sleeping to an instant, eventfd wake-ups.
-        .target(name: "Platform"),
+        // Host clocks, sleeping to an instant, eventfd wake-ups, file checksums.
+        .target(name: "Platform", dependencies: [.product(name: "Crypto", package: "swift-crypto")]),
         .target(name: "V4L2", dependencies: ["CV4L2"]),
 
         // Pure domain: no sockets, files, clocks or C.

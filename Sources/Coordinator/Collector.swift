@@ -184,7 +184,7 @@ final class Collector: @unchecked Sendable {
             }
             let (final, partial) = (finalURL(path), partialURL(path))
             let finalBytes = Self.size(final)
-            let sha = finalBytes == file.bytes ? (try? Self.hash(final).sha256) : nil
+            let sha = finalBytes == file.bytes ? (try? FileDigest.sha256(of: final).sha256) : nil
             let action = FileAction.decide(expectedBytes: file.bytes, expectedSHA256: file.sha256,
                                            final: finalBytes.map { ($0, sha) }, partialBytes: Self.size(partial))
             switch action {
@@ -225,22 +225,9 @@ final class Collector: @unchecked Sendable {
     static func verifiedLocally(_ known: [TakeManifest.File], in directory: URL) -> [TakeManifest.File] {
         known.filter { file in
             let url = directory.appendingPathComponent(file.path)
-            guard size(url) == file.bytes, let digest = try? hash(url) else { return false }
+            guard size(url) == file.bytes, let digest = try? FileDigest.sha256(of: url) else { return false }
             return digest.sha256 == file.sha256
         }
-    }
-
-    /// Size and SHA-256 of a file in the take directory.
-    static func hash(_ url: URL) throws -> (bytes: UInt64, sha256: String) {
-        let handle = try FileHandle(forReadingFrom: url)
-        defer { try? handle.close() }
-        var hasher = SHA256()
-        var total: UInt64 = 0
-        while let data = try handle.read(upToCount: 4 << 20), !data.isEmpty {
-            hasher.update(data: data)
-            total += UInt64(data.count)
-        }
-        return (total, hasher.finalize().map { String(format: "%02x", $0) }.joined())
     }
 
     // MARK: fetching
@@ -416,7 +403,7 @@ final class Collector: @unchecked Sendable {
     private func finish(_ sink: Sink, index: Int, schedule: inout ChunkSchedule, into result: inout NodeResult, node: String) {
         let file = sink.fetch.file
         let partial = partialURL(file.path)
-        let sha = sink.hasher.finalize().map { String(format: "%02x", $0) }.joined()
+        let sha = FileDigest.hex(sink.hasher.finalize())
         do {
             try sink.handle?.synchronize()
         } catch {

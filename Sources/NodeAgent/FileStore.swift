@@ -1,5 +1,4 @@
 import CoordCore
-import Crypto
 import Foundation
 import Platform
 
@@ -39,22 +38,12 @@ struct FileStore {
     }
 
     static func hash(_ url: URL) throws(NodeFailure) -> (UInt64, String) {
-        guard let handle = try? FileHandle(forReadingFrom: url) else {
-            throw NodeFailure(.io, "cannot read \(url.path) to checksum it.")
+        do {
+            let digest = try FileDigest.sha256(of: url)
+            return (digest.bytes, digest.sha256)
+        } catch {
+            throw NodeFailure(.io, "\(error)")
         }
-        defer { try? handle.close() }
-        var hasher = SHA256()
-        var total: UInt64 = 0
-        while true {
-            let chunk: Data
-            do { chunk = try handle.read(upToCount: 1 << 20) ?? Data() } catch {
-                throw NodeFailure(.io, "reading \(url.path) failed: \(reason(error)).")
-            }
-            if chunk.isEmpty { break }
-            hasher.update(data: chunk)
-            total += UInt64(chunk.count)
-        }
-        return (total, hasher.finalize().map { String(format: "%02x", $0) }.joined())
     }
 
     func read(takeID: String, path: String, offset: UInt64, length: Int) throws(NodeFailure) -> (Data, eof: Bool) {

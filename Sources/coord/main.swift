@@ -356,19 +356,29 @@ struct RigStatusCommand: AsyncParsableCommand {
         abstract: "Ask every node of a rig what it is doing.",
         discussion: "Exits 0 when every node answered, 1 when one did not.")
 
-    @Option(help: "The rig file (YAML).") var rig: String
-    @Option(help: "Seconds to wait for each node's answer.") var timeout: Double = 3
+    @OptionGroup var query: RigQueryOptions
 
     func run() async throws {
         bootstrapLogging(false)
-        guard timeout > 0 else { throw usageError("--timeout must be positive (got \(timeout)).") }
-        let file = try loadRig(rig)
-        let reports = await RigStatus.query(file.spec, timeout: timeout)
+        let file = try query.load()
+        let reports = await RigStatus.query(file.spec, timeout: query.timeout)
         print(RigStatus.table(reports))
         if let problem = RigStatus.problem(reports) {
             FileHandle.standardError.write(Data("coord: \(problem)\n".utf8))
             throw ExitCode(1)
         }
+    }
+}
+
+/// `--rig` and `--timeout` of the commands that ask every node something and wait a bounded time.
+struct RigQueryOptions: ParsableArguments {
+    @Option(help: "The rig file (YAML).") var rig: String
+    @Option(help: "Seconds to wait for each node's answer.") var timeout: Double = 3
+
+    /// The rig file, after checking the timeout; exit 2 with one sentence otherwise.
+    func load() throws -> RigFile {
+        guard timeout > 0 else { throw usageError("--timeout must be positive (got \(timeout)).") }
+        return try loadRig(rig)
     }
 }
 
@@ -382,16 +392,14 @@ struct StopTake: AsyncParsableCommand {
         the take acknowledged the stop (or nothing was recording), 1 otherwise, naming the node.
         """)
 
-    @Option(help: "The rig file (YAML).") var rig: String
-    @Option(help: "Seconds to wait for each node's answer.") var timeout: Double = 3
+    @OptionGroup var query: RigQueryOptions
 
     func run() async throws {
         bootstrapLogging(false)
-        guard timeout > 0 else { throw usageError("--timeout must be positive (got \(timeout)).") }
-        let file = try loadRig(rig)
+        let file = try query.load()
         let outcomes: [RigStop.Outcome]
         do {
-            outcomes = try await RigStop.stop(file.spec, timeout: timeout)
+            outcomes = try await RigStop.stop(file.spec, timeout: query.timeout)
         } catch {
             throw exitStatus(for: error)
         }
