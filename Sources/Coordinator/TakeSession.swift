@@ -70,6 +70,7 @@ public final class TakeSession: @unchecked Sendable {
     private let eventLock = NSLock()
     private var isRecording = false
     private var stopRequested = false
+    private var collecting: URL?
     private var responder = PressureResponder(policy: PressurePolicy(), cameras: [])
     private var budgetSummary: TakeManifest.BudgetSummary?
     /// How many of each node's own events are already in the take's events.
@@ -264,6 +265,7 @@ public final class TakeSession: @unchecked Sendable {
                                        tracker: tracker, finalStatus: finalStatus)
         manifest.timecode = timecode
         try TakeDirectoryWriter(directory: directory).writePending(manifest)
+        setCollecting(directory)
         if request.collectLater {
             console.step("the files stay on the nodes; collect them with: coord collect --rig RIG.yaml \(directory.path)")
             return TakeOutcome(directory: directory, manifest: manifest, report: SyncReport(groups: groups, grid: grid, inputs: []))
@@ -363,6 +365,17 @@ public final class TakeSession: @unchecked Sendable {
         guard isRecording else { return false }
         stopRequested = true
         return true
+    }
+
+    /// The take directory once recording has ended and collection is under way (nil before).
+    public func collectingTake() -> URL? {
+        eventLock.lock()
+        defer { eventLock.unlock() }
+        return collecting
+    }
+
+    private func setCollecting(_ directory: URL) {
+        eventLock.lock(); collecting = directory; eventLock.unlock()
     }
 
     private func setRecording(_ value: Bool) {

@@ -474,7 +474,9 @@ public final class NodeAgent: @unchecked Sendable {
 
     private func abort(_ message: Coord_V1_Abort) throws(NodeFailure) {
         lock.lock()
-        let wasRecording = machine.state == .recording
+        // Only a take that never started recording leaves nothing worth keeping; a recording, finished (not yet
+        // collected) or failed take keeps its files for `coord collect`.
+        let wasRecording = ![.configured, .armed].contains(machine.state)
         try machine.abort(takeID: message.takeID)
         let toStop = recorders
         recorders = []

@@ -114,6 +114,9 @@ struct Demo: AsyncParsableCommand {
                 // Exit at once: the nodes finalize their open files on SIGTERM and exit by themselves.
                 rig.terminateNow()
                 return "the take is abandoned; whatever the nodes recorded stays in \(rig.staging.path)."
+            } collectionInterrupted: { directory in
+                rig.terminateNow()
+                return "the take in \(directory.path) is incomplete; every file the nodes recorded stays in \(rig.staging.path)."
             }
         } catch {
             rig.stop()
@@ -130,9 +133,10 @@ struct Demo: AsyncParsableCommand {
 /// Ctrl-C handled. `abandon` runs on a second interrupt (or one before recording starts) and returns the
 /// sentence printed before exiting 130.
 func recordTake(endpoints: [String], request: TakeRequest, console: Console,
-                abandon: @escaping @Sendable () -> String) async throws -> TakeOutcome {
+                abandon: @escaping @Sendable () -> String,
+                collectionInterrupted: @escaping @Sendable (URL) -> String) async throws -> TakeOutcome {
     let session = TakeSession(endpoints: endpoints, request: request, console: console, logger: Logger(label: "coord"))
-    let interrupts = handleInterrupts(session: session, abandon: abandon)
+    let interrupts = handleInterrupts(session: session, abandon: abandon, collectionInterrupted: collectionInterrupted)
     defer { interrupts.forEach { $0.cancel() } }
     return try await session.run()
 }
@@ -164,7 +168,8 @@ func partialCause(_ manifest: TakeManifest) -> String {
 
 /// Ctrl-C or SIGTERM while recording: stop every camera at one instant and collect as usual. Before the
 /// recording starts, or a second time: `abandon` deals with the nodes, and coord leaves.
-func handleInterrupts(session: TakeSession, abandon: @escaping @Sendable () -> String) -> [DispatchSourceSignal] {
+func handleInterrupts(session: TakeSession, abandon: @escaping @Sendable () -> String,
+                      collectionInterrupted: @escaping @Sendable (URL) -> String) -> [DispatchSourceSignal] {
     let count = InterruptCount()
     return [SIGINT, SIGTERM].map { (number: Int32) -> DispatchSourceSignal in
         _ = Glibc.signal(number, SIG_IGN)
@@ -174,6 +179,12 @@ func handleInterrupts(session: TakeSession, abandon: @escaping @Sendable () -> S
             if count.add(Int(source.data)) == 1 && session.requestStop() {
                 FileHandle.standardError.write(Data("\ncoord: interrupted; stopping every camera at one instant and collecting (interrupt again to abandon the take).\n".utf8))
                 return
+            }
+            // Recording is over: nothing is abandoned. Every node keeps what it has not seen verified, and the
+            // partial copies here are resumed by the next collection.
+            if let directory = session.collectingTake() {
+                FileHandle.standardError.write(Data("\ncoord: interrupted while collecting; \(collectionInterrupted(directory))\n".utf8))
+                Glibc.exit(130)
             }
             let outcome = abandon()
             FileHandle.standardError.write(Data("\ncoord: interrupted; \(outcome)\n".utf8))
@@ -259,6 +270,8 @@ struct StartTake: AsyncParsableCommand {
                 return missed.isEmpty
                     ? "the take is abandoned; every node dropped it and keeps whatever it recorded in its staging area."
                     : "the take is abandoned, but \(missed.joined(separator: ", ")) could not be told and may still be recording."
+            } collectionInterrupted: { [rig] directory in
+                "the files stay on the nodes. Finish with: coord collect --rig \(rig) \(directory.path)"
             }
         } catch let error as CoordError {
             throw exitStatus(for: naming(error, in: spec))

@@ -299,3 +299,28 @@ def test_stop_take_stops_every_camera_on_one_group_and_start_take_collects(tmp_p
     # Again: nothing is recording now.
     r = run_coord("stop-take", "--rig", rig_path)
     assert r.returncode == 0 and "nothing to stop" in r.stdout
+
+
+def test_ctrl_c_while_collecting_loses_nothing_and_coord_collect_finishes(tmp_path, rig):
+    from test_budget_pressure import Coordinator
+    slow = "collect:\n  chunk_kib: 64\n  max_mb_per_s: 0.5\n"
+    rig_path = rig_file(tmp_path / "rig.yaml", [("left", rig[0], ""), ("right", rig[1], "")], slow)
+    takes = tmp_path / "takes"
+    session = Coordinator("start-take", "--rig", rig_path, "--seconds", "3", "--takes-dir", takes)
+    try:
+        session.wait_for(r"^collecting .* from 2 node", timeout=60)
+        session.proc.send_signal(signal.SIGINT)
+        code, rest = session.finish(timeout=30)
+    finally:
+        session.kill()
+    assert code == 130, session.seen[-10:]
+    assert "coord collect --rig" in rest, rest
+    take = take_dir(takes)
+    take_id = manifest(take)["take_id"]
+    # Nothing was abandoned: every node still holds every file of the take.
+    assert len(staged(rig[0], take_id)) == 4 and len(staged(rig[1], take_id)) == 2
+    fast = rig_file(tmp_path / "rig-fast.yaml", [("left", rig[0], ""), ("right", rig[1], "")])
+    r = run_coord("collect", "--rig", fast, take)
+    assert r.returncode == 0, r.stderr
+    assert manifest(take)["status"] == "complete"
+    assert_take_ok(take)

@@ -220,3 +220,20 @@ def test_a_vanished_coordinator_loses_no_frame(node, zctx, pb):
         assert hashlib.sha256(data).hexdigest() == mkv.sha256
     finally:
         later.close()
+
+
+def test_abort_keeps_a_recorded_take_and_drops_one_that_never_started(node, client, pb):
+    # A finished take not yet collected: an abort (e.g. from a coordinator that gave up) must not cost its files.
+    take_id = new_take_id("abort-kept")
+    record_take(client, take_id)
+    listed = client.call("list_files", pb.ListFiles(take_id=take_id), "file_list")
+    client.call("abort", pb.Abort(take_id=take_id, reason="pytest"), "ack")
+    after = client.call("list_files", pb.ListFiles(take_id=take_id), "file_list")
+    assert [(f.path, f.sha256) for f in after.files] == [(f.path, f.sha256) for f in listed.files]
+    assert (node.staging / take_id).is_dir()
+
+    # Armed, never started: nothing was recorded, and the empty files go.
+    other = new_take_id("abort-dropped")
+    configure_and_arm(client, other)
+    client.call("abort", pb.Abort(take_id=other, reason="pytest"), "ack")
+    assert not (node.staging / other).exists()
