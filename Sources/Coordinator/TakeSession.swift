@@ -272,19 +272,14 @@ public final class TakeSession: @unchecked Sendable {
         }
 
         // 9. Collect, write manifest, report, page and timeline, and let the nodes release what arrived intact.
-        var linksByNode: [String: NodeLink] = [:]
-        var unreachable: [String: String] = [:]
-        for plan in plans {
-            if unfinished.contains(plan.name) {
-                unreachable[plan.name] = "node \(plan.name) did not finish the take, so its files were not collected"
-            } else {
-                linksByNode[plan.name] = plan.link
-            }
-        }
+        // Every node is asked, also one that failed or went quiet: what it recorded before is worth having, and
+        // one that does not answer is named within seconds.
+        if !unfinished.isEmpty { console.step("collecting what \(unfinished.sorted().joined(separator: ", ")) recorded as well") }
+        let linksByNode = Dictionary(uniqueKeysWithValues: plans.map { ($0.name, $0.link) })
         let lock = try CollectLock(directory: directory, takeID: takeID)
         defer { lock.release() }
         let (finished, report) = try await TakeCollection.run(directory: directory, manifest: manifest, links: linksByNode,
-                                                              unreachable: unreachable, policy: request.collectPolicy, console: console)
+                                                              policy: request.collectPolicy, console: console)
         return TakeOutcome(directory: directory, manifest: finished, report: report)
     }
 
