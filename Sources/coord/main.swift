@@ -485,6 +485,15 @@ struct Report: ParsableCommand {
 
     func run() throws {
         let dir = URL(fileURLWithPath: takeDirectory)
+        let manifestURL = dir.appendingPathComponent("manifest.json")
+        if FileManager.default.fileExists(atPath: manifestURL.path),
+           !FileManager.default.fileExists(atPath: dir.appendingPathComponent("sync-report.json").path),
+           let data = try? Data(contentsOf: manifestURL), let manifest = try? JSONDecoder().decode(TakeManifest.self, from: data),
+           manifest.collection?.state == .pending {
+            // Recorded, never collected: the report is made from the collected frames.
+            FileHandle.standardError.write(Data("coord: take \(manifest.takeID) has not been collected yet, so it has no report; run coord collect --rig RIG.yaml \(takeDirectory).\n".utf8))
+            throw ExitCode(1)
+        }
         for file in ["manifest.json", "sync-report.json"]
         where !FileManager.default.fileExists(atPath: dir.appendingPathComponent(file).path) {
             FileHandle.standardError.write(Data("coord: \(takeDirectory) has no \(file); it is not a coord take directory.\n".utf8))
@@ -514,11 +523,26 @@ struct Report: ParsableCommand {
         } catch let error as ExitCode {
             throw error
         } catch let error as DecodingError {
-            FileHandle.standardError.write(Data("coord: \(takeDirectory) does not hold a readable coord take: \(error).\n".utf8))
+            FileHandle.standardError.write(Data("coord: \(takeDirectory) does not hold a readable coord take: \(decodingSentence(error)).\n".utf8))
             throw ExitCode(2)
         } catch {
             FileHandle.standardError.write(Data("coord: cannot read the take in \(takeDirectory): \(reason(error)).\n".utf8))
             throw ExitCode(2)
         }
+    }
+}
+
+/// A JSON decoding failure as the end of a sentence: which key, and what is wrong with it.
+func decodingSentence(_ error: DecodingError) -> String {
+    func path(_ keys: [CodingKey]) -> String {
+        keys.map { $0.intValue.map { "[\($0)]" } ?? ".\($0.stringValue)" }.joined().trimmingCharacters(in: CharacterSet(charactersIn: "."))
+    }
+    switch error {
+    case .keyNotFound(let key, let context): return "the key \(path(context.codingPath + [key])) is missing"
+    case .typeMismatch(_, let context), .valueNotFound(_, let context):
+        return "the value of \(path(context.codingPath)) has the wrong type"
+    case .dataCorrupted(let context):
+        return context.codingPath.isEmpty ? "it is not valid JSON" : "the value of \(path(context.codingPath)) is not valid"
+    @unknown default: return "\(error)"
     }
 }

@@ -71,6 +71,8 @@ def test_collect_later_leaves_the_files_on_the_nodes_until_coord_collect(tmp_pat
     assert all(c["files"] == [] for c in m["cameras"])
     assert not list(take.glob("*/*.mkv"))
     assert len(staged(rig[0], m["take_id"])) == 4 and len(staged(rig[1], m["take_id"])) == 2
+    r = run_coord("report", take)
+    assert r.returncode == 1 and "has not been collected yet" in r.stderr and "coord collect" in r.stderr, r.stderr
 
     r = run_coord("collect", "--rig", rig_path, take)
     assert r.returncode == 0, r.stderr
