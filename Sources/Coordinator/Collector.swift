@@ -247,6 +247,8 @@ final class Collector: @unchecked Sendable {
         var written: UInt64 = 0
         var fetchedBytes: UInt64 = 0
         var attempts = 1
+        /// Where this run really started: the partial copy's usable length (0 if it could not be read).
+        var resumedFrom: UInt64 = 0
         var pending: [UInt64: Data] = [:]
         init(fetch: Fetch) { self.fetch = fetch }
     }
@@ -347,7 +349,7 @@ final class Collector: @unchecked Sendable {
             sink.handle = nil
             result.missing.append(.init(path: sink.fetch.file.path, node: node.name,
                                         reason: "\(result.failure ?? "collection stopped"); \(formatBytes(sink.written)) of \(formatBytes(sink.fetch.file.bytes)) arrived and will be resumed"))
-            result.runs.append(.init(path: sink.fetch.file.path, fromOffset: sink.fetch.from, fetchedBytes: sink.fetchedBytes,
+            result.runs.append(.init(path: sink.fetch.file.path, fromOffset: sink.resumedFrom, fetchedBytes: sink.fetchedBytes,
                                      attempts: sink.attempts, verified: false))
         }
         return result
@@ -378,6 +380,7 @@ final class Collector: @unchecked Sendable {
                 throw CoordError(.failure, "cannot read the partial copy \(partial.path): \(reason(error)).")
             }
             sink.handle = handle
+            sink.resumedFrom = sink.written
             return
         }
         guard FileManager.default.createFile(atPath: partial.path, contents: nil), let handle = try? FileHandle(forWritingTo: partial) else {
@@ -432,7 +435,7 @@ final class Collector: @unchecked Sendable {
             try? sink.handle?.close()
             sink.handle = nil
             try? FileManager.default.removeItem(at: partial)
-            result.runs.append(.init(path: file.path, fromOffset: sink.fetch.from, fetchedBytes: sink.fetchedBytes,
+            result.runs.append(.init(path: file.path, fromOffset: sink.resumedFrom, fetchedBytes: sink.fetchedBytes,
                                      attempts: sink.attempts, verified: false))
             result.missing.append(.init(path: file.path, node: node,
                                         reason: "\(file.path) does not match node \(node)'s checksum after \(sink.attempts) fetches (got sha256 \(sha.prefix(12))…, expected \(file.sha256.prefix(12))…); the node keeps its copy"))
@@ -450,7 +453,7 @@ final class Collector: @unchecked Sendable {
             return
         }
         result.verified.append(file)
-        result.runs.append(.init(path: file.path, fromOffset: sink.fetch.from, fetchedBytes: sink.fetchedBytes,
+        result.runs.append(.init(path: file.path, fromOffset: sink.resumedFrom, fetchedBytes: sink.fetchedBytes,
                                  attempts: sink.attempts, verified: true))
     }
 
@@ -458,7 +461,7 @@ final class Collector: @unchecked Sendable {
         try? sink.handle?.close()
         sink.handle = nil
         result.missing.append(.init(path: sink.fetch.file.path, node: node, reason: reason))
-        result.runs.append(.init(path: sink.fetch.file.path, fromOffset: sink.fetch.from, fetchedBytes: sink.fetchedBytes,
+        result.runs.append(.init(path: sink.fetch.file.path, fromOffset: sink.resumedFrom, fetchedBytes: sink.fetchedBytes,
                                  attempts: sink.attempts, verified: false))
     }
 
