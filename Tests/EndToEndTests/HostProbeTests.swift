@@ -228,8 +228,9 @@ struct FakeRoot {
 
 // Nested so that `--filter HostProbe` runs them with the probe.
 extension HostProbeTests {
-    /// The calibration file and the measurement that fills it.
-    @Suite struct CalibrationTests {
+    /// The calibration file and the measurement that fills it. Serialized: a test checks that no scratch file of
+    /// this process is left in /dev/shm, which another calibration running beside it would still be writing.
+    @Suite(.serialized) struct CalibrationTests {
         let sample = Calibration(diskWriteBytesPerSecond: 812e6,
                                  encode: ["mjpeg": .init(pixelsPerSecond: 180e6, bytesPerPixel: 0.21),
                                           "h264": .init(pixelsPerSecond: 90e6, bytesPerPixel: 0.05)],
