@@ -24,13 +24,25 @@ public struct NodeTakeMachine: Sendable {
 
     public init() {}
 
-    public mutating func configure(takeID: String) throws(NodeFailure) {
+    /// How long a configured take holds the node against another take: a coordinator arms within seconds of
+    /// configuring, and one that vanished must not block the node for long.
+    public static let configureLeaseMicroseconds: Int64 = 10_000_000
+    private var configuredAt: Int64 = 0
+
+    /// Takes the node for `takeID`. Refused while another take is armed or recording, and while another take was
+    /// configured less than the lease ago, so of two coordinators racing for one rig the first to reach a node
+    /// keeps it. `now` is any monotonic clock in µs.
+    public mutating func configure(takeID: String, at now: Int64) throws(NodeFailure) {
         switch state {
         case .armed, .recording:
             throw NodeFailure(.badState, "cannot configure take \(takeID): take \(self.takeID ?? "?") is \(state.rawValue) on this node.")
+        case .configured where self.takeID != takeID && now - configuredAt < Self.configureLeaseMicroseconds:
+            let age = max(0, now - configuredAt) / 1000
+            throw NodeFailure(.badState, "cannot configure take \(takeID): this node was configured for take \(self.takeID ?? "?") \(age) ms ago by another start (it is released if not armed within \(Self.configureLeaseMicroseconds / 1_000_000) s).")
         default:
             state = .configured
             self.takeID = takeID
+            configuredAt = now
         }
     }
 

@@ -56,6 +56,48 @@ public enum Wire {
         }
     }
 
+    /// Refuses a request whose take id, camera or file path is not a CONTRACT §4 name before it reaches the
+    /// node: a take id becomes a directory name, so "..", "/" or an empty one must never get that far.
+    public static func checkNames(_ envelope: Envelope) throws(NodeFailure) {
+        func take(_ id: String) throws(NodeFailure) {
+            guard RigName.isValid(id) else {
+                throw NodeFailure(.badConfig, "take id \"\(Echo.short(id))\" is not allowed: a take id is 1 to 64 of A-Z a-z 0-9 . _ - and not . or ..")
+            }
+        }
+        func camera(_ name: String) throws(NodeFailure) {
+            if let problem = RigName.problem(with: Echo.short(name), kind: "camera"), !RigName.isValid(name) {
+                throw NodeFailure(.badConfig, problem + ".")
+            }
+        }
+        func path(_ path: String, in takeID: String) throws(NodeFailure) {
+            let parts = path.split(separator: "/", omittingEmptySubsequences: false)
+            guard parts.count == 2, parts.allSatisfy({ RigName.isValid(String($0)) }) else {
+                throw NodeFailure(.notFound, "no file \"\(Echo.short(path))\" in take \(takeID): paths are <node>/<file>.")
+            }
+        }
+        switch envelope.body {
+        case .configure(let m):
+            try take(m.takeID)
+            for c in m.cameras { try camera(c.camera) }
+        case .arm(let m): try take(m.takeID)
+        case .clockUpdate(let m): try take(m.takeID)
+        case .startAt(let m): try take(m.takeID)
+        case .adjustCamera(let m):
+            try take(m.takeID)
+            try camera(m.camera)
+        case .stopAt(let m): try take(m.takeID)
+        case .abort(let m): try take(m.takeID)
+        case .listFiles(let m): try take(m.takeID)
+        case .fetchChunk(let m):
+            try take(m.takeID)
+            try path(m.path, in: m.takeID)
+        case .confirmCollected(let m):
+            try take(m.takeID)
+            for f in m.files { try path(f.path, in: m.takeID) }
+        default: break
+        }
+    }
+
     public static func error(_ requestID: UInt64, _ failure: NodeFailure) -> Envelope {
         var e = Coord_V1_Error()
         e.code = failure.code.wire
@@ -248,5 +290,14 @@ extension Calibration {
         w.cpuCount = UInt32(clamping: cpuCount)
         w.measuredAt = measuredAt
         return w
+    }
+}
+
+/// What an error reply or log line may repeat of a peer's input: a short prefix, never the whole of it.
+public enum Echo {
+    public static let limit = 64
+
+    public static func short(_ text: String) -> String {
+        text.count <= limit ? text : String(text.prefix(limit)) + "… (\(text.utf8.count) bytes)"
     }
 }

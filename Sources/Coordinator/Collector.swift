@@ -161,10 +161,23 @@ final class Collector: @unchecked Sendable {
         }
         var l = Coord_V1_ListFiles()
         l.takeID = takeID
-        // A node that restarted hashes its files to list them: allow for a large take.
-        let (reply, _) = try await link.request(.listFiles(l), timeout: 300, what: "the file list")
-        guard case .fileList(let list) = reply.body else {
-            throw CoordError(.failure, "node \(node.name) answered the file list with something else.")
+        // A take the node has no checksums for yet (recorded before an upgrade, or repaired after a crash) is
+        // checksummed by the node in the background: its list is not final until then, so ask again.
+        let patience = MonotonicClock.now() + 600_000_000
+        var said = false
+        var list: Coord_V1_FileList
+        while true {
+            let (reply, _) = try await link.request(.listFiles(l), timeout: 10, what: "the file list")
+            guard case .fileList(let answer) = reply.body else {
+                throw CoordError(.failure, "node \(node.name) answered the file list with something else.")
+            }
+            list = answer
+            if list.final { break }
+            guard MonotonicClock.now() < patience else {
+                throw CoordError(.failure, "node \(node.name) did not finish checksumming the files of take \(takeID) within 10 minutes.")
+            }
+            if !said { console.step("  node \(node.name) is checksumming its files of take \(takeID)"); said = true }
+            try await Task.sleep(nanoseconds: 250_000_000)
         }
         var plan = NodePlan(listed: true)
         var truth: [String: TakeManifest.File] = [:]

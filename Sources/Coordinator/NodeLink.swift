@@ -32,7 +32,6 @@ public final class NodeLink: @unchecked Sendable {
     private var outgoing: [Outgoing] = []
     private var closing = false
     private var nextID: UInt64 = 1
-    private var thread: Thread?
     private let finished = DispatchSemaphore(value: 0)
 
     public init(endpoint: String, context: ZMQContext) throws {
@@ -52,7 +51,6 @@ public final class NodeLink: @unchecked Sendable {
         }
         let thread = Thread { [self] in serve(socket) }
         thread.name = "link-\(endpoint)"
-        self.thread = thread
         thread.start()
     }
 

@@ -168,11 +168,18 @@ public final class TakeSession: @unchecked Sendable {
         let period = FrameGrid.period(fps: request.fps)
         let plannedGroups = Int64((request.seconds * 1_000_000 / Double(period)).rounded())
         guard plannedGroups >= 1 else { throw CoordError(.usage, "--seconds \(request.seconds) is shorter than one frame.") }
-        let configured = await eachNodeResult(plans) { plan in
+        let configure: @Sendable (NodePlan) async throws -> Void = { plan in
             var c = Coord_V1_Configure()
             c.takeID = takeID
             c.cameras = plan.cameras.map(\.wire)
             _ = try await plan.link.request(.configure(c), timeout: 5, what: "the configuration")
+        }
+        // The rig file's first node first: a node holds a configured take against others for a while, so of two
+        // coordinators starting on one rig at once the one that takes this node goes on and the other stops here,
+        // before it has touched any other node.
+        var configured = await eachNodeResult(Array(plans.prefix(1)), configure)
+        if configured.allSatisfy({ $0.failure == nil }) {
+            configured += await eachNodeResult(Array(plans.dropFirst()), configure)
         }
         if let failure = configured.compactMap({ $0.failure }).first {
             await abortAll(plans, takeID: takeID, reason: "a node could not be configured")

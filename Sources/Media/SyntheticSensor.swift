@@ -61,7 +61,6 @@ public final class SyntheticSensor: CameraSource, @unchecked Sendable {
     private var queue: [Capture] = []
     private let available = NSCondition()
     private var running = false
-    private var thread: Thread?
     private var pendingPeriod: Double?
     private var random: SeededRandom
     /// The grain's xorshift64 state (only the sensor thread touches it).
@@ -105,7 +104,6 @@ public final class SyntheticSensor: CameraSource, @unchecked Sendable {
         }
         thread.name = "sensor-\(spec.ordinal)"
         thread.qualityOfService = .userInteractive
-        self.thread = thread
         thread.start()
     }
 

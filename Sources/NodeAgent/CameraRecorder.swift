@@ -64,7 +64,6 @@ final class CameraRecorder: @unchecked Sendable {
     private var requestedSlows: [(every: Int, from: Int64)] = []
     private var requestedDisable: Int64?
     private var abandon = false
-    private var thread: Thread?
     /// Entered when the recorder's thread starts, left when its files are final.
     private let running = DispatchGroup()
     /// Signalled once the source has started (or failed to); `startFailure` says why it failed.
@@ -190,7 +189,6 @@ final class CameraRecorder: @unchecked Sendable {
             running.leave()
         }
         thread.name = "record-\(settings.camera)"
-        self.thread = thread
         thread.start()
     }
 

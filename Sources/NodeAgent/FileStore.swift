@@ -9,29 +9,103 @@ struct FileStore {
 
     func takeDirectory(_ takeID: String) -> URL { root.appendingPathComponent(takeID, isDirectory: true) }
 
+    /// The take's directory, refused unless the take id is a CONTRACT §4 name and the directory, symlinks
+    /// followed, lies inside the staging area.
+    func existingTakeDirectory(_ takeID: String) throws(NodeFailure) -> URL {
+        guard RigName.isValid(takeID) else {
+            throw NodeFailure(.badConfig, "take id \"\(takeID.prefix(64))\" is not allowed: a take id is 1 to 64 of A-Z a-z 0-9 . _ -")
+        }
+        let directory = takeDirectory(takeID)
+        guard FileManager.default.fileExists(atPath: directory.path) else {
+            throw NodeFailure(.notFound, "this node has no files for take \(takeID).")
+        }
+        try requireInside(directory, what: "take \(takeID)")
+        return directory
+    }
+
+    /// Throws unless `url` with every symlink resolved lies under the staging area's own resolved path.
+    private func requireInside(_ url: URL, what: String) throws(NodeFailure) {
+        let base = root.resolvingSymlinksInPath().standardizedFileURL.path
+        let resolved = url.resolvingSymlinksInPath().standardizedFileURL.path
+        guard resolved.hasPrefix(base.hasSuffix("/") ? base : base + "/") else {
+            throw NodeFailure(.notFound, "\(what) is not in this node's staging area.")
+        }
+    }
+
     /// Resolves a take-relative path, refusing anything that could leave the take directory.
     func resolve(takeID: String, path: String) throws(NodeFailure) -> URL {
         let parts = path.split(separator: "/", omittingEmptySubsequences: false)
         guard parts.count == 2, parts.allSatisfy({ RigName.isValid(String($0)) }) else {
-            throw NodeFailure(.notFound, "no file \"\(path)\" in take \(takeID): paths are <node>/<file>.")
+            throw NodeFailure(.notFound, "no file \"\(path.prefix(64))\" in take \(takeID): paths are <node>/<file>.")
         }
-        return takeDirectory(takeID).appendingPathComponent(path)
+        let url = try existingTakeDirectory(takeID).appendingPathComponent(path)
+        if FileManager.default.fileExists(atPath: url.path) { try requireInside(url, what: "file \(path) of take \(takeID)") }
+        return url
     }
 
-    /// Every file of a take with size and SHA-256, hashed from disk.
-    func list(takeID: String) throws(NodeFailure) -> [TakeManifest.File] {
-        let directory = takeDirectory(takeID)
+    // MARK: The take's index: each file's size and checksum, made once when the take's files are final.
+
+    private struct Index: Codable {
+        struct Entry: Codable {
+            var path: String
+            var bytes: UInt64
+            var sha256: String
+        }
+        var version = 1
+        var files: [Entry]
+    }
+
+    private static let indexName = ".files.json"
+
+    /// Checksums every file of the take and stores the result in the take's index; returns the files.
+    @discardableResult
+    func index(takeID: String) throws(NodeFailure) -> [TakeManifest.File] {
+        let directory = try existingTakeDirectory(takeID)
+        var entries: [Index.Entry] = []
+        for (path, url) in try filesOnDisk(directory, takeID: takeID) {
+            let (bytes, sha) = try Self.hash(url)
+            entries.append(Index.Entry(path: path, bytes: bytes, sha256: sha))
+        }
+        try writeIndex(Index(files: entries), in: directory)
+        return entries.map { TakeManifest.File(path: $0.path, bytes: $0.bytes, sha256: $0.sha256) }
+    }
+
+    /// The take's files from its index, when it lists the files on disk; nil when there is none or it names other
+    /// files. A file changed since it was indexed keeps its first checksum: what the camera wrote is the truth,
+    /// and collection then names the damage.
+    func indexedFiles(takeID: String) throws(NodeFailure) -> [TakeManifest.File]? {
+        try currentIndex(takeID: takeID)?.files.map { TakeManifest.File(path: $0.path, bytes: $0.bytes, sha256: $0.sha256) }
+    }
+
+    private func currentIndex(takeID: String) throws(NodeFailure) -> Index? {
+        let directory = try existingTakeDirectory(takeID)
+        let onDisk = try filesOnDisk(directory, takeID: takeID)
+        guard let data = try? Data(contentsOf: directory.appendingPathComponent(Self.indexName)),
+              let index = try? JSONDecoder().decode(Index.self, from: data),
+              index.files.map(\.path) == onDisk.map(\.0) else { return nil }
+        return index
+    }
+
+    private func writeIndex(_ index: Index, in directory: URL) throws(NodeFailure) {
+        let url = directory.appendingPathComponent(Self.indexName)
+        do {
+            try JSONEncoder().encode(index).write(to: url, options: .atomic)
+        } catch {
+            throw NodeFailure(.io, "cannot write the index of \(directory.lastPathComponent) at \(url.path): \(reason(error)).")
+        }
+    }
+
+    /// `<node>/<file>` paths of the take's files, sorted, hidden files left out.
+    private func filesOnDisk(_ directory: URL, takeID: String) throws(NodeFailure) -> [(String, URL)] {
         let fm = FileManager.default
         guard let nodes = try? fm.contentsOfDirectory(atPath: directory.path) else {
             throw NodeFailure(.notFound, "this node has no files for take \(takeID).")
         }
-        var files: [TakeManifest.File] = []
+        var files: [(String, URL)] = []
         for node in nodes.sorted() where !node.hasPrefix(".") {
             let names = (try? fm.contentsOfDirectory(atPath: directory.appendingPathComponent(node).path)) ?? []
             for name in names.sorted() where !name.hasPrefix(".") {
-                let url = directory.appendingPathComponent(node).appendingPathComponent(name)
-                let (bytes, sha) = try Self.hash(url)
-                files.append(TakeManifest.File(path: "\(node)/\(name)", bytes: bytes, sha256: sha))
+                files.append(("\(node)/\(name)", directory.appendingPathComponent(node).appendingPathComponent(name)))
             }
         }
         return files
@@ -67,18 +141,28 @@ struct FileStore {
         }
     }
 
-    /// Deletes exactly the confirmed files whose size and checksum still match; returns what was released.
+    /// Deletes exactly the confirmed files whose size and checksum match the take's index (never hashed here: this
+    /// runs on the request thread); returns what was released. Without a current index nothing is deleted.
     func release(takeID: String, confirmed: [TakeManifest.File]) throws(NodeFailure) -> [String] {
+        guard let index = try currentIndex(takeID: takeID) else { return [] }
+        let directory = try existingTakeDirectory(takeID)
         var released: [String] = []
         for file in confirmed {
             let url = try resolve(takeID: takeID, path: file.path)
-            guard let (bytes, sha) = try? Self.hash(url), bytes == file.bytes, sha == file.sha256 else { continue }
+            guard index.files.contains(where: { $0.path == file.path && $0.bytes == file.bytes && $0.sha256 == file.sha256 })
+            else { continue }
             try? FileManager.default.removeItem(at: url)
             released.append(file.path)
         }
-        // Remove directories left empty.
-        let directory = takeDirectory(takeID)
         let fm = FileManager.default
+        var left = index
+        left.files.removeAll { released.contains($0.path) }
+        if left.files.isEmpty {
+            try? fm.removeItem(at: directory.appendingPathComponent(Self.indexName))
+        } else {
+            try? writeIndex(left, in: directory)
+        }
+        // Remove directories left empty.
         for node in (try? fm.contentsOfDirectory(atPath: directory.path)) ?? [] {
             let sub = directory.appendingPathComponent(node)
             if (try? fm.contentsOfDirectory(atPath: sub.path))?.isEmpty == true { try? fm.removeItem(at: sub) }

@@ -84,7 +84,9 @@ public final class NodeAgent: @unchecked Sendable {
     private var machine = NodeTakeMachine()
     private var settings: [CameraSettings] = []
     private var recorders: [CameraRecorder] = []
-    private var finishedFiles: [String: [TakeManifest.File]] = [:]
+    /// Takes whose files are being checksummed on `indexQueue`.
+    private var indexing: Set<String> = []
+    private let indexQueue = DispatchQueue(label: "coord-node.index")
     private var failureDetail = ""
     private var armedGrid: (grid: FrameGrid, clock: ClockMappingBox)?
     /// The group the take stops before, from StartAt and any later StopAt (0: none).
@@ -169,6 +171,7 @@ public final class NodeAgent: @unchecked Sendable {
         }
         do {
             try Wire.checkVersion(envelope)
+            try Wire.checkNames(envelope)
             return try reply(to: envelope, receivedLocal: receivedLocal)
         } catch {
             logger.warning("request refused", metadata: ["reason": "\(error.message)"])
@@ -239,7 +242,6 @@ public final class NodeAgent: @unchecked Sendable {
                 return ack(id, "kept \(confirmed.count) file(s)")
             }
             let released = try store.release(takeID: confirm.takeID, confirmed: confirmed)
-            lock.lock(); finishedFiles[confirm.takeID] = nil; lock.unlock()
             logger.info("released collected files", metadata: ["take": "\(confirm.takeID)", "files": "\(released.count)"])
             return ack(id, "released \(released.count) file(s)")
         case .helloReply, .armed, .status, .clockProbeReply, .fileList, .chunk, .ack, .error:
@@ -267,14 +269,14 @@ public final class NodeAgent: @unchecked Sendable {
         if Set(requested.map(\.camera)).count != requested.count {
             throw NodeFailure(.badConfig, "take \(message.takeID) configures a camera of node \(configuration.name) twice.")
         }
-        lock.lock()
-        defer { lock.unlock() }
-        try machine.configure(takeID: message.takeID)
-        settings = requested
-        recorders = []
-        failureDetail = ""
-        nodeEvents = []
-        pressureShutdown = false
+        try lock.holding { () throws(NodeFailure) in
+            try machine.configure(takeID: message.takeID, at: MonotonicClock.now())
+            settings = requested
+            recorders = []
+            failureDetail = ""
+            nodeEvents = []
+            pressureShutdown = false
+        }
         logger.info("configured", metadata: ["take": "\(message.takeID)", "cameras": "\(requested.map(\.camera))"])
     }
 
@@ -379,9 +381,7 @@ public final class NodeAgent: @unchecked Sendable {
 
     /// A camera's own event (it ended: unplugged); the coordinator copies it into the take's events.
     private func cameraEvent(camera: String, kind: String, detail: String) {
-        lock.lock()
-        addNodeEvent(camera: camera, kind: kind, detail: detail)
-        lock.unlock()
+        lock.holding { addNodeEvent(camera: camera, kind: kind, detail: detail) }
     }
 
     private func sensorRateError(_ index: Int) -> Double {
@@ -473,14 +473,14 @@ public final class NodeAgent: @unchecked Sendable {
     }
 
     private func abort(_ message: Coord_V1_Abort) throws(NodeFailure) {
-        lock.lock()
-        // Only a take that never started recording leaves nothing worth keeping; a recording, finished (not yet
-        // collected) or failed take keeps its files for `coord collect`.
-        let wasRecording = ![.configured, .armed].contains(machine.state)
-        try machine.abort(takeID: message.takeID)
-        let toStop = recorders
-        recorders = []
-        lock.unlock()
+        let (wasRecording, toStop) = try lock.holding { () throws(NodeFailure) in
+            // Only a take that never started recording leaves nothing worth keeping; a recording, finished (not
+            // yet collected) or failed take keeps its files for `coord collect`.
+            let wasRecording = ![.configured, .armed].contains(machine.state)
+            try machine.abort(takeID: message.takeID)
+            defer { recorders = []; armedGrid = nil }
+            return (wasRecording, recorders)
+        }
         toStop.forEach { $0.abandonRecording() }
         logger.warning("take aborted", metadata: ["take": "\(message.takeID)", "reason": "\(message.reason)"])
         if !wasRecording {
@@ -489,19 +489,22 @@ public final class NodeAgent: @unchecked Sendable {
         }
     }
 
-    /// Called on a recorder's thread when its file is final; the last one hashes the take's files.
+    /// Called on a recorder's thread when its file is final; the last one checksums the take's files once and
+    /// stores them in the take's index, so listing never hashes on the request thread.
     private func cameraFinished() {
-        lock.lock()
-        guard machine.state == .recording, recorders.allSatisfy({ $0.snapshot.finished }), let takeID = machine.takeID else {
-            lock.unlock()
-            return
+        let takeID: String? = lock.holding {
+            guard machine.state == .recording, recorders.allSatisfy({ $0.snapshot.finished }) else { return nil }
+            return machine.takeID
         }
-        lock.unlock()
-        let files = (try? store.list(takeID: takeID)) ?? []
-        lock.lock()
-        finishedFiles[takeID] = files
-        machine.finish()
-        lock.unlock()
+        guard let takeID else { return }
+        let files: [TakeManifest.File]
+        do {
+            files = try store.index(takeID: takeID)
+        } catch {
+            logger.error("take \(takeID): its files could not be checksummed: \(error.message)")
+            files = []
+        }
+        lock.holding { machine.finish() }
         logger.info("take finished", metadata: ["take": "\(takeID)", "files": "\(files.count)"])
     }
 
@@ -560,18 +563,30 @@ public final class NodeAgent: @unchecked Sendable {
         }
     }
 
+    /// The take's files from its index. A take without a valid index (recorded by an older node, or repaired
+    /// after a crash) is checksummed on a background queue; until then the list says it is not final.
     private func files(_ takeID: String) throws(NodeFailure) -> Coord_V1_FileList {
         try requireCollectable(takeID)
-        lock.lock()
-        let known = finishedFiles[takeID]
-        lock.unlock()
-        // A take this process did not record (e.g. before a restart) is listed from the staging area.
-        let files: [TakeManifest.File]
-        if let known { files = known } else { files = try store.list(takeID: takeID) }
         var list = Coord_V1_FileList()
         list.takeID = takeID
-        list.files = files.map(\.wire)
-        list.final = true
+        if let files = try store.indexedFiles(takeID: takeID) {
+            list.files = files.map(\.wire)
+            list.final = true
+            return list
+        }
+        let begin = lock.holding { indexing.insert(takeID).inserted }
+        if begin {
+            logger.info("checksumming the files of take \(takeID)")
+            indexQueue.async { [self] in
+                do {
+                    let files = try store.index(takeID: takeID)
+                    logger.info("checksummed take \(takeID)", metadata: ["files": "\(files.count)"])
+                } catch {
+                    logger.error("take \(takeID): its files could not be checksummed: \(error)")
+                }
+                lock.holding { _ = indexing.remove(takeID) }
+            }
+        }
         return list
     }
 

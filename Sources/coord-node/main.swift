@@ -3,6 +3,7 @@ import Foundation
 import Logging
 import Media
 import NodeAgent
+import Platform
 import ServiceLifecycle
 #if canImport(Glibc)
 import Glibc
@@ -50,6 +51,7 @@ struct Serve: AsyncParsableCommand {
     @Option(help: "Log level: trace, debug, info, notice, warning, error.") var logLevel: String = "info"
 
     mutating func run() async throws {
+        Memory.returnLargeBuffersToTheSystem()
         let level = Logger.Level(rawValue: logLevel) ?? .info
         let nodeName = name
         LoggingSystem.bootstrap { label in

@@ -18,7 +18,7 @@ private func refusal(_ body: () throws -> Void) -> NodeFailure? {
     @Test func happyPathThroughEveryState() throws {
         var m = NodeTakeMachine()
         #expect(m.state == .idle && m.takeID == nil)
-        try m.configure(takeID: "T1")
+        try m.configure(takeID: "T1", at: 0)
         #expect(m.state == .configured && m.takeID == "T1")
         try m.arm(takeID: "T1")
         #expect(m.state == .armed)
@@ -29,14 +29,24 @@ private func refusal(_ body: () throws -> Void) -> NodeFailure? {
         m.finish()
         #expect(m.state == .finished)
         try m.stop(takeID: "T1")           // a repeated stop after the finish is accepted
-        try m.configure(takeID: "T2")      // the next take
+        try m.configure(takeID: "T2", at: 0)      // the next take
         #expect(m.state == .configured && m.takeID == "T2")
     }
 
-    @Test func reconfiguringBeforeArmingReplacesTheTake() throws {
+    @Test func anotherTakeIsRefusedWhileAConfiguredOneHoldsTheNode() throws {
         var m = NodeTakeMachine()
-        try m.configure(takeID: "T1")
-        try m.configure(takeID: "T2")
+        try m.configure(takeID: "T1", at: 1_000_000)
+        try m.configure(takeID: "T1", at: 1_500_000)  // the same take again: its own coordinator retrying
+        let lease = NodeTakeMachine.configureLeaseMicroseconds
+        let refused = try #require(refusal { try m.configure(takeID: "T2", at: 1_000_000 + lease - 1) })
+        #expect(refused.code == .badState && refused.message.contains("T1") && refused.message.contains("T2"), "\(refused)")
+        #expect(m.takeID == "T1")
+    }
+
+    @Test func reconfiguringAfterTheLeaseReplacesTheTake() throws {
+        var m = NodeTakeMachine()
+        try m.configure(takeID: "T1", at: 0)
+        try m.configure(takeID: "T2", at: NodeTakeMachine.configureLeaseMicroseconds)
         #expect(m.takeID == "T2" && m.state == .configured)
         let f = try #require(refusal { try m.arm(takeID: "T1") })
         #expect(f.message.contains("T1") && f.message.contains("T2"))
@@ -46,7 +56,7 @@ private func refusal(_ body: () throws -> Void) -> NodeFailure? {
         var m = NodeTakeMachine()
         m.finish()
         #expect(m.state == .idle)
-        try m.configure(takeID: "T")
+        try m.configure(takeID: "T", at: 0)
         try m.arm(takeID: "T")
         m.finish()
         #expect(m.state == .armed)
@@ -55,7 +65,7 @@ private func refusal(_ body: () throws -> Void) -> NodeFailure? {
     @Test func abortReturnsToIdleFromAnyStateAndForgetsTheTake() throws {
         for steps in 0...4 {
             var m = NodeTakeMachine()
-            try m.configure(takeID: "T")
+            try m.configure(takeID: "T", at: 0)
             if steps >= 1 { try m.arm(takeID: "T") }
             if steps >= 2 { try m.start(takeID: "T") }
             if steps >= 3 { m.finish() }
@@ -68,12 +78,12 @@ private func refusal(_ body: () throws -> Void) -> NodeFailure? {
 
     @Test func failedNodeRefusesToArmOrStartButCanBeReconfigured() throws {
         var m = NodeTakeMachine()
-        try m.configure(takeID: "T")
+        try m.configure(takeID: "T", at: 0)
         m.fail()
         #expect(m.state == .failed)
         let arm = try #require(refusal { try m.arm(takeID: "T") })
         #expect(arm.code == .badState && arm.message.contains("T") && arm.message.contains("failed"))
-        try m.configure(takeID: "T3")
+        try m.configure(takeID: "T3", at: 0)
         #expect(m.state == .configured)
     }
 
@@ -87,7 +97,7 @@ private func refusal(_ body: () throws -> Void) -> NodeFailure? {
         #expect(f.message.contains("take-A") && f.message.contains("no configured take"), "\(f)")
 
         // start when configured (not armed)
-        try m.configure(takeID: "take-A")
+        try m.configure(takeID: "take-A", at: 0)
         f = try #require(refusal { try m.start(takeID: "take-A") })
         #expect(f.code == .badState)
         #expect(f.message.contains("take-A") && f.message.contains("configured") && f.message.contains("armed"), "\(f)")
@@ -107,12 +117,12 @@ private func refusal(_ body: () throws -> Void) -> NodeFailure? {
         #expect(f.message.contains("take-A") && f.message.contains("armed") && f.message.contains("recording"), "\(f)")
 
         // configure another take while armed, then while recording
-        f = try #require(refusal { try m.configure(takeID: "take-B") })
+        f = try #require(refusal { try m.configure(takeID: "take-B", at: 0) })
         #expect(f.code == .badState)
         #expect(f.message.contains("take-B") && f.message.contains("take-A") && f.message.contains("armed"), "\(f)")
         #expect(m.takeID == "take-A" && m.state == .armed)
         try m.start(takeID: "take-A")
-        f = try #require(refusal { try m.configure(takeID: "take-B") })
+        f = try #require(refusal { try m.configure(takeID: "take-B", at: 0) })
         #expect(f.message.contains("take-B") && f.message.contains("take-A") && f.message.contains("recording"), "\(f)")
 
         // start twice
@@ -123,7 +133,7 @@ private func refusal(_ body: () throws -> Void) -> NodeFailure? {
 
     @Test func otherTakeRefusalsNameBothTakes() throws {
         var m = NodeTakeMachine()
-        try m.configure(takeID: "take-A")
+        try m.configure(takeID: "take-A", at: 0)
         for verb in ["arm", "start", "stop"] {
             func call(_ m: inout NodeTakeMachine) throws(NodeFailure) {
                 switch verb {

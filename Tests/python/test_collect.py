@@ -42,8 +42,9 @@ def sha256(path: Path) -> str:
 
 
 def staged(node, take_id: str) -> list[Path]:
+    """The take's files on the node (its hidden checksum index left out)."""
     d = node.staging / take_id
-    return sorted(p for p in d.rglob("*") if p.is_file()) if d.exists() else []
+    return sorted(p for p in d.rglob("*") if p.is_file() and not p.name.startswith(".")) if d.exists() else []
 
 
 @pytest.fixture

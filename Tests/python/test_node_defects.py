@@ -1,0 +1,219 @@
+"""Defects a hostile test found on a trusted network (issue 17), each against a real coord-node process: an
+Abort that froze the node, a take id that walked out of the staging area, memory kept per armed take, files
+hashed on the request thread, and two coordinators racing for one rig."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import re
+import subprocess
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from conftest import (Client, Node, assert_hello_ok, configure_and_arm, error_name, fetch_file, new_take_id,
+                      record_take)
+
+ROOT = Path(__file__).resolve().parents[2]
+COORD = Path(os.environ.get("COORD") or ROOT / ".build" / "debug" / "coord")
+
+
+def rss_kib(pid: int) -> int:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1])
+    raise AssertionError(f"no VmRSS for pid {pid}")
+
+
+# ---- 1. An Abort for a take that is not the node's ----
+
+def test_abort_of_another_take_leaves_the_node_answering(node, client, pb):
+    take_id = new_take_id("mine")
+    configure_and_arm(client, take_id)
+    reply = client.request("abort", pb.Abort(take_id=new_take_id("not-mine"), reason="pytest"))
+    assert error_name(pb, reply) == "NOT_FOUND", reply
+    # The node still answers everything, and its own take is untouched.
+    status = client.call("status_request", pb.StatusRequest(), "status")
+    assert status.take_id == take_id and status.state == pb.Status.ARMED, status
+    assert_hello_ok(client)
+    client.call("abort", pb.Abort(take_id=take_id, reason="pytest"), "ack")
+    assert node.terminate() == 0, "the node did not exit 0 on SIGTERM after an Abort it refused"
+
+
+def test_two_coordinators_racing_end_with_one_take_and_one_refusal(tmp_path):
+    nodes = []
+    try:
+        for i in (1, 2, 3):
+            nodes.append(Node(tmp_path / f"n{i}", extra_args=["--name", f"node-{i}", "--synthetic", "cam0"]))
+        rig = tmp_path / "rig.yaml"
+        rig.write_text("version: 1\nnodes:\n" + "".join(
+            f"  - name: node-{i}\n    endpoint: {n.endpoint}\n" for i, n in enumerate(nodes, start=1)))
+        results: dict[str, subprocess.CompletedProcess] = {}
+
+        def run(name: str):
+            results[name] = subprocess.run(
+                [str(COORD), "start-take", "--rig", str(rig), "--seconds", "2", "--size", "320x240",
+                 "--name", name, "--takes-dir", str(tmp_path / f"takes-{name}")],
+                capture_output=True, text=True, timeout=120)
+
+        racers = [threading.Thread(target=run, args=(name,)) for name in ("first", "second")]
+        for t in racers:
+            t.start()
+        for t in racers:
+            t.join(timeout=150)
+        codes = sorted(r.returncode for r in results.values())
+        report = {name: (r.returncode, r.stderr.strip().splitlines()[-1:]) for name, r in results.items()}
+        assert codes == [0, 1], report
+        loser = next(r for r in results.values() if r.returncode == 1)
+        last = loser.stderr.strip().splitlines()[-1]
+        assert "nothing was recorded" in last and re.search(r"node-\d", last) and "take" in last, last
+        winner = next(name for name, r in results.items() if r.returncode == 0)
+        takes = list((tmp_path / f"takes-{winner}").iterdir())
+        assert len(takes) == 1
+        check = subprocess.run(["python3", str(ROOT / "scripts" / "check-take.py"), str(takes[0])],
+                               capture_output=True, text=True, timeout=120)
+        assert check.returncode == 0, check.stdout + check.stderr
+        # Every node still answers and is free for the next take.
+        for n in nodes:
+            assert n.proc.poll() is None
+        status = subprocess.run([str(COORD), "status", "--rig", str(rig)], capture_output=True, text=True, timeout=30)
+        assert status.returncode == 0, status.stdout + status.stderr
+    finally:
+        for n in nodes:
+            n.cleanup()
+
+
+# ---- 2. Take ids that leave the staging area ----
+
+@pytest.fixture
+def outside(tmp_path) -> Path:
+    """A real file next to the staging area, two levels up from a take directory."""
+    secret = tmp_path / "outside" / "secret.txt"
+    secret.parent.mkdir()
+    secret.write_text("not for the network\n")
+    return secret
+
+
+def traversing_take_ids(node: Node, outside: Path) -> list[tuple[str, str]]:
+    rel = os.path.relpath(outside.parent.parent, node.staging)   # ".." : staging's parent holds outside/
+    deep = "/".join([".."] * len(node.staging.parts))              # up to / from anywhere
+    return [(rel, "outside/secret.txt"),
+            (deep + "/etc", "os-release/x"),
+            (deep, "etc/os-release"),
+            (str(outside.parent.parent), "outside/secret.txt"),
+            ("x/../..", "outside/secret.txt")]
+
+
+def test_fetch_list_and_confirm_refuse_take_ids_outside_staging(node, client, pb, outside):
+    for take_id, path in traversing_take_ids(node, outside):
+        fetched = client.request("fetch_chunk", pb.FetchChunk(take_id=take_id, path=path, offset=0, length=4096))
+        assert fetched.WhichOneof("body") == "error", f"FetchChunk {take_id!r} {path!r} answered {fetched}"
+        assert b"not for the network" not in fetched.SerializeToString()
+        assert b"Debian" not in fetched.SerializeToString()
+        listed = client.request("list_files", pb.ListFiles(take_id=take_id))
+        assert listed.WhichOneof("body") == "error", f"ListFiles {take_id!r} answered {listed}"
+        digest = hashlib.sha256(outside.read_bytes()).hexdigest()
+        confirm = pb.ConfirmCollected(take_id=take_id, files=[pb.FileInfo(
+            path=path, bytes=outside.stat().st_size, sha256=digest)])
+        confirmed = client.request("confirm_collected", confirm)
+        assert confirmed.WhichOneof("body") == "error", f"ConfirmCollected {take_id!r} answered {confirmed}"
+        assert "take id" in confirmed.error.message, confirmed.error.message
+    assert outside.exists(), "a peer deleted a file outside the staging area"
+    assert outside.parent.is_dir()
+    assert_hello_ok(client)
+
+
+def test_a_symlinked_take_directory_leading_out_is_not_served(node, client, pb, outside):
+    take_id = new_take_id("link")
+    (node.staging / take_id).symlink_to(outside.parent.parent, target_is_directory=True)
+    fetched = client.request("fetch_chunk", pb.FetchChunk(take_id=take_id, path="outside/secret.txt", offset=0,
+                                                          length=4096))
+    assert fetched.WhichOneof("body") == "error", fetched
+    assert b"not for the network" not in fetched.SerializeToString()
+    listed = client.request("list_files", pb.ListFiles(take_id=take_id))
+    assert listed.WhichOneof("body") == "error" or list(listed.file_list.files) == [], listed
+
+
+# ---- 5. Memory per armed take ----
+
+def test_fifty_armed_and_aborted_takes_keep_memory_bounded(tmp_path, zctx, pb):
+    n = Node(tmp_path, extra_args=["--synthetic", "cam0,cam1"])
+    client = Client(zctx, n.endpoint, pb)
+    try:
+        def arm_and_abort(i: int):
+            take_id = new_take_id(f"mem{i}")
+            configure = pb.Configure(take_id=take_id, cameras=[
+                pb.CameraConfig(camera=c, ordinal=k, width=1920, height=1080, fps=30, codec="mjpeg")
+                for k, c in enumerate(["cam0", "cam1"])])
+            client.call("configure", configure, "ack")
+            t0 = time.clock_gettime_ns(time.CLOCK_MONOTONIC) // 1000 + 2_000_000
+            client.call("arm", pb.Arm(take_id=take_id, clock=pb.ClockMapping(), t0_us=t0, frame_period_us=33333),
+                        "armed", timeout_ms=15_000)
+            client.call("abort", pb.Abort(take_id=take_id, reason="pytest"), "ack")
+
+        for i in range(3):   # allocator and codec tables warm up
+            arm_and_abort(i)
+        first = rss_kib(n.proc.pid)
+        for i in range(3, 50):
+            arm_and_abort(i)
+        # An aborted take's recorders end on their own threads: wait until the node has let them go.
+        deadline = time.monotonic() + 10
+        while rss_kib(n.proc.pid) > first * 1.2 and time.monotonic() < deadline:
+            time.sleep(0.2)
+        last = rss_kib(n.proc.pid)
+        assert last <= first * 1.2, f"RSS grew from {first} KiB to {last} KiB over 47 armed and aborted takes"
+    finally:
+        client.close()
+        n.cleanup()
+
+
+# ---- 7. ListFiles never hashes on the request thread ----
+
+def test_file_list_of_a_restarted_node_does_not_stall_status(tmp_path, zctx, pb):
+    """A take recorded before a restart: its checksums come from the index written when its files were final,
+    and a take without one (written by an older node) is hashed off the request thread while status answers."""
+    n = Node(tmp_path)
+    client = Client(zctx, n.endpoint, pb)
+    take_id = new_take_id("index")
+    record_take(client, take_id)
+    listed = client.call("list_files", pb.ListFiles(take_id=take_id), "file_list")
+    assert listed.final
+    client.close()
+    n.cleanup()
+    # A big file the index does not know, as a take from an older node would be.
+    old = new_take_id("old")
+    big = n.staging / old / "node-a" / "cam0.mkv"
+    big.parent.mkdir(parents=True)
+    with open(big, "wb") as f:
+        f.truncate(1 << 30)   # sparse: hashing it reads 1 GiB
+    n2 = Node(tmp_path)
+    client = Client(zctx, n2.endpoint, pb)
+    try:
+        again = client.call("list_files", pb.ListFiles(take_id=take_id), "file_list")
+        assert again.final and [(f.path, f.sha256) for f in again.files] == [(f.path, f.sha256) for f in listed.files]
+        for f in listed.files:
+            assert hashlib.sha256((n.staging / take_id / f.path).read_bytes()).hexdigest() == f.sha256
+        began = time.monotonic()
+        first = client.call("list_files", pb.ListFiles(take_id=old), "file_list", timeout_ms=500)
+        assert not first.final and list(first.files) == [], "an unindexed take is listed before it is hashed"
+        worst = 0.0
+        final = None
+        while time.monotonic() - began < 60:
+            t = time.monotonic()
+            client.call("status_request", pb.StatusRequest(), "status", timeout_ms=500)
+            worst = max(worst, time.monotonic() - t)
+            listing = client.call("list_files", pb.ListFiles(take_id=old), "file_list", timeout_ms=500)
+            if listing.final:
+                final = listing
+                break
+            time.sleep(0.05)
+        assert final is not None, "the old take was never hashed"
+        assert [(f.path, f.bytes) for f in final.files] == [("node-a/cam0.mkv", 1 << 30)]
+        assert final.files[0].sha256 == hashlib.sha256(bytes(1 << 30)).hexdigest()
+        assert worst < 0.5, f"a status request waited {worst:.2f} s while the node hashed"
+    finally:
+        client.close()
+        n2.cleanup()
