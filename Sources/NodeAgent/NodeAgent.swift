@@ -94,6 +94,9 @@ public final class NodeAgent: @unchecked Sendable {
     private let probe: HostProbe
     private let monitor: PressureMonitor
     private var lastPressureSample: Int64 = 0
+    /// The monitor's last judgement and resources, copied under `lock` (the monitor itself lives on `pressureQueue`).
+    private var pressure = PressureReading.nominal
+    private var pressureResources = NodeResources()
     /// What the node did on its own during the current take (pressure changes, a shutdown), oldest first.
     private var nodeEvents: [Coord_V1_NodeEvent] = []
     private var pressureShutdown = false
@@ -293,8 +296,8 @@ public final class NodeAgent: @unchecked Sendable {
         if !message.timecode.isEmpty { metadata["timecode"] = message.timecode }
         lock.lock()
         defer { lock.unlock() }
-        if monitor.reading.level == .shutdown {
-            throw NodeFailure(.io, "node \(configuration.name) cannot record take \(message.takeID): \(monitor.reading.cause).")
+        if pressure.level == .shutdown {
+            throw NodeFailure(.io, "node \(configuration.name) cannot record take \(message.takeID): \(pressure.cause).")
         }
         try machine.arm(takeID: message.takeID)
         let grid = FrameGrid(t0: message.t0Us, periodMicroseconds: Int64(message.framePeriodUs))
@@ -516,10 +519,10 @@ public final class NodeAgent: @unchecked Sendable {
         s.takeID = machine.takeID ?? ""
         s.localNowUs = localNow()
         s.detail = failureDetail
-        s.pressure = Coord_V1_PressureLevel(rawValue: monitor.reading.level.rawValue) ?? .nominal
-        s.pressureCause = monitor.reading.cause
+        s.pressure = Coord_V1_PressureLevel(rawValue: pressure.level.rawValue) ?? .nominal
+        s.pressureCause = pressure.cause
         s.events = nodeEvents
-        s.resources = monitor.resources.wire
+        s.resources = pressureResources.wire
         if let armedGrid, machine.state == .armed || machine.state == .recording {
             s.t0Us = armedGrid.grid.t0
             s.framePeriodUs = UInt64(armedGrid.grid.periodMicroseconds)
@@ -595,12 +598,12 @@ public final class NodeAgent: @unchecked Sendable {
     public func tick() {
         // Off the socket thread: reading sysfs must not delay the clock probes it answers.
         pressureQueue.async { [weak self] in self?.samplePressure() }
-        lock.lock()
-        guard machine.state == .armed, let takeID = machine.takeID, let armedGrid else { lock.unlock(); return }
-        let now = armedGrid.clock.current.rig(fromLocal: Double(localNow()))
-        let overdue = now > Double(armedGrid.grid.t0) + 5_000_000
-        lock.unlock()
-        guard overdue else { return }
+        let overdue: String? = lock.holding {
+            guard machine.state == .armed, let takeID = machine.takeID, let armedGrid else { return nil }
+            let now = armedGrid.clock.current.rig(fromLocal: Double(localNow()))
+            return now > Double(armedGrid.grid.t0) + 5_000_000 ? takeID : nil
+        }
+        guard let takeID = overdue else { return }
         logger.warning("take \(takeID) was armed but never started; its start instant passed 5 s ago, so it is dropped")
         var abort = Coord_V1_Abort()
         abort.takeID = takeID
@@ -608,35 +611,40 @@ public final class NodeAgent: @unchecked Sendable {
         try? self.abort(abort)
     }
 
-    /// Every half second: judge the node's pressure, note a change as an event, and at shutdown level stop
-    /// every camera a few groups ahead so the files are finalized while the disk still has room.
+    /// Every half second, on `pressureQueue` (the monitor is only touched there): judge the node's pressure, note a
+    /// change as an event, and at shutdown level stop every camera a few groups ahead so the files are finalized
+    /// while the disk still has room.
     private func samplePressure() {
         let now = MonotonicClock.now()
-        lock.lock()
-        guard now - lastPressureSample >= 500_000 else { lock.unlock(); return }
-        lastPressureSample = now
-        let progress = recorders.map(\.snapshot)
-        let previous = monitor.reading
-        let counters = PressureMonitor.Counters(bytesWritten: progress.map(\.bytesWritten).reduce(0, +),
-                                                frames: progress.map(\.frames).reduce(0, +),
-                                                dropped: progress.map(\.dropped).reduce(0, +))
-        lock.unlock()
-        let reading = monitor.sample(now: now, counters: counters, calibration: nil, buses: buses)
-        lock.lock()
-        defer { lock.unlock() }
-        let active = machine.state == .armed || machine.state == .recording
-        if reading.level != previous.level {
-            logger.notice("pressure \(reading.level.name)", metadata: ["cause": "\(reading.cause)"])
-            if active { addNodeEvent(camera: "", kind: "pressure", detail: "\(reading.level.name): \(reading.cause)") }
+        let counters: PressureMonitor.Counters? = lock.holding {
+            guard now - lastPressureSample >= 500_000 else { return nil }
+            lastPressureSample = now
+            let progress = recorders.map(\.snapshot)
+            return PressureMonitor.Counters(bytesWritten: progress.map(\.bytesWritten).reduce(0, +),
+                                            frames: progress.map(\.frames).reduce(0, +),
+                                            dropped: progress.map(\.dropped).reduce(0, +))
         }
-        guard reading.level == .shutdown, machine.state == .recording, !pressureShutdown, let armedGrid else { return }
-        pressureShutdown = true
-        let rigNow = armedGrid.clock.current.rig(fromLocal: Double(localNow()))
-        let stop = armedGrid.grid.nearestGroup(to: Int64(rigNow)) + 2
-        recorders.forEach { $0.stop(at: stop) }
-        let detail = "node \(configuration.name) stopped its cameras after group \(stop - 1) with their files finalized: \(reading.cause)"
-        logger.error("\(detail)")
-        addNodeEvent(camera: "", kind: "pressure-shutdown", detail: detail)
+        guard let counters else { return }
+        let reading = monitor.sample(now: now, counters: counters, calibration: nil, buses: buses)
+        let resources = monitor.resources
+        lock.holding {
+            let previous = pressure
+            pressure = reading
+            pressureResources = resources
+            let active = machine.state == .armed || machine.state == .recording
+            if reading.level != previous.level {
+                logger.notice("pressure \(reading.level.name)", metadata: ["cause": "\(reading.cause)"])
+                if active { addNodeEvent(camera: "", kind: "pressure", detail: "\(reading.level.name): \(reading.cause)") }
+            }
+            guard reading.level == .shutdown, machine.state == .recording, !pressureShutdown, let armedGrid else { return }
+            pressureShutdown = true
+            let rigNow = armedGrid.clock.current.rig(fromLocal: Double(localNow()))
+            let stop = armedGrid.grid.nearestGroup(to: Int64(rigNow)) + 2
+            recorders.forEach { $0.stop(at: stop) }
+            let detail = "node \(configuration.name) stopped its cameras after group \(stop - 1) with their files finalized: \(reading.cause)"
+            logger.error("\(detail)")
+            addNodeEvent(camera: "", kind: "pressure-shutdown", detail: detail)
+        }
     }
 
     /// Records something the node did on its own; the coordinator copies it into the manifest. Lock held.
@@ -651,9 +659,7 @@ public final class NodeAgent: @unchecked Sendable {
 
     /// Graceful shutdown: every camera still recording stops now and its file is finalized.
     public func shutdown() {
-        lock.lock()
-        let active = recorders
-        lock.unlock()
+        let active = lock.holding { recorders }
         active.forEach { $0.abandonRecording() }
         let deadline = DispatchTime.now() + .seconds(10)
         for recorder in active where !recorder.waitUntilFinished(deadline: deadline) {
