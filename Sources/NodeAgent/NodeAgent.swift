@@ -163,18 +163,60 @@ public final class NodeAgent: @unchecked Sendable {
     /// The node's local clock (µs): CLOCK_MONOTONIC, shifted by the simulation if one is configured.
     public func localNow() -> Int64 { simulatedClock.local(fromHost: MonotonicClock.now()) }
 
-    /// Handles one request. `receivedLocal` is the local time the bytes came off the socket.
-    public func handle(_ bytes: [UInt8], receivedLocal: Int64) -> Envelope {
+    /// Where a request is served: on the socket thread, or on a lane of its own.
+    public enum Lane: Sendable {
+        /// Opening cameras and probing the host (Arm, Hello): up to seconds.
+        case control
+        /// Reading and deleting take files (ListFiles, FetchChunk, ConfirmCollected).
+        case files
+    }
+
+    /// What the socket thread does with one request.
+    public enum Handling: Sendable {
+        /// The reply, made at once: clock probes, status and acks take microseconds.
+        case reply(Envelope)
+        /// Work that may take long, done on its lane; the socket thread sends its reply when it is ready, so clock
+        /// probes are stamped and answered meanwhile.
+        case deferred(Lane, @Sendable () -> Envelope)
+    }
+
+    /// Checks one request and says how it is served. `receivedLocal` is the local time the bytes came off the
+    /// socket.
+    public func receive(_ bytes: [UInt8], receivedLocal: Int64) -> Handling {
         let envelope: Envelope
         do {
             envelope = try Wire.parse(bytes)
         } catch {
             logger.warning("rejected a message", metadata: ["reason": "\(error.message)"])
-            return Wire.error(0, error)
+            return .reply(Wire.error(0, error))
         }
         do {
             try Wire.checkVersion(envelope)
             try Wire.checkNames(envelope)
+        } catch {
+            logger.warning("request refused", metadata: ["reason": "\(error.message)"])
+            return .reply(Wire.error(envelope.requestID, error))
+        }
+        switch envelope.body {
+        case .hello, .arm:
+            return .deferred(.control) { [self] in respond(to: envelope, receivedLocal: receivedLocal) }
+        case .listFiles, .fetchChunk, .confirmCollected:
+            return .deferred(.files) { [self] in respond(to: envelope, receivedLocal: receivedLocal) }
+        default:
+            return .reply(respond(to: envelope, receivedLocal: receivedLocal))
+        }
+    }
+
+    /// Handles one request to its reply on the calling thread, whatever its lane.
+    public func handle(_ bytes: [UInt8], receivedLocal: Int64) -> Envelope {
+        switch receive(bytes, receivedLocal: receivedLocal) {
+        case .reply(let reply): return reply
+        case .deferred(_, let work): return work()
+        }
+    }
+
+    private func respond(to envelope: Envelope, receivedLocal: Int64) -> Envelope {
+        do {
             return try reply(to: envelope, receivedLocal: receivedLocal)
         } catch {
             logger.warning("request refused", metadata: ["reason": "\(error.message)"])
@@ -294,20 +336,35 @@ public final class NodeAgent: @unchecked Sendable {
         }
         var metadata = ["coord_take": message.takeID, "coord_node": configuration.name]
         if !message.timecode.isEmpty { metadata["timecode"] = message.timecode }
-        lock.lock()
-        defer { lock.unlock() }
-        if pressure.level == .shutdown {
-            throw NodeFailure(.io, "node \(configuration.name) cannot record take \(message.takeID): \(pressure.cause).")
+        let takeID = message.takeID
+        // The state changes under the lock; the cameras open and start outside it (up to seconds), so status and
+        // clock probes are answered meanwhile. An abort that arrives while they open wins.
+        let settings = try lock.holding { () throws(NodeFailure) in
+            if pressure.level == .shutdown {
+                throw NodeFailure(.io, "node \(configuration.name) cannot record take \(takeID): \(pressure.cause).")
+            }
+            try machine.arm(takeID: takeID)
+            return self.settings
         }
-        try machine.arm(takeID: message.takeID)
+        /// Ends an arm that failed: the take fails unless an abort already took the node elsewhere.
+        func failed(_ failure: NodeFailure, _ made: [CameraRecorder]) -> NodeFailure {
+            made.forEach { $0.abandonRecording() }
+            let aborted = lock.holding {
+                guard machine.takeID == takeID, machine.state == .armed else { return true }
+                machine.fail()
+                failureDetail = failure.message
+                return false
+            }
+            return aborted ? abortedWhileOpening : failure
+        }
+        let abortedWhileOpening = NodeFailure(.badState, "take \(takeID) was aborted on node \(configuration.name) while its cameras were opening.")
         let grid = FrameGrid(t0: message.t0Us, periodMicroseconds: Int64(message.framePeriodUs))
         let mapping = ClockMappingBox(ClockMapping(wire: message.clock))
-        let directory = store.takeDirectory(message.takeID).appendingPathComponent(configuration.name, isDirectory: true)
+        let directory = store.takeDirectory(takeID).appendingPathComponent(configuration.name, isDirectory: true)
         do {
             try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
         } catch {
-            machine.fail()
-            throw NodeFailure(.io, "node \(configuration.name) cannot create its staging directory \(directory.path): \(reason(error)).")
+            throw failed(NodeFailure(.io, "node \(configuration.name) cannot create its staging directory \(directory.path): \(reason(error))."), [])
         }
         var made: [CameraRecorder] = []
         for (index, s) in settings.enumerated() {
@@ -322,27 +379,29 @@ public final class NodeAgent: @unchecked Sendable {
                     onEvent: { [weak self] kind, detail in self?.cameraEvent(camera: camera, kind: kind, detail: detail) })
                 made.append(recorder)
             } catch {
-                made.forEach { $0.abandonRecording() }
-                machine.fail()
-                failureDetail = error.message
-                throw error
+                throw failed(error, made)
             }
         }
-        recorders = made
-        armedGrid = (grid, mapping)
         made.forEach { $0.arm() }
         // Every source starts on its recorder's thread (a V4L2 camera waits there for its start instant, at most
         // a frame): the arm succeeds only once all of them stream.
         let startDeadline = DispatchTime.now() + .milliseconds(3000)
         if let failure = made.lazy.compactMap({ $0.waitUntilStarted(deadline: startDeadline) }).first {
-            made.forEach { $0.abandonRecording() }
-            machine.fail()
-            failureDetail = failure
-            throw NodeFailure(.io, failure.hasSuffix(".") ? failure : failure + ".")
+            throw failed(NodeFailure(.io, failure.hasSuffix(".") ? failure : failure + "."), made)
         }
-        logger.info("armed", metadata: ["take": "\(message.takeID)", "t0_us": "\(message.t0Us)"])
+        let kept = lock.holding {
+            guard machine.takeID == takeID, machine.state == .armed else { return false }
+            recorders = made
+            armedGrid = (grid, mapping)
+            return true
+        }
+        guard kept else {
+            made.forEach { $0.abandonRecording() }
+            throw abortedWhileOpening
+        }
+        logger.info("armed", metadata: ["take": "\(takeID)", "t0_us": "\(message.t0Us)"])
         var armed = Coord_V1_Armed()
-        armed.takeID = message.takeID
+        armed.takeID = takeID
         armed.cameras = settings.map(\.camera)
         armed.warnings = made.compactMap(\.phaseWarning)
         return armed

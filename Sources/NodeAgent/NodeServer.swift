@@ -1,3 +1,4 @@
+import CoordCore
 import CoordWire
 import Foundation
 import Logging
@@ -17,6 +18,13 @@ public final class NodeServer: Service, @unchecked Sendable {
     private let wake = WakeSignal()
     private let lock = NSLock()
     private var stopRequested = false
+    /// Replies made off the socket thread, waiting for it to send them (frames: identity, [empty,] payload).
+    private var outbox: [[[UInt8]]] = []
+    /// Requests handed to a lane whose reply has not been sent yet: bounded, so a flood cannot grow memory.
+    private var inFlight = 0
+    private static let maxInFlight = 64
+    private let controlLane = DispatchQueue(label: "coord-node.control")
+    private let filesLane = DispatchQueue(label: "coord-node.files")
     /// Called once with the endpoint actually bound (a `*` port resolved).
     private let onReady: @Sendable (String) -> Void
 
@@ -47,17 +55,11 @@ public final class NodeServer: Service, @unchecked Sendable {
     }
 
     public func requestStop() {
-        lock.lock()
-        stopRequested = true
-        lock.unlock()
+        lock.holding { stopRequested = true }
         wake.signal()
     }
 
-    private var shouldStop: Bool {
-        lock.lock()
-        defer { lock.unlock() }
-        return stopRequested
-    }
+    private var shouldStop: Bool { lock.holding { stopRequested } }
 
     private func serve() throws {
         // This thread stamps every clock probe's arrival: it must wake promptly even when cameras load the CPU.
@@ -79,6 +81,7 @@ public final class NodeServer: Service, @unchecked Sendable {
         while !shouldStop {
             let ready = try socket.poll(timeoutMs: 200, wakeFD: wake.fd)
             if ready.wake { wake.drain() }
+            sendReady(on: socket)
             if ready.socket {
                 // Drain everything readable before polling again.
                 while let frames = try socket.receive() {
@@ -111,9 +114,43 @@ public final class NodeServer: Service, @unchecked Sendable {
         if frames.count > 3 || (frames.count == 3 && !frames[1].isEmpty) {
             logger.warning("message with \(frames.count - 1) frames; only the last is read")
         }
-        let reply = agent.handle(payload, receivedLocal: receivedLocal)
+        let head = [identity] + envelopeFrames
+        switch agent.receive(payload, receivedLocal: receivedLocal) {
+        case .reply(let reply):
+            send(head + [Wire.encode(reply)], on: socket)
+        case .deferred(let lane, let work):
+            let admitted = lock.holding {
+                guard inFlight < Self.maxInFlight else { return false }
+                inFlight += 1
+                return true
+            }
+            guard admitted else {
+                let id = (try? Wire.parse(payload))?.requestID ?? 0
+                let busy = NodeFailure(.badState, "node \(agent.configuration.name) has \(Self.maxInFlight) requests in progress; ask again once they are answered.")
+                send(head + [Wire.encode(Wire.error(id, busy))], on: socket)
+                return
+            }
+            (lane == .control ? controlLane : filesLane).async { [self] in
+                let reply = Wire.encode(work())
+                lock.holding { outbox.append(head + [reply]) }
+                wake.signal()
+            }
+        }
+    }
+
+    /// Sends the replies the lanes have made (only this thread touches the socket).
+    private func sendReady(on socket: ZMQSocket) {
+        let ready = lock.holding {
+            defer { outbox.removeAll(); }
+            inFlight -= outbox.count
+            return outbox
+        }
+        for frames in ready { send(frames, on: socket) }
+    }
+
+    private func send(_ frames: [[UInt8]], on socket: ZMQSocket) {
         do {
-            if try !socket.send([identity] + envelopeFrames + [Wire.encode(reply)]) {
+            if try !socket.send(frames) {
                 logger.warning("reply dropped: the peer is not reading")
             }
         } catch {

@@ -10,6 +10,7 @@ import re
 import shutil
 import subprocess
 import sys
+import time
 
 import pytest
 
@@ -237,3 +238,39 @@ def test_abort_keeps_a_recorded_take_and_drops_one_that_never_started(node, clie
     configure_and_arm(client, other)
     client.call("abort", pb.Abort(take_id=other, reason="pytest"), "ack")
     assert not (node.staging / other).exists()
+
+
+def test_status_and_probes_are_answered_while_cameras_open(tmp_path, zctx, pb):
+    """Arm opens cameras on a lane of its own: a node whose cameras take 2 s to open still answers clock probes
+    and status at once meanwhile, and an Abort sent then wins over the arm."""
+    n = Node(tmp_path, extra_args=["--synthetic-open-ms", "2000"])
+    armer = Client(zctx, n.endpoint, pb)
+    other = Client(zctx, n.endpoint, pb)
+    try:
+        take_id = new_take_id("slow-open")
+        armer.call("configure", pb.Configure(take_id=take_id, cameras=[pb.CameraConfig(
+            camera="cam0", ordinal=0, width=320, height=240, fps=30, codec="mjpeg")]), "ack")
+        arm = armer.envelope("arm", pb.Arm(take_id=take_id, clock=pb.ClockMapping(), t0_us=now_us() + 5_000_000,
+                                           frame_period_us=FRAME_PERIOD_US))
+        armer.send_raw(arm.SerializeToString())
+        began = time.monotonic()
+        worst = 0.0
+        answered = 0
+        while time.monotonic() - began < 1.5:
+            t = time.monotonic()
+            other.call("clock_probe", pb.ClockProbe(t1_us=now_us()), "clock_probe_reply", timeout_ms=1000)
+            status = other.call("status_request", pb.StatusRequest(), "status", timeout_ms=1000)
+            assert status.take_id == take_id
+            worst = max(worst, time.monotonic() - t)
+            answered += 1
+        assert worst < 0.3, f"a probe and status took {worst:.2f} s while the cameras opened"
+        other.call("abort", pb.Abort(take_id=take_id, reason="pytest"), "ack")
+        reply = armer.recv_envelope(10_000, what="the arm")
+        assert reply.request_id == arm.request_id
+        assert reply.WhichOneof("body") == "error" and "aborted" in reply.error.message, reply
+        status = other.call("status_request", pb.StatusRequest(), "status")
+        assert status.state == pb.Status.IDLE and list(status.cameras) == [], status
+    finally:
+        armer.close()
+        other.close()
+        n.cleanup()
