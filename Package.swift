@@ -30,6 +30,8 @@ let package = Package(
         // Host clocks, sleeping to an instant, eventfd wake-ups, file checksums.
         .target(name: "Platform", dependencies: [.product(name: "Crypto", package: "swift-crypto")]),
         .target(name: "V4L2", dependencies: ["CV4L2"]),
+        // A V4L2 driver in Swift for machines without cameras (tests and `coord-node --v4l2-script`).
+        .target(name: "V4L2Simulator", dependencies: ["V4L2", "CV4L2"]),
 
         // Pure domain: no sockets, files, clocks or C.
         .target(name: "CoordCore"),
@@ -38,7 +40,7 @@ let package = Package(
             "CoordCore", .product(name: "SwiftProtobuf", package: "swift-protobuf"),
         ]),
         // Camera sources, the SYNCSTRIPE painter/decoder, the libavformat writer.
-        .target(name: "Media", dependencies: ["CFFmpeg", "V4L2", "Platform", "CoordCore"]),
+        .target(name: "Media", dependencies: ["CFFmpeg", "V4L2", "V4L2Simulator", "Platform", "CoordCore"]),
 
         // I/O shells.
         .target(name: "NodeAgent", dependencies: [
@@ -70,9 +72,9 @@ let package = Package(
 
         .testTarget(name: "CoordCoreTests", dependencies: ["CoordCore"]),
         // V4L2: the camera tests drive V4L2Camera through the scripted driver.
-        .testTarget(name: "MediaTests", dependencies: ["Media", "V4L2"]),
+        .testTarget(name: "MediaTests", dependencies: ["Media", "V4L2", "V4L2Simulator"]),
         .testTarget(name: "ZeroMQTests", dependencies: ["ZeroMQ", "CoordWire", "Platform"]),
-        .testTarget(name: "V4L2Tests", dependencies: ["V4L2"]),
+        .testTarget(name: "V4L2Tests", dependencies: ["V4L2", "V4L2Simulator"]),
         .testTarget(name: "EndToEndTests", dependencies: [
             // Media: V4L2Access.scripted stands in for the cameras a node is configured with.
             "Coordinator", "CoordCore", "CoordWire", "Media", "NodeAgent", "ZeroMQ", "Platform", .product(name: "Logging", package: "swift-log"),

@@ -1,5 +1,6 @@
 import Foundation
 import V4L2
+import V4L2Simulator
 
 extension V4L2Access {
     /// Every V4L2 access through `ScriptedV4L2Driver` with the JSON script at `url` (`coord-node --v4l2-script`,

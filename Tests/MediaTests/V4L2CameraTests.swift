@@ -5,6 +5,7 @@ import Foundation
 import Platform
 import Testing
 import V4L2
+import V4L2Simulator
 @testable import Media
 
 #if canImport(Glibc)

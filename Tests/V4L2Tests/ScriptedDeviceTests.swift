@@ -3,6 +3,7 @@
 import Foundation
 import Testing
 import V4L2
+import V4L2Simulator
 
 #if canImport(Glibc)
 import Glibc

@@ -2,6 +2,7 @@
 // keeps real time (a frame is ready only once the clock has passed its readout) and fails the way uvcvideo fails,
 // so V4L2Device's own code is what the tests exercise.
 import CV4L2
+import V4L2
 import Foundation
 
 #if canImport(Glibc)
