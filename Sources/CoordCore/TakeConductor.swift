@@ -1,0 +1,197 @@
+/// The decisions of a take from the moment every node accepted its start until every file is final, in the
+/// manner of SWIM's instance: what happened goes in (a node's status, an acknowledged or lost stop, the
+/// operator's stop, the clock), what to do comes out (send a stop, ask for statuses, record an event, tell the
+/// operator, finish). It touches no socket and reads no clock, so every path is a unit test; `TakeSession` only
+/// carries the directives out, and a console's Stop button is the same input as Ctrl-C.
+public struct TakeConductor: Sendable {
+    public struct Timing: Sendable {
+        /// How far ahead an early stop is placed: time for a StopAt to reach a node that is briefly unreachable.
+        public var stopLead: Int64 = 2_000_000
+        /// Past the stop instant, a node silent this long is given up on and the others are collected.
+        public var silentAfter: Int64 = 5_000_000
+        /// Nodes finish on their own at the stop group; this allows for encoders to drain and files to be hashed.
+        public var finishAllowance: Int64 = 30_000_000
+        public init() {}
+    }
+
+    /// A node's state as its status reports it.
+    public enum NodeState: Sendable, Equatable { case idle, configured, armed, recording, finished, failed }
+
+    /// What one status reply says, in the conductor's words.
+    public struct NodeReport: Sendable, Equatable {
+        public var takeID: String
+        public var state: NodeState
+        /// The group the node's take stops before (0: none placed).
+        public var stopGroup: Int64
+        /// Why the node failed, when it did.
+        public var detail: String
+        /// Each camera's error, if it has one (it stays in every status after it happened).
+        public var cameraErrors: [(camera: String, error: String)]
+
+        public init(takeID: String, state: NodeState, stopGroup: Int64 = 0, detail: String = "",
+                    cameraErrors: [(camera: String, error: String)] = []) {
+            self.takeID = takeID; self.state = state; self.stopGroup = stopGroup; self.detail = detail
+            self.cameraErrors = cameraErrors
+        }
+
+        public static func == (a: NodeReport, b: NodeReport) -> Bool {
+            a.takeID == b.takeID && a.state == b.state && a.stopGroup == b.stopGroup && a.detail == b.detail
+                && a.cameraErrors.map { "\($0.camera)\u{0}\($0.error)" } == b.cameraErrors.map { "\($0.camera)\u{0}\($0.error)" }
+        }
+    }
+
+    public enum Input: Sendable {
+        /// The operator asked to stop (Ctrl-C, a console's Stop button).
+        case operatorStop(now: Int64)
+        case status(node: String, NodeReport, now: Int64)
+        case statusFailed(node: String, now: Int64)
+        case stopAcknowledged(node: String, now: Int64)
+        case stopFailed(node: String)
+        /// Time passed: says what to do now.
+        case tick(now: Int64)
+    }
+
+    public enum Directive: Sendable, Equatable {
+        /// Send StopAt(group) to these nodes; those in `freshConnection` over a new connection, since the old one
+        /// may sit in TCP's retransmission back-off for seconds after the path is back.
+        case sendStop(group: Int64, nodes: [String], freshConnection: [String])
+        case requestStatus(nodes: [String])
+        case record(TakeEvent)
+        /// One line of progress for the operator.
+        case say(String)
+        case finish(Finish)
+    }
+
+    /// How recording ended.
+    public struct Finish: Sendable, Equatable {
+        /// Groups the take holds (fewer than planned if it was stopped early).
+        public var groups: Int64
+        /// Nodes that did not report their files final, failed or went silent.
+        public var unfinished: Set<String>
+        public init(groups: Int64, unfinished: Set<String>) { self.groups = groups; self.unfinished = unfinished }
+    }
+
+    public let takeID: String
+    public let nodes: [String]
+    public let grid: FrameGrid
+    public let timing: Timing
+    public private(set) var groups: Int64
+    public private(set) var finished: Set<String> = []
+    public private(set) var silent: Set<String> = []
+    /// An early stop was placed (by the operator here or by `coord stop-take` elsewhere).
+    public private(set) var stopping = false
+    public private(set) var isDone = false
+    private var failed: Set<String> = []
+    private var lastHeard: [String: Int64]
+    /// Nodes still to acknowledge an early stop, and those that needed more than one try.
+    private var unstopped: Set<String> = []
+    private var stopRetried: Set<String> = []
+    private var reportedErrors: Set<String> = []
+
+    public init(takeID: String, nodes: [String], grid: FrameGrid, groups: Int64, now: Int64, timing: Timing = Timing()) {
+        self.takeID = takeID
+        self.nodes = nodes
+        self.grid = grid
+        self.groups = groups
+        self.timing = timing
+        lastHeard = Dictionary(uniqueKeysWithValues: nodes.map { ($0, now) })
+    }
+
+    /// The instant the last group ends.
+    public var stopInstant: Int64 { grid.instant(ofGroup: groups) }
+    private var deadline: Int64 { stopInstant + timing.finishAllowance }
+
+    /// How long the shell waits before the next tick: half a second, sooner once the stop instant is near.
+    public func pollInterval(now: Int64) -> Int64 {
+        let untilStop = stopInstant - now
+        return max(100_000, min(500_000, untilStop > 0 ? untilStop : 200_000))
+    }
+
+    public mutating func handle(_ input: Input) -> [Directive] {
+        guard !isDone else { return [] }
+        switch input {
+        case .operatorStop(let now):
+            let stop = max(1, min(groups, grid.nearestGroup(to: now + timing.stopLead) + 1))
+            guard stop < groups else { return [] }
+            let seconds = Double(grid.instant(ofGroup: stop) - now) / 1e6
+            return placeStop(stop, now: now, node: "",
+                             say: "stopping every camera after group \(stop - 1), in \(Self.tenths(seconds)) s",
+                             detail: "stopped early at group \(stop)")
+        case .status(let node, let report, let now):
+            return status(node, report, now: now)
+        case .statusFailed(let node, let now):
+            let heard = lastHeard[node] ?? now
+            guard now > stopInstant + timing.silentAfter, now - heard > timing.silentAfter,
+                  silent.insert(node).inserted else { return [] }
+            return [.say("node \(node) has not answered for \((now - heard) / 1_000_000) s; collecting the others")]
+        case .stopAcknowledged(let node, let now):
+            guard unstopped.remove(node) != nil, stopRetried.contains(node) else { return [] }
+            let ahead = Double(stopInstant - now) / 1e6
+            return [.record(TakeEvent(.stopDelivered, at: now, node: node,
+                                      "the stop reached node \(node) only on a retry, \(Self.tenths(ahead)) s before the stop instant"))]
+        case .stopFailed(let node):
+            guard stopRetried.insert(node).inserted else { return [] }
+            return [.say("node \(node) did not acknowledge the stop yet; retrying")]
+        case .tick(let now):
+            let pending = nodes.filter { !finished.contains($0) && !silent.contains($0) }
+            if pending.isEmpty || now > deadline { return finish(now: now) }
+            var directives: [Directive] = []
+            let toStop = nodes.filter { unstopped.contains($0) && !silent.contains($0) }
+            if !toStop.isEmpty {
+                directives.append(.sendStop(group: groups, nodes: toStop, freshConnection: toStop.filter { stopRetried.contains($0) }))
+            }
+            directives.append(.requestStatus(nodes: pending))
+            return directives
+        }
+    }
+
+    private mutating func status(_ node: String, _ report: NodeReport, now: Int64) -> [Directive] {
+        lastHeard[node] = now
+        var directives: [Directive] = []
+        // `coord stop-take` (from any machine) placed a stop: adopt it, and make sure every node has it.
+        if report.takeID == takeID, report.stopGroup > 0, report.stopGroup < groups {
+            directives += placeStop(report.stopGroup, now: now, node: node,
+                                    say: "coord stop-take: every camera stops after group \(report.stopGroup - 1)",
+                                    detail: "stopped by coord stop-take after group \(report.stopGroup - 1)")
+        }
+        if report.state == .finished { finished.insert(node) }
+        if report.state == .failed, finished.insert(node).inserted {
+            failed.insert(node)
+            directives.append(.record(TakeEvent(.nodeFailed, at: now, node: node, report.detail)))
+        }
+        for (camera, error) in report.cameraErrors where !error.isEmpty && reportedErrors.insert("\(node)/\(camera): \(error)").inserted {
+            directives.append(.record(TakeEvent(.cameraError, at: now, node: node, camera: camera, error)))
+        }
+        return directives
+    }
+
+    private mutating func placeStop(_ stop: Int64, now: Int64, node: String, say: String, detail: String) -> [Directive] {
+        groups = stop
+        unstopped = Set(nodes)
+        stopping = true
+        return [.say(say), .record(TakeEvent(.operatorStop, at: now, node: node, detail))]
+    }
+
+    private mutating func finish(now: Int64) -> [Directive] {
+        isDone = true
+        var directives: [Directive] = []
+        for node in nodes where unstopped.contains(node) {
+            directives.append(.record(TakeEvent(.stopUndelivered, at: now, node: node,
+                                                "node \(node) never acknowledged the stop at group \(groups)")))
+        }
+        let missing = Set(nodes).subtracting(finished)
+        for node in nodes where missing.contains(node) {
+            let detail = silent.contains(node) ? "node \(node) stopped answering after the stop; its files could not be collected then"
+                : "node \(node) did not report its files final within \(timing.finishAllowance / 1_000_000) s of the stop instant"
+            directives.append(.record(TakeEvent(.nodeUnfinished, at: now, node: node, detail)))
+        }
+        directives.append(.record(TakeEvent(.stop, at: stopInstant, "all cameras stop after group \(groups - 1)")))
+        directives.append(.finish(Finish(groups: groups, unfinished: missing.union(failed))))
+        return directives
+    }
+
+    private static func tenths(_ seconds: Double) -> String {
+        let tenths = Int((seconds * 10).rounded())
+        return "\(tenths < 0 ? "-" : "")\(abs(tenths) / 10).\(abs(tenths) % 10)"
+    }
+}

@@ -1,0 +1,47 @@
+/// Something that happened during a take, as the manifest's `events` record it (CONTRACT §4): when (rig µs),
+/// where (node, camera; empty for the whole rig), what (a kind from one list) and one sentence.
+public struct TakeEvent: Equatable, Sendable {
+    public var tMicroseconds: Int64
+    public var node: String
+    public var camera: String
+    public var kind: Kind
+    public var detail: String
+
+    public init(_ kind: Kind, at tMicroseconds: Int64, node: String = "", camera: String = "", _ detail: String) {
+        self.tMicroseconds = tMicroseconds; self.node = node; self.camera = camera; self.kind = kind; self.detail = detail
+    }
+
+    /// The kinds of event, named once. A kind from a newer node or coordinator survives a round trip through a
+    /// manifest: it is a string underneath, not a closed enum.
+    public struct Kind: RawRepresentable, Hashable, Sendable, CustomStringConvertible {
+        public let rawValue: String
+        public init(rawValue: String) { self.rawValue = rawValue }
+        public var description: String { rawValue }
+
+        // The take as the coordinator runs it.
+        public static let fit = Kind(rawValue: "fit")
+        public static let start = Kind(rawValue: "start")
+        public static let stop = Kind(rawValue: "stop")
+        public static let operatorStop = Kind(rawValue: "operator-stop")
+        public static let stopDelivered = Kind(rawValue: "stop-delivered")
+        public static let stopUndelivered = Kind(rawValue: "stop-undelivered")
+        public static let phaseFixed = Kind(rawValue: "phase-fixed")
+        public static let clockUpdateFailed = Kind(rawValue: "clock-update-failed")
+        public static let clockUpdateHeld = Kind(rawValue: "clock-update-held")
+        // Nodes and cameras.
+        public static let nodeFailed = Kind(rawValue: "node-failed")
+        public static let nodeUnfinished = Kind(rawValue: "node-unfinished")
+        public static let cameraError = Kind(rawValue: "camera-error")
+        public static let cameraEnded = Kind(rawValue: "camera-ended")
+        public static let cameraSlowed = Kind(rawValue: "camera-slowed")
+        public static let cameraSlowedFailed = Kind(rawValue: "camera-slowed-failed")
+        public static let cameraDisabled = Kind(rawValue: "camera-disabled")
+        public static let cameraDisabledFailed = Kind(rawValue: "camera-disabled-failed")
+        public static let pressure = Kind(rawValue: "pressure")
+        public static let pressureShutdown = Kind(rawValue: "pressure-shutdown")
+        // Collection.
+        public static let fileMissing = Kind(rawValue: "file-missing")
+        public static let fileDamaged = Kind(rawValue: "file-damaged")
+        public static let collectFailed = Kind(rawValue: "collect-failed")
+    }
+}
