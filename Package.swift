@@ -80,5 +80,5 @@ let package = Package(
             "Coordinator", "CoordCore", "CoordWire", "Media", "NodeAgent", "ZeroMQ", "Platform", .product(name: "Logging", package: "swift-log"),
         ]),
     ],
-    swiftLanguageModes: [.v5]
+    swiftLanguageModes: [.v6]
 )

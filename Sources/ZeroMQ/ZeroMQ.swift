@@ -70,8 +70,10 @@ public final class ZMQContext: @unchecked Sendable {
     }
 }
 
-/// A ZeroMQ socket. Not thread-safe: one thread owns it for its whole life.
-public final class ZMQSocket {
+/// A ZeroMQ socket. Not thread-safe: one thread owns it for its whole life. Sendable only so that the thread
+/// that made it can hand it to the thread that will own it (before that thread's first call); it is never used
+/// from two threads.
+public final class ZMQSocket: @unchecked Sendable {
     public enum Kind: Sendable {
         case dealer, router, pair
         var zmqType: Int32 {

@@ -122,7 +122,7 @@ struct Serve: AsyncParsableCommand {
         let server = NodeServer(agent: agent, logger: logger) { bound in
             // The one line on stdout: tells a supervisor (the demo, a test) where the node listens.
             print("READY \(bound)")
-            fflush(stdout)
+            fflush(nil)  // every stream: Swift 6 cannot name the C global stdout
         }
         // A supervised node (the demo's) leaves Ctrl-C to its parent, which stops the take at one instant;
         // the terminal's SIGINT reaches the whole process group.
@@ -162,7 +162,7 @@ struct Calibrate: ParsableCommand {
             _ = try Calibrator.calibrate(staging: config.staging, file: file, probe: HostProbe(root: URL(fileURLWithPath: systemRoot)),
                                          seconds: seconds) { line in
                 print(line)
-                fflush(stdout)
+                fflush(nil)  // every stream: Swift 6 cannot name the C global stdout
             }
             print("calibration saved to \(file.path)")
         } catch {
