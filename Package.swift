@@ -63,12 +63,14 @@ let package = Package(
             .product(name: "ArgumentParser", package: "swift-argument-parser"),
             .product(name: "Logging", package: "swift-log"),
         ]),
-        .executableTarget(name: "coord-node", dependencies: [
+        // coord-node's commands, in a library tests can call.
+        .target(name: "NodeCommands", dependencies: [
             "NodeAgent", "Media", "Platform",
             .product(name: "ArgumentParser", package: "swift-argument-parser"),
             .product(name: "Logging", package: "swift-log"),
             .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
         ]),
+        .executableTarget(name: "coord-node", dependencies: ["NodeCommands"]),
 
         .testTarget(name: "CoordCoreTests", dependencies: ["CoordCore"]),
         // V4L2: the camera tests drive V4L2Camera through the scripted driver.

@@ -1,0 +1,190 @@
+import ArgumentParser
+import Foundation
+import Logging
+import Media
+import NodeAgent
+import Platform
+import ServiceLifecycle
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// coord-node: the node agent daemon that runs on every capture box, and its one-off calibration. The
+/// executable only calls `CoordNode.main()`; tests parse and run these commands directly.
+public struct CoordNode: AsyncParsableCommand {
+    public init() {}
+    public static let configuration = CommandConfiguration(
+        commandName: "coord-node",
+        abstract: "The coord node agent: records this box's cameras on the rig's frame grid and serves the files.",
+        // The daemon is the default, so `coord-node --name x --synthetic cam0 …` runs it as it always did.
+        subcommands: [Serve.self, Calibrate.self],
+        defaultSubcommand: Serve.self)
+
+    /// Parses the process's arguments and runs the command they name, exiting with its status.
+    public static func runFromCommandLine() async {
+        do {
+            var command = try parseAsRoot()
+            if var command = command as? AsyncParsableCommand {
+                try await command.run()
+            } else {
+                try command.run()
+            }
+        } catch {
+            exit(withError: error)
+        }
+    }
+}
+
+/// The daemon: serves the coordinator until it is told to stop.
+public struct Serve: AsyncParsableCommand {
+    public init() {}
+    public static let configuration = CommandConfiguration(
+        commandName: "serve",
+        abstract: "Run the node agent (the default when no subcommand is given).")
+
+    @Option(help: "Node name ([A-Za-z0-9._-]{1,64}).") var name: String = ProcessInfo.processInfo.hostName
+    @Option(help: "ZeroMQ endpoint to listen on; a * port picks a free one.") var endpoint: String = "tcp://0.0.0.0:5710"
+    @Option(help: "Staging directory for recordings until the coordinator collects them.") var staging: String = "/var/lib/coord-node"
+    @Option(help: "Synthetic cameras to offer, comma-separated NAME or NAME@BUS (BUS declared by --synthetic-bus).") var synthetic: String = ""
+    @Option(help: "A bus synthetic cameras can share, ID=MBITS (e.g. usb1=5000); repeatable.") var syntheticBus: [String] = []
+    @Option(help: "A V4L2 camera to record, NAME=/dev/videoN (see --list-cameras); repeatable.") var v4l2: [String] = []
+    @Flag(help: "Print the V4L2 devices this machine has (driver, card, bus, formats) or why each was skipped, and exit.")
+    var listCameras = false
+    // Tests only: every V4L2 access goes through a scripted webcam described by this JSON file.
+    @Option(help: .hidden) var v4l2Script: String?
+    @Option(help: "Read sysfs and procfs (thermal zones, CPUs, USB buses) under this directory.") var systemRoot: String = "/"
+    @Option(help: "Calibration file written by `coord-node calibrate` (default: <staging>/calibration.json).") var calibration: String?
+    @Option(help: "Simulated local clock offset from CLOCK_MONOTONIC, µs (demo).") var clockOffsetUs: Int64 = 0
+    @Option(help: "Simulated local clock drift, ppm (demo).") var clockDriftPpm: Double = 0
+    @Option(help: "Host CLOCK_MONOTONIC instant (µs) at which the simulated offset holds; default: at start (demo).") var clockReferenceUs: Int64?
+    @Option(help: "Synthetic buffer timestamp noise, µs standard deviation.") var timestampJitterUs: Double = 30
+    @Option(help: "Seed for the synthetic cameras.") var seed: UInt64 = 1
+    @Option(help: "Milliseconds each synthetic camera takes to open when armed, as a slow USB camera does.") var syntheticOpenMs: Int = 0
+    @Option(help: "Sensor-like noise amplitude (0-64) added to every synthetic frame outside its stripe, so files are as large as camera footage's; 0: the clean test pattern.")
+    var syntheticGrain: Int = 0
+    @Option(help: "Exit when the process with this pid is gone.") var parentPid: Int32?
+    @Flag(help: "Keep files after the coordinator has confirmed collecting them.") var keepAfterCollect = false
+    @Option(help: "Log level: trace, debug, info, notice, warning, error.") var logLevel: String = "info"
+
+    public mutating func run() async throws {
+        Memory.returnLargeBuffersToTheSystem()
+        let level = Logger.Level(rawValue: logLevel) ?? .info
+        let nodeName = name
+        LoggingSystem.bootstrap { label in
+            var handler = StreamLogHandler.standardError(label: label)
+            handler.logLevel = level
+            handler[metadataKey: "node"] = "\(nodeName)"
+            return handler
+        }
+        let logger = Logger(label: "coord-node")
+        guard (0...TestPattern.maxGrain).contains(syntheticGrain) else {
+            FileHandle.standardError.write(Data("coord-node: --synthetic-grain must be between 0 and \(TestPattern.maxGrain) (got \(syntheticGrain)).\n".utf8))
+            throw ExitCode(2)
+        }
+        let access: V4L2Access
+        do {
+            access = try v4l2Script.map { try V4L2Access.scripted(url: URL(fileURLWithPath: $0), seed: seed) } ?? .system
+        } catch {
+            FileHandle.standardError.write(Data("coord-node: \(error)\n".utf8))
+            throw ExitCode(2)
+        }
+        if listCameras {
+            for line in CameraListing.lines(access: access, probe: HostProbe(root: URL(fileURLWithPath: systemRoot))) { print(line) }
+            return
+        }
+        var config: NodeConfiguration
+        do {
+            let spec = try SyntheticCameraSpec.parse(synthetic: synthetic, buses: syntheticBus)
+            config = NodeConfiguration(name: name, endpoint: endpoint, staging: URL(fileURLWithPath: staging),
+                                       syntheticCameras: spec.cameras)
+            config.syntheticCameraBus = spec.cameraBus
+            config.syntheticBuses = spec.buses
+            config.v4l2Cameras = try V4L2CameraEntry.parse(v4l2)
+            config.v4l2 = access
+        } catch {
+            FileHandle.standardError.write(Data("coord-node: \(error)\n".utf8))
+            throw ExitCode(2)
+        }
+        config.systemRoot = URL(fileURLWithPath: systemRoot)
+        config.calibrationPath = calibration.map { URL(fileURLWithPath: $0) }
+        config.clockOffsetMicroseconds = clockOffsetUs
+        config.clockDriftPPM = clockDriftPpm
+        config.clockReferenceMicroseconds = clockReferenceUs
+        config.timestampJitterMicroseconds = timestampJitterUs
+        config.seed = seed
+        config.syntheticOpenMilliseconds = max(0, syntheticOpenMs)
+        config.syntheticGrain = syntheticGrain
+        config.parentPID = parentPid
+        config.keepAfterCollect = keepAfterCollect
+        if let problem = config.problem() {
+            FileHandle.standardError.write(Data("coord-node: \(problem)\n".utf8))
+            throw ExitCode(2)
+        }
+        do {
+            try FileManager.default.createDirectory(at: config.staging, withIntermediateDirectories: true)
+        } catch {
+            FileHandle.standardError.write(Data("coord-node: cannot create staging directory \(config.staging.path): \(error.localizedDescription)\n".utf8))
+            throw ExitCode(1)
+        }
+        // A configured camera that is missing, busy or not a camera stops the node here, with one sentence naming it
+        // (exit 1: the flags are right, the machine is not).
+        let agent: NodeAgent
+        do {
+            agent = try NodeAgent(configuration: config, logger: logger)
+        } catch {
+            FileHandle.standardError.write(Data("coord-node: \(error.message)\n".utf8))
+            throw ExitCode(1)
+        }
+        let server = NodeServer(agent: agent, logger: logger) { bound in
+            // The one line on stdout: tells a supervisor (the demo, a test) where the node listens.
+            print("READY \(bound)")
+            fflush(nil)  // every stream: Swift 6 cannot name the C global stdout
+        }
+        // A supervised node (the demo's) leaves Ctrl-C to its parent, which stops the take at one instant;
+        // the terminal's SIGINT reaches the whole process group.
+        if parentPid != nil { signal(SIGINT, SIG_IGN) }
+        let group = ServiceGroup(configuration: .init(
+            services: [.init(service: server, successTerminationBehavior: .gracefullyShutdownGroup)],
+            gracefulShutdownSignals: parentPid != nil ? [.sigterm] : [.sigterm, .sigint], logger: logger))
+        do {
+            try await group.run()
+        } catch {
+            FileHandle.standardError.write(Data("coord-node: \(error)\n".utf8))
+            throw ExitCode(1)
+        }
+    }
+}
+
+/// Measures this node's disk, encoders and heating once and stores the figures for the daemon's handshake.
+public struct Calibrate: ParsableCommand {
+    public init() {}
+    public static let configuration = CommandConfiguration(
+        abstract: "Measure the staging disk's write rate and every codec's encode rate, and save them for the daemon.")
+
+    @Option(help: "Staging directory the daemon records into (measured, and holds the calibration file).") var staging: String = "/var/lib/coord-node"
+    @Option(help: "Where to save the calibration (default: <staging>/calibration.json).") var calibration: String?
+    @Option(help: "Seconds to measure the disk, and then each codec.") var seconds: Double = 2
+    @Option(help: "Read sysfs and procfs (thermal zones, CPUs) under this directory.") var systemRoot: String = "/"
+
+    public func run() throws {
+        guard seconds.isFinite, seconds > 0 else {
+            FileHandle.standardError.write(Data("coord-node: --seconds must be a positive number, not \(seconds).\n".utf8))
+            throw ExitCode(2)
+        }
+        // The daemon's own rule for where the file lives, so it reads what this wrote.
+        var config = NodeConfiguration(name: "calibrate", endpoint: "", staging: URL(fileURLWithPath: staging), syntheticCameras: [])
+        config.calibrationPath = calibration.map { URL(fileURLWithPath: $0) }
+        let file = config.calibrationFile
+        do {
+            _ = try Calibrator.calibrate(staging: config.staging, file: file, probe: HostProbe(root: URL(fileURLWithPath: systemRoot)),
+                                         seconds: seconds) { line in
+                print(line)
+                fflush(nil)  // every stream: Swift 6 cannot name the C global stdout
+            }
+            print("calibration saved to \(file.path)")
+        } catch {
+            FileHandle.standardError.write(Data("coord-node: \(error)\n".utf8))
+            throw ExitCode(1)
+        }
+    }
+}
