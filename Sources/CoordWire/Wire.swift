@@ -301,3 +301,20 @@ public enum Echo {
         text.count <= limit ? text : String(text.prefix(limit)) + "… (\(text.utf8.count) bytes)"
     }
 }
+
+extension Coord_V1_Status {
+    /// What the take's conductor needs of a node's status.
+    public var report: TakeConductor.NodeReport {
+        let state: TakeConductor.NodeState
+        switch self.state {
+        case .configured: state = .configured
+        case .armed: state = .armed
+        case .recording: state = .recording
+        case .finished: state = .finished
+        case .failed: state = .failed
+        case .idle, .unspecified, .UNRECOGNIZED: state = .idle
+        }
+        return TakeConductor.NodeReport(takeID: takeID, state: state, stopGroup: stopGroup, detail: detail,
+                                        cameraErrors: cameras.map { ($0.camera, $0.error) })
+    }
+}

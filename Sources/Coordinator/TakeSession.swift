@@ -392,158 +392,103 @@ public final class TakeSession: @unchecked Sendable {
         return r
     }
 
-    /// How far ahead an early stop is placed: time for a StopAt to reach a node that is briefly unreachable.
-    static let stopLead: Int64 = 2_000_000
-
-    /// Waits until every node reports its files final; returns the nodes that did not and the take's groups
-    /// (fewer than planned if the operator stopped early).
+    /// Carries out the take's `TakeConductor` until every node reports its files final (or is given up on);
+    /// returns the nodes that did not, the take's groups (fewer than planned if stopped early) and each node's
+    /// last status.
     private func waitForFinish(_ plans: [NodePlan], takeID: String, grid: FrameGrid, groups plannedGroups: Int64) async throws -> (Set<String>, Int64, [String: Coord_V1_Status]) {
-        var groups = plannedGroups
-        var stopInstant = grid.instant(ofGroup: groups)
-        // Nodes finish on their own at the stop group; allow time for encoders to drain and files to be hashed.
-        var deadline = stopInstant + 30_000_000
-        var finished = Set<String>()
+        var conductor = TakeConductor(takeID: takeID, nodes: plans.map(\.name), grid: grid, groups: plannedGroups,
+                                      now: MonotonicClock.now())
+        let byName = Dictionary(uniqueKeysWithValues: plans.map { ($0.name, $0) })
         var lastStatus: [String: Coord_V1_Status] = [:]
-        var lastHeard: [String: Int64] = Dictionary(uniqueKeysWithValues: plans.map { ($0.name, MonotonicClock.now()) })
-        var silent = Set<String>()
         var lastProgress: Int64 = 0
-        // Nodes still to acknowledge an early stop, and those that needed more than one try.
-        var unstopped = Set<String>()
-        var stopping = false
-        var stopRetried = Set<String>()
-        var reportedErrors = Set<String>()
-        while finished.count + silent.count < plans.count {
-            let now = MonotonicClock.now()
-            if now > deadline { break }
-            if takeStopRequest() {
-                // One stop instant for every camera, far enough ahead that a StopAt still arrives in time at a
-                // node that is unreachable for a moment (it is re-sent until every node has acknowledged it).
-                let stop = max(1, min(groups, grid.nearestGroup(to: now + Self.stopLead) + 1))
-                if stop < groups {
-                    groups = stop
-                    stopInstant = grid.instant(ofGroup: groups)
-                    deadline = stopInstant + 30_000_000
-                    console.step("stopping every camera after group \(groups - 1), in \(String(format: "%.1f", Double(stopInstant - now) / 1e6)) s")
-                    addEvent(now, node: "", camera: "", kind: "operator-stop", detail: "stopped early at group \(groups)")
-                    unstopped = Set(plans.map(\.name))
-                    stopping = true
-                }
-            }
-            if !unstopped.isEmpty {
-                let toStop = plans.filter { unstopped.contains($0.name) && !silent.contains($0.name) }
-                let retried = stopRetried
-                let context = self.context
-                let stopGroup = groups
-                let results = await eachNodeResult(toStop) { plan in
-                    var s = Coord_V1_StopAt()
-                    s.takeID = takeID
-                    s.stopGroup = stopGroup
-                    guard retried.contains(plan.name) else {
-                        _ = try await plan.link.request(.stopAt(s), timeout: 0.5, what: "the stop")
-                        return
-                    }
-                    // A retry goes over a new connection: the old one may sit in TCP's retransmission back-off
-                    // for seconds after the path is back, while a new connection gets through at once.
-                    let fresh = try NodeLink(endpoint: plan.link.endpoint, context: context)
-                    fresh.setName(plan.name)
-                    defer { fresh.close() }
-                    _ = try await fresh.request(.stopAt(s), timeout: 0.5, what: "the stop")
-                }
-                for (plan, r) in zip(toStop, results) {
-                    switch r {
-                    case .success:
-                        unstopped.remove(plan.name)
-                        if stopRetried.contains(plan.name) {
-                            addEvent(MonotonicClock.now(), node: plan.name, camera: "", kind: "stop-delivered",
-                                     detail: "the stop reached node \(plan.name) only on a retry, \(String(format: "%.1f", Double(MonotonicClock.now() - now) / 1e6)) s before the stop instant")
+        var outcome: TakeConductor.Finish?
+        // Carries out one batch of directives; what they bring back (acknowledgements, statuses) is fed back in.
+        func perform(_ directives: [TakeConductor.Directive]) async {
+            for directive in directives {
+                switch directive {
+                case .say(let line):
+                    console.step(line)
+                case .record(let event):
+                    addEvent(event)
+                case .finish(let finish):
+                    outcome = finish
+                case .sendStop(let group, let nodes, let fresh):
+                    let context = self.context
+                    let results = await eachNodeResult(nodes.compactMap { byName[$0] }) { plan in
+                        var s = Coord_V1_StopAt()
+                        s.takeID = takeID
+                        s.stopGroup = group
+                        guard fresh.contains(plan.name) else {
+                            _ = try await plan.link.request(.stopAt(s), timeout: 0.5, what: "the stop")
+                            return
                         }
-                    case .failure(let f):
-                        if !stopRetried.contains(plan.name) { console.step("node \(plan.name) did not acknowledge the stop yet; retrying") }
-                        stopRetried.insert(plan.name)
-                        logger.warning("stop not acknowledged", metadata: ["node": "\(plan.name)", "error": "\(f)"])
+                        let link = try NodeLink(endpoint: plan.link.endpoint, context: context)
+                        link.setName(plan.name)
+                        defer { link.close() }
+                        _ = try await link.request(.stopAt(s), timeout: 0.5, what: "the stop")
+                    }
+                    for (node, result) in zip(nodes, results) {
+                        if case .failure(let f) = result {
+                            logger.warning("stop not acknowledged", metadata: ["node": "\(node)", "error": "\(f)"])
+                            await perform(conductor.handle(.stopFailed(node: node)))
+                        } else {
+                            await perform(conductor.handle(.stopAcknowledged(node: node, now: MonotonicClock.now())))
+                        }
+                    }
+                case .requestStatus(let nodes):
+                    let pending = nodes.compactMap { byName[$0] }
+                    let results = await eachNodeResult(pending) { plan -> Coord_V1_Status in
+                        let (reply, _) = try await plan.link.request(.statusRequest(Coord_V1_StatusRequest()), timeout: 2, what: "a status request")
+                        guard case .status(let s) = reply.body else { throw CoordError(.failure, "node \(plan.name) answered status with something else.") }
+                        return s
+                    }
+                    for (plan, result) in zip(pending, results) {
+                        let now = MonotonicClock.now()
+                        switch result {
+                        case .success(let s):
+                            lastStatus[plan.name] = s
+                            await perform(conductor.handle(.status(node: plan.name, s.report, now: now)))
+                            await respondToPressure(s, plan: plan, takeID: takeID, grid: grid, stopGroup: conductor.groups)
+                        case .failure(let error):
+                            logger.warning("status failed", metadata: ["node": "\(plan.name)", "error": "\(error)"])
+                            await perform(conductor.handle(.statusFailed(node: plan.name, now: now)))
+                        }
                     }
                 }
             }
-            let pending = plans.filter { !finished.contains($0.name) && !silent.contains($0.name) }
-            if pending.isEmpty { break }
-            let results = await eachNodeResult(pending) { plan -> Coord_V1_Status in
-                let (reply, _) = try await plan.link.request(.statusRequest(Coord_V1_StatusRequest()), timeout: 2, what: "a status request")
-                guard case .status(let s) = reply.body else { throw CoordError(.failure, "node \(plan.name) answered status with something else.") }
-                return s
-            }
-            for (plan, result) in zip(pending, results) {
-                switch result {
-                case .success(let s):
-                    lastStatus[plan.name] = s
-                    lastHeard[plan.name] = MonotonicClock.now()
-                    // `coord stop-take` (from any machine) placed a stop: adopt it, and make sure every node has it.
-                    if s.takeID == takeID, s.stopGroup > 0, s.stopGroup < groups {
-                        groups = s.stopGroup
-                        stopInstant = grid.instant(ofGroup: groups)
-                        deadline = stopInstant + 30_000_000
-                        console.step("coord stop-take: every camera stops after group \(groups - 1)")
-                        addEvent(now, node: plan.name, camera: "", kind: "operator-stop",
-                                 detail: "stopped by coord stop-take after group \(groups - 1)")
-                        unstopped = Set(plans.map(\.name))
-                        stopping = true
-                    }
-                    await respondToPressure(s, plan: plan, takeID: takeID, grid: grid, stopGroup: groups)
-                    if s.state == .finished { finished.insert(plan.name) }
-                    if s.state == .failed {
-                        addEvent(now, node: plan.name, camera: "", kind: "node-failed", detail: s.detail)
-                        finished.insert(plan.name)
-                    }
-                    // A camera's error stays in every status after it happened: it is one event.
-                    for c in s.cameras where !c.error.isEmpty && reportedErrors.insert("\(plan.name)/\(c.camera): \(c.error)").inserted {
-                        addEvent(now, node: plan.name, camera: c.camera, kind: "camera-error", detail: c.error)
-                    }
-                case .failure(let error):
-                    logger.warning("status failed", metadata: ["node": "\(plan.name)", "error": "\(error)"])
-                    // Past the stop instant, a node silent for 5 s is given up on; the others are collected.
-                    let heard = lastHeard[plan.name] ?? now
-                    if now > stopInstant + 5_000_000 && now - heard > 5_000_000 {
-                        silent.insert(plan.name)
-                        console.step("node \(plan.name) has not answered for \((now - heard) / 1_000_000) s; collecting the others")
-                    }
-                }
-            }
-            if now - lastProgress >= 1_000_000 || finished.count == plans.count {
+        }
+        while outcome == nil {
+            if takeStopRequest() { await perform(conductor.handle(.operatorStop(now: MonotonicClock.now()))) }
+            await perform(conductor.handle(.tick(now: MonotonicClock.now())))
+            guard outcome == nil else { break }
+            let now = MonotonicClock.now()
+            if now - lastProgress >= 1_000_000 {
                 lastProgress = now
-                let elapsed = max(0, min(Double(now - grid.t0), Double(stopInstant - grid.t0))) / 1e6
-                let planned = Double(stopInstant - grid.t0) / 1e6
-                let frames = lastStatus.values.flatMap(\.cameras).map(\.frames)
-                let dups = lastStatus.values.flatMap(\.cameras).map(\.dropped).reduce(0, +)
-                if now < grid.t0 {
-                    console.progress("armed: recording starts in \(String(format: "%.1f", Double(grid.t0 - now) / 1e6)) s")
-                } else if request.untilStopped && !stopping {
-                    console.progress(String(format: "recording %.1f s (until Ctrl-C)  frames %d–%d per camera  dups %d",
-                                            Double(now - grid.t0) / 1e6, frames.min() ?? 0, frames.max() ?? 0, dups))
-                } else {
-                    console.progress(String(format: "recording %.1f / %.1f s  frames %d–%d of %d per camera  dups %d  nodes done %d/%d",
-                                            elapsed, planned, frames.min() ?? 0, frames.max() ?? 0, groups, dups,
-                                            finished.count, plans.count))
-                }
+                showProgress(conductor, statuses: Array(lastStatus.values), now: now)
             }
-            if finished.count + silent.count < plans.count {
-                let untilStop = stopInstant - MonotonicClock.now()
-                // Poll every half second; sooner once the stop instant is near.
-                try await Task.sleep(nanoseconds: UInt64(max(100_000, min(500_000, untilStop > 0 ? untilStop : 200_000))) * 1000)
-            }
+            try await Task.sleep(nanoseconds: UInt64(conductor.pollInterval(now: MonotonicClock.now())) * 1000)
         }
-        for name in unstopped {
-            addEvent(MonotonicClock.now(), node: name, camera: "", kind: "stop-undelivered",
-                     detail: "node \(name) never acknowledged the stop at group \(groups)")
+        showProgress(conductor, statuses: Array(lastStatus.values), now: MonotonicClock.now())
+        return (outcome!.unfinished, outcome!.groups, lastStatus)
+    }
+
+    private func showProgress(_ conductor: TakeConductor, statuses: [Coord_V1_Status], now: Int64) {
+        let grid = conductor.grid
+        let stopInstant = conductor.stopInstant
+        let elapsed = max(0, min(Double(now - grid.t0), Double(stopInstant - grid.t0))) / 1e6
+        let planned = Double(stopInstant - grid.t0) / 1e6
+        let frames = statuses.flatMap(\.cameras).map(\.frames)
+        let dups = statuses.flatMap(\.cameras).map(\.dropped).reduce(0, +)
+        if now < grid.t0 {
+            console.progress("armed: recording starts in \(String(format: "%.1f", Double(grid.t0 - now) / 1e6)) s")
+        } else if request.untilStopped && !conductor.stopping {
+            console.progress(String(format: "recording %.1f s (until Ctrl-C)  frames %d–%d per camera  dups %d",
+                                    Double(now - grid.t0) / 1e6, frames.min() ?? 0, frames.max() ?? 0, dups))
+        } else {
+            console.progress(String(format: "recording %.1f / %.1f s  frames %d–%d of %d per camera  dups %d  nodes done %d/%d",
+                                    elapsed, planned, frames.min() ?? 0, frames.max() ?? 0, conductor.groups, dups,
+                                    conductor.finished.count, conductor.nodes.count))
         }
-        let missing = Set(plans.map(\.name)).subtracting(finished)
-        for name in missing {
-            addEvent(MonotonicClock.now(), node: name, camera: "", kind: "node-unfinished",
-                     detail: silent.contains(name) ? "node \(name) stopped answering after the stop; its files could not be collected then"
-                         : "node \(name) did not report its files final within 30 s of the stop instant")
-        }
-        addEvent(stopInstant, node: "", camera: "", kind: "stop", detail: "all cameras stop after group \(groups - 1)")
-        // A node whose status said FAILED is unfinished too.
-        let failed = Set(lastStatus.filter { $0.value.state == .failed }.map(\.key))
-        return (missing.union(failed), groups, lastStatus)
     }
 
     /// Copies the node's own events into the take's, and carries out what the pressure policy decides for it.
@@ -621,9 +566,14 @@ public final class TakeSession: @unchecked Sendable {
     }
 
     private func addEvent(_ t: Int64, node: String, camera: String, kind: String, detail: String) {
-        eventLock.lock()
-        events.append(TakeManifest.Event(tMicroseconds: t, node: node, camera: camera, kind: kind, detail: detail))
-        eventLock.unlock()
+        addEvent(TakeEvent(TakeEvent.Kind(rawValue: kind), at: t, node: node, camera: camera, detail))
+    }
+
+    private func addEvent(_ event: TakeEvent) {
+        eventLock.holding {
+            events.append(TakeManifest.Event(tMicroseconds: event.tMicroseconds, node: event.node, camera: event.camera,
+                                             kind: event.kind.rawValue, detail: event.detail))
+        }
     }
 }
 
