@@ -91,10 +91,14 @@ public struct TakeManifest: Codable, Equatable, Sendable {
         public var recordEvery: Int?
         public var held: Int64?
         public var disabled: Bool?
+        /// Who disabled it, when not this coordinator's pressure policy ("another coordinator or peer").
+        public var disabledBy: String?
+        /// "the pressure policy" unless someone else disabled the camera.
+        public var disabler: String { disabledBy ?? "the pressure policy" }
         enum CodingKeys: String, CodingKey {
             case node, camera, ordinal, width, height, fps, codec, frames, dropped, clock, files
             case timestampNoiseMicroseconds = "timestamp_noise_us", centerUncertaintyMicroseconds = "center_uncertainty_us"
-            case priority, recordEvery = "record_every", held, disabled
+            case priority, recordEvery = "record_every", held, disabled, disabledBy = "disabled_by"
         }
         public init(node: String, camera: String, ordinal: Int, width: Int, height: Int, fps: Int, codec: String,
                     frames: Int64, dropped: Int64, clock: ClockFigures, files: [File]) {

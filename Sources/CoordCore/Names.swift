@@ -10,7 +10,7 @@ public enum RigName {
 
     /// Why `name` is not a valid node or camera name, or nil if it is.
     public static func problem(with name: String, kind: String) -> String? {
-        isValid(name) ? nil : "\(kind) name \"\(name)\" is not allowed: use 1 to 64 of A-Z a-z 0-9 . _ -"
+        isValid(name) ? nil : "\(kind) name \"\(Echo.short(name))\" is not allowed: use 1 to 64 of A-Z a-z 0-9 . _ -"
     }
 }
 
@@ -37,7 +37,7 @@ public struct TakeID: Hashable, Sendable, CustomStringConvertible {
     /// Why `name` cannot name a take, or nil.
     public static func problem(withName name: String) -> String? {
         if let p = RigName.problem(with: name, kind: "take") { return p }
-        if name.utf8.count > maxNameLength { return "take name \"\(name)\" is longer than \(maxNameLength) characters." }
+        if name.utf8.count > maxNameLength { return "take name \"\(Echo.short(name))\" is longer than \(maxNameLength) characters." }
         return nil
     }
 
@@ -48,5 +48,25 @@ public struct TakeID: Hashable, Sendable, CustomStringConvertible {
               RigName.isValid(parts[2..<(parts.count - 1)].joined(separator: "-")),
               RigName.isValid(value) else { return nil }
         self.value = value
+    }
+}
+
+/// What an error reply or log line may repeat of a peer's input: a short prefix, never the whole of it.
+public enum Echo {
+    public static let limit = 64
+
+    public static func short(_ text: String) -> String {
+        text.count <= limit ? text : String(text.prefix(limit)) + "… (\(text.utf8.count) bytes)"
+    }
+
+    /// The sentence with every overlong word (a value someone pasted, a 50 MB rig entry) cut to a short prefix;
+    /// a quote or punctuation mark that closed the word is kept, so the sentence still reads.
+    public static func capWords(in sentence: String) -> String {
+        guard sentence.utf8.count > 2 * limit else { return sentence }
+        return sentence.split(separator: " ", omittingEmptySubsequences: false).map { word -> String in
+            guard word.count > 2 * limit else { return String(word) }
+            let closing = word.reversed().prefix { "\".,:;)]".contains($0) }
+            return String(word.prefix(limit)) + "… (\(word.utf8.count) bytes)" + String(closing.reversed())
+        }.joined(separator: " ")
     }
 }

@@ -27,15 +27,21 @@ public struct TakeConductor: Sendable {
         public var detail: String
         /// Each camera's error, if it has one (it stays in every status after it happened).
         public var cameraErrors: [(camera: String, error: String)]
+        /// Cameras disabled mid-take (by this coordinator's pressure policy, or by someone else).
+        public var disabledCameras: [String]
+        /// The last group any of the node's cameras has written (-1: none yet).
+        public var lastGroup: Int64
 
         public init(takeID: String, state: NodeState, stopGroup: Int64 = 0, detail: String = "",
-                    cameraErrors: [(camera: String, error: String)] = []) {
+                    cameraErrors: [(camera: String, error: String)] = [], disabledCameras: [String] = [],
+                    lastGroup: Int64 = -1) {
             self.takeID = takeID; self.state = state; self.stopGroup = stopGroup; self.detail = detail
-            self.cameraErrors = cameraErrors
+            self.cameraErrors = cameraErrors; self.disabledCameras = disabledCameras; self.lastGroup = lastGroup
         }
 
         public static func == (a: NodeReport, b: NodeReport) -> Bool {
             a.takeID == b.takeID && a.state == b.state && a.stopGroup == b.stopGroup && a.detail == b.detail
+                && a.disabledCameras == b.disabledCameras && a.lastGroup == b.lastGroup
                 && a.cameraErrors.map { "\($0.camera)\u{0}\($0.error)" } == b.cameraErrors.map { "\($0.camera)\u{0}\($0.error)" }
         }
     }
@@ -87,6 +93,12 @@ public struct TakeConductor: Sendable {
     private var unstopped: Set<String> = []
     private var stopRetried: Set<String> = []
     private var reportedErrors: Set<String> = []
+    /// Cameras ("node/camera") this coordinator's pressure policy disabled, and those someone else disabled.
+    private var disabledHere: Set<String> = []
+    private var stopsNamed: Set<String> = []
+    public private(set) var disabledElsewhere: Set<String> = []
+    /// Nodes that no longer hold this take: someone else aborted it there.
+    public private(set) var lost: Set<String> = []
 
     public init(takeID: String, nodes: [String], grid: FrameGrid, groups: Int64, now: Int64, timing: Timing = Timing()) {
         self.takeID = takeID
@@ -105,6 +117,11 @@ public struct TakeConductor: Sendable {
     public func pollInterval(now: Int64) -> Int64 {
         let untilStop = stopInstant - now
         return max(100_000, min(500_000, untilStop > 0 ? untilStop : 200_000))
+    }
+
+    /// This coordinator's pressure policy disabled the camera (so a status saying so is no surprise).
+    public mutating func disabledByPolicy(node: String, camera: String) {
+        disabledHere.insert("\(node)/\(camera)")
     }
 
     public mutating func handle(_ input: Input) -> [Directive] {
@@ -148,8 +165,29 @@ public struct TakeConductor: Sendable {
     private mutating func status(_ node: String, _ report: NodeReport, now: Int64) -> [Directive] {
         lastHeard[node] = now
         var directives: [Directive] = []
-        // `coord stop-take` (from any machine) placed a stop: adopt it, and make sure every node has it.
-        if report.takeID == takeID, report.stopGroup > 0, report.stopGroup < groups {
+        // The node holds another take or none: someone else aborted ours there. Named now, not at the deadline.
+        if report.takeID != takeID {
+            guard lost.insert(node).inserted else { return [] }
+            finished.insert(node)
+            failed.insert(node)
+            let holds = report.takeID.isEmpty ? "no take" : "take \(report.takeID)"
+            let detail = "take \(takeID) was aborted on node \(node) by another coordinator or peer, not by this one (the node now holds \(holds)\(report.detail.isEmpty ? "" : ": \(report.detail)"))"
+            return [.say(detail), .record(TakeEvent(.takeAborted, at: now, node: node, detail))]
+        }
+        for camera in report.disabledCameras where !disabledHere.contains("\(node)/\(camera)") {
+            guard disabledElsewhere.insert("\(node)/\(camera)").inserted else { continue }
+            let detail = "camera \(node)/\(camera) was disabled by another coordinator or peer, not by this one: its files end early"
+            directives += [.say(detail), .record(TakeEvent(.cameraDisabled, at: now, node: node, camera: camera, detail))]
+        }
+        // A stop the node's cameras had already written past cannot hold the take equal (this coordinator and
+        // coord stop-take place theirs seconds ahead): it came from elsewhere, and is named, not adopted.
+        if report.stopGroup > 0, report.stopGroup < groups, report.lastGroup >= report.stopGroup {
+            if stopsNamed.insert("\(node)/\(report.stopGroup)").inserted {
+                let detail = "node \(node) was told by another coordinator or peer to stop before group \(report.stopGroup), which had already passed: its cameras ended early"
+                directives += [.say(detail), .record(TakeEvent(.stopUndelivered, at: now, node: node, detail))]
+            }
+        } else if report.stopGroup > 0, report.stopGroup < groups {
+            // `coord stop-take` (from any machine) placed a stop: adopt it, and make sure every node has it.
             directives += placeStop(report.stopGroup, now: now, node: node,
                                     say: "coord stop-take: every camera stops after group \(report.stopGroup - 1)",
                                     detail: "stopped by coord stop-take after group \(report.stopGroup - 1)")

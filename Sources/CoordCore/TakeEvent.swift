@@ -31,6 +31,8 @@ public struct TakeEvent: Equatable, Sendable {
         // Nodes and cameras.
         public static let nodeFailed = Kind(rawValue: "node-failed")
         public static let nodeUnfinished = Kind(rawValue: "node-unfinished")
+        /// Someone other than this coordinator aborted the take on a node.
+        public static let takeAborted = Kind(rawValue: "take-aborted")
         public static let cameraError = Kind(rawValue: "camera-error")
         public static let cameraEnded = Kind(rawValue: "camera-ended")
         public static let cameraSlowed = Kind(rawValue: "camera-slowed")
@@ -43,5 +45,22 @@ public struct TakeEvent: Equatable, Sendable {
         public static let fileMissing = Kind(rawValue: "file-missing")
         public static let fileDamaged = Kind(rawValue: "file-damaged")
         public static let collectFailed = Kind(rawValue: "collect-failed")
+        /// A camera's files do not hold the take's groups (collection's verdict).
+        public static let incomplete = Kind(rawValue: "incomplete")
+    }
+}
+
+extension TakeManifest {
+    /// What makes a take partial, in one phrase: a take someone else aborted on a node first (nothing else
+    /// explains its files), then a file collection could not bring (the operator can act on it: `coord collect`),
+    /// then the earliest other cause; "see manifest.json" when no event says.
+    public var partialCause: String {
+        let order: [Set<TakeEvent.Kind>] = [[.takeAborted], [.fileDamaged, .fileMissing, .collectFailed],
+                                            [.incomplete, .nodeFailed, .cameraError, .nodeUnfinished]]
+        guard let e = order.lazy.compactMap({ kinds in self.events.first { kinds.contains(TakeEvent.Kind(rawValue: $0.kind)) } }).first
+        else { return "see manifest.json" }
+        let detail = e.detail.hasSuffix(".") ? String(e.detail.dropLast()) : e.detail
+        if e.kind.hasPrefix("file-") || e.kind == TakeEvent.Kind.takeAborted.rawValue { return detail }
+        return "\([e.node, e.camera].filter { !$0.isEmpty }.joined(separator: "/")) \(detail)"
     }
 }

@@ -293,15 +293,6 @@ extension Calibration {
     }
 }
 
-/// What an error reply or log line may repeat of a peer's input: a short prefix, never the whole of it.
-public enum Echo {
-    public static let limit = 64
-
-    public static func short(_ text: String) -> String {
-        text.count <= limit ? text : String(text.prefix(limit)) + "… (\(text.utf8.count) bytes)"
-    }
-}
-
 extension Coord_V1_Status {
     /// What the take's conductor needs of a node's status.
     public var report: TakeConductor.NodeReport {
@@ -315,6 +306,8 @@ extension Coord_V1_Status {
         case .idle, .unspecified, .UNRECOGNIZED: state = .idle
         }
         return TakeConductor.NodeReport(takeID: takeID, state: state, stopGroup: stopGroup, detail: detail,
-                                        cameraErrors: cameras.map { ($0.camera, $0.error) })
+                                        cameraErrors: cameras.map { ($0.camera, $0.error) },
+                                        disabledCameras: cameras.filter(\.disabled).map(\.camera),
+                                        lastGroup: cameras.map(\.lastGroup).max() ?? -1)
     }
 }

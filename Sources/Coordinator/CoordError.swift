@@ -12,7 +12,8 @@ public struct CoordError: Error, CustomStringConvertible, Sendable {
 
     public init(_ kind: Kind, _ message: String) {
         self.kind = kind
-        self.message = message
+        // Whatever a sentence quotes back (a rig value, an endpoint, a node's reply) is cut short here, once.
+        self.message = Echo.capWords(in: message)
     }
 
     public var description: String { message }

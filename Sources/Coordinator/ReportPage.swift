@@ -768,7 +768,7 @@ public enum SyncReportPage {
             if !cam.files.contains(where: { $0.path.hasSuffix(".mkv") }) {
                 files.append(missing("\(t.key).mkv"))
             }
-            if cam.disabled == true { disabled.append("\(t.key) was disabled by the pressure policy") }
+            if cam.disabled == true { disabled.append("\(t.key) was disabled by \(cam.disabler)") }
         }
         func clause(_ e: TakeManifest.Event) -> String {
             let who = [e.node, e.camera].filter { !$0.isEmpty }.joined(separator: "/")

@@ -79,7 +79,7 @@ public enum TakeCollection {
                 complete = false
                 let absent = paths.filter { outcome.verified[$0] == nil }
                 let detail = !absent.isEmpty ? "files missing: \(absent.joined(separator: ", "))"
-                    : camera.disabled == true ? "was disabled by the pressure policy: frames.csv holds \(rows.count) rows for \(groups) groups"
+                    : camera.disabled == true ? "was disabled by \(camera.disabler): frames.csv holds \(rows.count) rows for \(groups) groups"
                     : "frames.csv holds \(rows.count) rows for \(groups) groups"
                 events.append(.init(tMicroseconds: end, node: camera.node, camera: camera.camera, kind: "incomplete", detail: detail))
             }

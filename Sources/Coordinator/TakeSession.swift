@@ -38,10 +38,21 @@ public struct TakeRequest: Sendable {
         self.codec = codec; self.takesDirectory = takesDirectory; self.camerasPerNode = camerasPerNode
     }
 
+    /// The longest take one command records.
+    public static let longestSeconds: Double = 86_400
+
+    private static func decimal(_ v: Double) -> String {
+        let text = String(format: "%.4f", v)
+        return text.contains(".") ? String(text.reversed().drop { $0 == "0" }.reversed()).trimmingCharacters(in: CharacterSet(charactersIn: ".")) : text
+    }
+
     public func problem() -> String? {
         if let p = TakeID.problem(withName: name) { return p }
-        if !(seconds > 0) { return "--seconds must be positive (got \(seconds))." }
         if !(1...240).contains(fps) { return "--fps must be between 1 and 240 (got \(fps))." }
+        // One frame at least, and at most a day: a longer take is several takes (and Int64 groups never overflow).
+        if !seconds.isFinite || seconds * Double(fps) < 1 || seconds > Self.longestSeconds {
+            return "--seconds must be between one frame (\(Self.decimal(1 / Double(fps))) s at \(fps) fps) and \(Int(Self.longestSeconds)) (24 h) (got \(seconds))."
+        }
         if !["mjpeg", "ffv1", "h264"].contains(codec) { return "--codec must be mjpeg, ffv1 or h264 (got \(codec))." }
         return nil
     }
@@ -75,6 +86,8 @@ public final class TakeSession: @unchecked Sendable {
     private var budgetSummary: TakeManifest.BudgetSummary?
     /// How many of each node's own events are already in the take's events.
     private var nodeEventsSeen: [String: Int] = [:]
+    /// Cameras ("node/camera") someone other than this coordinator disabled during the take.
+    private var disabledElsewhere: Set<String> = []
 
     public init(endpoints: [String], request: TakeRequest, console: Console, logger: Logger) {
         self.endpoints = endpoints
@@ -93,6 +106,7 @@ public final class TakeSession: @unchecked Sendable {
 
     public func run() async throws -> TakeOutcome {
         if let problem = request.problem() { throw CoordError(.usage, problem) }
+        try Self.requireWritable(request.takesDirectory)
         defer { links.forEach { $0.close() } }
         links = try endpoints.map { try NodeLink(endpoint: $0, context: context) }
 
@@ -307,6 +321,10 @@ public final class TakeSession: @unchecked Sendable {
                 camera.recordEvery = s.recordEvery
                 camera.held = Int64(status?.held ?? 0)
                 camera.disabled = responderCamera?.disabled == true ? true : nil
+                if disabledElsewhere.contains("\(plan.name)/\(s.camera)") {
+                    camera.disabled = true
+                    camera.disabledBy = "another coordinator or peer"
+                }
                 if let status {
                     camera.timestampNoiseMicroseconds = (status.timestampNoiseUs * 10).rounded() / 10
                     camera.centerUncertaintyMicroseconds = (status.centerUncertaintyUs * 10).rounded() / 10
@@ -342,11 +360,22 @@ public final class TakeSession: @unchecked Sendable {
             link.setName(r.node)
             return RigPlanner.Hello(endpoint: link.endpoint, reply: r)
         }
-        var seen = Set<String>()
-        for h in hellos where !seen.insert(h.reply.node).inserted {
-            throw CoordError(.usage, "two nodes are both named \(h.reply.node); every node needs its own name.")
-        }
+        if let problem = duplicateProblem(hellos) { throw CoordError(.usage, problem) }
         return hellos
+    }
+
+    /// Two endpoints whose nodes answer with one name: the same node process listed twice (e.g. 127.0.0.1 and
+    /// localhost; it answers with one instance id), or two nodes that share a name. Nil when every node is named once.
+    static func duplicateProblem(_ hellos: [RigPlanner.Hello]) -> String? {
+        var first: [String: RigPlanner.Hello] = [:]
+        for h in hellos {
+            guard let earlier = first[h.reply.node] else { first[h.reply.node] = h; continue }
+            if !h.reply.instanceID.isEmpty, earlier.reply.instanceID == h.reply.instanceID {
+                return "the rig file lists node \(h.reply.node) twice: \(earlier.endpoint) and \(h.endpoint) reach the same node (on host \(h.reply.host)); list it once."
+            }
+            return "two nodes are both named \(h.reply.node) (\(earlier.endpoint) on host \(earlier.reply.host) and \(h.endpoint) on host \(h.reply.host)); every node needs its own name."
+        }
+        return nil
     }
 
     /// "budget: hardware cost 0.42 (node-2, encoding); longest take 3 h 10 min (node-1, disk)".
@@ -448,7 +477,8 @@ public final class TakeSession: @unchecked Sendable {
                         case .success(let s):
                             lastStatus[plan.name] = s
                             await perform(conductor.handle(.status(node: plan.name, s.report, now: now)))
-                            await respondToPressure(s, plan: plan, takeID: takeID, grid: grid, stopGroup: conductor.groups)
+                            let disabled = await respondToPressure(s, plan: plan, takeID: takeID, grid: grid, stopGroup: conductor.groups)
+                            for camera in disabled { conductor.disabledByPolicy(node: plan.name, camera: camera) }
                         case .failure(let error):
                             logger.warning("status failed", metadata: ["node": "\(plan.name)", "error": "\(error)"])
                             await perform(conductor.handle(.statusFailed(node: plan.name, now: now)))
@@ -469,6 +499,7 @@ public final class TakeSession: @unchecked Sendable {
             try await Task.sleep(nanoseconds: UInt64(conductor.pollInterval(now: MonotonicClock.now())) * 1000)
         }
         showProgress(conductor, statuses: Array(lastStatus.values), now: MonotonicClock.now())
+        disabledElsewhere = conductor.disabledElsewhere
         return (outcome!.unfinished, outcome!.groups, lastStatus)
     }
 
@@ -492,7 +523,10 @@ public final class TakeSession: @unchecked Sendable {
     }
 
     /// Copies the node's own events into the take's, and carries out what the pressure policy decides for it.
-    private func respondToPressure(_ status: Coord_V1_Status, plan: NodePlan, takeID: String, grid: FrameGrid, stopGroup: Int64) async {
+    /// Returns the cameras the policy disabled now (sent or not: a lost reply may still have been applied).
+    @discardableResult
+    private func respondToPressure(_ status: Coord_V1_Status, plan: NodePlan, takeID: String, grid: FrameGrid, stopGroup: Int64) async -> [String] {
+        var disabled: [String] = []
         let seen = nodeEventsSeen[plan.name] ?? 0
         if status.events.count > seen {
             for e in status.events[seen...] {
@@ -501,7 +535,7 @@ public final class TakeSession: @unchecked Sendable {
             }
             nodeEventsSeen[plan.name] = status.events.count
         }
-        guard status.state == .recording, let level = PressureLevel(rawValue: status.pressure.rawValue) else { return }
+        guard status.state == .recording, let level = PressureLevel(rawValue: status.pressure.rawValue) else { return [] }
         let now = MonotonicClock.now()
         let reading = PressureReading(level: level, factor: "", cause: status.pressureCause)
         for decision in responder.observe(node: plan.name, reading: reading, now: now) {
@@ -519,6 +553,7 @@ public final class TakeSession: @unchecked Sendable {
                 adjust.recordEvery = UInt32(every)
             case .disable:
                 adjust.action = .disable
+                disabled.append(decision.camera)
             }
             let kind = adjust.action == .slow ? "camera-slowed" : "camera-disabled"
             do {
@@ -530,6 +565,7 @@ public final class TakeSession: @unchecked Sendable {
                 addEvent(now, node: plan.name, camera: decision.camera, kind: "\(kind)-failed", detail: "\(decision.sentence) It was not applied: \(error)")
             }
         }
+        return disabled
     }
 
     private func abortAll(_ plans: [NodePlan], takeID: String, reason: String) async {
@@ -538,6 +574,19 @@ public final class TakeSession: @unchecked Sendable {
             a.takeID = takeID
             a.reason = reason
             _ = try await plan.link.request(.abort(a), timeout: 2, what: "the abort")
+        }
+    }
+
+    /// The takes directory exists (made if need be) and this user may write in it; else a configuration error
+    /// naming it, before any node is contacted.
+    static func requireWritable(_ directory: URL) throws {
+        do {
+            try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        } catch {
+            throw CoordError(.usage, "the takes directory \(directory.path) cannot be created: \(reason(error)).")
+        }
+        guard access(directory.path, W_OK | X_OK) == 0 else {
+            throw CoordError(.usage, "the takes directory \(directory.path) is not writable by this user (\(String(cString: strerror(errno)))).")
         }
     }
 

@@ -71,6 +71,8 @@ public struct NodeConfiguration: Sendable {
 /// on the recorders' own threads.
 public final class NodeAgent: @unchecked Sendable {
     public static let version = "0.1.0"
+    /// This process among all coord-node processes: a coordinator tells two spellings of one endpoint by it.
+    let instanceID = (0..<4).map { _ in String(UInt32.random(in: 0...UInt32.max), radix: 16) }.joined(separator: "-")
 
     let configuration: NodeConfiguration
     let logger: Logger
@@ -234,6 +236,7 @@ public final class NodeAgent: @unchecked Sendable {
             r.agentVersion = NodeAgent.version
             r.cameras = cameras.map(\.wire)
             r.host = ProcessInfo.processInfo.hostName
+            r.instanceID = instanceID
             r.timeService = TimeService.describe()
             r.resources = probe.resources(staging: configuration.staging, calibration: calibration(),
                                           buses: buses).wire
@@ -540,6 +543,8 @@ public final class NodeAgent: @unchecked Sendable {
             // yet collected) or failed take keeps its files for `coord collect`.
             let wasRecording = ![.configured, .armed].contains(machine.state)
             try machine.abort(takeID: message.takeID)
+            // Status says so until the next take: a coordinator whose take this was learns why it is gone.
+            failureDetail = "take \(message.takeID) was aborted (\(Echo.short(message.reason.isEmpty ? "no reason given" : message.reason)))"
             defer { recorders = []; armedGrid = nil }
             return (wasRecording, recorders)
         }

@@ -60,7 +60,7 @@ struct Demo: AsyncParsableCommand {
 
     @Option(help: "Number of coord-node processes.") var nodes: Int = 3
     @Option(help: "Synthetic cameras per node.") var camerasPerNode: Int = 1
-    @Option(help: "Seconds to record.") var seconds: Double = 5
+    @Option(parsing: .unconditional, help: "Seconds to record.") var seconds: Double = 5
     @Option(help: "Frame rate.") var fps: Int = 30
     @Option(help: "Frame size, WxH.") var size: String = "640x480"
     @Option(help: "Codec: mjpeg, ffv1 or h264.") var codec: String = "mjpeg"
@@ -149,21 +149,9 @@ func finishTake(_ outcome: TakeOutcome, console: Console) throws {
     }
     console.result(TakeSummary.text(directory: outcome.directory.path, manifest: outcome.manifest, report: outcome.report))
     if outcome.manifest.status == .partial {
-        FileHandle.standardError.write(Data("coord: the take is partial: \(partialCause(outcome.manifest)).\n".utf8))
+        FileHandle.standardError.write(Data("coord: the take is partial: \(outcome.manifest.partialCause).\n".utf8))
         throw ExitCode(4)
     }
-}
-
-/// What makes a take partial, in one phrase: a file collection could not bring first (the operator can act on
-/// it: `coord collect`), otherwise the earliest cause in the take's events.
-func partialCause(_ manifest: TakeManifest) -> String {
-    let fileKinds: Set<String> = ["file-damaged", "file-missing", "collect-failed"]
-    let causes: Set<String> = ["incomplete", "node-failed", "camera-error", "node-unfinished"]
-    let event = manifest.events.first { fileKinds.contains($0.kind) } ?? manifest.events.first { causes.contains($0.kind) }
-    guard let e = event else { return "see manifest.json" }
-    let detail = e.detail.hasSuffix(".") ? String(e.detail.dropLast()) : e.detail
-    if e.kind.hasPrefix("file-") { return detail }
-    return "\([e.node, e.camera].filter { !$0.isEmpty }.joined(separator: "/")) \(detail)"
 }
 
 /// Ctrl-C or SIGTERM while recording: stop every camera at one instant and collect as usual. Before the
@@ -239,7 +227,7 @@ struct StartTake: AsyncParsableCommand {
 
     @Option(help: "The rig file (YAML).") var rig: String
     @Option(help: "Take name (default: the rig's take.name, else \"take\").") var name: String?
-    @Option(help: "Seconds to record (default: until Ctrl-C, at most 24 h).") var seconds: Double?
+    @Option(parsing: .unconditional, help: "Seconds to record (default: until Ctrl-C, at most 24 h).") var seconds: Double?
     @Option(help: "Directory that receives the take directory (default: the rig's take.takes_dir, else ./takes).") var takesDir: String?
     @Option(help: "Frame rate (default: the rig's take.fps, else 30).") var fps: Int?
     @Option(help: "Frame size, WxH (default: the rig's take.size, else 640x480).") var size: String?
@@ -339,7 +327,7 @@ struct Plan: AsyncParsableCommand {
 
     @Option(help: "The rig file (YAML).") var rig: String
     @Flag(help: "Propose changes that bring an over-budget rig under a cost of 1.0.") var fit = false
-    @Option(help: "Check that a take this long fits the nodes' disks and thermal headroom.") var seconds: Double?
+    @Option(parsing: .unconditional, help: "Check that a take this long fits the nodes' disks and thermal headroom.") var seconds: Double?
     @Option(help: "Frame rate (default: the rig's take.fps, else 30).") var fps: Int?
     @Option(help: "Frame size, WxH (default: the rig's take.size, else 640x480).") var size: String?
     @Option(help: "Codec: mjpeg, ffv1 or h264 (default: the rig's take.codec, else mjpeg).") var codec: String?

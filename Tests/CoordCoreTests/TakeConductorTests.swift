@@ -158,4 +158,34 @@ struct TakeConductorTests {
         #expect(c.pollInterval(now: c.stopInstant - 10_000) == 100_000)
         #expect(c.pollInterval(now: c.stopInstant + 1) == 200_000)
     }
+
+    @Test func aTakeAbortedElsewhereIsNamedAtOnceAndTheNodeIsUnfinished() {
+        var c = conductor(groups: 300)
+        let gone = TakeConductor.NodeReport(takeID: "", state: .idle, detail: "take T was aborted (someone else)")
+        let out = c.handle(.status(node: "n2", gone, now: Self.t0 + 1_000_000))
+        #expect(events(out).map(\.kind) == [.takeAborted])
+        #expect(events(out)[0].detail.contains("aborted on node n2 by another coordinator") && events(out)[0].detail.contains("someone else"))
+        #expect(events(c.handle(.status(node: "n2", gone, now: Self.t0 + 1_500_000))).isEmpty)  // once
+        #expect(c.handle(.tick(now: Self.t0 + 1_500_000)) == [.requestStatus(nodes: ["n1"])])
+        _ = c.handle(.status(node: "n1", .init(takeID: "T", state: .finished), now: grid.instant(ofGroup: 300)))
+        #expect(finish(c.handle(.tick(now: grid.instant(ofGroup: 300))))?.unfinished == ["n2"])
+    }
+
+    @Test func aCameraDisabledElsewhereIsNamedAndOneDisabledByThePolicyIsNot() {
+        var c = conductor()
+        c.disabledByPolicy(node: "n1", camera: "cam0")
+        let report = TakeConductor.NodeReport(takeID: "T", state: .recording, disabledCameras: ["cam0", "cam1"])
+        let out = events(c.handle(.status(node: "n1", report, now: Self.t0)))
+        #expect(out.map { "\($0.kind) \($0.node)/\($0.camera)" } == ["camera-disabled n1/cam1"])
+        #expect(c.disabledElsewhere == ["n1/cam1"])
+        #expect(events(c.handle(.status(node: "n1", report, now: Self.t0 + 500_000))).isEmpty)
+    }
+
+    @Test func aStopTheCamerasHadPassedIsNamedNotAdopted() {
+        var c = conductor(groups: 300)
+        let late = TakeConductor.NodeReport(takeID: "T", state: .recording, stopGroup: 5, lastGroup: 100)
+        let out = c.handle(.status(node: "n1", late, now: Self.t0 + 3_400_000))
+        #expect(c.groups == 300 && !c.stopping)
+        #expect(events(out).first?.detail.contains("stop before group 5, which had already passed") == true, "\(out)")
+    }
 }

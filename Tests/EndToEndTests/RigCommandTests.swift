@@ -190,6 +190,52 @@ final class RigCommandTests {
         #expect(noRig.status == 2, "\(noRig.stderr)")
     }
 
+    @Test("--seconds out of range is one sentence and exit 2 before any take directory exists; -1 is a value, not a flag")
+    func secondsOutOfRange() async throws {
+        let rig = try writeRig([("a", "tcp://127.0.0.1:9")])
+        let demoTakes = scratch.appendingPathComponent("seconds-takes")
+        for value in ["inf", "1e300", "0.001", "-1", "nan", "0", "86401"] {
+            for command in [["start-take", "--rig", rig.path], ["demo", "--nodes", "1"]] {
+                let run = try await coord(command + ["--seconds", value, "--takes-dir", demoTakes.path], timeout: 30)
+                #expect(run.status == 2, "\(command[0]) --seconds \(value): \(run.stderr)")
+                #expect(run.stderr.contains("--seconds must be between one frame"), "\(command[0]) --seconds \(value): \(run.stderr)")
+                #expect(run.stderr.split(separator: "\n").count == 1, "\(run.stderr)")
+            }
+        }
+        #expect(!FileManager.default.fileExists(atPath: demoTakes.path), "a refused take left \(E2E.contents(demoTakes))")
+    }
+
+    @Test("a takes directory that cannot be made is a configuration error (exit 2) naming it, before any node is asked")
+    func unwritableTakesDirectory() async throws {
+        let file = scratch.appendingPathComponent("not-a-directory")
+        try "x".write(to: file, atomically: true, encoding: .utf8)
+        let rig = try writeRig([("a", "tcp://127.0.0.1:9")])
+        let run = try await coord(["start-take", "--rig", rig.path, "--seconds", "1", "--takes-dir", file.appendingPathComponent("takes").path], timeout: 30)
+        #expect(run.status == 2, "\(run.stderr)")
+        #expect(run.stderr.contains("takes directory \(file.appendingPathComponent("takes").path)"), "\(run.stderr)")
+        #expect(!run.stderr.contains("handshake"), "the nodes were asked first: \(run.stderr)")
+    }
+
+    @Test("a 5 MB value in a rig file is echoed as a short prefix, whatever field holds it")
+    func hugeRigValuesAreCut() async throws {
+        let big = String(repeating: "x", count: 5_000_000)
+        let files = [
+            "version: 1\nnodes:\n  - name: \(big)\n    endpoint: tcp://127.0.0.1:9\n",
+            "version: 1\nnodes:\n  - name: a\n    endpoint: tcp://\(big):9\n",
+            "version: 1\nnodes:\n  - name: a\n    endpoint: \(big)\n",
+            "version: 1\nnodes:\n  - name: a\n    endpoint: tcp://127.0.0.1:9\ntake:\n  size: \(big)\n",
+            "version: 1\nnodes:\n  - name: a\n    endpoint: tcp://127.0.0.1:9\n    cameras:\n      - name: \(big)\n",
+        ]
+        for (i, text) in files.enumerated() {
+            let rig = scratch.appendingPathComponent("big-\(i).yaml")
+            try text.write(to: rig, atomically: true, encoding: .utf8)
+            let run = try await coord(["start-take", "--rig", rig.path, "--seconds", "1"], timeout: 60)
+            #expect(run.status != 0)
+            #expect(run.stderr.utf8.count < 2000, "case \(i): \(run.stderr.utf8.count) bytes on stderr")
+            #expect(run.stderr.contains("bytes)"), "case \(i): \(run.stderr.prefix(300))")
+        }
+    }
+
     @Test("a rig file's nodes[].cameras chooses which cameras record; a camera the node lacks is named")
     func cameraSelection() async throws {
         try await withNodes(["node-a", "node-b"], cameras: ["cam0", "cam1"]) { nodes in

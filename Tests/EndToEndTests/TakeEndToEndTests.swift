@@ -224,6 +224,22 @@ final class TakeEndToEndTests {
         }
     }
 
+    @Test("one node reached through two spellings of its endpoint is named as listed twice, not as two nodes")
+    func oneNodeListedTwice() async throws {
+        try await withNodes(["n1"]) { nodes in
+            let endpoint = nodes[0].endpoint
+            let other = endpoint.replacingOccurrences(of: "127.0.0.1", with: "localhost")
+            #expect(other != endpoint)
+            let error = await #expect(throws: CoordError.self) {
+                _ = try await session([endpoint, other], request()).run()
+            }
+            #expect(error?.kind == .usage)
+            #expect(error?.message.contains("lists node n1 twice") == true && error?.message.contains(other) == true,
+                    "message: \(error?.message ?? "-")")
+            #expect(E2E.contents(takes).isEmpty)
+        }
+    }
+
     // MARK: 5. settings the camera cannot do
 
     struct Unsupported: Sendable, CustomTestStringConvertible {

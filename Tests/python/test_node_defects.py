@@ -217,3 +217,61 @@ def test_file_list_of_a_restarted_node_does_not_stall_status(tmp_path, zctx, pb)
     finally:
         client.close()
         n2.cleanup()
+
+
+# ---- 9e. An abort or a disable sent by someone else is named at once ----
+
+def _start_take_and_find_it(tmp_path, extra_nodes_args=None):
+    nodes = [Node(tmp_path / f"n{i}", extra_args=["--name", f"node-{i}", "--synthetic", "cam0"]) for i in (1, 2)]
+    rig = tmp_path / "rig.yaml"
+    rig.write_text("version: 1\nnodes:\n" + "".join(
+        f"  - name: node-{i}\n    endpoint: {n.endpoint}\n" for i, n in enumerate(nodes, start=1)))
+    proc = subprocess.Popen([str(COORD), "start-take", "--rig", str(rig), "--seconds", "6", "--size", "320x240",
+                             "--takes-dir", str(tmp_path / "takes")],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    return nodes, proc
+
+
+def _recording_take(client, pb, deadline_s=30):
+    deadline = time.monotonic() + deadline_s
+    while time.monotonic() < deadline:
+        status = client.call("status_request", pb.StatusRequest(), "status")
+        if status.state == pb.Status.RECORDING and any(c.frames > 10 for c in status.cameras):
+            return status.take_id
+        time.sleep(0.1)
+    raise AssertionError("the take never started recording")
+
+
+@pytest.mark.parametrize("what", ["abort", "disable"])
+def test_an_abort_or_disable_from_someone_else_is_named_promptly(tmp_path, zctx, pb, what):
+    nodes, proc = _start_take_and_find_it(tmp_path)
+    stranger = Client(zctx, nodes[1].endpoint, pb)
+    try:
+        take_id = _recording_take(stranger, pb)
+        sent = time.monotonic()
+        if what == "abort":
+            stranger.call("abort", pb.Abort(take_id=take_id, reason="pytest stranger"), "ack")
+            needle = "was aborted on node node-2 by another coordinator"
+        else:
+            stranger.call("adjust_camera", pb.AdjustCamera(take_id=take_id, camera="cam0", action=pb.AdjustCamera.DISABLE,
+                                                           from_group=0, reason="pytest stranger"), "ack")
+            needle = "camera node-2/cam0 was disabled by another coordinator"
+        named_after = None
+        lines = []
+        for line in proc.stderr:
+            lines.append(line)
+            if needle in line and named_after is None:
+                named_after = time.monotonic() - sent
+        proc.wait(timeout=60)
+        text = "".join(lines)
+        assert named_after is not None and named_after < 3, f"named after {named_after} s: {text}"
+        assert proc.returncode == 4, text
+        last = lines[-1]
+        assert "node-2" in last and ("aborted" in last or "disabled by another" in last), last
+        assert "frames.csv holds" not in last or "disabled by another" in last, last
+    finally:
+        stranger.close()
+        if proc.poll() is None:
+            proc.kill()
+        for n in nodes:
+            n.cleanup()

@@ -385,6 +385,12 @@ public nonisolated struct Coord_V1_HelloReply: @unchecked Sendable {
   /// Clears the value of `resources`. Subsequent reads from it will return its default value.
   public mutating func clearResources() {_uniqueStorage()._resources = nil}
 
+  /// Random per coord-node process: two endpoints that answer with the same instance reach the same process.
+  public var instanceID: String {
+    get {_storage._instanceID}
+    set {_uniqueStorage()._instanceID = newValue}
+  }
+
   public var unknownFields = SwiftProtobuf.UnknownStorage()
 
   public init() {}
@@ -1720,7 +1726,7 @@ nonisolated extension Coord_V1_Hello: SwiftProtobuf.Message, SwiftProtobuf._Mess
 
 nonisolated extension Coord_V1_HelloReply: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
   public static let protoMessageName: String = _protobuf_package + ".HelloReply"
-  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}node\0\u{3}agent_version\0\u{1}cameras\0\u{1}host\0\u{3}time_service\0\u{1}resources\0")
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}node\0\u{3}agent_version\0\u{1}cameras\0\u{1}host\0\u{3}time_service\0\u{1}resources\0\u{3}instance_id\0")
 
   fileprivate class _StorageClass {
     var _node: String = String()
@@ -1729,6 +1735,7 @@ nonisolated extension Coord_V1_HelloReply: SwiftProtobuf.Message, SwiftProtobuf.
     var _host: String = String()
     var _timeService: String = String()
     var _resources: Coord_V1_NodeResources? = nil
+    var _instanceID: String = String()
 
       // This property is used as the initial default value for new instances of the type.
       // The type itself is protecting the reference to its storage via CoW semantics.
@@ -1745,6 +1752,7 @@ nonisolated extension Coord_V1_HelloReply: SwiftProtobuf.Message, SwiftProtobuf.
       _host = source._host
       _timeService = source._timeService
       _resources = source._resources
+      _instanceID = source._instanceID
     }
   }
 
@@ -1769,6 +1777,7 @@ nonisolated extension Coord_V1_HelloReply: SwiftProtobuf.Message, SwiftProtobuf.
         case 4: try { try decoder.decodeSingularStringField(value: &_storage._host) }()
         case 5: try { try decoder.decodeSingularStringField(value: &_storage._timeService) }()
         case 6: try { try decoder.decodeSingularMessageField(value: &_storage._resources) }()
+        case 7: try { try decoder.decodeSingularStringField(value: &_storage._instanceID) }()
         default: break
         }
       }
@@ -1799,6 +1808,9 @@ nonisolated extension Coord_V1_HelloReply: SwiftProtobuf.Message, SwiftProtobuf.
       try { if let v = _storage._resources {
         try visitor.visitSingularMessageField(value: v, fieldNumber: 6)
       } }()
+      if !_storage._instanceID.isEmpty {
+        try visitor.visitSingularStringField(value: _storage._instanceID, fieldNumber: 7)
+      }
     }
     try unknownFields.traverse(visitor: &visitor)
   }
@@ -1814,6 +1826,7 @@ nonisolated extension Coord_V1_HelloReply: SwiftProtobuf.Message, SwiftProtobuf.
         if _storage._host != rhs_storage._host {return false}
         if _storage._timeService != rhs_storage._timeService {return false}
         if _storage._resources != rhs_storage._resources {return false}
+        if _storage._instanceID != rhs_storage._instanceID {return false}
         return true
       }
       if !storagesAreEqual {return false}
