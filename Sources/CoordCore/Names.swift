@@ -53,7 +53,8 @@ public struct TakeID: Hashable, Sendable, CustomStringConvertible {
 
 /// What an error reply or log line may repeat of a peer's input: a short prefix, never the whole of it.
 public enum Echo {
-    public static let limit = 64
+    /// Longer than any valid name (64), so a name refused for its length is still shown whole.
+    public static let limit = 96
 
     public static func short(_ text: String) -> String {
         text.count <= limit ? text : String(text.prefix(limit)) + "… (\(text.utf8.count) bytes)"
