@@ -3,6 +3,9 @@ import Foundation
 import Logging
 import Media
 import Platform
+#if canImport(Glibc)
+import Glibc
+#endif
 
 /// Records one camera of a take: takes frames from its source (a synthetic sensor or a V4L2 camera), maps their
 /// exposure centres onto the rig timebase, lets the `StridedGroupAssigner` decide which group each fills, and
@@ -78,6 +81,8 @@ final class CameraRecorder: @unchecked Sendable {
     private var disabledFrom: Int64?
     private var disablePending = false
     private var bytesCheckedAt: Int64?
+    /// The directory this camera's files were in, once they were found deleted from it.
+    private var stagingLost: String?
     private var previous: (capture: Capture, center: Int64)?
     private var blank: PlanarFrame?
     private var csvBuffer = ""
@@ -277,6 +282,15 @@ final class CameraRecorder: @unchecked Sendable {
 
             if quit {
                 finishFiles(reason: "stopped before its last group")
+                return
+            }
+            if let lost = stagingLost {
+                let at = assigner.map { "after group \($0.nextGroup - 1)" } ?? "before the take started"
+                let message = "camera \(node)/\(settings.camera) stopped \(at): its files were deleted from the staging directory \(lost) while it recorded"
+                logger.error("\(message)")
+                lock.lock(); progress.error = progress.error ?? message; lock.unlock()
+                onEvent("staging-lost", message)
+                finishFiles(reason: nil)
                 return
             }
             var actions: [StridedGroupAssigner.Action] = []
@@ -482,13 +496,20 @@ final class CameraRecorder: @unchecked Sendable {
         refreshBytesWritten()
     }
 
-    /// Keeps `Progress.bytesWritten` at the .mkv's size on disk, read at most twice a second (`force`: now).
+    /// Keeps `Progress.bytesWritten` at the .mkv's size on disk, read at most twice a second (`force`: now), and
+    /// notices files deleted under the recorder (the staging directory removed mid-take): frames written to an
+    /// unlinked file are lost, so the camera must end and say so.
     private func refreshBytesWritten(force: Bool = false) {
         let now = MonotonicClock.now()
         guard force || bytesCheckedAt.map({ now - $0 >= 500_000 }) ?? true else { return }
         bytesCheckedAt = now
-        guard let attributes = try? FileManager.default.attributesOfItem(atPath: mkvURL.path),
-              let size = (attributes[.size] as? NSNumber)?.uint64Value else { return }
+        var csvStat = stat()
+        let unlinked = fstat(csv.fileDescriptor, &csvStat) == 0 && csvStat.st_nlink == 0
+        guard !unlinked, let attributes = try? FileManager.default.attributesOfItem(atPath: mkvURL.path),
+              let size = (attributes[.size] as? NSNumber)?.uint64Value else {
+            if !force, stagingLost == nil { stagingLost = mkvURL.deletingLastPathComponent().path }
+            return
+        }
         lock.lock(); progress.bytesWritten = size; lock.unlock()
     }
 

@@ -5,6 +5,7 @@ hashed on the request thread, and two coordinators racing for one rig."""
 from __future__ import annotations
 
 import hashlib
+import shutil
 import os
 import re
 import subprocess
@@ -275,3 +276,30 @@ def test_an_abort_or_disable_from_someone_else_is_named_promptly(tmp_path, zctx,
             proc.kill()
         for n in nodes:
             n.cleanup()
+
+
+# ---- 3. The staging directory removed mid-take ----
+
+def test_a_staging_directory_removed_mid_take_ends_the_cameras_with_an_event(node, client, pb):
+    take_id = new_take_id("rmrf")
+    configure_and_arm(client, take_id)
+    client.call("start_at", pb.StartAt(take_id=take_id, start_group=0, stop_group=600), "ack")
+    deadline = time.monotonic() + 15
+    while client.call("status_request", pb.StatusRequest(), "status").cameras[0].frames < 30:
+        assert time.monotonic() < deadline, "the take never recorded a second"
+        time.sleep(0.1)
+    shutil.rmtree(node.staging / take_id)
+    removed = time.monotonic()
+    while True:
+        status = client.call("status_request", pb.StatusRequest(), "status")
+        if status.cameras[0].finished:
+            break
+        assert time.monotonic() - removed < 5, "the camera went on recording into deleted files"
+        time.sleep(0.1)
+    where = str(node.staging / take_id)
+    assert where in status.cameras[0].error and "deleted" in status.cameras[0].error, status.cameras[0].error
+    lost = [e for e in status.events if e.kind == "staging-lost"]
+    assert len(lost) == 1 and where in lost[0].detail and lost[0].camera == "cam0", list(status.events)
+    assert status.cameras[0].frames < 600
+    assert "deleted" in node.stderr_tail()
+    assert_hello_ok(client)
