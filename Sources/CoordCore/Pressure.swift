@@ -128,15 +128,21 @@ public struct PressurePolicy: Decodable, Equatable, Sendable {
     public var slowRecordEvery: Int
     /// While a node stays at the level, the action is repeated on the next camera this often (seconds).
     public var repeatSeconds: Double
+    /// A node calm (nominal or fair) this long gets its slowed cameras back at their full rate (seconds): a stall
+    /// of a few seconds must not halve a camera for the rest of the take.
+    public var restoreSeconds: Double
 
-    public init(serious: Action = .slow, critical: Action = .disable, slowRecordEvery: Int = 2, repeatSeconds: Double = 10) {
+    public init(serious: Action = .slow, critical: Action = .disable, slowRecordEvery: Int = 2, repeatSeconds: Double = 10,
+                restoreSeconds: Double = 5) {
         self.serious = serious; self.critical = critical; self.slowRecordEvery = slowRecordEvery; self.repeatSeconds = repeatSeconds
+        self.restoreSeconds = restoreSeconds
     }
 
     public enum CodingKeys: String, CodingKey, CaseIterable {
         case serious, critical
         case slowRecordEvery = "slow_record_every"
         case repeatSeconds = "repeat_seconds"
+        case restoreSeconds = "restore_seconds"
     }
 
     public init(from decoder: Decoder) throws {
@@ -146,6 +152,7 @@ public struct PressurePolicy: Decodable, Equatable, Sendable {
         critical = try c.decodeIfPresent(Action.self, forKey: .critical) ?? defaults.critical
         slowRecordEvery = try c.decodeIfPresent(Int.self, forKey: .slowRecordEvery) ?? defaults.slowRecordEvery
         repeatSeconds = try c.decodeIfPresent(Double.self, forKey: .repeatSeconds) ?? defaults.repeatSeconds
+        restoreSeconds = try c.decodeIfPresent(Double.self, forKey: .restoreSeconds) ?? defaults.restoreSeconds
     }
 }
 
@@ -157,14 +164,21 @@ public struct PressureResponder: Sendable {
         public var camera: String
         public var priority: Int
         public var recordEvery: Int
+        /// The stride the camera started with (its frame-rate cap): what a restore returns it to.
+        public let plannedRecordEvery: Int
         public var disabled = false
         public init(node: String, camera: String, priority: Int, recordEvery: Int = 1) {
             self.node = node; self.camera = camera; self.priority = priority; self.recordEvery = recordEvery
+            plannedRecordEvery = recordEvery
         }
     }
 
     public struct Decision: Equatable, Sendable {
-        public enum Action: Equatable, Sendable { case slow(recordEvery: Int), disable }
+        public enum Action: Equatable, Sendable {
+            case slow(recordEvery: Int), disable
+            /// Back to the camera's planned stride: the pressure that slowed it is gone.
+            case restore(recordEvery: Int)
+        }
         public var node: String
         public var camera: String
         public var action: Action
@@ -177,6 +191,8 @@ public struct PressureResponder: Sendable {
     private var levels: [String: PressureLevel] = [:]
     /// When each node's level last made the responder act (rig µs).
     private var lastAction: [String: Int64] = [:]
+    /// Since when each node has been below serious (rig µs).
+    private var calmSince: [String: Int64] = [:]
 
     public init(policy: PressurePolicy, cameras: [Camera]) {
         self.policy = policy
@@ -186,7 +202,8 @@ public struct PressureResponder: Sendable {
     public func level(of node: String) -> PressureLevel { levels[node] ?? .nominal }
 
     /// A node's level as of `now` (rig µs). Acts when the level rises to serious or critical, and again every
-    /// `repeatSeconds` while it stays there; a falling level undoes nothing (a slowed camera stays slowed).
+    /// `repeatSeconds` while it stays there; once the node has been calm for `restoreSeconds`, its slowed cameras
+    /// return to their planned rate (a disabled camera's files have ended and stay ended).
     public mutating func observe(node: String, reading: PressureReading, now: Int64) -> [Decision] {
         let previous = levels[node] ?? .nominal
         levels[node] = reading.level
@@ -194,14 +211,37 @@ public struct PressureResponder: Sendable {
         switch reading.level {
         case .serious: action = policy.serious
         case .critical: action = policy.critical
-        default: return []
+        default: return restore(node: node, now: now)
         }
+        calmSince[node] = nil
         let rose = reading.level > previous
         let due = lastAction[node].map { now - $0 >= Int64(policy.repeatSeconds * 1_000_000) } ?? true
         guard rose || due else { return [] }
         guard let decision = decide(action, node: node, reading: reading) else { return [] }
         lastAction[node] = now
         return [decision]
+    }
+
+    private mutating func restore(node: String, now: Int64) -> [Decision] {
+        let calm = calmSince[node] ?? now
+        calmSince[node] = calm
+        let wait = Int64(policy.restoreSeconds * 1_000_000)
+        guard now - calm >= wait, lastAction[node].map({ now - $0 >= wait }) ?? true else { return [] }
+        var decisions: [Decision] = []
+        for i in cameras.indices where cameras[i].node == node && !cameras[i].disabled && cameras[i].recordEvery > cameras[i].plannedRecordEvery {
+            cameras[i].recordEvery = cameras[i].plannedRecordEvery
+            let c = cameras[i]
+            let rate = c.plannedRecordEvery == 1 ? "every group again" : "one group in \(c.plannedRecordEvery) again, as planned"
+            decisions.append(Decision(node: node, camera: c.camera, action: .restore(recordEvery: c.plannedRecordEvery),
+                                      sentence: "camera \(node)/\(c.camera) records \(rate): node \(node) has been calm for \(Self.seconds(now - calm))."))
+        }
+        if !decisions.isEmpty { lastAction[node] = now }
+        return decisions
+    }
+
+    private static func seconds(_ microseconds: Int64) -> String {
+        let tenths = (microseconds + 50_000) / 100_000
+        return "\(tenths / 10).\(tenths % 10) s"
     }
 
     private mutating func decide(_ action: PressurePolicy.Action, node: String, reading: PressureReading) -> Decision? {

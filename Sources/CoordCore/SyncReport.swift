@@ -58,16 +58,23 @@ public struct SyncReport: Codable, Equatable, Sendable {
     /// Files that did not arrive verified (missing, or not matching the node's checksum), by path. Not a
     /// contract key.
     public var missingFiles: [CollectionRecord.Missing]?
+    /// The share of all frames that are repeats (held on purpose or filled), and, above `repeatsWorthSaying`,
+    /// one sentence naming the cameras with most: a take can be complete yet not what the operator expects.
+    public var repeatedFraction: Double?
+    public var repeatsNote: String?
+    /// More repeats than this share is said in the take's status line and report.
+    public static let repeatsWorthSaying = 0.02
 
     /// The event kinds the report repeats from the manifest: budget, pressure and collection problems.
     public static let reportedEventKinds: Set<String> = [
-        "fit", "pressure", "pressure-shutdown", "camera-slowed", "camera-disabled", "camera-slowed-failed",
+        "fit", "pressure", "pressure-shutdown", "camera-slowed", "camera-restored", "camera-disabled", "camera-slowed-failed",
         "camera-disabled-failed", "held", "file-damaged", "file-missing", "collect-failed",
     ]
 
     enum CodingKeys: String, CodingKey {
         case groups, spreadMicroseconds = "spread_us", cameras, groupsMeasured = "groups_measured"
         case spreadBoundMicroseconds = "spread_bound_us", events, budget, missingFiles = "missing_files"
+        case repeatedFraction = "repeated_fraction", repeatsNote = "repeats_note"
     }
 
     public init(from decoder: Decoder) throws {
@@ -81,6 +88,8 @@ public struct SyncReport: Codable, Equatable, Sendable {
         events = try c.decodeIfPresent([TakeManifest.Event].self, forKey: .events)
         budget = try c.decodeIfPresent(TakeManifest.BudgetSummary.self, forKey: .budget)
         missingFiles = try c.decodeIfPresent([CollectionRecord.Missing].self, forKey: .missingFiles)
+        repeatedFraction = try c.decodeIfPresent(Double.self, forKey: .repeatedFraction)
+        repeatsNote = try c.decodeIfPresent(String.self, forKey: .repeatsNote)
     }
 
     /// One camera's rows with the identity and clock figures the report needs.
@@ -134,5 +143,17 @@ public struct SyncReport: Codable, Equatable, Sendable {
             .map { Int64(($0.high - $0.low).rounded(.up)) })
         self.groupsMeasured = Int64(spreads.count)
         self.cameras = cameras
+        let frames = cameras.map(\.frames).reduce(0, +)
+        let repeats = cameras.map { $0.dropped + ($0.held ?? 0) }.reduce(0, +)
+        if frames > 0 {
+            repeatedFraction = Double(repeats) / Double(frames)
+            if Double(repeats) / Double(frames) > Self.repeatsWorthSaying {
+                let worst = cameras.filter { $0.dropped + ($0.held ?? 0) > 0 }
+                    .sorted { ($0.dropped + ($0.held ?? 0)) * $1.frames > ($1.dropped + ($1.held ?? 0)) * $0.frames }
+                    .prefix(3).map { "\($0.node)/\($0.camera) \($0.dropped + ($0.held ?? 0)) of \($0.frames)" }
+                let percent = (Double(repeats) / Double(frames) * 1000).rounded() / 10
+                repeatsNote = "\(percent) % of the frames are repeats, held on purpose or filled (\(worst.joined(separator: ", ")))"
+            }
+        }
     }
 }

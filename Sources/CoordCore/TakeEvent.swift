@@ -39,6 +39,8 @@ public struct TakeEvent: Equatable, Sendable {
         public static let stagingLost = Kind(rawValue: "staging-lost")
         public static let cameraSlowed = Kind(rawValue: "camera-slowed")
         public static let cameraSlowedFailed = Kind(rawValue: "camera-slowed-failed")
+        /// A slowed camera back at its planned rate once its node's pressure was gone.
+        public static let cameraRestored = Kind(rawValue: "camera-restored")
         public static let cameraDisabled = Kind(rawValue: "camera-disabled")
         public static let cameraDisabledFailed = Kind(rawValue: "camera-disabled-failed")
         public static let pressure = Kind(rawValue: "pressure")

@@ -780,7 +780,7 @@ public enum SyncReportPage {
             files.append(clause(e))
         }
         let serious: Set<String> = ["collect-failed", "node-failed", "node-unfinished", "pressure-shutdown",
-                                    "camera-ended", "camera-error", "stop-undelivered"]
+                                    "camera-ended", "camera-error", "stop-undelivered", "take-aborted", "staging-lost"]
         let happenings = manifest.events.filter { serious.contains($0.kind) }.map(clause)
         var drops: [String] = []
         let dropped = report.cameras.filter { $0.dropped > 0 }
@@ -789,7 +789,9 @@ public enum SyncReportPage {
             let named = dropped.prefix(4).map { "\($0.node)/\($0.camera) \($0.dropped)" } + (dropped.count > 4 ? ["…"] : [])
             drops.append("\(total) frame\(total == 1 ? "" : "s") dropped (" + named.joined(separator: ", ") + ")")
         }
-        return files + short + happenings + disabled + drops
+        // Many held or filled frames: complete, yet not the take the operator expects.
+        let repeats = report.repeatsNote.map { [$0] } ?? []
+        return files + short + happenings + disabled + repeats + drops
     }
 
     static func sentence(status: TakeManifest.Status, problems: [String], groups: Int64) -> String {

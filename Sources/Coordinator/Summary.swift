@@ -5,7 +5,8 @@ import Foundation
 public enum TakeSummary {
     public static func text(directory: String, manifest: TakeManifest, report: SyncReport) -> String {
         var lines: [String] = []
-        lines.append("take \(manifest.takeID): \(manifest.status.rawValue), \(manifest.groups) groups × \(manifest.cameras.count) camera(s)")
+        lines.append("take \(manifest.takeID): \(manifest.status.rawValue), \(manifest.groups) groups × \(manifest.cameras.count) camera(s)"
+                     + (report.repeatsNote.map { "; \($0)" } ?? ""))
         lines.append("  \(directory)")
         if let timecode = manifest.timecode { lines.append("  timecode \(timecode) at group 0 · started \(manifest.startWallclock)") }
         if let collection = manifest.collection {

@@ -554,8 +554,16 @@ public final class TakeSession: @unchecked Sendable {
             case .disable:
                 adjust.action = .disable
                 disabled.append(decision.camera)
+            case .restore(let every):
+                adjust.action = .slow
+                adjust.recordEvery = UInt32(every)
             }
-            let kind = adjust.action == .slow ? "camera-slowed" : "camera-disabled"
+            let kind: String
+            switch decision.action {
+            case .slow: kind = "camera-slowed"
+            case .disable: kind = "camera-disabled"
+            case .restore: kind = TakeEvent.Kind.cameraRestored.rawValue
+            }
             do {
                 _ = try await plan.link.request(.adjustCamera(adjust), timeout: 1, what: "the pressure policy's change")
                 console.step("from group \(from): \(decision.sentence)")

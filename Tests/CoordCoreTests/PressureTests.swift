@@ -90,6 +90,31 @@ import Testing
         #expect(r.cameras.first { $0.camera == "cam0" }?.recordEvery == 1)
     }
 
+    @Test func aSlowedCameraComesBackOnceItsNodeHasBeenCalmForRestoreSeconds() {
+        var r = PressureResponder(policy: PressurePolicy(), cameras: Self.cameras)
+        #expect(r.observe(node: "n1", reading: Self.reading(.serious), now: 1_000_000).first?.action == .slow(recordEvery: 2))
+        // Calm, but not yet for 5 s; a serious reading in between starts the wait over.
+        #expect(r.observe(node: "n1", reading: Self.reading(.nominal), now: 2_000_000).isEmpty)
+        #expect(r.observe(node: "n1", reading: Self.reading(.fair), now: 6_000_000).isEmpty)
+        // Rising again acts again: the next camera is slowed too.
+        #expect(r.observe(node: "n1", reading: Self.reading(.serious), now: 6_500_000).first?.camera == "detail")
+        #expect(r.observe(node: "n1", reading: Self.reading(.nominal), now: 7_000_000).isEmpty)
+        #expect(r.observe(node: "n1", reading: Self.reading(.nominal), now: 11_900_000).isEmpty)
+        let back = r.observe(node: "n1", reading: Self.reading(.nominal), now: 12_000_000)
+        #expect(back.map(\.camera) == ["wide", "detail"] && back.allSatisfy { $0.action == .restore(recordEvery: 1) }, "\(back)")
+        #expect(back.first?.sentence.contains("calm for 5.0 s") == true, "\(back)")
+        #expect(r.cameras.first { $0.camera == "wide" }?.recordEvery == 1)
+        #expect(r.observe(node: "n1", reading: Self.reading(.nominal), now: 30_000_000).isEmpty, "restored once")
+    }
+
+    @Test func aRestoreReturnsACappedCameraToItsCapNotToEveryGroup() {
+        var r = PressureResponder(policy: PressurePolicy(slowRecordEvery: 4),
+                                  cameras: [PressureResponder.Camera(node: "n1", camera: "c", priority: 0, recordEvery: 2)])
+        #expect(r.observe(node: "n1", reading: Self.reading(.serious), now: 0).first?.action == .slow(recordEvery: 4))
+        _ = r.observe(node: "n1", reading: Self.reading(.nominal), now: 1_000_000)
+        #expect(r.observe(node: "n1", reading: Self.reading(.nominal), now: 10_000_000).first?.action == .restore(recordEvery: 2))
+    }
+
     @Test func criticalDisablesButNeverTheLastCamera() {
         var r = PressureResponder(policy: PressurePolicy(), cameras: Self.cameras)
         #expect(r.observe(node: "n1", reading: Self.reading(.critical), now: 0).first?.camera == "wide")

@@ -165,4 +165,19 @@ import Testing
         let extended = try JSONSerialization.data(withJSONObject: object)
         #expect(try JSONDecoder().decode(SyncReport.self, from: extended) == report)
     }
+
+    @Test func manyRepeatsAreSaidAndAFewAreNot() {
+        let grid = FrameGrid(t0: 0, periodMicroseconds: 1000)
+        func rows(dups: Set<Int64>) -> [FrameRow] {
+            (0..<100).map { FrameRow(frame: $0, group: $0, centerMicroseconds: $0 * 1000, isDup: dups.contains($0)) }
+        }
+        let calm = SyncReport(groups: 100, grid: grid, inputs: [
+            SyncReport.Input(node: "n1", camera: "a", rows: rows(dups: [3]), clockUncertaintyMicroseconds: 1),
+            SyncReport.Input(node: "n2", camera: "b", rows: rows(dups: []), clockUncertaintyMicroseconds: 1)])
+        #expect(calm.repeatsNote == nil && calm.repeatedFraction == 0.005)
+        let stalled = SyncReport(groups: 100, grid: grid, inputs: [
+            SyncReport.Input(node: "n1", camera: "a", rows: rows(dups: Set(10..<40)), clockUncertaintyMicroseconds: 1, held: 20),
+            SyncReport.Input(node: "n2", camera: "b", rows: rows(dups: []), clockUncertaintyMicroseconds: 1)])
+        #expect(stalled.repeatsNote == "15.0 % of the frames are repeats, held on purpose or filled (n1/a 30 of 100)", "\(stalled.repeatsNote ?? "-")")
+    }
 }

@@ -5,6 +5,8 @@ hashed on the request thread, and two coordinators racing for one rig."""
 from __future__ import annotations
 
 import hashlib
+import json
+import signal
 import shutil
 import os
 import re
@@ -303,3 +305,46 @@ def test_a_staging_directory_removed_mid_take_ends_the_cameras_with_an_event(nod
     assert status.cameras[0].frames < 600
     assert "deleted" in node.stderr_tail()
     assert_hello_ok(client)
+
+
+# ---- 8. A 5 s stall does not halve a camera for the rest of the take ----
+
+def test_a_node_stalled_for_five_seconds_gets_its_camera_back_and_the_repeats_are_said(tmp_path, zctx, pb):
+    nodes = [Node(tmp_path / f"n{i}", extra_args=["--name", f"node-{i}", "--synthetic", "cam0"]) for i in (1, 2)]
+    rig = tmp_path / "rig.yaml"
+    rig.write_text("version: 1\nnodes:\n" + "".join(
+        f"  - name: node-{i}\n    endpoint: {n.endpoint}\n" for i, n in enumerate(nodes, start=1)))
+    proc = subprocess.Popen([str(COORD), "start-take", "--rig", str(rig), "--seconds", "24", "--size", "320x240",
+                             "--takes-dir", str(tmp_path / "takes")],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    watcher = Client(zctx, nodes[1].endpoint, pb)
+    try:
+        _recording_take(watcher, pb)
+        os.kill(nodes[1].proc.pid, signal.SIGSTOP)
+        time.sleep(5)  # the stall itself is what is tested: five seconds of a frozen node
+        os.kill(nodes[1].proc.pid, signal.SIGCONT)
+        out, err = proc.communicate(timeout=120)
+        assert proc.returncode == 0, err
+        take = next((tmp_path / "takes").iterdir())
+        manifest = json.loads((take / "manifest.json").read_text())
+        kinds = [(e["kind"], e["node"]) for e in manifest["events"]]
+        rows = (take / "node-2" / "cam0.frames.csv").read_text().splitlines()[1:]
+        dups = sum(1 for r in rows if r.endswith(",dup"))
+        if ("camera-slowed", "node-2") in kinds:
+            assert ("camera-restored", "node-2") in kinds, kinds
+            restored = next(e for e in manifest["events"] if e["kind"] == "camera-restored")
+            slowed = next(e for e in manifest["events"] if e["kind"] == "camera-slowed")
+            assert restored["t_us"] - slowed["t_us"] < 15_000_000, (slowed, restored)
+        # The stall fills about 5 s of frames; a camera left at one group in 2 would repeat half of the rest too.
+        assert dups < 0.45 * len(rows), f"{dups} of {len(rows)} frames of node-2/cam0 are repeats"
+        first = out.splitlines()[0]
+        assert "of the frames are repeats" in first and "node-2/cam0" in first, first
+        report = json.loads((take / "sync-report.json").read_text())
+        assert report["repeats_note"] and report["repeated_fraction"] > 0.02, report.get("repeats_note")
+    finally:
+        watcher.close()
+        if proc.poll() is None:
+            proc.kill()
+        for n in nodes:
+            os.kill(n.proc.pid, signal.SIGCONT) if n.proc.poll() is None else None
+            n.cleanup()
