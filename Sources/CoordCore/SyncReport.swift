@@ -64,6 +64,12 @@ public struct SyncReport: Codable, Equatable, Sendable {
     public var repeatsNote: String?
     /// More repeats than this share is said in the take's status line and report.
     public static let repeatsWorthSaying = 0.02
+    /// One sigma of a node clock's rate error the mapping did not see, per µs since its last update (ppm): a rate
+    /// fitted over a few seconds is off by about a ppm (a coordinator gone 0.5 s into a take left a 1.5 ppm error,
+    /// 94 µs over 60 s), and a crystal wanders with temperature. Without updates the bound grows by this.
+    public static let staleDriftPPM = 2.0
+    /// Nodes whose clock updates stopped well before the end, in one sentence: the bound was widened for them.
+    public var clockNote: String?
 
     /// The event kinds the report repeats from the manifest: budget, pressure and collection problems.
     public static let reportedEventKinds: Set<String> = [
@@ -74,7 +80,7 @@ public struct SyncReport: Codable, Equatable, Sendable {
     enum CodingKeys: String, CodingKey {
         case groups, spreadMicroseconds = "spread_us", cameras, groupsMeasured = "groups_measured"
         case spreadBoundMicroseconds = "spread_bound_us", events, budget, missingFiles = "missing_files"
-        case repeatedFraction = "repeated_fraction", repeatsNote = "repeats_note"
+        case repeatedFraction = "repeated_fraction", repeatsNote = "repeats_note", clockNote = "clock_note"
     }
 
     public init(from decoder: Decoder) throws {
@@ -90,6 +96,7 @@ public struct SyncReport: Codable, Equatable, Sendable {
         missingFiles = try c.decodeIfPresent([CollectionRecord.Missing].self, forKey: .missingFiles)
         repeatedFraction = try c.decodeIfPresent(Double.self, forKey: .repeatedFraction)
         repeatsNote = try c.decodeIfPresent(String.self, forKey: .repeatsNote)
+        clockNote = try c.decodeIfPresent(String.self, forKey: .clockNote)
     }
 
     /// One camera's rows with the identity and clock figures the report needs.
@@ -101,16 +108,21 @@ public struct SyncReport: Codable, Equatable, Sendable {
         public var centerUncertaintyMicroseconds: Double?
         /// How many of the dup rows the camera filled on purpose (the node's count).
         public var held: Int64
+        /// When the node's last clock update was made (rig µs); nil: the clock was tracked to the end.
+        public var clockUpdatedUntil: Int64?
         public init(node: String, camera: String, rows: [FrameRow], clockUncertaintyMicroseconds: Double,
-                    centerUncertaintyMicroseconds: Double? = nil, held: Int64 = 0) {
+                    centerUncertaintyMicroseconds: Double? = nil, held: Int64 = 0, clockUpdatedUntil: Int64? = nil) {
             self.node = node; self.camera = camera; self.rows = rows; self.clockUncertaintyMicroseconds = clockUncertaintyMicroseconds
             self.centerUncertaintyMicroseconds = centerUncertaintyMicroseconds; self.held = held
+            self.clockUpdatedUntil = clockUpdatedUntil
         }
 
-        /// One sigma of this camera's centre estimates on the rig timebase.
-        var sigma: Double {
+        /// One sigma of this camera's centre estimate at rig time `at`: the centre's own error, the clock
+        /// mapping's, and the drift the mapping has not seen since its last update (which grows with time).
+        func sigma(at: Int64) -> Double {
             let c = centerUncertaintyMicroseconds ?? 0
-            return (clockUncertaintyMicroseconds * clockUncertaintyMicroseconds + c * c).squareRoot()
+            let aged = clockUpdatedUntil.map { SyncReport.staleDriftPPM * 1e-6 * Double(max(0, at - $0)) } ?? 0
+            return (clockUncertaintyMicroseconds * clockUncertaintyMicroseconds + c * c + aged * aged).squareRoot()
         }
     }
 
@@ -127,7 +139,8 @@ public struct SyncReport: Codable, Equatable, Sendable {
                 centersByGroup[row.group, default: []].append(row.centerMicroseconds)
                 let c = Double(row.centerMicroseconds)
                 let w = widenedByGroup[row.group] ?? (.infinity, -.infinity, 0)
-                widenedByGroup[row.group] = (min(w.low, c - 2 * input.sigma), max(w.high, c + 2 * input.sigma), w.count + 1)
+                let sigma = input.sigma(at: row.centerMicroseconds)
+                widenedByGroup[row.group] = (min(w.low, c - 2 * sigma), max(w.high, c + 2 * sigma), w.count + 1)
                 phase.append(abs(row.centerMicroseconds - grid.instant(ofGroup: row.group)))
             }
             let held = min(input.held, dropped)
@@ -143,6 +156,19 @@ public struct SyncReport: Codable, Equatable, Sendable {
             .map { Int64(($0.high - $0.low).rounded(.up)) })
         self.groupsMeasured = Int64(spreads.count)
         self.cameras = cameras
+        let end = grid.instant(ofGroup: groups)
+        var stale: [String: Int64] = [:]
+        for input in inputs {
+            // Updates come every second or so while the coordinator tracks the clock; 5 s without one is a stop.
+            if let until = input.clockUpdatedUntil, end - until > 5_000_000 { stale[input.node] = until }
+        }
+        if !stale.isEmpty {
+            let nodes = stale.sorted { $0.key < $1.key }.map { node, until -> String in
+                let tenths = (end - until + 50_000) / 100_000
+                return "\(node) \(tenths / 10).\(tenths % 10) s"
+            }
+            clockNote = "clock updates stopped before the end of the take (\(nodes.joined(separator: ", ")) before it, the coordinator gone or the node unreachable): the bound allows \(Self.staleDriftPPM) ppm of unseen drift since each node's last update"
+        }
         let frames = cameras.map(\.frames).reduce(0, +)
         let repeats = cameras.map { $0.dropped + ($0.held ?? 0) }.reduce(0, +)
         if frames > 0 {

@@ -96,9 +96,12 @@ public enum TakeCollection {
             camera.dropped = dropped
             camera.held = held
             manifest.cameras[index] = camera
+            // The node's last clock update: from then on its clock drifted unseen, and the report's bound says so.
+            let lastUpdate = (pending.clockTrack ?? []).filter { $0.node == camera.node }.map(\.tMicroseconds).max()
             inputs.append(SyncReport.Input(node: camera.node, camera: camera.camera, rows: rows,
                                            clockUncertaintyMicroseconds: camera.clock.uncertaintyMicroseconds,
-                                           centerUncertaintyMicroseconds: camera.centerUncertaintyMicroseconds, held: held))
+                                           centerUncertaintyMicroseconds: camera.centerUncertaintyMicroseconds, held: held,
+                                           clockUpdatedUntil: lastUpdate))
         }
         for (node, reason) in outcome.nodeFailures {
             events.append(.init(tMicroseconds: end, node: node, camera: "", kind: "collect-failed", detail: reason))

@@ -180,4 +180,26 @@ import Testing
             SyncReport.Input(node: "n2", camera: "b", rows: rows(dups: []), clockUncertaintyMicroseconds: 1)])
         #expect(stalled.repeatsNote == "15.0 % of the frames are repeats, held on purpose or filled (n1/a 30 of 100)", "\(stalled.repeatsNote ?? "-")")
     }
+
+    @Test func aBoundWidensWithTheTimeSinceTheLastClockUpdateAndSaysSo() {
+        // 60 s at 30 fps, two cameras 1 µs apart; the coordinator's updates stopped 0.5 s in for n2.
+        let grid = FrameGrid(t0: 0, periodMicroseconds: 33_333)
+        let groups: Int64 = 1800
+        func rows(_ offset: Int64) -> [FrameRow] {
+            (0..<groups).map { FrameRow(frame: $0, group: $0, centerMicroseconds: grid.instant(ofGroup: $0) + offset, isDup: false) }
+        }
+        let tracked = SyncReport(groups: groups, grid: grid, inputs: [
+            .init(node: "n1", camera: "a", rows: rows(0), clockUncertaintyMicroseconds: 2, clockUpdatedUntil: grid.instant(ofGroup: groups) - 400_000),
+            .init(node: "n2", camera: "b", rows: rows(1), clockUncertaintyMicroseconds: 2, clockUpdatedUntil: grid.instant(ofGroup: groups) - 300_000)])
+        #expect(tracked.clockNote == nil)
+        #expect((tracked.spreadBoundMicroseconds?.p99 ?? 0) < 20, "\(String(describing: tracked.spreadBoundMicroseconds))")
+        let stopped = SyncReport(groups: groups, grid: grid, inputs: [
+            .init(node: "n1", camera: "a", rows: rows(0), clockUncertaintyMicroseconds: 2, clockUpdatedUntil: grid.instant(ofGroup: groups) - 400_000),
+            .init(node: "n2", camera: "b", rows: rows(1), clockUncertaintyMicroseconds: 2, clockUpdatedUntil: 500_000)])
+        // ±2 sigma of 2 ppm over the time since n2's last update: the p99 group is ~58.6 s past it.
+        let p99 = stopped.spreadBoundMicroseconds?.p99 ?? 0
+        #expect(p99 > 4 * 2 * 58 && p99 < 4 * 2 * 60 + 20, "\(p99)")
+        #expect(stopped.spreadMicroseconds.p99 == 1)
+        #expect(stopped.clockNote?.contains("n2 59.5 s") == true && stopped.clockNote?.contains("2.0 ppm") == true, "\(stopped.clockNote ?? "-")")
+    }
 }

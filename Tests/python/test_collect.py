@@ -327,3 +327,46 @@ def test_ctrl_c_while_collecting_loses_nothing_and_coord_collect_finishes(tmp_pa
     assert r.returncode == 0, r.stderr
     assert manifest(take)["status"] == "complete"
     assert_take_ok(take)
+
+
+def test_a_report_written_after_the_coordinator_died_never_claims_a_bound_the_stripes_break(tmp_path):
+    """Issue 17 (6): clock updates stop when the coordinator dies 0.5 s in; the nodes' clocks drift on unseen.
+    The report `coord collect` writes later widens its bound with the time since each node's last update, says
+    so, and its bound still covers the true spread the stripes show."""
+    nodes = [start_node(tmp_path, "left", "cam0", ["--clock-drift-ppm=40", "--clock-offset-us=20000"]),
+             start_node(tmp_path, "right", "cam0", ["--clock-drift-ppm=-40", "--clock-offset-us=-30000"])]
+    try:
+        rig_path = rig_file(tmp_path / "rig.yaml", [("left", nodes[0], ""), ("right", nodes[1], "")])
+        takes = tmp_path / "takes"
+        proc = subprocess.Popen([str(COORD), "start-take", "--rig", str(rig_path), "--seconds", "40", "--size", "320x240",
+                                 "--takes-dir", str(takes)], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        deadline = time.monotonic() + 60
+        while not (takes.exists() and any(takes.glob("*/manifest.json"))):
+            assert proc.poll() is None, proc.stdout.read()
+            assert time.monotonic() < deadline, "no manifest appeared while recording"
+            time.sleep(0.05)
+        t0 = manifest(take_dir(takes))["t0_us"]
+        while time.clock_gettime_ns(time.CLOCK_MONOTONIC) // 1000 < t0 + 500_000:
+            time.sleep(0.02)
+        proc.send_signal(signal.SIGKILL)
+        proc.wait(timeout=10)
+        take = take_dir(takes)
+        deadline = time.monotonic() + 90
+        while True:
+            r = run_coord("collect", "--rig", rig_path, take)
+            if r.returncode == 0:
+                break
+            assert "still recording" in r.stderr, r.stderr
+            assert time.monotonic() < deadline, r.stderr
+            time.sleep(0.5)
+        failures, figures = check_take.check(take)
+        assert failures == [], failures
+        report = json.loads((take / "sync-report.json").read_text())
+        truth = figures["true_spread_us"]
+        assert report["spread_bound_us"]["p99"] >= truth["p99"], (report["spread_bound_us"], truth)
+        assert report["spread_bound_us"]["max"] >= truth["max"], (report["spread_bound_us"], truth)
+        assert "clock updates stopped" in report.get("clock_note", ""), report.get("clock_note")
+        assert "clock updates stopped" in run_coord("report", take).stdout
+    finally:
+        for n in nodes:
+            n.kill()
