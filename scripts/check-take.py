@@ -48,7 +48,7 @@ def stripes(mkv: Path):
         ["ffmpeg", "-v", "error", "-i", str(mkv), "-vf", f"crop={STRIPE_W}:{STRIPE_H}:0:0",
          "-f", "rawvideo", "-pix_fmt", "gray", "-"], capture_output=True, timeout=600)
     if raw.returncode != 0:
-        raise RuntimeError(f"ffmpeg cannot decode {mkv}: {raw.stderr.decode().strip()}")
+        raise RuntimeError(f"ffmpeg cannot decode {mkv}: {raw.stderr.decode(errors='replace').strip()[:300]}")
     frames = np.frombuffer(raw.stdout, np.uint8).reshape(-1, STRIPE_H, STRIPE_W)
     return [decode_stripe(f) for f in frames]
 
@@ -59,8 +59,11 @@ def ffprobe_frames(mkv: Path) -> int:
          "-show_entries", "stream=nb_read_frames", "-of", "csv=p=0", str(mkv)],
         capture_output=True, text=True, timeout=600)
     if out.returncode != 0:
-        raise RuntimeError(f"ffprobe cannot read {mkv}: {out.stderr.strip()}")
-    return int(out.stdout.strip().rstrip(","))
+        raise RuntimeError(f"ffprobe cannot read {mkv}: {out.stderr.strip()[:300]}")
+    text = out.stdout.strip().rstrip(",")
+    if not text.isdigit():
+        raise RuntimeError(f"ffprobe counts no frames in {mkv} (it says {text[:80]!r})")
+    return int(text)
 
 
 def percentile(values, p):
@@ -97,16 +100,23 @@ def check(take: Path, per_group: bool = False):
         if not mkv.is_file() or not csv.is_file():
             failures.append(f"{who}: .mkv or .frames.csv missing")
             continue
-        lines = csv.read_text().splitlines()
-        if lines[0] != "frame,group,center_us,flags":
-            failures.append(f"{who}: frames.csv header is {lines[0]!r}")
-        rows = [l.split(",") for l in lines[1:] if l]
+        lines = csv.read_text(errors="replace").splitlines()
+        if not lines or lines[0] != "frame,group,center_us,flags":
+            failures.append(f"{who}: frames.csv header is {(lines or [''])[0][:80]!r}")
+        rows = []
+        # Every row is checked before it is used: a table cut by a crash is reported, not crashed on.
+        for i, line in enumerate(l for l in lines[1:] if l):
+            r = line.split(",")
+            ok = len(r) == 4 and all(x.lstrip("-").isdigit() for x in r[:3])
+            if not ok or int(r[0]) != i or int(r[1]) != i or r[3] not in ("", "dup", "recovered"):
+                failures.append(f"{who}: frames.csv row {i} is {line[:80]!r}")
+                break
+            rows.append(r)
         if len(rows) != groups:
             failures.append(f"{who}: frames.csv has {len(rows)} rows for {groups} groups")
-        for i, r in enumerate(rows):
-            if int(r[0]) != i or int(r[1]) != i or r[3] not in ("", "dup"):
-                failures.append(f"{who}: frames.csv row {i} is {','.join(r)!r}")
-                break
+        recovered = sum(1 for r in rows if r[3] == "recovered")
+        if recovered:
+            failures.append(f"{who}: {recovered} frames.csv rows were rebuilt after a crash (flag recovered), their centres estimated")
         dups = sum(1 for r in rows if r[3] == "dup")
         # A dup row is a dropped frame, or a group held on purpose by a frame-rate cap or a pressure slow-down.
         if dups != cam["dropped"] + cam.get("held", 0) or len(rows) != cam["frames"]:
@@ -116,8 +126,10 @@ def check(take: Path, per_group: bool = False):
             n = ffprobe_frames(mkv)
             if n != groups:
                 failures.append(f"{who}: ffprobe counts {n} frames in {mkv.name}, expected {groups}")
+            if n != len(rows):
+                failures.append(f"{who}: {mkv.name} holds {n} frames but frames.csv has {len(rows)} rows")
             decoded = stripes(mkv)
-        except RuntimeError as e:
+        except (RuntimeError, ValueError) as e:
             failures.append(f"{who}: {e}")
             continue
         bad = [i for i, s in enumerate(decoded) if s is None or s[0] != cam["ordinal"]]
@@ -125,7 +137,7 @@ def check(take: Path, per_group: bool = False):
             failures.append(f"{who}: stripe missing or wrong ordinal in {len(bad)} frame(s), first at frame {bad[0]}")
         errors = []
         for i, (s, r) in enumerate(zip(decoded, rows)):
-            if s is None:
+            if s is None or r[3] == "recovered":
                 continue
             if r[3] == "dup":
                 if i > 0 and decoded[i - 1] is not None and decoded[i - 1][1] != s[1]:
@@ -138,7 +150,7 @@ def check(take: Path, per_group: bool = False):
                                                  "p99": percentile([abs(e) for e in errors], .99),
                                                  "max": max([abs(e) for e in errors], default=0)},
                            "true_phase_us": {"p99": percentile([abs(s[2] - (t0 + i * period)) for i, s in enumerate(decoded)
-                                                                if s is not None and rows[i][3] != "dup"], .99)}})
+                                                                if s is not None and i < len(rows) and rows[i][3] == ""], .99)}})
     spreads = [max(v) - min(v) for v in true_by_group.values() if len(v) >= 2]
     truth = {"p50": percentile(spreads, .5), "p99": percentile(spreads, .99), "max": max(spreads, default=0)}
     report = json.loads((take / "sync-report.json").read_text())
@@ -158,7 +170,11 @@ def main():
     if not (take / "manifest.json").is_file():
         print(f"check-take: {take} has no manifest.json", file=sys.stderr)
         return 1
-    failures, figures = check(take)
+    try:
+        failures, figures = check(take)
+    except Exception as e:  # a take this checker cannot read is reported, never a traceback
+        print(f"check-take: cannot check {take}: {type(e).__name__}: {str(e)[:300]}", file=sys.stderr)
+        return 1
     if args.json:
         print(json.dumps(figures, indent=1))
     else:

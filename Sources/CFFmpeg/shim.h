@@ -29,6 +29,7 @@ static const int cff_AVFMT_GLOBALHEADER = AVFMT_GLOBALHEADER;
 static const int cff_AVFMT_NOFILE = AVFMT_NOFILE;
 static const int cff_AVIO_FLAG_WRITE = AVIO_FLAG_WRITE;
 static const int cff_AV_PKT_FLAG_KEY = AV_PKT_FLAG_KEY;
+static const int cff_AV_PKT_FLAG_CORRUPT = AV_PKT_FLAG_CORRUPT;
 static const int cff_AV_ERROR_MAX_STRING_SIZE = AV_ERROR_MAX_STRING_SIZE;
 
 /// av_strerror into a caller buffer; always NUL-terminated. Returns the av_strerror result.

@@ -62,6 +62,13 @@ public struct NodeTakeMachine: Sendable {
 
     public mutating func finish() { if state == .recording { state = .finished } }
 
+    /// A restarted node repaired `takeID`, which its predecessor was recording when it stopped: the take's files
+    /// are final (what was recorded up to the crash), so its coordinator can collect them.
+    public mutating func recovered(takeID: String) {
+        state = .finished
+        self.takeID = takeID
+    }
+
     public mutating func fail() { state = .failed }
 
     /// Back to idle after an abort; the take id is forgotten.

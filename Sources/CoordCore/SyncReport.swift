@@ -136,6 +136,8 @@ public struct SyncReport: Codable, Equatable, Sendable {
             var dropped: Int64 = 0
             for row in input.rows {
                 if row.isDup { dropped += 1; continue }
+                // A recovered row's centre is extrapolated, not measured: it proves nothing about sync.
+                if row.isRecovered { continue }
                 centersByGroup[row.group, default: []].append(row.centerMicroseconds)
                 let c = Double(row.centerMicroseconds)
                 let w = widenedByGroup[row.group] ?? (.infinity, -.infinity, 0)

@@ -37,6 +37,8 @@ public struct TakeEvent: Equatable, Sendable {
         public static let cameraEnded = Kind(rawValue: "camera-ended")
         /// A camera's files were deleted from the node's staging directory while it recorded.
         public static let stagingLost = Kind(rawValue: "staging-lost")
+        /// A camera's files repaired by its node after a crash (frames.csv rows rebuilt).
+        public static let recovered = Kind(rawValue: "recovered")
         public static let cameraSlowed = Kind(rawValue: "camera-slowed")
         public static let cameraSlowedFailed = Kind(rawValue: "camera-slowed-failed")
         /// A slowed camera back at its planned rate once its node's pressure was gone.
@@ -59,12 +61,12 @@ extension TakeManifest {
     /// explains its files), then a file collection could not bring (the operator can act on it: `coord collect`),
     /// then the earliest other cause; "see manifest.json" when no event says.
     public var partialCause: String {
-        let order: [Set<TakeEvent.Kind>] = [[.takeAborted, .stagingLost], [.fileDamaged, .fileMissing, .collectFailed],
+        let order: [Set<TakeEvent.Kind>] = [[.takeAborted, .stagingLost, .recovered], [.fileDamaged, .fileMissing, .collectFailed],
                                             [.incomplete, .nodeFailed, .cameraError, .nodeUnfinished]]
         guard let e = order.lazy.compactMap({ kinds in self.events.first { kinds.contains(TakeEvent.Kind(rawValue: $0.kind)) } }).first
         else { return "see manifest.json" }
         let detail = e.detail.hasSuffix(".") ? String(e.detail.dropLast()) : e.detail
-        if e.kind.hasPrefix("file-") || [TakeEvent.Kind.takeAborted, .stagingLost].map(\.rawValue).contains(e.kind) { return detail }
+        if e.kind.hasPrefix("file-") || [TakeEvent.Kind.takeAborted, .stagingLost, .recovered].map(\.rawValue).contains(e.kind) { return detail }
         return "\([e.node, e.camera].filter { !$0.isEmpty }.joined(separator: "/")) \(detail)"
     }
 }

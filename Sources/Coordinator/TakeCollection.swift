@@ -13,7 +13,7 @@ import Glibc
 /// verified so far, so any run can pick up where the last stopped.
 public enum TakeCollection {
     /// Event kinds worked out from the collected files, made afresh by every run.
-    static let derivedKinds: Set<String> = ["incomplete", "held", "dup", "collect-failed", "file-damaged", "file-missing"]
+    static let derivedKinds: Set<String> = ["incomplete", "held", "dup", "collect-failed", "file-damaged", "file-missing", "recovered"]
 
     /// The files a camera's recording leaves, relative to the take directory.
     static func paths(of camera: TakeManifest.Camera) -> [String] {
@@ -82,6 +82,12 @@ public enum TakeCollection {
                     : camera.disabled == true ? "was disabled by \(camera.disabler): frames.csv holds \(rows.count) rows for \(groups) groups"
                     : "frames.csv holds \(rows.count) rows for \(groups) groups"
                 events.append(.init(tMicroseconds: end, node: camera.node, camera: camera.camera, kind: "incomplete", detail: detail))
+            }
+            let recovered = rows.filter(\.isRecovered).count
+            if recovered > 0 {
+                complete = false
+                events.append(.init(tMicroseconds: end, node: camera.node, camera: camera.camera, kind: TakeEvent.Kind.recovered.rawValue,
+                                    detail: "camera \(camera.node)/\(camera.camera) was recovered after node \(camera.node) stopped mid-take (killed or crashed): its file holds \(rows.count) frames, the last \(recovered) with rebuilt rows whose centres are estimated, not measured"))
             }
             if held > 0 && !rows.isEmpty {
                 events.append(.init(tMicroseconds: grid.t0, node: camera.node, camera: camera.camera, kind: "held",

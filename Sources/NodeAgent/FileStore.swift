@@ -170,4 +170,35 @@ struct FileStore {
         if (try? fm.contentsOfDirectory(atPath: directory.path))?.isEmpty == true { try? fm.removeItem(at: directory) }
         return released
     }
+
+    // MARK: Takes being recorded: a marker that outlives a crash.
+
+    /// What a restarted node needs to repair a take its predecessor was recording: the grid and the first group.
+    struct RecordingMarker: Codable, Equatable {
+        var t0: Int64
+        var periodMicroseconds: Int64
+        var startGroup: Int64
+        enum CodingKeys: String, CodingKey { case t0 = "t0_us", periodMicroseconds = "frame_period_us", startGroup = "start_group" }
+    }
+
+    private static let markerName = ".recording.json"
+
+    func markRecording(_ takeID: String, _ marker: RecordingMarker) {
+        try? JSONEncoder().encode(marker).write(to: takeDirectory(takeID).appendingPathComponent(Self.markerName), options: .atomic)
+    }
+
+    func clearRecordingMark(_ takeID: String) {
+        try? FileManager.default.removeItem(at: takeDirectory(takeID).appendingPathComponent(Self.markerName))
+    }
+
+    /// Takes whose recording never finished (the node was killed), with their markers.
+    func interruptedTakes() -> [(takeID: String, marker: RecordingMarker)] {
+        let names = (try? FileManager.default.contentsOfDirectory(atPath: root.path)) ?? []
+        return names.sorted().compactMap { name in
+            guard RigName.isValid(name),
+                  let data = try? Data(contentsOf: takeDirectory(name).appendingPathComponent(Self.markerName)),
+                  let marker = try? JSONDecoder().decode(RecordingMarker.self, from: data) else { return nil }
+            return (name, marker)
+        }
+    }
 }

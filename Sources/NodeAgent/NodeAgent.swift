@@ -147,6 +147,41 @@ public final class NodeAgent: @unchecked Sendable {
         }
         cameras = synthetic + v4l2
         self.buses = buses
+        recoverInterruptedTakes()
+    }
+
+    /// Repairs every take a killed predecessor was recording (before this node serves anyone, so nothing lists or
+    /// fetches a file half-repaired): each .mkv is finalized with every whole frame, and its frames.csv made to
+    /// match the frames really there, rows lost with the crash rebuilt and flagged `recovered`.
+    private func recoverInterruptedTakes() {
+        for (takeID, marker) in store.interruptedTakes() {
+            let directory = store.takeDirectory(takeID).appendingPathComponent(configuration.name, isDirectory: true)
+            let names = (try? FileManager.default.contentsOfDirectory(atPath: directory.path)) ?? []
+            for name in names.sorted() where name.hasSuffix(".mkv") {
+                let camera = String(name.dropLast(4))
+                let mkv = directory.appendingPathComponent(name)
+                let csv = directory.appendingPathComponent("\(camera).frames.csv")
+                do {
+                    let outcome = try MatroskaRepair.repair(path: mkv.path)
+                    let text = (try? String(contentsOf: csv, encoding: .utf8)) ?? ""
+                    let rows = FramesTable.parseWholeRows(text)
+                    let fixed = FramesTable.reconcile(rows, frames: outcome.frames, startGroup: marker.startGroup,
+                                                      periodMicroseconds: marker.periodMicroseconds, t0: marker.t0)
+                    let table = ([FramesTable.header] + fixed.map(FramesTable.line)).joined(separator: "\n") + "\n"
+                    try Data(table.utf8).write(to: csv, options: .atomic)
+                    let rebuilt = fixed.filter(\.isRecovered).count
+                    logger.warning("recovered a take interrupted by a crash", metadata: [
+                        "take": "\(takeID)", "camera": "\(camera)", "frames": "\(outcome.frames)", "rows_rebuilt": "\(rebuilt)",
+                        "rows_dropped": "\(max(0, rows.count - outcome.frames))", "cut_frame_dropped": "\(outcome.droppedTail)"])
+                } catch {
+                    logger.error("take \(takeID): camera \(camera) could not be repaired after the crash: \(error)")
+                }
+            }
+            store.clearRecordingMark(takeID)
+            // The newest such take is this node's take again, finished: its coordinator, still polling, collects it.
+            machine.recovered(takeID: takeID)
+            failureDetail = "take \(takeID) was recovered after this node stopped mid-take; its files end where the recording did"
+        }
     }
 
     /// The stored calibration, read afresh so a `coord-node calibrate` takes effect without a restart; nil
@@ -396,6 +431,7 @@ public final class NodeAgent: @unchecked Sendable {
             guard machine.takeID == takeID, machine.state == .armed else { return false }
             recorders = made
             armedGrid = (grid, mapping)
+            store.markRecording(takeID, .init(t0: grid.t0, periodMicroseconds: grid.periodMicroseconds, startGroup: 0))
             return true
         }
         guard kept else {
@@ -477,6 +513,10 @@ public final class NodeAgent: @unchecked Sendable {
             }
         }
         try machine.start(takeID: message.takeID)
+        if let armedGrid {
+            store.markRecording(message.takeID, .init(t0: armedGrid.grid.t0, periodMicroseconds: armedGrid.grid.periodMicroseconds,
+                                                      startGroup: message.startGroup))
+        }
         stopGroup = message.stopGroup
         for recorder in recorders {
             recorder.start(group: message.startGroup, stop: message.stopGroup == 0 ? nil : message.stopGroup)
@@ -571,6 +611,7 @@ public final class NodeAgent: @unchecked Sendable {
             logger.error("take \(takeID): its files could not be checksummed: \(error.message)")
             files = []
         }
+        store.clearRecordingMark(takeID)
         lock.holding { machine.finish() }
         logger.info("take finished", metadata: ["take": "\(takeID)", "files": "\(files.count)"])
     }
