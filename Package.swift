@@ -58,11 +58,13 @@ let package = Package(
         ]),
 
         // Thin executables.
-        .executableTarget(name: "coord", dependencies: [
+        // coord's commands, in a library tests can call.
+        .target(name: "CoordCommands", dependencies: [
             "Coordinator", "CoordCore", "Platform",
             .product(name: "ArgumentParser", package: "swift-argument-parser"),
             .product(name: "Logging", package: "swift-log"),
         ]),
+        .executableTarget(name: "coord", dependencies: ["CoordCommands"]),
         // coord-node's commands, in a library tests can call.
         .target(name: "NodeCommands", dependencies: [
             "NodeAgent", "Media", "Platform",
