@@ -2,6 +2,7 @@ import ArgumentParser
 import CoordCore
 import Coordinator
 import Foundation
+import Synchronization
 import Logging
 import Platform
 #if canImport(Glibc)
@@ -122,10 +123,10 @@ struct Demo: AsyncParsableCommand {
 /// The part of a take `demo` and `start-take` share, once the nodes are running: the session, with
 /// Ctrl-C handled. `abandon` runs on a second interrupt (or one before recording starts) and returns the
 /// sentence printed before exiting 130.
-func recordTake(endpoints: [String], request: TakeRequest, console: Console,
+func recordTake(endpoints: [String], names: [String: String] = [:], request: TakeRequest, console: Console,
                 abandon: @escaping @Sendable () -> String,
                 collectionInterrupted: @escaping @Sendable (URL) -> String) async throws -> TakeOutcome {
-    let session = TakeSession(endpoints: endpoints, request: request, console: console, logger: Logger(label: "coord"))
+    let session = TakeSession(endpoints: endpoints, names: names, request: request, console: console, logger: Logger(label: "coord"))
     let interrupts = handleInterrupts(session: session, abandon: abandon, collectionInterrupted: collectionInterrupted)
     defer { interrupts.forEach { $0.cancel() } }
     return try await session.run()
@@ -172,31 +173,16 @@ func handleInterrupts(session: TakeSession, abandon: @escaping @Sendable () -> S
     }
 }
 
-final class InterruptCount: @unchecked Sendable {
-    private let lock = NSLock()
-    private var n = 0
-    func add(_ k: Int) -> Int { lock.lock(); defer { lock.unlock() }; n += max(1, k); return n }
+final class InterruptCount: Sendable {
+    private let n = Mutex(0)
+    func add(_ k: Int) -> Int { n.withLock { $0 += max(1, k); return $0 } }
 }
 
 /// Loads a rig file for a command: warnings on stderr, a usage error (exit 2) in one sentence.
 func loadRig(_ path: String) throws -> RigFile {
-    let file: RigFile
-    do {
-        file = try RigFile.load(path)
-    } catch {
-        throw error
-    }
+    let file = try RigFile.load(path)
     for warning in file.warnings { FileHandle.standardError.write(Data("coord: warning: \(warning)\n".utf8)) }
     return file
-}
-
-/// The session names a node it has not shaken hands with by its endpoint; the rig file knows its name.
-func naming(_ error: CoordError, in spec: RigSpec) -> CoordError {
-    var message = error.message
-    for node in spec.nodes {
-        message = message.replacingOccurrences(of: "node at \(node.endpoint)", with: "node \(node.name) at \(node.endpoint)")
-    }
-    return CoordError(error.kind, message)
 }
 
 /// A usage or configuration error (exit 2) with its one sentence.
@@ -237,7 +223,9 @@ struct StartTake: AsyncParsableCommand {
         if seconds == nil { console.step("recording until Ctrl-C (at most 24 h), then every camera stops at one instant") }
         let outcome: TakeOutcome
         do {
-            outcome = try await recordTake(endpoints: spec.nodes.map(\.endpoint), request: request, console: console) {
+            outcome = try await recordTake(endpoints: spec.nodes.map(\.endpoint),
+                                           names: Dictionary(spec.nodes.map { ($0.endpoint, $0.name) }) { first, _ in first },
+                                           request: request, console: console) {
                 // Nothing may keep recording once coord is gone: every node drops the take (keeping what it captured).
                 let unreached = blockingWait(seconds: 3) { await RigStatus.abandon(spec, reason: "the operator abandoned the take") }
                 let missed = unreached ?? spec.nodes.map(\.name)
@@ -247,10 +235,6 @@ struct StartTake: AsyncParsableCommand {
             } collectionInterrupted: { [rig] directory in
                 "the files stay on the nodes. Finish with: coord collect --rig \(rig) \(directory.path)"
             }
-        } catch let error as CoordError {
-            throw naming(error, in: spec)
-        } catch {
-            throw error
         }
         try finishTake(outcome, console: console)
     }
@@ -267,11 +251,10 @@ func blockingWait<T: Sendable>(seconds: Double, _ work: @escaping @Sendable () a
     return done.wait(timeout: .now() + seconds) == .success ? box.get() : nil
 }
 
-final class ResultBox<T>: @unchecked Sendable {
-    private let lock = NSLock()
-    private var value: T?
-    func set(_ v: T) { lock.lock(); value = v; lock.unlock() }
-    func get() -> T? { lock.lock(); defer { lock.unlock() }; return value }
+final class ResultBox<T: Sendable>: Sendable {
+    private let value = Mutex<T?>(nil)
+    func set(_ v: T) { value.withLock { $0 = v } }
+    func get() -> T? { value.withLock { $0 } }
 }
 
 /// The take a rig file and the command line ask for; a usage error (exit 2) in one sentence.
@@ -323,12 +306,7 @@ struct Plan: AsyncParsableCommand {
         let file = try loadRig(rig)
         var request = try takeRequest(file, name: nil, seconds: seconds ?? 1, takesDir: nil, fps: fps, size: size, codec: codec)
         request.untilStopped = seconds == nil
-        let outcome: RigPlan.Outcome
-        do {
-            outcome = try await RigPlan.run(file.spec, request: request, fit: fit)
-        } catch let error as CoordError {
-            throw naming(error, in: file.spec)
-        }
+        let outcome = try await RigPlan.run(file.spec, request: request, fit: fit)
         print(outcome.text)
         if let refusal = outcome.refusal {
             throw CoordError(.overBudget, "\(refusal)")
@@ -382,12 +360,7 @@ struct StopTake: AsyncParsableCommand {
     func run() async throws {
         bootstrapLogging(false)
         let file = try query.load()
-        let outcomes: [RigStop.Outcome]
-        do {
-            outcomes = try await RigStop.stop(file.spec, timeout: query.timeout)
-        } catch {
-            throw error
-        }
+        let outcomes = try await RigStop.stop(file.spec, timeout: query.timeout)
         if outcomes.isEmpty {
             print("no node of the rig is recording; nothing to stop.")
             return
@@ -437,13 +410,7 @@ struct Collect: AsyncParsableCommand {
         }
         let manifest: TakeManifest
         let report: SyncReport
-        do {
-            (manifest, report) = try await TakeCollection.resume(file.spec, directory: directory, console: console)
-        } catch let error as CoordError {
-            throw naming(error, in: file.spec)
-        } catch {
-            throw error
-        }
+        (manifest, report) = try await TakeCollection.resume(file.spec, directory: directory, console: console)
         try finishTake(TakeOutcome(directory: directory, manifest: manifest, report: report), console: console)
     }
 }
@@ -489,7 +456,7 @@ struct Report: ParsableCommand {
                     throw CoordError(.failure, "cannot write the HTML report to \(html): \(reason(error)).")
                 }
             }
-        } catch let error as ExitCode {
+        } catch let error as CoordError {
             throw error
         } catch let error as DecodingError {
             throw CoordError(.usage, "\(takeDirectory) does not hold a readable coord take: \(decodingSentence(error)).")

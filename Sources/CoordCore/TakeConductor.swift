@@ -233,3 +233,62 @@ public struct TakeConductor: Sendable {
         return "\(tenths < 0 ? "-" : "")\(abs(tenths) / 10).\(abs(tenths) % 10)"
     }
 }
+
+/// The decisions of a take's start, before anything records: configure the rig file's first node alone (of two
+/// coordinators racing for one rig, the one that takes it goes on), then the others; arm every node; start
+/// every node on group 0 if the start instant is still far enough ahead. Any failure aborts the take on every
+/// node and nothing is recorded. Pure: the shell reports each step's results and carries out the next.
+public struct TakeStart: Sendable {
+    public enum Directive: Sendable, Equatable {
+        case configure(nodes: [String])
+        case arm(nodes: [String])
+        case start(nodes: [String])
+        /// Tell every node to drop the take, then fail with the sentence.
+        case abandon(reason: String, failure: String)
+        /// Every node accepted the start: recording begins at group 0.
+        case recording
+    }
+
+    public let nodes: [String]
+    public private(set) var isDone = false
+
+    public init(nodes: [String]) { self.nodes = nodes }
+
+    /// The first step.
+    public func begin() -> Directive { .configure(nodes: Array(nodes.prefix(1))) }
+
+    /// Each node's failure (one sentence), in node order; a node that is not listed succeeded.
+    public mutating func configured(_ asked: [String], failures: [String: String]) -> Directive {
+        if let failure = firstFailure(asked, failures) { return abandon("a node could not be configured", failure) }
+        let rest = nodes.filter { !asked.contains($0) && $0 != nodes.first }
+        return asked == Array(nodes.prefix(1)) && !rest.isEmpty ? .configure(nodes: rest) : .arm(nodes: nodes)
+    }
+
+    /// `armTimes`: how long each node took to arm (µs); `now`, `t0` and `margin` on the rig timebase.
+    public mutating func armed(failures: [String: String], armTimes: [String: Int64], now: Int64, t0: Int64,
+                               margin: Int64) -> Directive {
+        if let failure = firstFailure(nodes, failures) { return abandon("a node could not be armed", failure) }
+        // The start instant must still be ahead once every node is armed, or nothing starts.
+        if now > t0 - margin {
+            let slowest = nodes.max { (armTimes[$0] ?? 0) < (armTimes[$1] ?? 0) } ?? ""
+            return abandon("arming took too long",
+                           "node \(slowest) took \((armTimes[slowest] ?? 0) / 1000) ms to arm, past the start instant.")
+        }
+        return .start(nodes: nodes)
+    }
+
+    public mutating func started(failures: [String: String]) -> Directive {
+        if let failure = firstFailure(nodes, failures) { return abandon("a node did not accept the start", failure) }
+        isDone = true
+        return .recording
+    }
+
+    private func firstFailure(_ asked: [String], _ failures: [String: String]) -> String? {
+        asked.lazy.compactMap { failures[$0] }.first
+    }
+
+    private mutating func abandon(_ reason: String, _ failure: String) -> Directive {
+        isDone = true
+        return .abandon(reason: reason, failure: "nothing was recorded: \(failure)")
+    }
+}

@@ -2,6 +2,7 @@ import CoordCore
 import CoordWire
 import Crypto
 import Foundation
+import Synchronization
 import Platform
 
 /// Brings every node's files home into the take directory, all nodes in parallel. Each node's fetcher keeps
@@ -518,23 +519,22 @@ final class Collector: @unchecked Sendable {
 }
 
 /// A token bucket shared by every node's fetcher: the whole collection's rate stays under the limit.
-final class RateLimiter: @unchecked Sendable {
+final class RateLimiter: Sendable {
     private let bytesPerSecond: Double
-    private let lock = NSLock()
     /// The instant (µs) from which the next bytes may go.
-    private var nextFree: Int64 = 0
+    private let nextFree = Mutex<Int64>(0)
 
     init(bytesPerSecond: Double) { self.bytesPerSecond = bytesPerSecond }
 
     /// Books `bytes` and returns how long (µs) to wait before sending them.
     private func reserve(_ bytes: Int) -> Int64 {
-        lock.lock()
-        defer { lock.unlock() }
-        let now = MonotonicClock.now()
-        // A little burst is allowed (a quarter second's worth), no more.
-        let start = max(nextFree, now - 250_000)
-        nextFree = start + Int64(Double(bytes) / bytesPerSecond * 1e6)
-        return start - now
+        nextFree.withLock { nextFree in
+            let now = MonotonicClock.now()
+            // A little burst is allowed (a quarter second's worth), no more.
+            let start = max(nextFree, now - 250_000)
+            nextFree = start + Int64(Double(bytes) / bytesPerSecond * 1e6)
+            return start - now
+        }
     }
 
     /// Waits until `bytes` more may be requested.

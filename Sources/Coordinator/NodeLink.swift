@@ -34,9 +34,10 @@ public final class NodeLink: @unchecked Sendable {
     private var nextID: UInt64 = 1
     private let finished = DispatchSemaphore(value: 0)
 
-    public init(endpoint: String, context: ZMQContext) throws {
+    /// `name`: the node's name in the rig file, so that every sentence names it even before the handshake.
+    public init(endpoint: String, name: String? = nil, context: ZMQContext) throws {
         self.endpoint = endpoint
-        self.storedName = endpoint
+        self.storedName = name ?? endpoint
         self.context = context
         var options = ZMQSocket.Options()
         options.receiveTimeoutMs = 0
@@ -47,7 +48,7 @@ public final class NodeLink: @unchecked Sendable {
             try socket.connect(endpoint)
         } catch {
             socket.close()
-            throw CoordError(.usage, "cannot connect to node endpoint \(endpoint): \(error)")
+            throw CoordError(.usage, "cannot connect to \(name.map { "node \($0) at " } ?? "node endpoint ")\(endpoint): \(error)", node: name)
         }
         let thread = Thread { [self] in serve(socket) }
         thread.name = "link-\(endpoint)"
@@ -64,6 +65,10 @@ public final class NodeLink: @unchecked Sendable {
     /// `who` for callers already holding the lock.
     private var whoUnlocked: String { storedName == endpoint ? "node at \(endpoint)" : "node \(storedName) at \(endpoint)" }
 
+    /// The node's name, for an error's subject; nil while only its endpoint is known.
+    var named: String? { lock.holding { namedUnlocked } }
+    private var namedUnlocked: String? { storedName == endpoint ? nil : storedName }
+
     func setName(_ name: String) {
         lock.lock(); storedName = name; lock.unlock()
     }
@@ -74,7 +79,7 @@ public final class NodeLink: @unchecked Sendable {
             lock.lock()
             if closing {
                 lock.unlock()
-                continuation.resume(throwing: CoordError(.failure, "link to \(whoUnlocked) is closed."))
+                continuation.resume(throwing: CoordError(.failure, "link to \(whoUnlocked) is closed.", node: namedUnlocked))
                 return
             }
             let id = nextID
@@ -85,7 +90,7 @@ public final class NodeLink: @unchecked Sendable {
             wake.signal()
         }
         if case .error(let e) = envelope.body {
-            throw CoordError(.failure, "node \(name) refused \(what): \(e.message)")
+            throw CoordError(.failure, "node \(name) refused \(what): \(e.message)", node: name)
         }
         return (envelope, received)
     }
@@ -94,7 +99,7 @@ public final class NodeLink: @unchecked Sendable {
     public func probe(timeout: Double = 1) async throws -> ClockProbeSample {
         let (reply, t4) = try await request(.clockProbe(Coord_V1_ClockProbe()), timeout: timeout, what: "a clock probe")
         guard case .clockProbeReply(let r) = reply.body else {
-            throw CoordError(.failure, "node \(name) answered a clock probe with something else.")
+            throw CoordError(.failure, "node \(name) answered a clock probe with something else.", node: named)
         }
         return ClockProbeSample(t1: r.t1Us, t2: r.t2Us, t3: r.t3Us, t4: t4)
     }
@@ -116,9 +121,9 @@ public final class NodeLink: @unchecked Sendable {
     private func send(_ envelope: Envelope, for o: Outgoing, on socket: ZMQSocket) -> Bool {
         do {
             if try socket.send([Wire.encode(envelope)]) { return true }
-            o.continuation.resume(throwing: CoordError(.failure, "\(who) is not accepting messages (send queue full)."))
+            o.continuation.resume(throwing: CoordError(.failure, "\(who) is not accepting messages (send queue full).", node: named))
         } catch {
-            o.continuation.resume(throwing: CoordError(.failure, "sending \(o.what) to \(who) failed: \(error)"))
+            o.continuation.resume(throwing: CoordError(.failure, "sending \(o.what) to \(who) failed: \(error)", node: named))
         }
         return false
     }
@@ -136,9 +141,9 @@ public final class NodeLink: @unchecked Sendable {
             let left = outgoing
             outgoing.removeAll()
             lock.unlock()
-            for o in left { o.continuation.resume(throwing: CoordError(.failure, "link to \(who) closed before \(o.what) was sent.")) }
-            for (_, o) in waiting { o.continuation.resume(throwing: CoordError(.failure, "link to \(who) closed while waiting for \(o.what).")) }
-            for (_, o) in warming { o.continuation.resume(throwing: CoordError(.failure, "link to \(who) closed while waiting for \(o.what).")) }
+            for o in left { o.continuation.resume(throwing: CoordError(.failure, "link to \(who) closed before \(o.what) was sent.", node: named)) }
+            for (_, o) in waiting { o.continuation.resume(throwing: CoordError(.failure, "link to \(who) closed while waiting for \(o.what).", node: named)) }
+            for (_, o) in warming { o.continuation.resume(throwing: CoordError(.failure, "link to \(who) closed while waiting for \(o.what).", node: named)) }
             finished.signal()
         }
         while true {
@@ -188,11 +193,11 @@ public final class NodeLink: @unchecked Sendable {
             let after = MonotonicClock.now()
             for (id, o) in waiting where o.deadline <= after {
                 waiting[id] = nil
-                o.continuation.resume(throwing: CoordError(.failure, "\(who) did not answer \(o.what) within \(o.timeout) s."))
+                o.continuation.resume(throwing: CoordError(.failure, "\(who) did not answer \(o.what) within \(o.timeout) s.", node: named))
             }
             for (id, o) in warming where o.deadline <= after {
                 warming[id] = nil
-                o.continuation.resume(throwing: CoordError(.failure, "\(who) did not answer \(o.what) within \(o.timeout) s."))
+                o.continuation.resume(throwing: CoordError(.failure, "\(who) did not answer \(o.what) within \(o.timeout) s.", node: named))
             }
         }
     }

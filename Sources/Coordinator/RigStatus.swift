@@ -39,7 +39,7 @@ public enum RigStatus {
                                 takeID: nil, cameras: [], notes: [])
         let link: NodeLink
         do {
-            link = try NodeLink(endpoint: node.endpoint, context: context)
+            link = try NodeLink(endpoint: node.endpoint, name: node.name, context: context)
         } catch {
             report.failure = sentence(error)
             return report
@@ -117,7 +117,7 @@ public enum RigStatus {
     public static func abandon(_ spec: RigSpec, reason: String, timeout: Double = 1) async -> [String] {
         let context = ZMQContext()
         let results = await eachNodeResult(spec.nodes) { node in
-            let link = try NodeLink(endpoint: node.endpoint, context: context)
+            let link = try NodeLink(endpoint: node.endpoint, name: node.name, context: context)
             defer { link.close() }
             let (reply, _) = try await link.request(.statusRequest(Coord_V1_StatusRequest()), timeout: timeout, what: "a status request")
             guard case .status(let s) = reply.body, !s.takeID.isEmpty,

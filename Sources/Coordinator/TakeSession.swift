@@ -3,6 +3,7 @@ import CoordWire
 import Foundation
 import Logging
 import Platform
+import Synchronization
 import ZeroMQ
 
 /// What the operator asked for.
@@ -70,18 +71,24 @@ public struct TakeOutcome: Sendable {
 
 /// Runs one take across a set of node agents: handshake, plan, clock alignment, configure, arm, start on one
 /// instant, wait for the stop instant, collect, and write the take directory.
+// @unchecked: the state below `shared` (links, responder, budget, per-node bookkeeping) is touched only by the
+// task running `run()`; what other threads reach (a stop request, the collecting take, events) is in `shared`.
 public final class TakeSession: @unchecked Sendable {
     let endpoints: [String]
+    let names: [String: String]
     let request: TakeRequest
     let console: Console
     let logger: Logger
     private let context = ZMQContext(realtimeIOThreads: true)
     private var links: [NodeLink] = []
-    private var events: [TakeManifest.Event] = []
-    private let eventLock = NSLock()
-    private var isRecording = false
-    private var stopRequested = false
-    private var collecting: URL?
+    /// What the signal handlers (another thread) and `run` share.
+    private struct Shared {
+        var events: [TakeManifest.Event] = []
+        var isRecording = false
+        var stopRequested = false
+        var collecting: URL?
+    }
+    private let shared = Mutex(Shared())
     private var responder = PressureResponder(policy: PressurePolicy(), cameras: [])
     private var budgetSummary: TakeManifest.BudgetSummary?
     /// How many of each node's own events are already in the take's events.
@@ -89,8 +96,10 @@ public final class TakeSession: @unchecked Sendable {
     /// Cameras ("node/camera") someone other than this coordinator disabled during the take.
     private var disabledElsewhere: Set<String> = []
 
-    public init(endpoints: [String], request: TakeRequest, console: Console, logger: Logger) {
+    /// `names`: each endpoint's node name in the rig file, so sentences name the node before its handshake.
+    public init(endpoints: [String], names: [String: String] = [:], request: TakeRequest, console: Console, logger: Logger) {
         self.endpoints = endpoints
+        self.names = names
         self.request = request
         self.console = console
         self.logger = logger
@@ -108,7 +117,7 @@ public final class TakeSession: @unchecked Sendable {
         if let problem = request.problem() { throw CoordError(.usage, problem) }
         try Self.requireWritable(request.takesDirectory)
         defer { links.forEach { $0.close() } }
-        links = try endpoints.map { try NodeLink(endpoint: $0, context: context) }
+        links = try endpoints.map { try NodeLink(endpoint: $0, name: names[$0], context: context) }
 
         // 1. Handshake.
         console.step("handshake with \(links.count) node(s)")
@@ -182,78 +191,78 @@ public final class TakeSession: @unchecked Sendable {
         let period = FrameGrid.period(fps: request.fps)
         let plannedGroups = Int64((request.seconds * 1_000_000 / Double(period)).rounded())
         guard plannedGroups >= 1 else { throw CoordError(.usage, "--seconds \(request.seconds) is shorter than one frame.") }
-        let configure: @Sendable (NodePlan) async throws -> Void = { plan in
-            var c = Coord_V1_Configure()
-            c.takeID = takeID
-            c.cameras = plan.cameras.map(\.wire)
-            _ = try await plan.link.request(.configure(c), timeout: 5, what: "the configuration")
-        }
-        // The rig file's first node first: a node holds a configured take against others for a while, so of two
-        // coordinators starting on one rig at once the one that takes this node goes on and the other stops here,
-        // before it has touched any other node.
-        var configured = await eachNodeResult(Array(plans.prefix(1)), configure)
-        if configured.allSatisfy({ $0.failure == nil }) {
-            configured += await eachNodeResult(Array(plans.dropFirst()), configure)
-        }
-        if let failure = configured.compactMap({ $0.failure }).first {
-            await abortAll(plans, takeID: takeID, reason: "a node could not be configured")
-            try? FileManager.default.removeItem(at: directory)
-            throw CoordError(.failure, "nothing was recorded: \(failure)")
-        }
         // Group 0 leaves time to arm every node and for each camera's phase loop to settle on the grid.
         let lead = 2_000_000 + Int64(plans.count) * 100_000
-        let grid = FrameGrid(t0: MonotonicClock.now() + lead, periodMicroseconds: period)
-        console.step("arming; group 0 in \(lead / 1000) ms")
-        // Group 0's local time of day, for every file's timecode tag and the editorial timeline.
-        // One reading of the wall clock at t0 gives both the manifest's start_wallclock and the timecode.
-        let t0Date = Date(timeIntervalSinceNow: Double(grid.t0 - MonotonicClock.now()) / 1e6)
-        let timecode = Timecode(date: t0Date, fps: request.fps, timeZone: TimeZone.current).description
-        let armResults = await eachNodeResult(plans) { plan -> Int64 in
-            let began = MonotonicClock.now()
-            var a = Coord_V1_Arm()
-            a.takeID = takeID
-            a.clock = plan.mapping.wire
-            a.t0Us = grid.t0
-            a.framePeriodUs = UInt64(grid.periodMicroseconds)
-            a.timecode = timecode
-            tracker.armed(plan.name, at: began, with: plan.mapping)
-            let (reply, _) = try await plan.link.request(.arm(a), timeout: Double(lead) / 1e6, what: "arming")
-            if case .armed(let armed) = reply.body {
-                for warning in armed.warnings {
-                    self.console.step("  warning: \(warning)")
-                    self.addEvent(began, node: plan.name, camera: "", kind: "phase-fixed", detail: warning)
-                }
-            }
-            return MonotonicClock.now() - began
-        }
-        if let failure = armResults.compactMap({ $0.failure }).first {
-            await abortAll(plans, takeID: takeID, reason: "a node could not be armed")
-            try? FileManager.default.removeItem(at: directory)
-            throw CoordError(.failure, "nothing was recorded: \(failure)")
-        }
-        // The start instant must still be ahead once every node is armed, or nothing starts.
         let margin = max(200_000, 3 * period)
-        if MonotonicClock.now() > grid.t0 - margin {
-            let slowest = zip(plans, armResults).max { ($0.1.success ?? 0) < ($1.1.success ?? 0) }!
-            await abortAll(plans, takeID: takeID, reason: "arming took too long")
-            try? FileManager.default.removeItem(at: directory)
-            throw CoordError(.failure, "nothing was recorded: node \(slowest.0.name) took \((slowest.1.success ?? 0) / 1000) ms to arm, past the start instant.")
+        var grid = FrameGrid(t0: 0, periodMicroseconds: period)
+        var t0Date = Date()
+        var timecode = ""
+        let byName = Dictionary(uniqueKeysWithValues: plans.map { ($0.name, $0) })
+        /// Each node's failure as one sentence, by node name.
+        func failures<T>(_ nodes: [String], _ results: [Result<T, Error>]) -> [String: String] {
+            Dictionary(uniqueKeysWithValues: zip(nodes, results).compactMap { node, r in r.failure.map { (node, "\($0)") } })
         }
-
-        tracker.startPushing(takeID: takeID)
-
-        // 6. Start every camera on group 0, stop all after the last group.
-        let startResults = await eachNodeResult(plans) { plan in
-            var s = Coord_V1_StartAt()
-            s.takeID = takeID
-            s.startGroup = 0
-            s.stopGroup = plannedGroups
-            _ = try await plan.link.request(.startAt(s), timeout: Double(grid.t0 - margin - MonotonicClock.now()) / 1e6, what: "the start")
-        }
-        if let failure = startResults.compactMap({ $0.failure }).first {
-            await abortAll(plans, takeID: takeID, reason: "a node did not accept the start")
-            try? FileManager.default.removeItem(at: directory)
-            throw CoordError(.failure, "nothing was recorded: \(failure)")
+        var start = TakeStart(nodes: plans.map(\.name))
+        var directive = start.begin()
+        startLoop: while true {
+            switch directive {
+            case .configure(let nodes):
+                let results = await eachNodeResult(nodes.compactMap { byName[$0] }) { plan in
+                    var c = Coord_V1_Configure()
+                    c.takeID = takeID
+                    c.cameras = plan.cameras.map(\.wire)
+                    _ = try await plan.link.request(.configure(c), timeout: 5, what: "the configuration")
+                }
+                directive = start.configured(nodes, failures: failures(nodes, results))
+            case .arm(let nodes):
+                grid = FrameGrid(t0: MonotonicClock.now() + lead, periodMicroseconds: period)
+                console.step("arming; group 0 in \(lead / 1000) ms")
+                // Group 0's local time of day, for every file's timecode tag and the editorial timeline.
+                // One reading of the wall clock at t0 gives both the manifest's start_wallclock and the timecode.
+                t0Date = Date(timeIntervalSinceNow: Double(grid.t0 - MonotonicClock.now()) / 1e6)
+                timecode = Timecode(date: t0Date, fps: request.fps, timeZone: TimeZone.current).description
+                let (armGrid, armTimecode) = (grid, timecode)
+                let results = await eachNodeResult(nodes.compactMap { byName[$0] }) { plan -> Int64 in
+                    let began = MonotonicClock.now()
+                    var a = Coord_V1_Arm()
+                    a.takeID = takeID
+                    a.clock = plan.mapping.wire
+                    a.t0Us = armGrid.t0
+                    a.framePeriodUs = UInt64(armGrid.periodMicroseconds)
+                    a.timecode = armTimecode
+                    tracker.armed(plan.name, at: began, with: plan.mapping)
+                    let (reply, _) = try await plan.link.request(.arm(a), timeout: Double(lead) / 1e6, what: "arming")
+                    if case .armed(let armed) = reply.body {
+                        for warning in armed.warnings {
+                            self.console.step("  warning: \(warning)")
+                            self.addEvent(TakeEvent(.phaseFixed, at: began, node: plan.name, warning))
+                        }
+                    }
+                    return MonotonicClock.now() - began
+                }
+                let times = Dictionary(uniqueKeysWithValues: zip(nodes, results).compactMap { n, r in r.success.map { (n, $0) } })
+                directive = start.armed(failures: failures(nodes, results), armTimes: times, now: MonotonicClock.now(),
+                                        t0: grid.t0, margin: margin)
+                if case .start = directive { tracker.startPushing(takeID: takeID) }
+            case .start(let nodes):
+                // 6. Start every camera on group 0, stop all after the last group.
+                let startGrid = grid
+                let results = await eachNodeResult(nodes.compactMap { byName[$0] }) { plan in
+                    var s = Coord_V1_StartAt()
+                    s.takeID = takeID
+                    s.startGroup = 0
+                    s.stopGroup = plannedGroups
+                    _ = try await plan.link.request(.startAt(s), timeout: Double(startGrid.t0 - margin - MonotonicClock.now()) / 1e6,
+                                                    what: "the start")
+                }
+                directive = start.started(failures: failures(nodes, results))
+            case .abandon(let reason, let failure):
+                await abortAll(plans, takeID: takeID, reason: reason)
+                try? FileManager.default.removeItem(at: directory)
+                throw CoordError(.failure, failure)
+            case .recording:
+                break startLoop
+            }
         }
         let startWallclock = WallClock.rfc3339(t0Date)
         addEvent(grid.t0, node: "", camera: "", kind: "start", detail: "all \(ordinal) camera(s) start at group 0")
@@ -352,10 +361,10 @@ public final class TakeSession: @unchecked Sendable {
             hello.coordinator = ProcessInfo.processInfo.hostName
             let (reply, _) = try await link.request(.hello(hello), timeout: 5, what: "the handshake")
             guard case .helloReply(let r) = reply.body else {
-                throw CoordError(.failure, "node at \(link.endpoint) answered the handshake with something else.")
+                throw CoordError(.failure, "\(link.who) answered the handshake with something else.", node: link.named)
             }
             guard RigName.isValid(r.node) else {
-                throw CoordError(.failure, "node at \(link.endpoint) calls itself \"\(r.node)\", which is not a valid node name.")
+                throw CoordError(.failure, "\(link.who) calls itself \"\(r.node)\", which is not a valid node name.", node: link.named)
             }
             link.setName(r.node)
             return RigPlanner.Hello(endpoint: link.endpoint, reply: r)
@@ -391,34 +400,25 @@ public final class TakeSession: @unchecked Sendable {
     /// Asks a recording take to stop every camera at one instant soon, then collect as usual.
     /// Returns false when nothing is recording yet (the caller should then abandon the take).
     public func requestStop() -> Bool {
-        eventLock.lock()
-        defer { eventLock.unlock() }
-        guard isRecording else { return false }
-        stopRequested = true
-        return true
+        shared.withLock { shared in
+            guard shared.isRecording else { return false }
+            shared.stopRequested = true
+            return true
+        }
     }
 
     /// The take directory once recording has ended and collection is under way (nil before).
-    public func collectingTake() -> URL? {
-        eventLock.lock()
-        defer { eventLock.unlock() }
-        return collecting
-    }
+    public func collectingTake() -> URL? { shared.withLock { $0.collecting } }
 
-    private func setCollecting(_ directory: URL) {
-        eventLock.lock(); collecting = directory; eventLock.unlock()
-    }
+    private func setCollecting(_ directory: URL) { shared.withLock { $0.collecting = directory } }
 
-    private func setRecording(_ value: Bool) {
-        eventLock.lock(); isRecording = value; eventLock.unlock()
-    }
+    private func setRecording(_ value: Bool) { shared.withLock { $0.isRecording = value } }
 
     private func takeStopRequest() -> Bool {
-        eventLock.lock()
-        defer { eventLock.unlock() }
-        let r = stopRequested
-        stopRequested = false
-        return r
+        shared.withLock { shared in
+            defer { shared.stopRequested = false }
+            return shared.stopRequested
+        }
     }
 
     /// Carries out the take's `TakeConductor` until every node reports its files final (or is given up on);
@@ -617,9 +617,7 @@ public final class TakeSession: @unchecked Sendable {
     }
 
     private func sortedEvents() -> [TakeManifest.Event] {
-        eventLock.lock()
-        defer { eventLock.unlock() }
-        return events.sorted { $0.tMicroseconds < $1.tMicroseconds }
+        shared.withLock { $0.events.sorted { $0.tMicroseconds < $1.tMicroseconds } }
     }
 
     private func addEvent(_ t: Int64, node: String, camera: String, kind: String, detail: String) {
@@ -627,10 +625,9 @@ public final class TakeSession: @unchecked Sendable {
     }
 
     private func addEvent(_ event: TakeEvent) {
-        eventLock.holding {
-            events.append(TakeManifest.Event(tMicroseconds: event.tMicroseconds, node: event.node, camera: event.camera,
-                                             kind: event.kind.rawValue, detail: event.detail))
-        }
+        let entry = TakeManifest.Event(tMicroseconds: event.tMicroseconds, node: event.node, camera: event.camera,
+                                       kind: event.kind.rawValue, detail: event.detail)
+        shared.withLock { $0.events.append(entry) }
     }
 }
 

@@ -285,12 +285,8 @@ final class CameraRecorder: @unchecked Sendable {
                 return
             }
             if let lost = stagingLost {
-                let at = assigner.map { "after group \($0.nextGroup - 1)" } ?? "before the take started"
-                let message = "camera \(node)/\(settings.camera) stopped \(at): its files were deleted from the staging directory \(lost) while it recorded"
-                logger.error("\(message)")
-                lock.lock(); progress.error = progress.error ?? message; lock.unlock()
-                onEvent("staging-lost", message)
-                finishFiles(reason: nil)
+                cameraEnded(kind: "staging-lost", verb: "stopped",
+                            "its files were deleted from the staging directory \(lost) while it recorded")
                 return
             }
             var actions: [StridedGroupAssigner.Action] = []
@@ -405,14 +401,14 @@ final class CameraRecorder: @unchecked Sendable {
         logger.info("camera phase measured", metadata: ["camera": "\(settings.camera)", "phase_error_us": "\(error)"])
     }
 
-    /// The source is gone for good (unplugged): the files end where they are, playable, and the take's events
-    /// say which camera ended and why.
-    private func cameraEnded(_ why: String) {
+    /// The source is gone for good (unplugged), or the files were deleted under it: the files end where they are,
+    /// and the take's events say which camera ended and why.
+    private func cameraEnded(kind: String = "camera-ended", verb: String = "ended", _ why: String) {
         let at = assigner.map { "after group \($0.nextGroup - 1)" } ?? "before the take started"
-        let message = "camera \(node)/\(settings.camera) ended \(at): \(why)"
+        let message = "camera \(node)/\(settings.camera) \(verb) \(at): \(why)"
         logger.error("\(message)")
         lock.lock(); progress.error = progress.error ?? message; lock.unlock()
-        onEvent("camera-ended", message)
+        onEvent(kind, message)
         finishFiles(reason: nil)
     }
 

@@ -356,6 +356,7 @@ public final class NodeAgent: @unchecked Sendable {
             try machine.configure(takeID: message.takeID, at: MonotonicClock.now())
             settings = requested
             recorders = []
+            armedGrid = nil
             failureDetail = ""
             nodeEvents = []
             pressureShutdown = false
@@ -382,6 +383,10 @@ public final class NodeAgent: @unchecked Sendable {
                 throw NodeFailure(.io, "node \(configuration.name) cannot record take \(takeID): \(pressure.cause).")
             }
             try machine.arm(takeID: takeID)
+            // The previous take's grid goes now: until this take's cameras run, no grid is in force (tick would
+            // otherwise judge this take by the old one's start instant and drop it).
+            armedGrid = nil
+            recorders = []
             return self.settings
         }
         /// Ends an arm that failed: the take fails unless an abort already took the node elsewhere.

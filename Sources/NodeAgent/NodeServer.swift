@@ -4,6 +4,7 @@ import Foundation
 import Logging
 import Platform
 import ServiceLifecycle
+import Synchronization
 import ZeroMQ
 #if canImport(Glibc)
 import Glibc
@@ -11,17 +12,19 @@ import Glibc
 
 /// The node agent's ZeroMQ shell: one ROUTER socket, owned by one thread, answering each request with one
 /// reply. Runs as a `Service`; graceful shutdown (SIGTERM) finalizes any recording in progress.
-public final class NodeServer: Service, @unchecked Sendable {
+public final class NodeServer: Service, Sendable {
     public let agent: NodeAgent
     private let logger: Logger
     private let context = ZMQContext(realtimeIOThreads: true)
     private let wake = WakeSignal()
-    private let lock = NSLock()
-    private var stopRequested = false
-    /// Replies made off the socket thread, waiting for it to send them (frames: identity, [empty,] payload).
-    private var outbox: [[[UInt8]]] = []
-    /// Requests handed to a lane whose reply has not been sent yet: bounded, so a flood cannot grow memory.
-    private var inFlight = 0
+    private struct State {
+        var stopRequested = false
+        /// Replies made off the socket thread, waiting for it to send them (frames: identity, [empty,] payload).
+        var outbox: [[[UInt8]]] = []
+        /// Requests handed to a lane whose reply has not been sent yet: bounded, so a flood cannot grow memory.
+        var inFlight = 0
+    }
+    private let state = Mutex(State())
     private static let maxInFlight = 64
     private let controlLane = DispatchQueue(label: "coord-node.control")
     private let filesLane = DispatchQueue(label: "coord-node.files")
@@ -55,11 +58,11 @@ public final class NodeServer: Service, @unchecked Sendable {
     }
 
     public func requestStop() {
-        lock.holding { stopRequested = true }
+        state.withLock { $0.stopRequested = true }
         wake.signal()
     }
 
-    private var shouldStop: Bool { lock.holding { stopRequested } }
+    private var shouldStop: Bool { state.withLock { $0.stopRequested } }
 
     private func serve() throws {
         // This thread stamps every clock probe's arrival: it must wake promptly even when cameras load the CPU.
@@ -119,9 +122,9 @@ public final class NodeServer: Service, @unchecked Sendable {
         case .reply(let reply):
             send(head + [Wire.encode(reply)], on: socket)
         case .deferred(let lane, let work):
-            let admitted = lock.holding {
-                guard inFlight < Self.maxInFlight else { return false }
-                inFlight += 1
+            let admitted = state.withLock { state in
+                guard state.inFlight < Self.maxInFlight else { return false }
+                state.inFlight += 1
                 return true
             }
             guard admitted else {
@@ -132,7 +135,7 @@ public final class NodeServer: Service, @unchecked Sendable {
             }
             (lane == .control ? controlLane : filesLane).async { [self] in
                 let reply = Wire.encode(work())
-                lock.holding { outbox.append(head + [reply]) }
+                state.withLock { $0.outbox.append(head + [reply]) }
                 wake.signal()
             }
         }
@@ -140,10 +143,10 @@ public final class NodeServer: Service, @unchecked Sendable {
 
     /// Sends the replies the lanes have made (only this thread touches the socket).
     private func sendReady(on socket: ZMQSocket) {
-        let ready = lock.holding {
-            defer { outbox.removeAll(); }
-            inFlight -= outbox.count
-            return outbox
+        let ready = state.withLock { state in
+            defer { state.outbox.removeAll() }
+            state.inFlight -= state.outbox.count
+            return state.outbox
         }
         for frames in ready { send(frames, on: socket) }
     }

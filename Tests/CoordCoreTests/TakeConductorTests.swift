@@ -189,3 +189,43 @@ struct TakeConductorTests {
         #expect(events(out).first?.detail.contains("stop before group 5, which had already passed") == true, "\(out)")
     }
 }
+
+/// The start of a take: configure first node, the rest, arm, start; any failure abandons it everywhere.
+struct TakeStartTests {
+    @Test func aStartThatGoesWellConfiguresTheFirstNodeAloneThenTheOthersArmsAndStarts() {
+        var s = TakeStart(nodes: ["a", "b", "c"])
+        #expect(s.begin() == .configure(nodes: ["a"]))
+        #expect(s.configured(["a"], failures: [:]) == .configure(nodes: ["b", "c"]))
+        #expect(s.configured(["b", "c"], failures: [:]) == .arm(nodes: ["a", "b", "c"]))
+        #expect(s.armed(failures: [:], armTimes: ["a": 100_000], now: 0, t0: 2_000_000, margin: 200_000) == .start(nodes: ["a", "b", "c"]))
+        #expect(s.started(failures: [:]) == .recording && s.isDone)
+    }
+
+    @Test func aOneNodeRigArmsRightAfterItsConfiguration() {
+        var s = TakeStart(nodes: ["a"])
+        #expect(s.configured(["a"], failures: [:]) == .arm(nodes: ["a"]))
+    }
+
+    @Test func aFirstNodeHeldByAnotherTakeStopsTheStartBeforeAnyOtherNodeIsTouched() {
+        var s = TakeStart(nodes: ["a", "b"])
+        let d = s.configured(["a"], failures: ["a": "node a refused the configuration: take T is configured"])
+        #expect(d == .abandon(reason: "a node could not be configured",
+                              failure: "nothing was recorded: node a refused the configuration: take T is configured"))
+        #expect(s.isDone)
+    }
+
+    @Test func anArmFailureOrASlowArmAbandonsTheTakeNamingTheNode() {
+        var s = TakeStart(nodes: ["a", "b"])
+        #expect(s.armed(failures: ["b": "camera b/cam0 cannot start"], armTimes: [:], now: 0, t0: 2_000_000, margin: 200_000)
+                == .abandon(reason: "a node could not be armed", failure: "nothing was recorded: camera b/cam0 cannot start"))
+        var slow = TakeStart(nodes: ["a", "b"])
+        #expect(slow.armed(failures: [:], armTimes: ["a": 300_000, "b": 1_900_000], now: 1_850_000, t0: 2_000_000, margin: 200_000)
+                == .abandon(reason: "arming took too long", failure: "nothing was recorded: node b took 1900 ms to arm, past the start instant."))
+    }
+
+    @Test func aRefusedStartAbandonsTheTake() {
+        var s = TakeStart(nodes: ["a", "b"])
+        #expect(s.started(failures: ["a": "start group 0 begins 5 ms from now"]) ==
+                .abandon(reason: "a node did not accept the start", failure: "nothing was recorded: start group 0 begins 5 ms from now"))
+    }
+}

@@ -55,6 +55,18 @@ def rig(tmp_path):
         n.kill()
 
 
+def collect_once_recorded(rig_path: Path, take: Path, within_s: float):
+    """`coord collect` until it succeeds: it refuses, naming the node, while the nodes still record."""
+    deadline = time.monotonic() + within_s
+    while True:
+        r = run_coord("collect", "--rig", rig_path, take)
+        if r.returncode == 0:
+            return
+        assert "still recording" in r.stderr, r.stderr
+        assert time.monotonic() < deadline, r.stderr
+        time.sleep(0.5)
+
+
 def record_later(tmp_path: Path, nodes, seconds: float = 3, extra: str = "") -> tuple[Path, Path]:
     """A take recorded with --collect-later: (rig file, take directory)."""
     rig = rig_file(tmp_path / "rig.yaml", [("left", nodes[0], ""), ("right", nodes[1], "")], extra)
@@ -262,14 +274,7 @@ def test_a_coordinator_killed_while_recording_leaves_a_take_coord_collect_finish
     assert m["collection"]["state"] == "pending" and m["groups"] == 90
 
     # The nodes stop on their own at the planned group; until then collect refuses, naming the node.
-    deadline = time.monotonic() + 60
-    while True:
-        r = run_coord("collect", "--rig", rig_path, take)
-        if r.returncode == 0:
-            break
-        assert "still recording" in r.stderr, r.stderr
-        assert time.monotonic() < deadline, r.stderr
-        time.sleep(0.5)
+    collect_once_recorded(rig_path, take, 60)
     m = manifest(take)
     assert m["status"] == "complete" and all(c["frames"] == 90 for c in m["cameras"])
     assert_take_ok(take)
@@ -351,14 +356,7 @@ def test_a_report_written_after_the_coordinator_died_never_claims_a_bound_the_st
         proc.send_signal(signal.SIGKILL)
         proc.wait(timeout=10)
         take = take_dir(takes)
-        deadline = time.monotonic() + 90
-        while True:
-            r = run_coord("collect", "--rig", rig_path, take)
-            if r.returncode == 0:
-                break
-            assert "still recording" in r.stderr, r.stderr
-            assert time.monotonic() < deadline, r.stderr
-            time.sleep(0.5)
+        collect_once_recorded(rig_path, take, 90)
         failures, figures = check_take.check(take)
         assert failures == [], failures
         report = json.loads((take / "sync-report.json").read_text())

@@ -224,12 +224,13 @@ def test_file_list_of_a_restarted_node_does_not_stall_status(tmp_path, zctx, pb)
 
 # ---- 9e. An abort or a disable sent by someone else is named at once ----
 
-def _start_take_and_find_it(tmp_path, extra_nodes_args=None):
+def _start_take_and_find_it(tmp_path, seconds: float = 6):
+    """Two one-camera nodes and a `coord start-take` recording on them (stdout and stderr piped)."""
     nodes = [Node(tmp_path / f"n{i}", extra_args=["--name", f"node-{i}", "--synthetic", "cam0"]) for i in (1, 2)]
     rig = tmp_path / "rig.yaml"
     rig.write_text("version: 1\nnodes:\n" + "".join(
         f"  - name: node-{i}\n    endpoint: {n.endpoint}\n" for i, n in enumerate(nodes, start=1)))
-    proc = subprocess.Popen([str(COORD), "start-take", "--rig", str(rig), "--seconds", "6", "--size", "320x240",
+    proc = subprocess.Popen([str(COORD), "start-take", "--rig", str(rig), "--seconds", str(seconds), "--size", "320x240",
                              "--takes-dir", str(tmp_path / "takes")],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     return nodes, proc
@@ -310,13 +311,7 @@ def test_a_staging_directory_removed_mid_take_ends_the_cameras_with_an_event(nod
 # ---- 8. A 5 s stall does not halve a camera for the rest of the take ----
 
 def test_a_node_stalled_for_five_seconds_gets_its_camera_back_and_the_repeats_are_said(tmp_path, zctx, pb):
-    nodes = [Node(tmp_path / f"n{i}", extra_args=["--name", f"node-{i}", "--synthetic", "cam0"]) for i in (1, 2)]
-    rig = tmp_path / "rig.yaml"
-    rig.write_text("version: 1\nnodes:\n" + "".join(
-        f"  - name: node-{i}\n    endpoint: {n.endpoint}\n" for i, n in enumerate(nodes, start=1)))
-    proc = subprocess.Popen([str(COORD), "start-take", "--rig", str(rig), "--seconds", "24", "--size", "320x240",
-                             "--takes-dir", str(tmp_path / "takes")],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    nodes, proc = _start_take_and_find_it(tmp_path, seconds=24)
     watcher = Client(zctx, nodes[1].endpoint, pb)
     try:
         _recording_take(watcher, pb)
