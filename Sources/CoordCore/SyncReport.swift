@@ -72,10 +72,10 @@ public struct SyncReport: Codable, Equatable, Sendable {
     public var clockNote: String?
 
     /// The event kinds the report repeats from the manifest: budget, pressure and collection problems.
-    public static let reportedEventKinds: Set<String> = [
-        "fit", "pressure", "pressure-shutdown", "camera-slowed", "camera-restored", "camera-disabled", "camera-slowed-failed",
-        "camera-disabled-failed", "held", "file-damaged", "file-missing", "collect-failed",
-    ]
+    public static let reportedEventKinds: Set<String> = Set(([
+        .fit, .pressure, .pressureShutdown, .cameraSlowed, .cameraRestored, .cameraDisabled, .cameraSlowedFailed,
+        .cameraDisabledFailed, .held, .fileDamaged, .fileMissing, .collectFailed,
+    ] as [TakeEvent.Kind]).map(\.rawValue))
 
     enum CodingKeys: String, CodingKey {
         case groups, spreadMicroseconds = "spread_us", cameras, groupsMeasured = "groups_measured"

@@ -43,6 +43,9 @@ public struct TakeEvent: Equatable, Sendable {
         public static let cameraSlowedFailed = Kind(rawValue: "camera-slowed-failed")
         /// A slowed camera back at its planned rate once its node's pressure was gone.
         public static let cameraRestored = Kind(rawValue: "camera-restored")
+        public static let cameraRestoredFailed = Kind(rawValue: "camera-restored-failed")
+        public static let held = Kind(rawValue: "held")
+        public static let dup = Kind(rawValue: "dup")
         public static let cameraDisabled = Kind(rawValue: "camera-disabled")
         public static let cameraDisabledFailed = Kind(rawValue: "camera-disabled-failed")
         public static let pressure = Kind(rawValue: "pressure")

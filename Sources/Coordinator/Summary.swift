@@ -36,7 +36,8 @@ public enum TakeSummary {
             lines.append("  allowing two sigma of each camera's clock and centre error: p50 \(b.p50) µs, p99 \(b.p99) µs, max \(b.max) µs")
         }
         if let note = report.clockNote { lines.append("  note: \(note)") }
-        for e in manifest.events where !["start", "stop", "file-damaged", "file-missing"].contains(e.kind) {
+        let unsaid = Set(([.start, .stop, .fileDamaged, .fileMissing] as [TakeEvent.Kind]).map(\.rawValue))
+        for e in manifest.events where !unsaid.contains(e.kind) {
             lines.append("  event: \([e.node, e.camera].filter { !$0.isEmpty }.joined(separator: "/")) \(e.kind): \(e.detail)")
         }
         return lines.joined(separator: "\n")

@@ -157,7 +157,7 @@ public final class TakeSession: @unchecked Sendable {
                                                         priority: priorities["\(plan.name)/\($0.camera)"] ?? 0, recordEvery: $0.recordEvery) }
         })
         for change in checked.changes {
-            addEvent(MonotonicClock.now(), node: change.node, camera: change.camera, kind: "fit", detail: change.sentence)
+            addEvent(TakeEvent(.fit, at: MonotonicClock.now(), node: change.node, camera: change.camera, change.sentence))
         }
 
         // 3. The take directory, never reused.
@@ -265,7 +265,7 @@ public final class TakeSession: @unchecked Sendable {
             }
         }
         let startWallclock = WallClock.rfc3339(t0Date)
-        addEvent(grid.t0, node: "", camera: "", kind: "start", detail: "all \(ordinal) camera(s) start at group 0")
+        addEvent(TakeEvent(.start, at: grid.t0, "all \(ordinal) camera(s) start at group 0"))
         // Already now a manifest: should this coordinator die while recording, the nodes still stop at the planned
         // group and `coord collect` can bring the take home from it.
         var started = pendingManifest(plans, takeID: takeID, grid: grid, groups: plannedGroups, startWallclock: startWallclock,
@@ -280,11 +280,11 @@ public final class TakeSession: @unchecked Sendable {
         tracker.stop()
         await tracking
         for (node, failure) in tracker.failures {
-            addEvent(MonotonicClock.now(), node: node, camera: "", kind: "clock-update-failed", detail: failure)
+            addEvent(TakeEvent(.clockUpdateFailed, at: MonotonicClock.now(), node: node, failure))
         }
         for (node, count) in tracker.held {
-            addEvent(MonotonicClock.now(), node: node, camera: "", kind: "clock-update-held",
-                     detail: "\(count) clock update(s) for node \(node) were held back: the new estimate was far less certain than the one in force")
+            addEvent(TakeEvent(.clockUpdateHeld, at: MonotonicClock.now(), node: node,
+                     "\(count) clock update(s) for node \(node) were held back: the new estimate was far less certain than the one in force"))
         }
         let unfinished = unfinishedNodes
         let groups = finalGroups
@@ -530,8 +530,9 @@ public final class TakeSession: @unchecked Sendable {
         let seen = nodeEventsSeen[plan.name] ?? 0
         if status.events.count > seen {
             for e in status.events[seen...] {
-                addEvent(e.tUs, node: plan.name, camera: e.camera, kind: e.kind, detail: e.detail)
-                if e.kind == "pressure-shutdown" { console.step("node \(plan.name): \(e.detail)") }
+                // A node's own event, its kind as the node named it (a newer node's kind is kept as it is).
+                addEvent(TakeEvent(TakeEvent.Kind(rawValue: e.kind), at: e.tUs, node: plan.name, camera: e.camera, e.detail))
+                if e.kind == TakeEvent.Kind.pressureShutdown.rawValue { console.step("node \(plan.name): \(e.detail)") }
             }
             nodeEventsSeen[plan.name] = status.events.count
         }
@@ -558,19 +559,20 @@ public final class TakeSession: @unchecked Sendable {
                 adjust.action = .slow
                 adjust.recordEvery = UInt32(every)
             }
-            let kind: String
+            let (kind, failedKind): (TakeEvent.Kind, TakeEvent.Kind)
             switch decision.action {
-            case .slow: kind = "camera-slowed"
-            case .disable: kind = "camera-disabled"
-            case .restore: kind = TakeEvent.Kind.cameraRestored.rawValue
+            case .slow: (kind, failedKind) = (.cameraSlowed, .cameraSlowedFailed)
+            case .disable: (kind, failedKind) = (.cameraDisabled, .cameraDisabledFailed)
+            case .restore: (kind, failedKind) = (.cameraRestored, .cameraRestoredFailed)
             }
             do {
                 _ = try await plan.link.request(.adjustCamera(adjust), timeout: 1, what: "the pressure policy's change")
                 console.step("from group \(from): \(decision.sentence)")
-                addEvent(grid.instant(ofGroup: from), node: plan.name, camera: decision.camera, kind: kind,
-                         detail: "from group \(from): \(decision.sentence)")
+                addEvent(TakeEvent(kind, at: grid.instant(ofGroup: from), node: plan.name, camera: decision.camera,
+                                   "from group \(from): \(decision.sentence)"))
             } catch {
-                addEvent(now, node: plan.name, camera: decision.camera, kind: "\(kind)-failed", detail: "\(decision.sentence) It was not applied: \(error)")
+                addEvent(TakeEvent(failedKind, at: now, node: plan.name, camera: decision.camera,
+                                   "\(decision.sentence) It was not applied: \(error)"))
             }
         }
         return disabled
@@ -618,10 +620,6 @@ public final class TakeSession: @unchecked Sendable {
 
     private func sortedEvents() -> [TakeManifest.Event] {
         shared.withLock { $0.events.sorted { $0.tMicroseconds < $1.tMicroseconds } }
-    }
-
-    private func addEvent(_ t: Int64, node: String, camera: String, kind: String, detail: String) {
-        addEvent(TakeEvent(TakeEvent.Kind(rawValue: kind), at: t, node: node, camera: camera, detail))
     }
 
     private func addEvent(_ event: TakeEvent) {

@@ -285,7 +285,7 @@ final class CameraRecorder: @unchecked Sendable {
                 return
             }
             if let lost = stagingLost {
-                cameraEnded(kind: "staging-lost", verb: "stopped",
+                cameraEnded(kind: .stagingLost, verb: "stopped",
                             "its files were deleted from the staging directory \(lost) while it recorded")
                 return
             }
@@ -403,12 +403,12 @@ final class CameraRecorder: @unchecked Sendable {
 
     /// The source is gone for good (unplugged), or the files were deleted under it: the files end where they are,
     /// and the take's events say which camera ended and why.
-    private func cameraEnded(kind: String = "camera-ended", verb: String = "ended", _ why: String) {
+    private func cameraEnded(kind: TakeEvent.Kind = .cameraEnded, verb: String = "ended", _ why: String) {
         let at = assigner.map { "after group \($0.nextGroup - 1)" } ?? "before the take started"
         let message = "camera \(node)/\(settings.camera) \(verb) \(at): \(why)"
         logger.error("\(message)")
         lock.lock(); progress.error = progress.error ?? message; lock.unlock()
-        onEvent(kind, message)
+        onEvent(kind.rawValue, message)
         finishFiles(reason: nil)
     }
 

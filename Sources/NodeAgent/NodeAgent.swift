@@ -744,7 +744,7 @@ public final class NodeAgent: @unchecked Sendable {
             let active = machine.state == .armed || machine.state == .recording
             if reading.level != previous.level {
                 logger.notice("pressure \(reading.level.name)", metadata: ["cause": "\(reading.cause)"])
-                if active { addNodeEvent(camera: "", kind: "pressure", detail: "\(reading.level.name): \(reading.cause)") }
+                if active { addNodeEvent(camera: "", kind: TakeEvent.Kind.pressure.rawValue, detail: "\(reading.level.name): \(reading.cause)") }
             }
             guard reading.level == .shutdown, machine.state == .recording, !pressureShutdown, let armedGrid else { return }
             pressureShutdown = true
@@ -753,7 +753,7 @@ public final class NodeAgent: @unchecked Sendable {
             recorders.forEach { $0.stop(at: stop) }
             let detail = "node \(configuration.name) stopped its cameras after group \(stop - 1) with their files finalized: \(reading.cause)"
             logger.error("\(detail)")
-            addNodeEvent(camera: "", kind: "pressure-shutdown", detail: detail)
+            addNodeEvent(camera: "", kind: TakeEvent.Kind.pressureShutdown.rawValue, detail: detail)
         }
     }
 
