@@ -1,5 +1,6 @@
 import CoordCore
 import Foundation
+import Synchronization
 import V4L2
 
 /// How a node reaches its V4L2 devices: libv4l2 and the kernel, or (`coord-node --v4l2-script`, tests only) a
@@ -77,21 +78,12 @@ public final class V4L2Access: @unchecked Sendable {
 
 /// The ordinal one scripted camera paints, set by the node when a take configures the camera and read by the
 /// scripted driver's painter on its own thread.
-final class StripeOrdinal: @unchecked Sendable {
-    private let lock = NSLock()
-    private var ordinal: UInt8 = 0
+final class StripeOrdinal: Sendable {
+    private let ordinal = Mutex<UInt8>(0)
 
-    var value: UInt8 {
-        lock.lock()
-        defer { lock.unlock() }
-        return ordinal
-    }
+    var value: UInt8 { ordinal.withLock { $0 } }
 
-    func set(_ value: UInt8) {
-        lock.lock()
-        ordinal = value
-        lock.unlock()
-    }
+    func set(_ value: UInt8) { ordinal.withLock { $0 = value } }
 }
 
 extension V4L2CameraDescription {

@@ -1,5 +1,6 @@
 import CoordCore
 import Foundation
+import Synchronization
 import Media
 import Platform
 #if canImport(Glibc)
@@ -205,26 +206,20 @@ public enum Calibrator {
     }
 
     /// What the encoding threads report back.
-    private final class Tally: @unchecked Sendable {
-        private let lock = NSLock()
-        private var pixels: UInt64 = 0, bytes: UInt64 = 0
-        private var error: Error?
+    private final class Tally: Sendable {
+        private struct Counts { var pixels: UInt64 = 0, bytes: UInt64 = 0; var error: (any Error)? }
+        private let counts = Mutex(Counts())
 
         func add(pixels: UInt64, bytes: UInt64) {
-            lock.lock(); defer { lock.unlock() }
-            self.pixels += pixels
-            self.bytes += bytes
+            counts.withLock { $0.pixels += pixels; $0.bytes += bytes }
         }
 
-        func fail(_ error: Error) {
-            lock.lock(); defer { lock.unlock() }
-            if self.error == nil { self.error = error }
+        func fail(_ error: sending any Error) {
+            counts.withLock { if $0.error == nil { $0.error = error } }
         }
 
-        var result: (UInt64, UInt64, Error?) {
-            lock.lock(); defer { lock.unlock() }
-            return (pixels, bytes, error)
-        }
+        /// Pixels, bytes, and the first failure.
+        var result: (UInt64, UInt64, (any Error)?) { counts.withLock { ($0.pixels, $0.bytes, $0.error) } }
     }
 }
 
