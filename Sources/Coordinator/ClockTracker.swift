@@ -6,6 +6,7 @@ import Platform
 /// Keeps every node's clock estimate current from the handshake to the end of the take: probes each node
 /// steadily over its link (t1 and t4 are stamped at the socket), refits, and once the take is armed sends
 /// each node its newest mapping every half second, so frames are placed with a fresh clock estimate. Every mapping sent is kept for the manifest's `clock_track`.
+// @unchecked: every mutable field (estimators, history, failures) is read and written under `lock`.
 final class ClockTracker: @unchecked Sendable {
     struct Node: Sendable {
         var name: String

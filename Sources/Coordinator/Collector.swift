@@ -10,6 +10,7 @@ import Platform
 /// temporary name (`<node>/.<file>.part`), hashes it as it arrives and renames it into place only when its
 /// SHA-256 matches the node's. A partial copy left by an earlier run is resumed, not fetched again; a file
 /// that does not match is fetched once more, then reported as damaged.
+// @unchecked: per-node plans and sinks are owned by one node's task each; the shared tallies are under `lock`.
 final class Collector: @unchecked Sendable {
     /// One node taking part: its link (nil when it is not reachable), and the paths its take should hold.
     struct Node: Sendable {

@@ -6,6 +6,7 @@ import Glibc
 /// Where the coordinator tells the operator what is happening: progress to stderr (rewritten in place when
 /// both stdout and stderr are a terminal, plain lines otherwise, so a log or a pipe gets whole lines), results
 /// to stdout.
+// @unchecked: what is drawn is under `lock`; `quiet` is set once, before any task prints.
 public final class Console: @unchecked Sendable {
     private let lock = NSLock()
     public let interactive: Bool

@@ -8,6 +8,7 @@ import Glibc
 /// A complete local rig for `coord demo`: N real `coord-node` processes on loopback, each with K synthetic
 /// cameras and a simulated local clock. Every process is stopped when the rig stops, on Ctrl-C, or when
 /// this process dies (each node watches its parent).
+// @unchecked: the processes it started are under `lock`; `simulated` is set once, before the rig is shared.
 public final class DemoRig: @unchecked Sendable {
     public struct Settings: Sendable {
         public var nodes: Int
@@ -215,6 +216,7 @@ public final class DemoRig: @unchecked Sendable {
 }
 
 /// Reads a node's stdout on a thread until its `READY <endpoint>` line.
+// @unchecked: `endpoint` and `closed` are only touched with `condition` held.
 final class ReadyLine: @unchecked Sendable {
     private let condition = NSCondition()
     private var endpoint: String?

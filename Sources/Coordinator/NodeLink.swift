@@ -7,6 +7,7 @@ import ZeroMQ
 /// The coordinator's connection to one node agent: a DEALER socket owned by one thread. Callers `request`
 /// from any task; the link's thread sends, receives and matches replies by request id. Clock probes get
 /// their t1 and t4 stamped on that thread, right at the socket.
+// @unchecked: the socket belongs to the link's thread; the queues and the name are under `lock`.
 public final class NodeLink: @unchecked Sendable {
     public let endpoint: String
     /// The node's name once the handshake told it; the endpoint until then.

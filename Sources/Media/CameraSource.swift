@@ -1,4 +1,5 @@
 /// What a camera delivers for one frame: a raw picture to encode, or a compressed packet to mux as it is.
+// @unchecked: a picture is handed from the source's thread to the recorder's and back, never shared.
 public enum CapturePayload: @unchecked Sendable {
     /// 8-bit yuv420p, from the source's buffer pool (give it back with `CameraSource.release`).
     case picture(PlanarFrame)
@@ -28,6 +29,7 @@ public enum TimestampMeaning: Equatable, Sendable {
 }
 
 /// One frame as the node receives it from a camera source.
+// @unchecked: as its payload: one owner at a time, handed over through the source's queue.
 public struct Capture: @unchecked Sendable {
     /// The picture or the packet.
     public let payload: CapturePayload

@@ -7,6 +7,7 @@ import Darwin
 /// 8-bit planar YUV 4:2:0, luma stride = width, chroma stride = width/2 (width,height even). Owns its memory.
 ///
 /// Odd sizes are tolerated (chroma is rounded up) so nothing here traps; the writer rejects them.
+// @unchecked: a pooled buffer has one owner at a time (sensor, then recorder, then the pool again).
 public final class PlanarFrame: @unchecked Sendable {
     public let width: Int, height: Int
     /// Chroma plane size: (width+1)/2 × (height+1)/2; for even sizes exactly width/2 × height/2.

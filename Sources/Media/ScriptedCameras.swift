@@ -26,6 +26,7 @@ extension V4L2Access {
 
 /// Paints one scripted camera's frames: the moving test pattern and the SYNCSTRIPE, packed as the device's
 /// format asks. Runs on whichever thread drives the scripted driver; one camera's frames come one at a time.
+// @unchecked: its picture and encoder are only touched under `lock`.
 final class ScriptedPainter: @unchecked Sendable {
     private let ordinal: StripeOrdinal
     private let lock = NSLock()

@@ -6,6 +6,7 @@ import Platform
 /// host's real time with its own rate error and a random start phase; the node sees each frame only
 /// through its (simulated) local clock and a noisy start-of-exposure buffer timestamp, as from V4L2.
 /// Every frame carries the SYNCSTRIPE with the true exposure-centre time, which only tests read.
+// @unchecked: shared state is under `lock` or `available`; the grain and counters belong to the sensor thread.
 public final class SyntheticSensor: CameraSource, @unchecked Sendable {
     public struct Spec: Sendable {
         public var ordinal: UInt8

@@ -5,6 +5,7 @@ import V4L2
 
 /// How a node reaches its V4L2 devices: libv4l2 and the kernel, or (`coord-node --v4l2-script`, tests only) a
 /// scripted driver per camera that behaves like a real webcam and paints the test pattern and SYNCSTRIPE.
+// @unchecked: its per-camera drivers and stripe ordinals are under `lock`; the rest is set at init.
 public final class V4L2Access: @unchecked Sendable {
     /// The real devices under /dev, through libv4l2.
     public static let system = V4L2Access(

@@ -22,6 +22,7 @@ import Glibc
 /// be steered once streaming, so `start` waits for the instant that puts its first frame's centre on the grid
 /// (assuming exposure starts at STREAMON), `settlePhase` restarts it once or twice to take out the start-up
 /// latency its first frame shows, and the phase it really runs at is measured from then on.
+// @unchecked: the device is driven by the recorder's thread only; the buffer pool and stop state are under `lock`.
 public final class V4L2Camera: CameraSource, @unchecked Sendable {
     /// White balance every camera of a rig is locked to (K), so their colours match.
     public static let whiteBalanceKelvin: Int32 = 5000

@@ -20,6 +20,7 @@ import Glibc
 /// it can be and left to run: the phase loop then only measures, and every centre in frames.csv is the measured
 /// one. A source that ends for good (a camera unplugged) finalizes the files where they are; the node's other
 /// cameras go on.
+// @unchecked: requests and progress are under `lock`; everything else belongs to the recorder's thread.
 final class CameraRecorder: @unchecked Sendable {
     struct Progress: Sendable {
         var frames: Int64 = 0

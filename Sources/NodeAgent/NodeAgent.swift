@@ -69,6 +69,7 @@ public struct NodeConfiguration: Sendable {
 
 /// The node agent's request handling: one request in, one reply out, on the socket's thread. Recording runs
 /// on the recorders' own threads.
+// @unchecked: take state is under `lock` (scoped); the pressure monitor lives on `pressureQueue`.
 public final class NodeAgent: @unchecked Sendable {
     public static let version = "0.1.0"
     /// This process among all coord-node processes: a coordinator tells two spellings of one endpoint by it.

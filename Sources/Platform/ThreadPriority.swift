@@ -13,6 +13,7 @@ public enum ThreadPriority {
 
     /// Whether this process may give its threads a real-time priority (checked once, on a scratch thread).
     public static let realtimeAllowed: Bool = {
+        // @unchecked: written by the scratch thread, read after joining it.
         final class Answer: @unchecked Sendable { var allowed = false }
         let answer = Answer()
         let done = DispatchSemaphore(value: 0)

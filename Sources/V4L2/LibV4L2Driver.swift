@@ -2,6 +2,7 @@
 import CV4L2
 
 /// The real driver: every call goes to libv4l2 (which converts formats the hardware lacks) and the kernel.
+// @unchecked: stateless; every call goes to libv4l2, which is thread-safe per file descriptor.
 public final class LibV4L2Driver: V4L2Driver, @unchecked Sendable {
     /// Stateless, so one instance serves every device.
     public static let shared = LibV4L2Driver()

@@ -12,6 +12,7 @@ import Musl
 #endif
 
 /// A scripted V4L2 driver: devices described by a Script answer every call like a driver with real time.
+// @unchecked: every device, handle and mapping is under `condition`, as a kernel driver's state is under its own lock.
 public final class ScriptedV4L2Driver: V4L2Driver, @unchecked Sendable {
     /// The devices this driver pretends exist.
     public struct Script: Codable, Sendable {

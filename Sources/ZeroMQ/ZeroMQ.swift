@@ -31,6 +31,7 @@ private func check(_ operation: @autoclosure () -> String, endpoint: String? = n
 }
 
 /// One libzmq context per process.
+// @unchecked: a libzmq context is thread-safe by design (zmq_ctx_* may be called from any thread).
 public final class ZMQContext: @unchecked Sendable {
     let handle: UnsafeMutableRawPointer
 
