@@ -311,3 +311,15 @@ extension Coord_V1_Status {
                                         lastGroup: cameras.map(\.lastGroup).max() ?? -1)
     }
 }
+
+extension TakeEvent {
+    /// As a node reports its own event in Status (the node is the status's sender).
+    public var wire: Coord_V1_NodeEvent {
+        var e = Coord_V1_NodeEvent()
+        e.tUs = tMicroseconds
+        e.camera = camera
+        e.kind = kind.rawValue
+        e.detail = detail
+        return e
+    }
+}

@@ -59,7 +59,7 @@ final class CameraRecorder: @unchecked Sendable {
     private let logger: Logger
     private let onFinish: @Sendable () -> Void
     /// Something this camera did on its own that the take's events should record: (kind, one sentence).
-    private let onEvent: @Sendable (String, String) -> Void
+    private let onEvent: @Sendable (TakeEvent.Kind, String) -> Void
 
     private let lock = NSLock()
     private var progress = Progress()
@@ -116,7 +116,7 @@ final class CameraRecorder: @unchecked Sendable {
     init(settings: CameraSettings, node: String, directory: URL, source: CameraSource, grid: FrameGrid, clock: ClockMappingBox,
          metadata: [String: String], localNow: @escaping @Sendable () -> Int64, logger: Logger,
          onFinish: @escaping @Sendable () -> Void,
-         onEvent: @escaping @Sendable (String, String) -> Void = { _, _ in }) throws(NodeFailure) {
+         onEvent: @escaping @Sendable (TakeEvent.Kind, String) -> Void = { _, _ in }) throws(NodeFailure) {
         self.settings = settings
         self.node = node
         self.source = source
@@ -409,7 +409,7 @@ final class CameraRecorder: @unchecked Sendable {
         let message = "camera \(node)/\(settings.camera) \(verb) \(at): \(why)"
         logger.error("\(message)")
         lock.lock(); progress.error = progress.error ?? message; lock.unlock()
-        onEvent(kind.rawValue, message)
+        onEvent(kind, message)
         finishFiles(reason: nil)
     }
 

@@ -101,7 +101,7 @@ public final class NodeAgent: @unchecked Sendable {
     private var pressure = PressureReading.nominal
     private var pressureResources = NodeResources()
     /// What the node did on its own during the current take (pressure changes, a shutdown), oldest first.
-    private var nodeEvents: [Coord_V1_NodeEvent] = []
+    private var nodeEvents: [TakeEvent] = []
     private var pressureShutdown = false
     private let pressureQueue = DispatchQueue(label: "coord-node.pressure")
 
@@ -487,7 +487,7 @@ public final class NodeAgent: @unchecked Sendable {
     }
 
     /// A camera's own event (it ended: unplugged); the coordinator copies it into the take's events.
-    private func cameraEvent(camera: String, kind: String, detail: String) {
+    private func cameraEvent(camera: String, kind: TakeEvent.Kind, detail: String) {
         lock.holding { addNodeEvent(camera: camera, kind: kind, detail: detail) }
     }
 
@@ -632,7 +632,7 @@ public final class NodeAgent: @unchecked Sendable {
         s.detail = failureDetail
         s.pressure = Coord_V1_PressureLevel(rawValue: pressure.level.rawValue) ?? .nominal
         s.pressureCause = pressure.cause
-        s.events = nodeEvents
+        s.events = nodeEvents.map(\.wire)
         s.resources = pressureResources.wire
         if let armedGrid, machine.state == .armed || machine.state == .recording {
             s.t0Us = armedGrid.grid.t0
@@ -745,7 +745,7 @@ public final class NodeAgent: @unchecked Sendable {
             let active = machine.state == .armed || machine.state == .recording
             if reading.level != previous.level {
                 logger.notice("pressure \(reading.level.name)", metadata: ["cause": "\(reading.cause)"])
-                if active { addNodeEvent(camera: "", kind: TakeEvent.Kind.pressure.rawValue, detail: "\(reading.level.name): \(reading.cause)") }
+                if active { addNodeEvent(camera: "", kind: .pressure, detail: "\(reading.level.name): \(reading.cause)") }
             }
             guard reading.level == .shutdown, machine.state == .recording, !pressureShutdown, let armedGrid else { return }
             pressureShutdown = true
@@ -754,18 +754,14 @@ public final class NodeAgent: @unchecked Sendable {
             recorders.forEach { $0.stop(at: stop) }
             let detail = "node \(configuration.name) stopped its cameras after group \(stop - 1) with their files finalized: \(reading.cause)"
             logger.error("\(detail)")
-            addNodeEvent(camera: "", kind: TakeEvent.Kind.pressureShutdown.rawValue, detail: detail)
+            addNodeEvent(camera: "", kind: .pressureShutdown, detail: detail)
         }
     }
 
     /// Records something the node did on its own; the coordinator copies it into the manifest. Lock held.
-    private func addNodeEvent(camera: String, kind: String, detail: String) {
-        var event = Coord_V1_NodeEvent()
-        event.tUs = armedGrid.map { Int64($0.clock.current.rig(fromLocal: Double(localNow())).rounded()) } ?? localNow()
-        event.camera = camera
-        event.kind = kind
-        event.detail = detail
-        nodeEvents.append(event)
+    private func addNodeEvent(camera: String, kind: TakeEvent.Kind, detail: String) {
+        let at = armedGrid.map { Int64($0.clock.current.rig(fromLocal: Double(localNow())).rounded()) } ?? localNow()
+        nodeEvents.append(TakeEvent(kind, at: at, node: configuration.name, camera: camera, detail))
     }
 
     /// Graceful shutdown: every camera still recording stops now and its file is finalized.
