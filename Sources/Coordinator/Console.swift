@@ -1,4 +1,5 @@
 import Foundation
+import Synchronization
 #if canImport(Glibc)
 import Glibc
 #endif
@@ -6,73 +7,79 @@ import Glibc
 /// Where the coordinator tells the operator what is happening: progress to stderr (rewritten in place when
 /// both stdout and stderr are a terminal, plain lines otherwise, so a log or a pipe gets whole lines), results
 /// to stdout.
-// @unchecked: what is drawn is under `lock`; `quiet` is set once, before any task prints.
-public final class Console: @unchecked Sendable {
-    private let lock = NSLock()
+public final class Console: Sendable {
+    private struct Drawn {
+        var progressShown = false
+        /// Lines of the progress block last drawn (a terminal only), redrawn in place.
+        var blockLines = 0
+    }
+    private let drawn = Mutex(Drawn())
     public let interactive: Bool
-    private var progressShown = false
-    /// Lines of the progress block last drawn (a terminal only), redrawn in place.
-    private var blockLines = 0
-    public var quiet = false
+    /// Nothing is printed (tests that drive a take in-process).
+    public let quiet: Bool
 
-    public init() {
+    public init(quiet: Bool = false) {
         interactive = isatty(STDERR_FILENO) == 1 && isatty(STDOUT_FILENO) == 1
+        self.quiet = quiet
     }
 
     /// Several lines of progress (e.g. one per node and a total); on a terminal they replace the previous block.
     public func progressBlock(_ lines: [String]) {
         guard !quiet else { return }
-        lock.lock(); defer { lock.unlock() }
         guard interactive else {
             FileHandle.standardError.write(Data(lines.map { "\($0)\n" }.joined().utf8))
             return
         }
-        var text = progressShown ? "\r\u{1B}[2K" : ""
-        if blockLines > 1 { text += "\u{1B}[\(blockLines - 1)A" }
-        text += lines.map { "\r\u{1B}[2K\($0)" }.joined(separator: "\n")
-        // A shorter block than last time: clear the lines left below it.
-        if blockLines > lines.count {
-            for _ in lines.count..<blockLines { text += "\n\r\u{1B}[2K" }
-            text += "\u{1B}[\(blockLines - lines.count)A"
+        drawn.withLock { drawn in
+            var text = drawn.progressShown ? "\r\u{1B}[2K" : ""
+            if drawn.blockLines > 1 { text += "\u{1B}[\(drawn.blockLines - 1)A" }
+            text += lines.map { "\r\u{1B}[2K\($0)" }.joined(separator: "\n")
+            // A shorter block than last time: clear the lines left below it.
+            if drawn.blockLines > lines.count {
+                for _ in lines.count..<drawn.blockLines { text += "\n\r\u{1B}[2K" }
+                text += "\u{1B}[\(drawn.blockLines - lines.count)A"
+            }
+            FileHandle.standardError.write(Data(text.utf8))
+            drawn.progressShown = true
+            drawn.blockLines = lines.count
         }
-        FileHandle.standardError.write(Data(text.utf8))
-        progressShown = true
-        blockLines = lines.count
     }
 
     /// A line of progress; on a terminal it replaces the previous progress line.
     public func progress(_ text: String) {
         guard !quiet else { return }
-        lock.lock(); defer { lock.unlock() }
-        if interactive {
-            FileHandle.standardError.write(Data("\r\u{1B}[2K\(text)".utf8))
-            progressShown = true
-            blockLines = 1
-        } else {
-            FileHandle.standardError.write(Data("\(text)\n".utf8))
+        drawn.withLock { drawn in
+            if interactive {
+                FileHandle.standardError.write(Data("\r\u{1B}[2K\(text)".utf8))
+                drawn.progressShown = true
+                drawn.blockLines = 1
+            } else {
+                FileHandle.standardError.write(Data("\(text)\n".utf8))
+            }
         }
     }
 
     /// A step worth keeping on screen.
     public func step(_ text: String) {
         guard !quiet else { return }
-        lock.lock(); defer { lock.unlock() }
-        endProgress()
-        FileHandle.standardError.write(Data("\(text)\n".utf8))
+        drawn.withLock { drawn in
+            Self.endProgress(&drawn)
+            FileHandle.standardError.write(Data("\(text)\n".utf8))
+        }
     }
 
     /// Results, on stdout.
     public func result(_ text: String) {
-        lock.lock(); defer { lock.unlock() }
-        endProgress()
-        FileHandle.standardOutput.write(Data("\(text)\n".utf8))
+        drawn.withLock { drawn in
+            Self.endProgress(&drawn)
+            FileHandle.standardOutput.write(Data("\(text)\n".utf8))
+        }
     }
 
-    private func endProgress() {
-        if progressShown {
+    private static func endProgress(_ drawn: inout Drawn) {
+        if drawn.progressShown {
             FileHandle.standardError.write(Data("\n".utf8))
-            progressShown = false
-            blockLines = 0
+            drawn = Drawn()
         }
     }
 }

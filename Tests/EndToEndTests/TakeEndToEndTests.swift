@@ -56,8 +56,7 @@ final class TakeEndToEndTests {
     }
 
     func session(_ endpoints: [String], _ request: TakeRequest) -> TakeSession {
-        let console = Console()
-        console.quiet = true
+        let console = Console(quiet: true)
         return TakeSession(endpoints: endpoints, request: request, console: console,
                            logger: Logger(label: "e2e") { _ in SwiftLogNoOpLogHandler() })
     }
