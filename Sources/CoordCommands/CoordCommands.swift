@@ -4,6 +4,7 @@ import Coordinator
 import Foundation
 import Logging
 import Platform
+import TakeReport
 #if canImport(Glibc)
 import Glibc
 #endif
