@@ -1,8 +1,8 @@
 // swift-tools-version:6.0
 import PackageDescription
 
-// Layers, top to bottom: executables → services (NodeAgent, Coordinator) → CoordCore (pure) / CoordWire (protobuf)
-// → Media (cameras, stripe, Matroska) → C wrappers (ZeroMQ, V4L2, FFmpeg inside Media).
+// Layers, top to bottom: executables → services (NodeAgent, Coordinator) → TakeReport (the report page) →
+// CoordCore (pure) / CoordWire (protobuf) → Media (cameras, stripe, Matroska) → C wrappers (ZeroMQ, V4L2, FFmpeg inside Media).
 let package = Package(
     name: "coord",
     platforms: [.macOS(.v13)],
@@ -17,6 +17,7 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-crypto", from: "3.12.3"),
         .package(url: "https://github.com/swift-server/swift-service-lifecycle", from: "2.13.0"),
         .package(url: "https://github.com/jpsim/Yams", exact: "6.2.2"),
+        .package(url: "https://github.com/hummingbird-project/swift-mustache", from: "2.1.1"),
     ],
     targets: [
         // C libraries, each behind a shim.h for what Swift cannot import (function-like macros, variadics).
@@ -42,6 +43,9 @@ let package = Package(
         // Camera sources, the SYNCSTRIPE painter/decoder, the libavformat writer.
         .target(name: "Media", dependencies: ["CFFmpeg", "V4L2", "V4L2Simulator", "Platform", "CoordCore"]),
 
+        // sync-report.html: the SVG plots and the page, rendered from a Mustache template (pure, like CoordCore).
+        .target(name: "TakeReport", dependencies: ["CoordCore", .product(name: "Mustache", package: "swift-mustache")]),
+
         // I/O shells.
         .target(name: "NodeAgent", dependencies: [
             "CoordCore", "CoordWire", "Media", "ZeroMQ", "Platform",
@@ -50,7 +54,7 @@ let package = Package(
             .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
         ]),
         .target(name: "Coordinator", dependencies: [
-            "CoordCore", "CoordWire", "ZeroMQ", "Platform",
+            "CoordCore", "CoordWire", "ZeroMQ", "Platform", "TakeReport",
             .product(name: "Logging", package: "swift-log"),
             .product(name: "Crypto", package: "swift-crypto"),
             // Rig files (RigFile.swift).
@@ -60,7 +64,7 @@ let package = Package(
         // Thin executables.
         // coord's commands, in a library tests can call.
         .target(name: "CoordCommands", dependencies: [
-            "Coordinator", "CoordCore", "Platform",
+            "Coordinator", "CoordCore", "Platform", "TakeReport",
             .product(name: "ArgumentParser", package: "swift-argument-parser"),
             .product(name: "Logging", package: "swift-log"),
         ]),
@@ -75,13 +79,14 @@ let package = Package(
         .executableTarget(name: "coord-node", dependencies: ["NodeCommands"]),
 
         .testTarget(name: "CoordCoreTests", dependencies: ["CoordCore"]),
+        .testTarget(name: "TakeReportTests", dependencies: ["TakeReport", "CoordCore"]),
         // V4L2: the camera tests drive V4L2Camera through the scripted driver.
         .testTarget(name: "MediaTests", dependencies: ["Media", "V4L2", "V4L2Simulator"]),
         .testTarget(name: "ZeroMQTests", dependencies: ["ZeroMQ", "CoordWire", "Platform"]),
         .testTarget(name: "V4L2Tests", dependencies: ["V4L2", "V4L2Simulator"]),
         .testTarget(name: "EndToEndTests", dependencies: [
             // Media: V4L2Access.scripted stands in for the cameras a node is configured with.
-            "Coordinator", "CoordCore", "CoordWire", "Media", "NodeAgent", "ZeroMQ", "Platform", .product(name: "Logging", package: "swift-log"),
+            "Coordinator", "CoordCore", "CoordWire", "Media", "NodeAgent", "ZeroMQ", "Platform", "TakeReport", .product(name: "Logging", package: "swift-log"),
         ]),
     ],
     swiftLanguageModes: [.v6]

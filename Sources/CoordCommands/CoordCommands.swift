@@ -5,6 +5,7 @@ import Foundation
 import Synchronization
 import Logging
 import Platform
+import TakeReport
 #if canImport(Glibc)
 import Glibc
 #endif

@@ -1,6 +1,7 @@
 import CoordCore
 import Foundation
 import Platform
+import TakeReport
 
 /// Writes manifest.json, sync-report.json and sync-report.html into a take directory and reads back the
 /// collected frames tables.
