@@ -60,6 +60,9 @@ final class CameraRecorder: @unchecked Sendable {
     private let onFinish: @Sendable () -> Void
     /// Something this camera did on its own that the take's events should record: (kind, one sentence).
     private let onEvent: @Sendable (TakeEvent.Kind, String) -> Void
+    /// The preview branch (nil: none): offered every frame, it takes one now and then, never making this wait.
+    private let preview: PreviewPublisher?
+    private let takeID: String
 
     private let lock = NSLock()
     private var progress = Progress()
@@ -116,7 +119,10 @@ final class CameraRecorder: @unchecked Sendable {
     init(settings: CameraSettings, node: String, directory: URL, source: CameraSource, grid: FrameGrid, clock: ClockMappingBox,
          metadata: [String: String], localNow: @escaping @Sendable () -> Int64, logger: Logger,
          onFinish: @escaping @Sendable () -> Void,
-         onEvent: @escaping @Sendable (TakeEvent.Kind, String) -> Void = { _, _ in }) throws(NodeFailure) {
+         onEvent: @escaping @Sendable (TakeEvent.Kind, String) -> Void = { _, _ in },
+         preview: PreviewPublisher? = nil, takeID: String = "") throws(NodeFailure) {
+        self.preview = preview
+        self.takeID = takeID
         self.settings = settings
         self.node = node
         self.source = source
@@ -352,7 +358,14 @@ final class CameraRecorder: @unchecked Sendable {
                 progress.timestampNoise = estimate.noiseMicroseconds
                 progress.centerUncertainty = estimate.uncertaintyMicroseconds.isFinite ? estimate.uncertaintyMicroseconds : 0
                 progress.phaseRestarts = phase.restarts
+                let (dropped, uncertainty) = (progress.dropped, progress.centerUncertainty)
                 lock.unlock()
+                if let preview {
+                    preview.offer(PreviewOffer(camera: settings.camera, ordinal: settings.ordinal, takeID: takeID,
+                                               group: grid.nearestGroup(to: center), centerMicroseconds: center,
+                                               dropped: dropped, centerUncertainty: uncertainty),
+                                  payload: capture.payload, localNow: localNow())
+                }
                 if assigner == nil {
                     keepAsPrevious(capture, center: center)
                     continue

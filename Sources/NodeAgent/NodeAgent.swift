@@ -4,6 +4,7 @@ import Foundation
 import Logging
 import Media
 import Platform
+import ZeroMQ
 
 /// How a node agent is set up (from flags or its config file).
 public struct NodeConfiguration: Sendable {
@@ -38,10 +39,22 @@ public struct NodeConfiguration: Sendable {
     /// (`--synthetic NAME@BUS`); a camera not listed sits on no shared bus.
     public var syntheticBuses: [Bus] = []
     public var syntheticCameraBus: [String: String] = [:]
+    /// Where preview tiles are published (a ZeroMQ PUB endpoint); nil: beside the control endpoint on a free
+    /// port; empty: no preview.
+    public var previewEndpoint: String?
     /// V4L2 cameras (`--v4l2 NAME=/dev/videoN`), in flag order.
     public var v4l2Cameras: [V4L2CameraEntry] = []
     /// How V4L2 devices are reached: libv4l2, or a scripted driver (`--v4l2-script`, tests only).
     public var v4l2: V4L2Access = .system
+
+    /// The preview endpoint to bind: the one given, or the control endpoint's host on a free port (an ipc path
+    /// gets `.preview` appended); nil: none.
+    public var previewBindEndpoint: String? {
+        if let previewEndpoint { return previewEndpoint.isEmpty ? nil : previewEndpoint }
+        if endpoint.hasPrefix("ipc://") { return endpoint + ".preview" }
+        guard endpoint.hasPrefix("tcp://"), let colon = endpoint.lastIndex(of: ":"), colon > endpoint.index(endpoint.startIndex, offsetBy: 5) else { return nil }
+        return endpoint[..<colon] + ":*"
+    }
 
     /// Every camera's name: the synthetic ones, then the V4L2 ones.
     public var cameraNames: [String] { syntheticCameras + v4l2Cameras.map(\.name) }
@@ -104,6 +117,15 @@ public final class NodeAgent: @unchecked Sendable {
     private var nodeEvents: [TakeEvent] = []
     private var pressureShutdown = false
     private let pressureQueue = DispatchQueue(label: "coord-node.pressure")
+    /// The preview branch (nil: this node publishes none) and the cameras open for preview only while idle.
+    let preview: PreviewPublisher?
+    private let previewContext = ZMQContext()
+    private var previewRun: (cameras: [PreviewCamera], key: PreviewKey, clock: ClockMappingBox, leaseUntil: Int64)?
+    private struct PreviewKey: Equatable {
+        var settings: [CameraSettings]
+        var t0: Int64
+        var period: Int64
+    }
 
     /// Builds the agent; every V4L2 camera's device is opened once to read what it offers. Throws one sentence
     /// naming the camera and its device when one is missing, busy, not a capture node or offers nothing coord can
@@ -148,6 +170,17 @@ public final class NodeAgent: @unchecked Sendable {
         }
         cameras = synthetic + v4l2
         self.buses = buses
+        if let endpoint = configuration.previewBindEndpoint {
+            do {
+                preview = try PreviewPublisher(node: configuration.name, endpoint: endpoint, context: previewContext, logger: logger)
+            } catch {
+                // The preview is a convenience: a node records without it rather than not at all.
+                logger.warning("no preview: \(error)")
+                preview = nil
+            }
+        } else {
+            preview = nil
+        }
         recoverInterruptedTakes()
     }
 
@@ -236,7 +269,7 @@ public final class NodeAgent: @unchecked Sendable {
             return .reply(Wire.error(envelope.requestID, error))
         }
         switch envelope.body {
-        case .hello, .arm:
+        case .hello, .arm, .startPreview:
             return .deferred(.control) { [self] in respond(to: envelope, receivedLocal: receivedLocal) }
         case .listFiles, .fetchChunk, .confirmCollected:
             return .deferred(.files) { [self] in respond(to: envelope, receivedLocal: receivedLocal) }
@@ -273,6 +306,7 @@ public final class NodeAgent: @unchecked Sendable {
             r.cameras = cameras.map(\.wire)
             r.host = ProcessInfo.processInfo.hostName
             r.instanceID = instanceID
+            r.previewEndpoint = preview?.endpoint ?? ""
             r.timeService = TimeService.describe()
             r.resources = probe.resources(staging: configuration.staging, calibration: calibration(),
                                           buses: buses).wire
@@ -290,6 +324,8 @@ public final class NodeAgent: @unchecked Sendable {
             return Wire.envelope(id, .armed(try self.arm(arm)))
         case .adjustCamera(let adjust):
             return ack(id, try self.adjust(adjust))
+        case .startPreview(let start):
+            return ack(id, try self.startPreview(start))
         case .clockUpdate(let update):
             return ack(id, try self.updateClock(update))
         case .startAt(let start):
@@ -328,7 +364,7 @@ public final class NodeAgent: @unchecked Sendable {
             let released = try store.release(takeID: confirm.takeID, confirmed: confirmed)
             logger.info("released collected files", metadata: ["take": "\(confirm.takeID)", "files": "\(released.count)"])
             return ack(id, "released \(released.count) file(s)")
-        case .helloReply, .armed, .status, .clockProbeReply, .fileList, .chunk, .ack, .error:
+        case .helloReply, .armed, .status, .clockProbeReply, .fileList, .chunk, .ack, .error, .previewFrame:
             throw NodeFailure(.unknownMessage, "a node does not accept replies as requests.")
         case .none:
             throw NodeFailure(.unknownMessage, "the message carries no request this node knows (protocol version \(Wire.protocolVersion)).")
@@ -374,6 +410,8 @@ public final class NodeAgent: @unchecked Sendable {
         if !message.timecode.isEmpty, Timecode(message.timecode, fps: fps) == nil {
             throw NodeFailure(.badConfig, "arm for take \(message.takeID) has the timecode \"\(message.timecode.prefix(64))\", which is not HH:MM:SS:FF at \(fps) fps.")
         }
+        // The cameras open for the take: an idle preview lets go of them first.
+        stopPreview()
         var metadata = ["coord_take": message.takeID, "coord_node": configuration.name]
         if !message.timecode.isEmpty { metadata["timecode"] = message.timecode }
         let takeID = message.takeID
@@ -420,11 +458,15 @@ public final class NodeAgent: @unchecked Sendable {
                     metadata: metadata.merging(["coord_camera": s.camera]) { $1 },
                     localNow: { [weak self] in self?.localNow() ?? 0 }, logger: logger,
                     onFinish: { [weak self] in self?.cameraFinished() },
-                    onEvent: { [weak self] kind, detail in self?.cameraEvent(camera: camera, kind: kind, detail: detail) })
+                    onEvent: { [weak self] kind, detail in self?.cameraEvent(camera: camera, kind: kind, detail: detail) },
+                    preview: message.hasPreview && message.preview.width > 0 ? preview : nil, takeID: takeID)
                 made.append(recorder)
             } catch {
                 throw failed(error, made)
             }
+        }
+        if message.hasPreview, let preview {
+            preview.settings = PreviewSettings(width: Int(message.preview.width), fps: Int(message.preview.fps))
         }
         made.forEach { $0.arm() }
         // Every source starts on its recorder's thread (a V4L2 camera waits there for its start instant, at most
@@ -714,6 +756,8 @@ public final class NodeAgent: @unchecked Sendable {
             let now = armedGrid.clock.current.rig(fromLocal: Double(localNow()))
             return now > Double(armedGrid.grid.t0) + 5_000_000 ? takeID : nil
         }
+        let leaseOver = lock.holding { previewRun.map { MonotonicClock.now() > $0.leaseUntil } ?? false }
+        if leaseOver { pressureQueue.async { [weak self] in self?.stopPreview() } }
         guard let takeID = overdue else { return }
         logger.warning("take \(takeID) was armed but never started; its start instant passed 5 s ago, so it is dropped")
         var abort = Coord_V1_Abort()
@@ -764,8 +808,81 @@ public final class NodeAgent: @unchecked Sendable {
         nodeEvents.append(TakeEvent(kind, at: at, node: configuration.name, camera: camera, detail))
     }
 
+    /// Opens the cameras for preview only, or renews a preview already running (its clock mapping and lease).
+    /// Refused while a take holds the cameras: that take's Arm carries the preview. Runs on the control lane.
+    private func startPreview(_ message: Coord_V1_StartPreview) throws(NodeFailure) -> String {
+        guard let preview else { throw NodeFailure(.badState, "node \(configuration.name) publishes no preview (started with an empty --preview-endpoint).") }
+        let requested = message.cameras.map(CameraSettings.init(wire:))
+        guard !requested.isEmpty else { throw NodeFailure(.badConfig, "a preview needs at least one camera.") }
+        for s in requested {
+            if let problem = s.problem(on: configuration.name, with: cameras.first { $0.name == s.camera }) {
+                throw NodeFailure(.badConfig, problem)
+            }
+        }
+        guard Set(requested.map(\.camera)).count == requested.count else {
+            throw NodeFailure(.badConfig, "a preview names a camera of node \(configuration.name) twice.")
+        }
+        guard message.hasClock, message.framePeriodUs > 0 else { throw NodeFailure(.badConfig, "a preview needs a frame period and a clock mapping.") }
+        let settings = PreviewSettings(width: Int(message.preview.width), fps: Int(message.preview.fps))
+        guard settings.isOn else { throw NodeFailure(.badConfig, "a preview needs a tile width and a rate.") }
+        let key = PreviewKey(settings: requested, t0: message.t0Us, period: Int64(message.framePeriodUs))
+        let mapping = ClockMapping(wire: message.clock)
+        let leaseUntil = MonotonicClock.now() + Int64(message.leaseMs) * 1000
+        enum Plan { case busy(String), renewed, open }
+        let plan: Plan = lock.holding {
+            switch machine.state {
+            case .configured, .armed, .recording:
+                return .busy(machine.takeID ?? "")
+            case .idle, .finished, .failed:
+                break
+            }
+            if let run = previewRun, run.key == key {
+                run.clock.update(mapping)
+                previewRun!.leaseUntil = leaseUntil
+                return .renewed
+            }
+            return .open
+        }
+        switch plan {
+        case .busy(let takeID):
+            return "previewing take \(takeID)"
+        case .renewed:
+            preview.settings = settings
+            return "preview renewed"
+        case .open:
+            break
+        }
+        stopPreview()
+        preview.settings = settings
+        let clock = ClockMappingBox(mapping)
+        let grid = FrameGrid(t0: message.t0Us, periodMicroseconds: Int64(message.framePeriodUs))
+        var opened: [PreviewCamera] = []
+        for (index, s) in requested.enumerated() {
+            let source = try cameraSource(for: s, index: index)
+            opened.append(PreviewCamera(settings: s, source: source, grid: grid, clock: clock, publisher: preview,
+                                        localNow: { [weak self] in self?.localNow() ?? 0 }, logger: logger))
+        }
+        opened.forEach { $0.start() }
+        lock.holding { previewRun = (opened, key, clock, leaseUntil) }
+        logger.info("previewing", metadata: ["cameras": "\(requested.map(\.camera))", "width": "\(settings.width)", "fps": "\(settings.fps)"])
+        return "previewing \(requested.count) camera(s)"
+    }
+
+    /// Closes the cameras opened for preview only (if any).
+    private func stopPreview() {
+        guard let run = lock.holding({ () -> [PreviewCamera]? in
+            defer { previewRun = nil }
+            return previewRun?.cameras
+        }) else { return }
+        let deadline = DispatchTime.now() + .seconds(2)
+        run.forEach { $0.stop(deadline: deadline) }
+        logger.info("preview closed")
+    }
+
     /// Graceful shutdown: every camera still recording stops now and its file is finalized.
     public func shutdown() {
+        stopPreview()
+        preview?.stop()
         let active = lock.holding { recorders }
         active.forEach { $0.abandonRecording() }
         let deadline = DispatchTime.now() + .seconds(10)

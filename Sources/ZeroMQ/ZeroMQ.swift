@@ -77,11 +77,15 @@ public final class ZMQContext: @unchecked Sendable {
 public final class ZMQSocket: @unchecked Sendable {
     public enum Kind: Sendable {
         case dealer, router, pair
+        /// Publish (never blocks: a subscriber whose queue is full misses the message) and subscribe.
+        case publisher, subscriber
         var zmqType: Int32 {
             switch self {
             case .dealer: return ZMQ_DEALER
             case .router: return ZMQ_ROUTER
             case .pair: return ZMQ_PAIR
+            case .publisher: return ZMQ_PUB
+            case .subscriber: return ZMQ_SUB
             }
         }
     }
@@ -134,6 +138,15 @@ public final class ZMQSocket: @unchecked Sendable {
         let bound = String(cString: buffer)
         lastEndpointDescription = bound
         return bound
+    }
+
+    /// A subscriber receives the messages that start with `prefix` (empty: all).
+    public func subscribe(_ prefix: [UInt8] = []) throws(ZMQError) {
+        _ = try check("zmq_setsockopt(ZMQ_SUBSCRIBE)") { prefix.withUnsafeBytes { zmq_setsockopt(raw, ZMQ_SUBSCRIBE, $0.baseAddress, $0.count) } }
+    }
+
+    public func disconnect(_ endpoint: String) throws(ZMQError) {
+        _ = try check("zmq_disconnect", endpoint: endpoint) { zmq_disconnect(raw, endpoint) }
     }
 
     public func connect(_ endpoint: String) throws(ZMQError) {

@@ -298,6 +298,22 @@ public nonisolated struct Coord_V1_Envelope: Sendable {
     set {body = .adjustCamera(newValue)}
   }
 
+  public var startPreview: Coord_V1_StartPreview {
+    get {
+      if case .startPreview(let v)? = body {return v}
+      return Coord_V1_StartPreview()
+    }
+    set {body = .startPreview(newValue)}
+  }
+
+  public var previewFrame: Coord_V1_PreviewFrame {
+    get {
+      if case .previewFrame(let v)? = body {return v}
+      return Coord_V1_PreviewFrame()
+    }
+    set {body = .previewFrame(newValue)}
+  }
+
   public var unknownFields = SwiftProtobuf.UnknownStorage()
 
   public nonisolated enum OneOf_Body: Equatable, Sendable {
@@ -322,6 +338,8 @@ public nonisolated struct Coord_V1_Envelope: Sendable {
     case error(Coord_V1_Error)
     case clockUpdate(Coord_V1_ClockUpdate)
     case adjustCamera(Coord_V1_AdjustCamera)
+    case startPreview(Coord_V1_StartPreview)
+    case previewFrame(Coord_V1_PreviewFrame)
 
   }
 
@@ -389,6 +407,13 @@ public nonisolated struct Coord_V1_HelloReply: @unchecked Sendable {
   public var instanceID: String {
     get {_storage._instanceID}
     set {_uniqueStorage()._instanceID = newValue}
+  }
+
+  /// Where the node publishes preview frames (a ZeroMQ PUB socket, as bound; a `*` or 0.0.0.0 host means the
+  /// host the coordinator reached the control socket on). Empty: this node has no preview.
+  public var previewEndpoint: String {
+    get {_storage._previewEndpoint}
+    set {_uniqueStorage()._previewEndpoint = newValue}
   }
 
   public var unknownFields = SwiftProtobuf.UnknownStorage()
@@ -657,11 +682,22 @@ public nonisolated struct Coord_V1_Arm: Sendable {
   /// clock at t0; written into every file's metadata. Empty: no timecode.
   public var timecode: String = String()
 
+  /// Preview frames from the take's cameras while it is armed and recording; width 0: none.
+  public var preview: Coord_V1_PreviewSettings {
+    get {_preview ?? Coord_V1_PreviewSettings()}
+    set {_preview = newValue}
+  }
+  /// Returns true if `preview` has been explicitly set.
+  public var hasPreview: Bool {self._preview != nil}
+  /// Clears the value of `preview`. Subsequent reads from it will return its default value.
+  public mutating func clearPreview() {self._preview = nil}
+
   public var unknownFields = SwiftProtobuf.UnknownStorage()
 
   public init() {}
 
   fileprivate var _clock: Coord_V1_ClockMapping? = nil
+  fileprivate var _preview: Coord_V1_PreviewSettings? = nil
 }
 
 public nonisolated struct Coord_V1_Armed: Sendable {
@@ -811,6 +847,103 @@ public nonisolated struct Coord_V1_Abort: Sendable {
   public var takeID: String = String()
 
   public var reason: String = String()
+
+  public var unknownFields = SwiftProtobuf.UnknownStorage()
+
+  public init() {}
+}
+
+/// A camera's low-resolution preview branch: it never costs the recording a frame (it drops, recording never waits).
+public nonisolated struct Coord_V1_PreviewSettings: Sendable {
+  // SwiftProtobuf.Message conformance is added in an extension below. See the
+  // `Message` and `Message+*Additions` files in the SwiftProtobuf library for
+  // methods supported on all messages.
+
+  /// tile width in pixels (even, 64…1920; the height follows the camera's aspect); 0: no preview
+  public var width: UInt32 = 0
+
+  /// tiles per second per camera, 1…15
+  public var fps: UInt32 = 0
+
+  public var unknownFields = SwiftProtobuf.UnknownStorage()
+
+  public init() {}
+}
+
+/// Open the cameras for preview only (no take, no files), their frames steered onto this grid. Renewed by the
+/// console every second or two: without a renewal within lease_ms the node closes the cameras again. Refused
+/// while a take is configured, armed or recording (that take's Arm carries the preview).
+public nonisolated struct Coord_V1_StartPreview: Sendable {
+  // SwiftProtobuf.Message conformance is added in an extension below. See the
+  // `Message` and `Message+*Additions` files in the SwiftProtobuf library for
+  // methods supported on all messages.
+
+  public var cameras: [Coord_V1_CameraConfig] = []
+
+  public var clock: Coord_V1_ClockMapping {
+    get {_clock ?? Coord_V1_ClockMapping()}
+    set {_clock = newValue}
+  }
+  /// Returns true if `clock` has been explicitly set.
+  public var hasClock: Bool {self._clock != nil}
+  /// Clears the value of `clock`. Subsequent reads from it will return its default value.
+  public mutating func clearClock() {self._clock = nil}
+
+  public var t0Us: Int64 = 0
+
+  public var framePeriodUs: UInt64 = 0
+
+  public var preview: Coord_V1_PreviewSettings {
+    get {_preview ?? Coord_V1_PreviewSettings()}
+    set {_preview = newValue}
+  }
+  /// Returns true if `preview` has been explicitly set.
+  public var hasPreview: Bool {self._preview != nil}
+  /// Clears the value of `preview`. Subsequent reads from it will return its default value.
+  public mutating func clearPreview() {self._preview = nil}
+
+  /// 1000…60000
+  public var leaseMs: UInt32 = 0
+
+  public var unknownFields = SwiftProtobuf.UnknownStorage()
+
+  public init() {}
+
+  fileprivate var _clock: Coord_V1_ClockMapping? = nil
+  fileprivate var _preview: Coord_V1_PreviewSettings? = nil
+}
+
+/// One tile, published on the node's preview socket (one Envelope per ZeroMQ message, request_id 0).
+public nonisolated struct Coord_V1_PreviewFrame: Sendable {
+  // SwiftProtobuf.Message conformance is added in an extension below. See the
+  // `Message` and `Message+*Additions` files in the SwiftProtobuf library for
+  // methods supported on all messages.
+
+  public var node: String = String()
+
+  public var camera: String = String()
+
+  public var ordinal: UInt32 = 0
+
+  /// the grid group nearest the frame's centre
+  public var group: Int64 = 0
+
+  /// the frame's exposure centre, rig timebase
+  public var centerUs: Int64 = 0
+
+  public var width: UInt32 = 0
+
+  public var height: UInt32 = 0
+
+  public var jpeg: Data = Data()
+
+  /// groups this camera filled with a dup in the take so far
+  public var dropped: UInt64 = 0
+
+  /// empty while previewing idle
+  public var takeID: String = String()
+
+  public var centerUncertaintyUs: Double = 0
 
   public var unknownFields = SwiftProtobuf.UnknownStorage()
 
@@ -1296,7 +1429,7 @@ nonisolated extension Coord_V1_PressureLevel: SwiftProtobuf._ProtoNameProviding 
 
 nonisolated extension Coord_V1_Envelope: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
   public static let protoMessageName: String = _protobuf_package + ".Envelope"
-  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{3}protocol_version\0\u{3}request_id\0\u{2}\u{8}hello\0\u{3}hello_reply\0\u{1}configure\0\u{1}arm\0\u{1}armed\0\u{3}start_at\0\u{3}stop_at\0\u{1}abort\0\u{3}status_request\0\u{1}status\0\u{3}clock_probe\0\u{3}clock_probe_reply\0\u{3}list_files\0\u{3}file_list\0\u{3}fetch_chunk\0\u{1}chunk\0\u{3}confirm_collected\0\u{1}ack\0\u{1}error\0\u{3}clock_update\0\u{3}adjust_camera\0")
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{3}protocol_version\0\u{3}request_id\0\u{2}\u{8}hello\0\u{3}hello_reply\0\u{1}configure\0\u{1}arm\0\u{1}armed\0\u{3}start_at\0\u{3}stop_at\0\u{1}abort\0\u{3}status_request\0\u{1}status\0\u{3}clock_probe\0\u{3}clock_probe_reply\0\u{3}list_files\0\u{3}file_list\0\u{3}fetch_chunk\0\u{1}chunk\0\u{3}confirm_collected\0\u{1}ack\0\u{1}error\0\u{3}clock_update\0\u{3}adjust_camera\0\u{3}start_preview\0\u{3}preview_frame\0")
 
   public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
     while let fieldNumber = try decoder.nextFieldNumber() {
@@ -1579,6 +1712,32 @@ nonisolated extension Coord_V1_Envelope: SwiftProtobuf.Message, SwiftProtobuf._M
           self.body = .adjustCamera(v)
         }
       }()
+      case 31: try {
+        var v: Coord_V1_StartPreview?
+        var hadOneofValue = false
+        if let current = self.body {
+          hadOneofValue = true
+          if case .startPreview(let m) = current {v = m}
+        }
+        try decoder.decodeSingularMessageField(value: &v)
+        if let v = v {
+          if hadOneofValue {try decoder.handleConflictingOneOf()}
+          self.body = .startPreview(v)
+        }
+      }()
+      case 32: try {
+        var v: Coord_V1_PreviewFrame?
+        var hadOneofValue = false
+        if let current = self.body {
+          hadOneofValue = true
+          if case .previewFrame(let m) = current {v = m}
+        }
+        try decoder.decodeSingularMessageField(value: &v)
+        if let v = v {
+          if hadOneofValue {try decoder.handleConflictingOneOf()}
+          self.body = .previewFrame(v)
+        }
+      }()
       default: break
       }
     }
@@ -1680,6 +1839,14 @@ nonisolated extension Coord_V1_Envelope: SwiftProtobuf.Message, SwiftProtobuf._M
       guard case .adjustCamera(let v)? = self.body else { preconditionFailure() }
       try visitor.visitSingularMessageField(value: v, fieldNumber: 30)
     }()
+    case .startPreview?: try {
+      guard case .startPreview(let v)? = self.body else { preconditionFailure() }
+      try visitor.visitSingularMessageField(value: v, fieldNumber: 31)
+    }()
+    case .previewFrame?: try {
+      guard case .previewFrame(let v)? = self.body else { preconditionFailure() }
+      try visitor.visitSingularMessageField(value: v, fieldNumber: 32)
+    }()
     case nil: break
     }
     try unknownFields.traverse(visitor: &visitor)
@@ -1726,7 +1893,7 @@ nonisolated extension Coord_V1_Hello: SwiftProtobuf.Message, SwiftProtobuf._Mess
 
 nonisolated extension Coord_V1_HelloReply: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
   public static let protoMessageName: String = _protobuf_package + ".HelloReply"
-  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}node\0\u{3}agent_version\0\u{1}cameras\0\u{1}host\0\u{3}time_service\0\u{1}resources\0\u{3}instance_id\0")
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}node\0\u{3}agent_version\0\u{1}cameras\0\u{1}host\0\u{3}time_service\0\u{1}resources\0\u{3}instance_id\0\u{3}preview_endpoint\0")
 
   fileprivate class _StorageClass {
     var _node: String = String()
@@ -1736,6 +1903,7 @@ nonisolated extension Coord_V1_HelloReply: SwiftProtobuf.Message, SwiftProtobuf.
     var _timeService: String = String()
     var _resources: Coord_V1_NodeResources? = nil
     var _instanceID: String = String()
+    var _previewEndpoint: String = String()
 
       // This property is used as the initial default value for new instances of the type.
       // The type itself is protecting the reference to its storage via CoW semantics.
@@ -1753,6 +1921,7 @@ nonisolated extension Coord_V1_HelloReply: SwiftProtobuf.Message, SwiftProtobuf.
       _timeService = source._timeService
       _resources = source._resources
       _instanceID = source._instanceID
+      _previewEndpoint = source._previewEndpoint
     }
   }
 
@@ -1778,6 +1947,7 @@ nonisolated extension Coord_V1_HelloReply: SwiftProtobuf.Message, SwiftProtobuf.
         case 5: try { try decoder.decodeSingularStringField(value: &_storage._timeService) }()
         case 6: try { try decoder.decodeSingularMessageField(value: &_storage._resources) }()
         case 7: try { try decoder.decodeSingularStringField(value: &_storage._instanceID) }()
+        case 8: try { try decoder.decodeSingularStringField(value: &_storage._previewEndpoint) }()
         default: break
         }
       }
@@ -1811,6 +1981,9 @@ nonisolated extension Coord_V1_HelloReply: SwiftProtobuf.Message, SwiftProtobuf.
       if !_storage._instanceID.isEmpty {
         try visitor.visitSingularStringField(value: _storage._instanceID, fieldNumber: 7)
       }
+      if !_storage._previewEndpoint.isEmpty {
+        try visitor.visitSingularStringField(value: _storage._previewEndpoint, fieldNumber: 8)
+      }
     }
     try unknownFields.traverse(visitor: &visitor)
   }
@@ -1827,6 +2000,7 @@ nonisolated extension Coord_V1_HelloReply: SwiftProtobuf.Message, SwiftProtobuf.
         if _storage._timeService != rhs_storage._timeService {return false}
         if _storage._resources != rhs_storage._resources {return false}
         if _storage._instanceID != rhs_storage._instanceID {return false}
+        if _storage._previewEndpoint != rhs_storage._previewEndpoint {return false}
         return true
       }
       if !storagesAreEqual {return false}
@@ -2332,7 +2506,7 @@ nonisolated extension Coord_V1_ClockMapping: SwiftProtobuf.Message, SwiftProtobu
 
 nonisolated extension Coord_V1_Arm: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
   public static let protoMessageName: String = _protobuf_package + ".Arm"
-  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{3}take_id\0\u{1}clock\0\u{3}t0_us\0\u{3}frame_period_us\0\u{1}timecode\0")
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{3}take_id\0\u{1}clock\0\u{3}t0_us\0\u{3}frame_period_us\0\u{1}timecode\0\u{1}preview\0")
 
   public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
     while let fieldNumber = try decoder.nextFieldNumber() {
@@ -2345,6 +2519,7 @@ nonisolated extension Coord_V1_Arm: SwiftProtobuf.Message, SwiftProtobuf._Messag
       case 3: try { try decoder.decodeSingularInt64Field(value: &self.t0Us) }()
       case 4: try { try decoder.decodeSingularUInt64Field(value: &self.framePeriodUs) }()
       case 5: try { try decoder.decodeSingularStringField(value: &self.timecode) }()
+      case 6: try { try decoder.decodeSingularMessageField(value: &self._preview) }()
       default: break
       }
     }
@@ -2370,6 +2545,9 @@ nonisolated extension Coord_V1_Arm: SwiftProtobuf.Message, SwiftProtobuf._Messag
     if !self.timecode.isEmpty {
       try visitor.visitSingularStringField(value: self.timecode, fieldNumber: 5)
     }
+    try { if let v = self._preview {
+      try visitor.visitSingularMessageField(value: v, fieldNumber: 6)
+    } }()
     try unknownFields.traverse(visitor: &visitor)
   }
 
@@ -2379,6 +2557,7 @@ nonisolated extension Coord_V1_Arm: SwiftProtobuf.Message, SwiftProtobuf._Messag
     if lhs.t0Us != rhs.t0Us {return false}
     if lhs.framePeriodUs != rhs.framePeriodUs {return false}
     if lhs.timecode != rhs.timecode {return false}
+    if lhs._preview != rhs._preview {return false}
     if lhs.unknownFields != rhs.unknownFields {return false}
     return true
   }
@@ -2627,6 +2806,180 @@ nonisolated extension Coord_V1_Abort: SwiftProtobuf.Message, SwiftProtobuf._Mess
   public static func ==(lhs: Coord_V1_Abort, rhs: Coord_V1_Abort) -> Bool {
     if lhs.takeID != rhs.takeID {return false}
     if lhs.reason != rhs.reason {return false}
+    if lhs.unknownFields != rhs.unknownFields {return false}
+    return true
+  }
+}
+
+nonisolated extension Coord_V1_PreviewSettings: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
+  public static let protoMessageName: String = _protobuf_package + ".PreviewSettings"
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}width\0\u{1}fps\0")
+
+  public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
+    while let fieldNumber = try decoder.nextFieldNumber() {
+      // The use of inline closures is to circumvent an issue where the compiler
+      // allocates stack space for every case branch when no optimizations are
+      // enabled. https://github.com/apple/swift-protobuf/issues/1034
+      switch fieldNumber {
+      case 1: try { try decoder.decodeSingularUInt32Field(value: &self.width) }()
+      case 2: try { try decoder.decodeSingularUInt32Field(value: &self.fps) }()
+      default: break
+      }
+    }
+  }
+
+  public func traverse<V: SwiftProtobuf.Visitor>(visitor: inout V) throws {
+    if self.width != 0 {
+      try visitor.visitSingularUInt32Field(value: self.width, fieldNumber: 1)
+    }
+    if self.fps != 0 {
+      try visitor.visitSingularUInt32Field(value: self.fps, fieldNumber: 2)
+    }
+    try unknownFields.traverse(visitor: &visitor)
+  }
+
+  public static func ==(lhs: Coord_V1_PreviewSettings, rhs: Coord_V1_PreviewSettings) -> Bool {
+    if lhs.width != rhs.width {return false}
+    if lhs.fps != rhs.fps {return false}
+    if lhs.unknownFields != rhs.unknownFields {return false}
+    return true
+  }
+}
+
+nonisolated extension Coord_V1_StartPreview: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
+  public static let protoMessageName: String = _protobuf_package + ".StartPreview"
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}cameras\0\u{1}clock\0\u{3}t0_us\0\u{3}frame_period_us\0\u{1}preview\0\u{3}lease_ms\0")
+
+  public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
+    while let fieldNumber = try decoder.nextFieldNumber() {
+      // The use of inline closures is to circumvent an issue where the compiler
+      // allocates stack space for every case branch when no optimizations are
+      // enabled. https://github.com/apple/swift-protobuf/issues/1034
+      switch fieldNumber {
+      case 1: try { try decoder.decodeRepeatedMessageField(value: &self.cameras) }()
+      case 2: try { try decoder.decodeSingularMessageField(value: &self._clock) }()
+      case 3: try { try decoder.decodeSingularInt64Field(value: &self.t0Us) }()
+      case 4: try { try decoder.decodeSingularUInt64Field(value: &self.framePeriodUs) }()
+      case 5: try { try decoder.decodeSingularMessageField(value: &self._preview) }()
+      case 6: try { try decoder.decodeSingularUInt32Field(value: &self.leaseMs) }()
+      default: break
+      }
+    }
+  }
+
+  public func traverse<V: SwiftProtobuf.Visitor>(visitor: inout V) throws {
+    // The use of inline closures is to circumvent an issue where the compiler
+    // allocates stack space for every if/case branch local when no optimizations
+    // are enabled. https://github.com/apple/swift-protobuf/issues/1034 and
+    // https://github.com/apple/swift-protobuf/issues/1182
+    if !self.cameras.isEmpty {
+      try visitor.visitRepeatedMessageField(value: self.cameras, fieldNumber: 1)
+    }
+    try { if let v = self._clock {
+      try visitor.visitSingularMessageField(value: v, fieldNumber: 2)
+    } }()
+    if self.t0Us != 0 {
+      try visitor.visitSingularInt64Field(value: self.t0Us, fieldNumber: 3)
+    }
+    if self.framePeriodUs != 0 {
+      try visitor.visitSingularUInt64Field(value: self.framePeriodUs, fieldNumber: 4)
+    }
+    try { if let v = self._preview {
+      try visitor.visitSingularMessageField(value: v, fieldNumber: 5)
+    } }()
+    if self.leaseMs != 0 {
+      try visitor.visitSingularUInt32Field(value: self.leaseMs, fieldNumber: 6)
+    }
+    try unknownFields.traverse(visitor: &visitor)
+  }
+
+  public static func ==(lhs: Coord_V1_StartPreview, rhs: Coord_V1_StartPreview) -> Bool {
+    if lhs.cameras != rhs.cameras {return false}
+    if lhs._clock != rhs._clock {return false}
+    if lhs.t0Us != rhs.t0Us {return false}
+    if lhs.framePeriodUs != rhs.framePeriodUs {return false}
+    if lhs._preview != rhs._preview {return false}
+    if lhs.leaseMs != rhs.leaseMs {return false}
+    if lhs.unknownFields != rhs.unknownFields {return false}
+    return true
+  }
+}
+
+nonisolated extension Coord_V1_PreviewFrame: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
+  public static let protoMessageName: String = _protobuf_package + ".PreviewFrame"
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}node\0\u{1}camera\0\u{1}ordinal\0\u{1}group\0\u{3}center_us\0\u{1}width\0\u{1}height\0\u{1}jpeg\0\u{1}dropped\0\u{3}take_id\0\u{3}center_uncertainty_us\0")
+
+  public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
+    while let fieldNumber = try decoder.nextFieldNumber() {
+      // The use of inline closures is to circumvent an issue where the compiler
+      // allocates stack space for every case branch when no optimizations are
+      // enabled. https://github.com/apple/swift-protobuf/issues/1034
+      switch fieldNumber {
+      case 1: try { try decoder.decodeSingularStringField(value: &self.node) }()
+      case 2: try { try decoder.decodeSingularStringField(value: &self.camera) }()
+      case 3: try { try decoder.decodeSingularUInt32Field(value: &self.ordinal) }()
+      case 4: try { try decoder.decodeSingularInt64Field(value: &self.group) }()
+      case 5: try { try decoder.decodeSingularInt64Field(value: &self.centerUs) }()
+      case 6: try { try decoder.decodeSingularUInt32Field(value: &self.width) }()
+      case 7: try { try decoder.decodeSingularUInt32Field(value: &self.height) }()
+      case 8: try { try decoder.decodeSingularBytesField(value: &self.jpeg) }()
+      case 9: try { try decoder.decodeSingularUInt64Field(value: &self.dropped) }()
+      case 10: try { try decoder.decodeSingularStringField(value: &self.takeID) }()
+      case 11: try { try decoder.decodeSingularDoubleField(value: &self.centerUncertaintyUs) }()
+      default: break
+      }
+    }
+  }
+
+  public func traverse<V: SwiftProtobuf.Visitor>(visitor: inout V) throws {
+    if !self.node.isEmpty {
+      try visitor.visitSingularStringField(value: self.node, fieldNumber: 1)
+    }
+    if !self.camera.isEmpty {
+      try visitor.visitSingularStringField(value: self.camera, fieldNumber: 2)
+    }
+    if self.ordinal != 0 {
+      try visitor.visitSingularUInt32Field(value: self.ordinal, fieldNumber: 3)
+    }
+    if self.group != 0 {
+      try visitor.visitSingularInt64Field(value: self.group, fieldNumber: 4)
+    }
+    if self.centerUs != 0 {
+      try visitor.visitSingularInt64Field(value: self.centerUs, fieldNumber: 5)
+    }
+    if self.width != 0 {
+      try visitor.visitSingularUInt32Field(value: self.width, fieldNumber: 6)
+    }
+    if self.height != 0 {
+      try visitor.visitSingularUInt32Field(value: self.height, fieldNumber: 7)
+    }
+    if !self.jpeg.isEmpty {
+      try visitor.visitSingularBytesField(value: self.jpeg, fieldNumber: 8)
+    }
+    if self.dropped != 0 {
+      try visitor.visitSingularUInt64Field(value: self.dropped, fieldNumber: 9)
+    }
+    if !self.takeID.isEmpty {
+      try visitor.visitSingularStringField(value: self.takeID, fieldNumber: 10)
+    }
+    if self.centerUncertaintyUs.bitPattern != 0 {
+      try visitor.visitSingularDoubleField(value: self.centerUncertaintyUs, fieldNumber: 11)
+    }
+    try unknownFields.traverse(visitor: &visitor)
+  }
+
+  public static func ==(lhs: Coord_V1_PreviewFrame, rhs: Coord_V1_PreviewFrame) -> Bool {
+    if lhs.node != rhs.node {return false}
+    if lhs.camera != rhs.camera {return false}
+    if lhs.ordinal != rhs.ordinal {return false}
+    if lhs.group != rhs.group {return false}
+    if lhs.centerUs != rhs.centerUs {return false}
+    if lhs.width != rhs.width {return false}
+    if lhs.height != rhs.height {return false}
+    if lhs.jpeg != rhs.jpeg {return false}
+    if lhs.dropped != rhs.dropped {return false}
+    if lhs.takeID != rhs.takeID {return false}
+    if lhs.centerUncertaintyUs != rhs.centerUncertaintyUs {return false}
     if lhs.unknownFields != rhs.unknownFields {return false}
     return true
   }

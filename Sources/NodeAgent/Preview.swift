@@ -1,0 +1,260 @@
+import CoordCore
+import CoordWire
+import Foundation
+import Logging
+import Media
+import Platform
+import Synchronization
+import ZeroMQ
+
+/// How large and how often a node's preview tiles are (the coordinator sets them; width 0: no preview).
+public struct PreviewSettings: Equatable, Sendable {
+    public var width: Int
+    public var fps: Int
+    public static let off = PreviewSettings(width: 0, fps: 0)
+    public init(width: Int, fps: Int) { self.width = width; self.fps = fps }
+    public var isOn: Bool { width > 0 && fps > 0 }
+}
+
+/// What the recorder knows about a frame it offers to the preview.
+struct PreviewOffer: Sendable {
+    var camera: String
+    var ordinal: Int
+    var takeID: String
+    var group: Int64
+    var centerMicroseconds: Int64
+    var dropped: Int64
+    var centerUncertainty: Double
+}
+
+/// The node's preview branch: recorder threads offer frames; at most one per camera per 1/fps is taken (a copy,
+/// made at once), and a worker thread scales, encodes and publishes it on the node's PUB socket. A camera whose
+/// previous tile is still being encoded simply skips the offer: the preview drops, the recording never waits.
+final class PreviewPublisher: Sendable {
+    let endpoint: String
+    private let node: String
+    private let logger: Logger
+    // @unchecked in ZMQSocket: only the worker thread uses it after init.
+    private let socket: ZMQSocket
+    private let wake = DispatchSemaphore(value: 0)
+
+    private enum SlotState { case free, filling, pending, encoding }
+    private final class Slot: @unchecked Sendable {
+        // @unchecked: `picture`/`jpeg` belong to whoever moved `state` away from free (filling: the offering
+        // recorder; encoding: the worker), never to both; `state` itself is only changed under the publisher's lock.
+        var state = SlotState.free
+        var lastOfferLocal: Int64 = .min
+        var picture: PlanarFrame?
+        var jpeg: [UInt8]?
+        var offer: PreviewOffer?
+        let maker = PreviewTileMaker()
+    }
+    private struct State {
+        var settings = PreviewSettings.off
+        var slots: [String: Slot] = [:]
+        var stopped = false
+        var published: Int64 = 0
+    }
+    private let state = Mutex(State())
+
+    /// Binds the PUB socket at `endpoint` (its port `*` for any); the worker starts at once.
+    init(node: String, endpoint requested: String, context: ZMQContext, logger: Logger) throws(ZMQError) {
+        self.node = node
+        self.logger = logger
+        var options = ZMQSocket.Options()
+        options.sendTimeoutMs = 0
+        options.lingerMs = 0
+        // A subscriber that falls behind loses tiles instead of receiving stale ones later.
+        options.sendHighWaterMark = 8
+        socket = try context.makeSocket(.publisher, options: options)
+        endpoint = try socket.bind(requested)
+        let thread = Thread { [self] in work() }
+        thread.name = "preview"
+        thread.start()
+    }
+
+    var settings: PreviewSettings {
+        get { state.withLock { $0.settings } }
+        set { state.withLock { $0.settings = newValue } }
+    }
+
+    var publishedCount: Int64 { state.withLock { $0.published } }
+
+    /// Offers one frame; copies it only when this camera is due a tile and its previous one is done.
+    func offer(_ offer: PreviewOffer, payload: CapturePayload, localNow: Int64) {
+        let slot: Slot? = state.withLock { s in
+            guard !s.stopped, s.settings.isOn else { return nil }
+            let slot = s.slots[offer.camera] ?? Slot()
+            s.slots[offer.camera] = slot
+            let interval = 1_000_000 / Int64(s.settings.fps)
+            // A little early is fine: frames come on the grid, so a strict interval would skip every other one.
+            guard slot.state == .free, slot.lastOfferLocal == .min || localNow - slot.lastOfferLocal >= interval * 9 / 10 else { return nil }
+            slot.state = .filling
+            slot.lastOfferLocal = localNow
+            return slot
+        }
+        guard let slot else { return }
+        switch payload {
+        case .picture(let picture):
+            if slot.picture?.width != picture.width || slot.picture?.height != picture.height {
+                slot.picture = PlanarFrame(width: picture.width, height: picture.height)
+            }
+            slot.picture!.copy(from: picture)
+            slot.jpeg = nil
+        case .jpeg(let bytes):
+            // An MJPEG camera's tile is its own JPEG, not scaled (decoding it here would cost the node a decoder).
+            slot.jpeg = bytes
+        }
+        slot.offer = offer
+        state.withLock { _ in slot.state = .pending }
+        wake.signal()
+    }
+
+    func stop() {
+        state.withLock { $0.stopped = true }
+        wake.signal()
+    }
+
+    private func work() {
+        ThreadPriority.makeCurrentThreadNormal()
+        defer { socket.close() }
+        while true {
+            _ = wake.wait(timeout: .now() + .milliseconds(200))
+            let (stopped, width, due): (Bool, Int, [Slot]) = state.withLock { s in
+                let due = s.slots.values.filter { $0.state == .pending }
+                due.forEach { $0.state = .encoding }
+                return (s.stopped, s.settings.width, due)
+            }
+            if stopped { return }
+            for slot in due {
+                publish(slot, width: width)
+                state.withLock { s in
+                    slot.state = .free
+                    s.published += 1
+                }
+            }
+        }
+    }
+
+    private func publish(_ slot: Slot, width: Int) {
+        guard let offer = slot.offer else { return }
+        var frame = Coord_V1_PreviewFrame()
+        frame.node = node
+        frame.camera = offer.camera
+        frame.ordinal = UInt32(clamping: offer.ordinal)
+        frame.group = offer.group
+        frame.centerUs = offer.centerMicroseconds
+        frame.dropped = UInt64(clamping: offer.dropped)
+        frame.takeID = offer.takeID
+        frame.centerUncertaintyUs = offer.centerUncertainty
+        if let jpeg = slot.jpeg {
+            frame.jpeg = Data(jpeg)
+        } else if let picture = slot.picture {
+            do {
+                frame.jpeg = Data(try slot.maker.tile(of: picture, tileWidth: width))
+                let size = PreviewTileMaker.size(width: picture.width, height: picture.height, tileWidth: width)
+                frame.width = UInt32(size.width)
+                frame.height = UInt32(size.height)
+            } catch {
+                logger.warning("preview tile failed", metadata: ["camera": "\(offer.camera)", "error": "\(error)"])
+                return
+            }
+        }
+        var envelope = Coord_V1_Envelope()
+        envelope.protocolVersion = UInt32(Coord_V1_ProtocolVersion.current.rawValue)
+        envelope.previewFrame = frame
+        guard let bytes = try? envelope.serializedBytes() as [UInt8] else { return }
+        _ = try? socket.send([bytes])
+    }
+}
+
+/// One camera opened for preview only (no take, no files): its frames steered onto the preview grid as a
+/// recording's are, each offered to the preview.
+final class PreviewCamera: Sendable {
+    let settings: CameraSettings
+    // @unchecked in CameraSource users: the source is used by this camera's thread only, after start.
+    private let source: SourceBox
+    private let grid: FrameGrid
+    private let clock: ClockMappingBox
+    private let publisher: PreviewPublisher
+    private let localNow: @Sendable () -> Int64
+    private let logger: Logger
+    private let stopped = Mutex(false)
+    private let finished = DispatchSemaphore(value: 0)
+
+    // @unchecked: the source belongs to the preview thread once `start` hands it over.
+    private final class SourceBox: @unchecked Sendable {
+        let source: CameraSource
+        init(_ source: CameraSource) { self.source = source }
+    }
+
+    init(settings: CameraSettings, source: CameraSource, grid: FrameGrid, clock: ClockMappingBox, publisher: PreviewPublisher,
+         localNow: @escaping @Sendable () -> Int64, logger: Logger) {
+        self.settings = settings
+        self.source = SourceBox(source)
+        self.grid = grid
+        self.clock = clock
+        self.publisher = publisher
+        self.localNow = localNow
+        self.logger = logger
+    }
+
+    func start() {
+        let thread = Thread { [self] in
+            run()
+            finished.signal()
+        }
+        thread.name = "preview-\(settings.camera)"
+        thread.start()
+    }
+
+    /// Stops and lets go of the camera; waits at most `deadline` for its thread.
+    func stop(deadline: DispatchTime) {
+        stopped.withLock { $0 = true }
+        _ = finished.wait(timeout: deadline)
+    }
+
+    private func run() {
+        let source = source.source
+        let sensorGrid = GroupStride(every: max(settings.recordEvery, 1)).coarseGrid(of: grid)
+        var phase = PhaseController(grid: sensorGrid, minPeriodMicroseconds: source.minPeriodMicroseconds,
+                                    maxPeriodMicroseconds: source.maxPeriodMicroseconds)
+        let mapping = clock.current
+        let rigNow = mapping.rig(fromLocal: Double(localNow()))
+        let next = Double(sensorGrid.instant(ofGroup: sensorGrid.nearestGroup(to: Int64(rigNow)) + 1))
+        let first = mapping.local(fromRig: next)
+        let anchor = GridAnchor(instantLocal: first,
+                                periodMicroseconds: mapping.local(fromRig: next + Double(sensorGrid.periodMicroseconds)) - first)
+        do {
+            try source.start(alignedTo: anchor)
+        } catch {
+            logger.warning("preview camera cannot start", metadata: ["camera": "\(settings.camera)", "error": "\(error)"])
+            return
+        }
+        defer { source.stop() }
+        var lastCenter: Int64?
+        while !stopped.withLock({ $0 }) {
+            let result = source.next(timeoutMicroseconds: sensorGrid.periodMicroseconds)
+            if case .ended(let why) = result {
+                logger.warning("preview camera ended", metadata: ["camera": "\(settings.camera)", "why": "\(why)"])
+                return
+            }
+            guard case .frame(let capture) = result else { continue }
+            let estimate = phase.observe(sequence: capture.sequence, stampedCenterLocal: capture.stampedCenterLocal,
+                                         durationMicroseconds: capture.durationMicroseconds)
+            let mapping = clock.current
+            var center = Int64(mapping.rig(fromLocal: estimate.centerLocal).rounded())
+            if let lastCenter, center <= lastCenter { center = lastCenter + 1 }
+            lastCenter = center
+            if source.canSteerPhase {
+                source.requestNextFramePeriod(phase.nextDuration(toLocal: { mapping.local(fromRig: $0) },
+                                                                 toRig: { mapping.rig(fromLocal: $0) }, acquiring: true))
+            }
+            let offer = PreviewOffer(camera: settings.camera, ordinal: settings.ordinal, takeID: "",
+                                     group: grid.nearestGroup(to: center), centerMicroseconds: center, dropped: 0,
+                                     centerUncertainty: estimate.uncertaintyMicroseconds.isFinite ? estimate.uncertaintyMicroseconds : 0)
+            publisher.offer(offer, payload: capture.payload, localNow: localNow())
+            source.release(capture)
+        }
+    }
+}
