@@ -18,6 +18,8 @@ let package = Package(
         .package(url: "https://github.com/swift-server/swift-service-lifecycle", from: "2.13.0"),
         .package(url: "https://github.com/jpsim/Yams", exact: "6.2.2"),
         .package(url: "https://github.com/hummingbird-project/swift-mustache", from: "2.1.1"),
+        .package(url: "https://github.com/hummingbird-project/hummingbird", exact: "2.28.1"),
+        .package(url: "https://github.com/hummingbird-project/hummingbird-websocket", exact: "2.8.1"),
     ],
     targets: [
         // C libraries, each behind a shim.h for what Swift cannot import (function-like macros, variadics).
@@ -61,10 +63,18 @@ let package = Package(
             .product(name: "Yams", package: "Yams"),
         ]),
 
+        // The live console: the page, its JSON API and WebSocket over a LiveRig (Hummingbird 2).
+        .target(name: "ConsoleServer", dependencies: [
+            "Coordinator", "CoordCore",
+            .product(name: "Hummingbird", package: "hummingbird"),
+            .product(name: "HummingbirdWebSocket", package: "hummingbird-websocket"),
+            .product(name: "Logging", package: "swift-log"),
+        ]),
+
         // Thin executables.
         // coord's commands, in a library tests can call.
         .target(name: "CoordCommands", dependencies: [
-            "Coordinator", "CoordCore", "Platform", "TakeReport",
+            "Coordinator", "CoordCore", "Platform", "TakeReport", "ConsoleServer",
             .product(name: "ArgumentParser", package: "swift-argument-parser"),
             .product(name: "Logging", package: "swift-log"),
         ]),

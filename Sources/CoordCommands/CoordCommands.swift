@@ -1,5 +1,6 @@
 import ArgumentParser
 import CoordCore
+import ConsoleServer
 import Coordinator
 import Foundation
 import Synchronization
@@ -16,7 +17,7 @@ public struct Coord: AsyncParsableCommand {
     public static let configuration = CommandConfiguration(
         commandName: "coord",
         abstract: "Record one synchronized multi-camera take across many capture nodes.",
-        subcommands: [Demo.self, StartTake.self, StopTake.self, RigStatusCommand.self, Plan.self, Collect.self, Report.self])
+        subcommands: [Demo.self, StartTake.self, StopTake.self, RigStatusCommand.self, Plan.self, Collect.self, Report.self, ConsoleCommand.self])
 
     /// Parses and runs; every failure is rendered here, once: one sentence on stderr and CONTRACT §1's exit code
     /// (ArgumentParser's usage errors, 64, become 2).
@@ -70,11 +71,15 @@ struct Demo: AsyncParsableCommand {
                                visibility: .hidden)) var truthFile: String?
     @Option(help: ArgumentHelp("This machine's calibration file (default: $COORD_CALIBRATION, else ~/.cache/coord/calibration.json; measured on first use).",
                                visibility: .hidden)) var calibration: String?
+    @Flag(name: .customLong("console"), help: "Keep the local rig up with the live console (the page and its API) until Ctrl-C; takes are started from the page.")
+    var withConsole = false
+    @Option(help: "With --console: where the console listens, HOST:PORT.") var listen: String = "127.0.0.1:8080"
     @Flag(help: "Log the coordinator's debug output.") var verbose = false
 
     func run() async throws {
         bootstrapLogging(verbose)
         let console = Console()
+        let address = try parseListen(listen)
         let parts = size.lowercased().split(separator: "x")
         guard parts.count == 2, let width = Int(parts[0]), let height = Int(parts[1]), width > 0, height > 0 else {
             throw CoordError(.usage, "--size must be WxH, e.g. 640x480 (got \(size)).")
@@ -97,6 +102,19 @@ struct Demo: AsyncParsableCommand {
         if let calibration { settings.calibrationFile = URL(fileURLWithPath: calibration) }
         let rig = DemoRig(settings: settings, nodeBinary: nodeBinary, console: console)
         console.step("starting \(nodes) coord-node process(es) with \(camerasPerNode) synthetic camera(s) each (seed \(seed))")
+        if withConsole {
+            do {
+                try rig.ensureCalibration()
+                let endpoints = try rig.start()
+                let spec = RigSpec(nodes: zip(rig.simulated, endpoints).map { RigSpec.Node(name: $0.name, endpoint: $1) })
+                try await serveConsole(spec: spec, template: request, address: address, console: console)
+            } catch {
+                rig.stop()
+                throw error
+            }
+            rig.stop()
+            return
+        }
         let outcome: TakeOutcome
         do {
             try rig.ensureCalibration()
@@ -118,6 +136,49 @@ struct Demo: AsyncParsableCommand {
         rig.stop(keepStaging: partial)
         if partial { console.step("the nodes' staging area is kept at \(rig.staging.path)") }
         try finishTake(outcome, console: console)
+    }
+}
+
+struct ConsoleCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "console",
+        abstract: "Serve the operator's live console for a rig: frame-matched multiview, node status, takes, until Ctrl-C.",
+        discussion: "The page is at http://HOST:PORT/ (127.0.0.1:8080 unless --listen says otherwise); its JSON API is described at /openapi.json.")
+
+    @Option(help: "The rig file (YAML).") var rig: String
+    @Option(help: "Where the console listens, HOST:PORT (a port of 0 picks a free one).") var listen: String = "127.0.0.1:8080"
+    @Option(help: "Directory that receives take directories (default: the rig's take.takes_dir, else ./takes).") var takesDir: String?
+    @Flag(help: "Log the coordinator's debug output.") var verbose = false
+
+    func run() async throws {
+        bootstrapLogging(verbose)
+        let address = try parseListen(listen)
+        let file = try loadRig(rig)
+        let request = try takeRequest(file, name: nil, seconds: 10, takesDir: takesDir, fps: nil, size: nil, codec: nil)
+        try await serveConsole(spec: file.spec, template: request, address: address, console: Console())
+    }
+}
+
+/// HOST:PORT for the console; a usage error naming the flag otherwise.
+func parseListen(_ text: String) throws -> (host: String, port: Int) {
+    guard let colon = text.lastIndex(of: ":"), let port = Int(text[text.index(after: colon)...]), (0...65535).contains(port),
+          colon > text.startIndex else {
+        throw usageError("--listen must be HOST:PORT, e.g. 127.0.0.1:8080 (got \(Echo.short(text))).")
+    }
+    var host = String(text[..<colon])
+    if host.hasPrefix("["), host.hasSuffix("]") { host = String(host.dropFirst().dropLast()) }
+    return (host, port)
+}
+
+/// Runs the live console over `spec` until Ctrl-C (SIGINT/SIGTERM through ServiceLifecycle).
+func serveConsole(spec: RigSpec, template: TakeRequest, address: (host: String, port: Int), console: Console) async throws {
+    let logger = Logger(label: "coord.console")
+    let live = LiveRig(spec: spec, template: template, logger: logger)
+    if address.host != "127.0.0.1" && address.host != "localhost" && address.host != "::1" {
+        console.step("warning: the console listens on \(address.host), beyond this machine: anyone who reaches it can start and stop takes.")
+    }
+    try await ConsoleServer.run(rig: live, host: address.host, port: address.port, logger: logger) { bound in
+        console.result("console: http://\(bound)/ (Ctrl-C to stop)")
     }
 }
 

@@ -17,10 +17,13 @@ public final class Console: Sendable {
     public let interactive: Bool
     /// Nothing is printed (tests that drive a take in-process).
     public let quiet: Bool
+    /// Also told every step (the live console shows them as events).
+    private let onStep: (@Sendable (String) -> Void)?
 
-    public init(quiet: Bool = false) {
+    public init(quiet: Bool = false, onStep: (@Sendable (String) -> Void)? = nil) {
         interactive = isatty(STDERR_FILENO) == 1 && isatty(STDOUT_FILENO) == 1
         self.quiet = quiet
+        self.onStep = onStep
     }
 
     /// Several lines of progress (e.g. one per node and a total); on a terminal they replace the previous block.
@@ -61,6 +64,7 @@ public final class Console: Sendable {
 
     /// A step worth keeping on screen.
     public func step(_ text: String) {
+        onStep?(text)
         guard !quiet else { return }
         drawn.withLock { drawn in
             Self.endProgress(&drawn)

@@ -41,6 +41,8 @@ public struct TakeRequest: Sendable {
 
     /// The longest take one command records.
     public static let longestSeconds: Double = 86_400
+    /// Preview tiles from the take's cameras while it records (the live console asks for them); off by default.
+    public var preview = PreviewSettings.off
 
     private static func decimal(_ v: Double) -> String {
         let text = String(format: "%.4f", v)
@@ -85,6 +87,7 @@ public final class TakeSession: @unchecked Sendable {
     private struct Shared {
         var events: [TakeManifest.Event] = []
         var isRecording = false
+        var takeID: String?
         var stopRequested = false
         var collecting: URL?
     }
@@ -162,6 +165,7 @@ public final class TakeSession: @unchecked Sendable {
 
         // 3. The take directory, never reused.
         let (takeID, directory) = try makeTakeDirectory()
+        shared.withLock { $0.takeID = takeID }
         console.step("take \(takeID): \(ordinal) camera(s) on \(plans.count) node(s), \(request.width)x\(request.height) at \(request.fps) fps, \(request.codec)")
         budgetSummary = RigPlanner.summary(checked)
 
@@ -230,6 +234,10 @@ public final class TakeSession: @unchecked Sendable {
                     a.t0Us = armGrid.t0
                     a.framePeriodUs = UInt64(armGrid.periodMicroseconds)
                     a.timecode = armTimecode
+                    if self.request.preview.isOn {
+                        a.preview.width = UInt32(self.request.preview.width)
+                        a.preview.fps = UInt32(self.request.preview.fps)
+                    }
                     tracker.armed(plan.name, at: began, with: plan.mapping)
                     let (reply, _) = try await plan.link.request(.arm(a), timeout: Double(lead) / 1e6, what: "arming")
                     if case .armed(let armed) = reply.body {
@@ -411,6 +419,10 @@ public final class TakeSession: @unchecked Sendable {
     public func collectingTake() -> URL? { shared.withLock { $0.collecting } }
 
     private func setCollecting(_ directory: URL) { shared.withLock { $0.collecting = directory } }
+
+    /// Whether the cameras are recording now, and the take's id once its directory exists (for the live console).
+    public var isRecording: Bool { shared.withLock { $0.isRecording } }
+    public var takeID: String? { shared.withLock { $0.takeID } }
 
     private func setRecording(_ value: Bool) { shared.withLock { $0.isRecording = value } }
 

@@ -361,10 +361,11 @@ final class CameraRecorder: @unchecked Sendable {
                 let (dropped, uncertainty) = (progress.dropped, progress.centerUncertainty)
                 lock.unlock()
                 if let preview {
+                    let group = grid.nearestGroup(to: center)
                     preview.offer(PreviewOffer(camera: settings.camera, ordinal: settings.ordinal, takeID: takeID,
-                                               group: grid.nearestGroup(to: center), centerMicroseconds: center,
-                                               dropped: dropped, centerUncertainty: uncertainty),
-                                  payload: capture.payload, localNow: localNow())
+                                               group: group, centerMicroseconds: center, dropped: dropped,
+                                               centerUncertainty: uncertainty, phaseError: center - grid.instant(ofGroup: group)),
+                                  payload: capture.payload)
                 }
                 if assigner == nil {
                     keepAsPrevious(capture, center: center)

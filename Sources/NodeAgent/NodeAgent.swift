@@ -466,7 +466,8 @@ public final class NodeAgent: @unchecked Sendable {
             }
         }
         if message.hasPreview, let preview {
-            preview.settings = PreviewSettings(width: Int(message.preview.width), fps: Int(message.preview.fps))
+            preview.configure(PreviewSettings(width: Int(message.preview.width), fps: Int(message.preview.fps)),
+                              framePeriodMicroseconds: Int64(message.framePeriodUs))
         }
         made.forEach { $0.arm() }
         // Every source starts on its recorder's thread (a V4L2 camera waits there for its start instant, at most
@@ -824,7 +825,7 @@ public final class NodeAgent: @unchecked Sendable {
         }
         guard message.hasClock, message.framePeriodUs > 0 else { throw NodeFailure(.badConfig, "a preview needs a frame period and a clock mapping.") }
         let settings = PreviewSettings(width: Int(message.preview.width), fps: Int(message.preview.fps))
-        guard settings.isOn else { throw NodeFailure(.badConfig, "a preview needs a tile width and a rate.") }
+        if let problem = settings.problem { throw NodeFailure(.badConfig, problem) }
         let key = PreviewKey(settings: requested, t0: message.t0Us, period: Int64(message.framePeriodUs))
         let mapping = ClockMapping(wire: message.clock)
         let leaseUntil = MonotonicClock.now() + Int64(message.leaseMs) * 1000
@@ -847,13 +848,13 @@ public final class NodeAgent: @unchecked Sendable {
         case .busy(let takeID):
             return "previewing take \(takeID)"
         case .renewed:
-            preview.settings = settings
+            preview.configure(settings, framePeriodMicroseconds: Int64(message.framePeriodUs))
             return "preview renewed"
         case .open:
             break
         }
         stopPreview()
-        preview.settings = settings
+        preview.configure(settings, framePeriodMicroseconds: Int64(message.framePeriodUs))
         let clock = ClockMappingBox(mapping)
         let grid = FrameGrid(t0: message.t0Us, periodMicroseconds: Int64(message.framePeriodUs))
         var opened: [PreviewCamera] = []

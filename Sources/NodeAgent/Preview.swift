@@ -7,15 +7,6 @@ import Platform
 import Synchronization
 import ZeroMQ
 
-/// How large and how often a node's preview tiles are (the coordinator sets them; width 0: no preview).
-public struct PreviewSettings: Equatable, Sendable {
-    public var width: Int
-    public var fps: Int
-    public static let off = PreviewSettings(width: 0, fps: 0)
-    public init(width: Int, fps: Int) { self.width = width; self.fps = fps }
-    public var isOn: Bool { width > 0 && fps > 0 }
-}
-
 /// What the recorder knows about a frame it offers to the preview.
 struct PreviewOffer: Sendable {
     var camera: String
@@ -25,6 +16,7 @@ struct PreviewOffer: Sendable {
     var centerMicroseconds: Int64
     var dropped: Int64
     var centerUncertainty: Double
+    var phaseError: Int64
 }
 
 /// The node's preview branch: recorder threads offer frames; at most one per camera per 1/fps is taken (a copy,
@@ -43,7 +35,7 @@ final class PreviewPublisher: Sendable {
         // @unchecked: `picture`/`jpeg` belong to whoever moved `state` away from free (filling: the offering
         // recorder; encoding: the worker), never to both; `state` itself is only changed under the publisher's lock.
         var state = SlotState.free
-        var lastOfferLocal: Int64 = .min
+        var lastGroup: Int64 = .min
         var picture: PlanarFrame?
         var jpeg: [UInt8]?
         var offer: PreviewOffer?
@@ -51,6 +43,7 @@ final class PreviewPublisher: Sendable {
     }
     private struct State {
         var settings = PreviewSettings.off
+        var stride: Int64 = 1
         var slots: [String: Slot] = [:]
         var stopped = false
         var published: Int64 = 0
@@ -73,24 +66,29 @@ final class PreviewPublisher: Sendable {
         thread.start()
     }
 
-    var settings: PreviewSettings {
-        get { state.withLock { $0.settings } }
-        set { state.withLock { $0.settings = newValue } }
+    var settings: PreviewSettings { state.withLock { $0.settings } }
+
+    /// Tiles of this size and rate from now on, taken from every stride-th group of a grid of this period.
+    func configure(_ settings: PreviewSettings, framePeriodMicroseconds: Int64) {
+        state.withLock {
+            $0.settings = settings
+            $0.stride = settings.groupStride(framePeriodMicroseconds: framePeriodMicroseconds)
+        }
     }
 
     var publishedCount: Int64 { state.withLock { $0.published } }
 
-    /// Offers one frame; copies it only when this camera is due a tile and its previous one is done.
-    func offer(_ offer: PreviewOffer, payload: CapturePayload, localNow: Int64) {
+    /// Offers one frame; copies it only when its group is one the preview takes (the same groups on every camera,
+    /// so the coordinator can match them) and this camera's previous tile is done.
+    func offer(_ offer: PreviewOffer, payload: CapturePayload) {
         let slot: Slot? = state.withLock { s in
             guard !s.stopped, s.settings.isOn else { return nil }
             let slot = s.slots[offer.camera] ?? Slot()
             s.slots[offer.camera] = slot
-            let interval = 1_000_000 / Int64(s.settings.fps)
-            // A little early is fine: frames come on the grid, so a strict interval would skip every other one.
-            guard slot.state == .free, slot.lastOfferLocal == .min || localNow - slot.lastOfferLocal >= interval * 9 / 10 else { return nil }
+            guard slot.state == .free, offer.group != slot.lastGroup,
+                  (offer.group % s.stride + s.stride) % s.stride == 0 else { return nil }
             slot.state = .filling
-            slot.lastOfferLocal = localNow
+            slot.lastGroup = offer.group
             return slot
         }
         guard let slot else { return }
@@ -147,6 +145,7 @@ final class PreviewPublisher: Sendable {
         frame.dropped = UInt64(clamping: offer.dropped)
         frame.takeID = offer.takeID
         frame.centerUncertaintyUs = offer.centerUncertainty
+        frame.phaseErrorUs = offer.phaseError
         if let jpeg = slot.jpeg {
             frame.jpeg = Data(jpeg)
         } else if let picture = slot.picture {
@@ -250,10 +249,12 @@ final class PreviewCamera: Sendable {
                 source.requestNextFramePeriod(phase.nextDuration(toLocal: { mapping.local(fromRig: $0) },
                                                                  toRig: { mapping.rig(fromLocal: $0) }, acquiring: true))
             }
+            let group = grid.nearestGroup(to: center)
             let offer = PreviewOffer(camera: settings.camera, ordinal: settings.ordinal, takeID: "",
-                                     group: grid.nearestGroup(to: center), centerMicroseconds: center, dropped: 0,
-                                     centerUncertainty: estimate.uncertaintyMicroseconds.isFinite ? estimate.uncertaintyMicroseconds : 0)
-            publisher.offer(offer, payload: capture.payload, localNow: localNow())
+                                     group: group, centerMicroseconds: center, dropped: 0,
+                                     centerUncertainty: estimate.uncertaintyMicroseconds.isFinite ? estimate.uncertaintyMicroseconds : 0,
+                                     phaseError: center - grid.instant(ofGroup: group))
+            publisher.offer(offer, payload: capture.payload)
             source.release(capture)
         }
     }

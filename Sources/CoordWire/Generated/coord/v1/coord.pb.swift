@@ -945,6 +945,9 @@ public nonisolated struct Coord_V1_PreviewFrame: Sendable {
 
   public var centerUncertaintyUs: Double = 0
 
+  /// center_us − the group's grid instant
+  public var phaseErrorUs: Int64 = 0
+
   public var unknownFields = SwiftProtobuf.UnknownStorage()
 
   public init() {}
@@ -2907,7 +2910,7 @@ nonisolated extension Coord_V1_StartPreview: SwiftProtobuf.Message, SwiftProtobu
 
 nonisolated extension Coord_V1_PreviewFrame: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
   public static let protoMessageName: String = _protobuf_package + ".PreviewFrame"
-  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}node\0\u{1}camera\0\u{1}ordinal\0\u{1}group\0\u{3}center_us\0\u{1}width\0\u{1}height\0\u{1}jpeg\0\u{1}dropped\0\u{3}take_id\0\u{3}center_uncertainty_us\0")
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}node\0\u{1}camera\0\u{1}ordinal\0\u{1}group\0\u{3}center_us\0\u{1}width\0\u{1}height\0\u{1}jpeg\0\u{1}dropped\0\u{3}take_id\0\u{3}center_uncertainty_us\0\u{3}phase_error_us\0")
 
   public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
     while let fieldNumber = try decoder.nextFieldNumber() {
@@ -2926,6 +2929,7 @@ nonisolated extension Coord_V1_PreviewFrame: SwiftProtobuf.Message, SwiftProtobu
       case 9: try { try decoder.decodeSingularUInt64Field(value: &self.dropped) }()
       case 10: try { try decoder.decodeSingularStringField(value: &self.takeID) }()
       case 11: try { try decoder.decodeSingularDoubleField(value: &self.centerUncertaintyUs) }()
+      case 12: try { try decoder.decodeSingularInt64Field(value: &self.phaseErrorUs) }()
       default: break
       }
     }
@@ -2965,6 +2969,9 @@ nonisolated extension Coord_V1_PreviewFrame: SwiftProtobuf.Message, SwiftProtobu
     if self.centerUncertaintyUs.bitPattern != 0 {
       try visitor.visitSingularDoubleField(value: self.centerUncertaintyUs, fieldNumber: 11)
     }
+    if self.phaseErrorUs != 0 {
+      try visitor.visitSingularInt64Field(value: self.phaseErrorUs, fieldNumber: 12)
+    }
     try unknownFields.traverse(visitor: &visitor)
   }
 
@@ -2980,6 +2987,7 @@ nonisolated extension Coord_V1_PreviewFrame: SwiftProtobuf.Message, SwiftProtobu
     if lhs.dropped != rhs.dropped {return false}
     if lhs.takeID != rhs.takeID {return false}
     if lhs.centerUncertaintyUs != rhs.centerUncertaintyUs {return false}
+    if lhs.phaseErrorUs != rhs.phaseErrorUs {return false}
     if lhs.unknownFields != rhs.unknownFields {return false}
     return true
   }

@@ -1,0 +1,177 @@
+import CoordCore
+import Coordinator
+import Foundation
+import Hummingbird
+import HummingbirdWebSocket
+import Logging
+import NIOCore
+import ServiceLifecycle
+
+/// The operator's console over HTTP: the page at `/`, the JSON API under `/api` (docs/console-api.md, described
+/// at `/openapi.json`), tiles under `/preview`, take files under `/takes`, and live changes over `/ws`.
+public enum ConsoleServer {
+    /// Serves `rig` on `host:port` until SIGINT/SIGTERM; `onReady` gets the address actually bound. Runs `rig`
+    /// and the HTTP server as one service group, so Ctrl-C ends both (ServiceLifecycle).
+    public static func run(rig: LiveRig, host: String, port: Int, logger: Logger,
+                           alsoRun: [any Service] = [],
+                           onReady: @escaping @Sendable (String) -> Void) async throws {
+        let router = Router()
+        routes(router, rig: rig)
+        let wsRouter = Router(context: BasicWebSocketRequestContext.self)
+        wsRouter.ws("/ws") { _, _ in .upgrade() } onUpgrade: { _, outbound, _ in
+            // The page only listens; a viewer that cannot keep up loses the oldest messages (the stream's buffer),
+            // and its slow socket only ever stalls this task, never the rig.
+            for await message in rig.subscribe() {
+                try await outbound.write(.text(encode(message)))
+            }
+        }
+        let app = Application(
+            router: router,
+            server: .http1WebSocketUpgrade(webSocketRouter: wsRouter),
+            configuration: .init(address: .hostname(host, port: port), serverName: "coord-console"),
+            services: [LiveRigService(rig: rig)] + alsoRun,
+            onServerRunning: { channel in
+                let address = channel.localAddress.map { "\($0.ipAddress ?? host):\($0.port ?? port)" } ?? "\(host):\(port)"
+                onReady(address)
+            },
+            logger: logger)
+        try await app.runService(gracefulShutdownSignals: [.sigint, .sigterm])
+    }
+
+    static let json: JSONEncoder = {
+        let e = JSONEncoder()
+        e.keyEncodingStrategy = .convertToSnakeCase
+        e.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
+        return e
+    }()
+
+    static func encode(_ message: LiveRig.Message) -> String {
+        func tagged<T: Encodable>(_ type: String, _ value: T) -> String {
+            guard let data = try? json.encode(value), var object = String(data: data, encoding: .utf8), object.hasPrefix("{") else { return "{}" }
+            object.removeFirst()
+            return "{\"type\":\"\(type)\"" + (object == "}" ? "}" : "," + object)
+        }
+        switch message {
+        case .rig(let rig): return tagged("rig", rig)
+        case .multiview(let set): return tagged("multiview", set)
+        case .take(let take): return tagged("take", ["take": take])
+        case .takes(let takes): return tagged("takes", ["takes": takes])
+        case .event(let event): return tagged("event", event)
+        }
+    }
+
+    static func jsonResponse<T: Encodable>(_ value: T, status: HTTPResponse.Status = .ok) -> Response {
+        let data = (try? json.encode(value)) ?? Data("{}".utf8)
+        return Response(status: status, headers: [.contentType: "application/json"], body: .init(byteBuffer: ByteBuffer(bytes: data)))
+    }
+
+    static func failure(_ status: HTTPResponse.Status, _ sentence: String) -> Response {
+        jsonResponse(["error": sentence], status: status)
+    }
+
+    static func refusal(_ r: LiveRig.Refusal) -> Response {
+        switch r.kind {
+        case .conflict: return failure(.conflict, r.sentence)
+        case .invalid: return failure(.unprocessableContent, r.sentence)
+        case .notFound: return failure(.notFound, r.sentence)
+        }
+    }
+
+    /// A JSON request body, at most 64 KiB; nil body → the empty object.
+    static func body<T: Decodable>(_ request: Request, as: T.Type) async -> Parsed<T> {
+        var request = request
+        guard let buffer = try? await request.collectBody(upTo: 64 << 10) else {
+            return .failure(failure(.contentTooLarge, "the request body is over 64 KiB."))
+        }
+        let data = buffer.readableBytes == 0 ? Data("{}".utf8) : Data(buffer.readableBytesView)
+        let decoder = JSONDecoder()
+        decoder.keyDecodingStrategy = .convertFromSnakeCase
+        do {
+            return .success(try decoder.decode(T.self, from: data))
+        } catch {
+            return .failure(Self.failure(.unprocessableContent, "the request body is not what this call takes: \(decodingSentence(error))."))
+        }
+    }
+
+    static func decodingSentence(_ error: Error) -> String {
+        switch error as? DecodingError {
+        case .typeMismatch(_, let c), .valueNotFound(_, let c), .dataCorrupted(let c):
+            let path = c.codingPath.map(\.stringValue).joined(separator: ".")
+            return path.isEmpty ? "it is not a JSON object" : "\(path) has the wrong type"
+        case .keyNotFound(let key, _): return "\(key.stringValue) is missing"
+        default: return "it is not JSON"
+        }
+    }
+
+    enum Parsed<T> {
+        case success(T)
+        case failure(Response)
+    }
+
+    struct TakeStartBody: Decodable {
+        var name: String?
+        var seconds: Double?
+    }
+
+    static func routes(_ router: Router<BasicRequestContext>, rig: LiveRig) {
+        router.get("/") { _, _ in
+            Response(status: .ok, headers: [.contentType: "text/html; charset=utf-8", .cacheControl: "no-store"],
+                     body: .init(byteBuffer: ByteBuffer(string: ConsolePage.html)))
+        }
+        router.get("/openapi.json") { _, _ in
+            Response(status: .ok, headers: [.contentType: "application/json"], body: .init(byteBuffer: ByteBuffer(string: ConsoleOpenAPI.json)))
+        }
+        router.get("/api/rig") { _, _ in jsonResponse(rig.rig) }
+        router.get("/api/multiview") { _, _ in
+            guard let set = rig.multiview else { return failure(.notFound, "no complete frame-matched set yet: every camera must deliver a tile of one group.") }
+            return jsonResponse(set)
+        }
+        router.get("/preview/:node/:camera/:file") { _, context in
+            let node = context.parameters.get("node") ?? "", camera = context.parameters.get("camera") ?? ""
+            let file = context.parameters.get("file") ?? ""
+            guard file.hasSuffix(".jpg"), let group = Int64(file.dropLast(4)) else { return failure(.notFound, "a tile is named GROUP.jpg.") }
+            guard let jpeg = rig.image(node: node, camera: camera, group: group) else {
+                return failure(.notFound, "no tile of \(node)/\(camera) for group \(group) (tiles are kept for the last \(LiveRig.keptImagesPerCamera) groups).")
+            }
+            return Response(status: .ok, headers: [.contentType: "image/jpeg", .cacheControl: "max-age=60"],
+                            body: .init(byteBuffer: ByteBuffer(bytes: jpeg)))
+        }
+        router.get("/api/takes") { _, _ in
+            struct Takes: Encodable { var current: LiveRig.TakeView?; var takes: [LiveRig.TakeEntry] }
+            return jsonResponse(Takes(current: rig.take, takes: rig.takes))
+        }
+        router.post("/api/takes") { request, _ in
+            switch await body(request, as: TakeStartBody.self) {
+            case .failure(let response): return response
+            case .success(let b):
+                if let name = b.name, let problem = RigName.problem(with: name, kind: "take name") { return failure(.unprocessableContent, problem) }
+                do throws(LiveRig.Refusal) { return jsonResponse(try rig.startTake(name: b.name, seconds: b.seconds), status: .accepted) } catch { return refusal(error) }
+            }
+        }
+        router.post("/api/takes/stop") { _, _ in
+            do throws(LiveRig.Refusal) { return jsonResponse(try rig.stopTake(), status: .accepted) } catch { return refusal(error) }
+        }
+        router.get("/takes/:take/:file") { _, context in
+            let take = context.parameters.get("take") ?? "", file = context.parameters.get("file") ?? ""
+            // Only names of the take directory's own files (CONTRACT §4's pattern): nothing can lead outside it.
+            guard RigName.isValid(take), RigName.isValid(file) else { return failure(.notFound, "no such take file.") }
+            let url = rig.template.takesDirectory.appendingPathComponent(take).appendingPathComponent(file)
+            guard let data = try? Data(contentsOf: url) else { return failure(.notFound, "take \(take) has no file \(file).") }
+            let type = file.hasSuffix(".html") ? "text/html; charset=utf-8" : file.hasSuffix(".json") || file.hasSuffix(".otio") ? "application/json" : "application/octet-stream"
+            return Response(status: .ok, headers: [.contentType: type], body: .init(byteBuffer: ByteBuffer(bytes: data)))
+        }
+    }
+}
+
+/// The live rig as a service of the console's group: runs until the group shuts down.
+struct LiveRigService: Service {
+    let rig: LiveRig
+    func run() async throws {
+        let task = Task { await rig.run() }
+        await withGracefulShutdownHandler {
+            await task.value
+        } onGracefulShutdown: {
+            task.cancel()
+        }
+    }
+}

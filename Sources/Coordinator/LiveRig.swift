@@ -1,0 +1,530 @@
+import CoordCore
+import CoordWire
+import Foundation
+import Logging
+import Platform
+import Synchronization
+import ZeroMQ
+
+/// The rig seen live, for the operator's console: every node's state once a second, the cameras opened for
+/// preview while idle (their clocks aligned and their frames steered onto one preview grid), the tiles matched
+/// into sets by group, and takes started and stopped as `coord start-take`/`stop-take` do. What the console
+/// serves are snapshots of this (Codable, snake_case on the wire) and a stream of the same as they change.
+public final class LiveRig: Sendable {
+    // MARK: What the console shows
+
+    public struct NodeView: Codable, Equatable, Sendable {
+        public var name: String
+        public var reachable: Bool
+        public var state: String
+        public var pressure: String
+        public var clockUncertaintyUs: Double?
+        public var takeId: String?
+        public var message: String?
+    }
+    public struct Controls: Codable, Equatable, Sendable {
+        public var exposureUs: Int?
+        public var gainDb: Double?
+        public var whiteBalanceK: Int?
+        public var focus: Double?
+        public init(exposureUs: Int? = nil, gainDb: Double? = nil, whiteBalanceK: Int? = nil, focus: Double? = nil) {
+            self.exposureUs = exposureUs; self.gainDb = gainDb; self.whiteBalanceK = whiteBalanceK; self.focus = focus
+        }
+    }
+    public struct CameraView: Codable, Equatable, Sendable {
+        public var node: String
+        public var camera: String
+        public var width: Int
+        public var height: Int
+        public var fps: Int
+        public var controls: Controls
+        public var drops: Int64
+        public var phaseErrorUs: Int64?
+    }
+    public struct RigView: Codable, Equatable, Sendable {
+        public var nodes: [NodeView]
+        public var cameras: [CameraView]
+    }
+    public struct TileView: Codable, Equatable, Sendable {
+        public var node: String
+        public var camera: String
+        public var group: Int64?
+        public var centerUs: Int64?
+        public var image: String?
+        public var missing: Bool
+        public var phaseErrorUs: Int64?
+        public var drops: Int64
+    }
+    public struct MultiviewView: Codable, Equatable, Sendable {
+        public var group: Int64
+        public var centerUs: Int64
+        public var complete: Bool
+        public var takeId: String?
+        public var tiles: [TileView]
+    }
+    public struct TakeView: Codable, Equatable, Sendable {
+        public var takeId: String?
+        public var name: String
+        public var state: String
+        public var seconds: Double?
+        public var elapsedS: Double
+        public var message: String?
+        public var report: String?
+    }
+    public struct TakeEntry: Codable, Equatable, Sendable {
+        public var takeId: String
+        public var name: String
+        public var status: String
+        public var started: String
+        public var report: String?
+    }
+    public struct EventView: Codable, Equatable, Sendable {
+        public var time: String
+        public var kind: String
+        public var node: String?
+        public var camera: String?
+        public var text: String
+    }
+    public enum Message: Sendable {
+        case rig(RigView)
+        case multiview(MultiviewView)
+        case take(TakeView?)
+        case takes([TakeEntry])
+        case event(EventView)
+    }
+
+    /// A request the console cannot carry out, with the HTTP status that says why.
+    public struct Refusal: Error, Sendable {
+        public enum Kind: Sendable { case conflict, invalid, notFound }
+        public var kind: Kind
+        public var sentence: String
+        public init(_ kind: Kind, _ sentence: String) { self.kind = kind; self.sentence = sentence }
+    }
+
+    // MARK: State
+
+    public let spec: RigSpec
+    public let template: TakeRequest
+    public let preview: PreviewSettings
+    private let logger: Logger
+    private let context = ZMQContext()
+    private let startedAt = MonotonicClock.now()
+    /// The idle preview's grid: one for the console's life, at the rig's frame rate.
+    private let previewGrid: FrameGrid
+
+    private struct Node {
+        var spec: RigSpec.Node
+        var link: NodeLink?
+        var name: String
+        var cameras: [CameraSettings] = []
+        var view: NodeView
+        var previewSubscribed = false
+        var cameraProgress: [String: (drops: Int64, phase: Int64?)] = [:]
+    }
+    private struct State {
+        var nodes: [Node] = []
+        var assembler = MultiviewAssembler(cameras: [], patienceGroups: 3)
+        var tileTake = ""
+        var images: [String: [UInt8]] = [:]
+        var imageOrder: [String] = []
+        var newestComplete: MultiviewView?
+        var lastTiles: [CameraKey: PreviewTile] = [:]
+        var take: TakeView?
+        var session: TakeSession?
+        var takeStarted: Int64 = 0
+        var subscribers: [UInt64: AsyncStream<Message>.Continuation] = [:]
+        var nextSubscriber: UInt64 = 0
+        var lastRig: RigView?
+        var lastTakes: [TakeEntry] = []
+        var tracker: ClockTracker?
+        var trackerTask: Task<Void, Never>?
+        var trackedNodes: [String] = []
+    }
+    private let state = Mutex(State())
+    private let receiver: PreviewReceiver
+    /// Tiles kept for `/preview/...` (64 groups' worth per camera at most).
+    public static let keptImagesPerCamera = 64
+
+    public init(spec: RigSpec, template: TakeRequest, preview: PreviewSettings = .standard, logger: Logger) {
+        self.spec = spec
+        self.template = template
+        self.preview = preview
+        self.logger = logger
+        previewGrid = FrameGrid(t0: MonotonicClock.now(), periodMicroseconds: FrameGrid.period(fps: template.fps))
+        let box = WeakBox()
+        receiver = PreviewReceiver(logger: logger) { box.rig?.received($0) }
+        box.rig = self
+        state.withLock { s in
+            s.nodes = spec.nodes.map { n in
+                Node(spec: n, link: nil, name: n.name,
+                     view: NodeView(name: n.name, reachable: false, state: "unreachable", pressure: "nominal",
+                                    clockUncertaintyUs: nil, takeId: nil, message: "not reached yet"))
+            }
+        }
+    }
+
+    private final class WeakBox: @unchecked Sendable {
+        // @unchecked: set once in LiveRig.init before the receiver can deliver anything that reads it.
+        weak var rig: LiveRig?
+    }
+
+    // MARK: Streams
+
+    /// Every change from now on; a subscriber that does not keep up loses the oldest messages, never slows the rig.
+    public func subscribe() -> AsyncStream<Message> {
+        let (stream, continuation) = AsyncStream.makeStream(of: Message.self, bufferingPolicy: .bufferingNewest(32))
+        let id = state.withLock { s -> UInt64 in
+            s.nextSubscriber += 1
+            s.subscribers[s.nextSubscriber] = continuation
+            if let rig = s.lastRig { continuation.yield(.rig(rig)) }
+            continuation.yield(.take(s.take))
+            continuation.yield(.takes(s.lastTakes))
+            return s.nextSubscriber
+        }
+        continuation.onTermination = { [weak self] _ in self?.state.withLock { _ = $0.subscribers.removeValue(forKey: id) } }
+        return stream
+    }
+
+    private func broadcast(_ message: Message) {
+        let subscribers = state.withLock { Array($0.subscribers.values) }
+        for s in subscribers { s.yield(message) }
+    }
+
+    private func event(_ kind: String, node: String? = nil, camera: String? = nil, _ text: String) {
+        let view = EventView(time: ISO8601DateFormatter().string(from: Date()), kind: kind, node: node, camera: camera, text: text)
+        broadcast(.event(view))
+    }
+
+    // MARK: Snapshots
+
+    public var rig: RigView { state.withLock { Self.rigView($0) } }
+    public var multiview: MultiviewView? { state.withLock { $0.newestComplete } }
+    public var take: TakeView? { state.withLock { s in s.take.map { Self.withElapsed($0, since: s.takeStarted) } } }
+    public var takes: [TakeEntry] { listTakes() }
+
+    public func image(node: String, camera: String, group: Int64) -> [UInt8]? {
+        state.withLock { $0.images["\(node)/\(camera)/\(group)"] }
+    }
+
+    private static func rigView(_ s: State) -> RigView {
+        RigView(nodes: s.nodes.map(\.view), cameras: s.nodes.flatMap { n in
+            n.cameras.map { c in
+                let progress = n.cameraProgress[c.camera]
+                return CameraView(node: n.name, camera: c.camera, width: c.width, height: c.height, fps: c.fps, controls: Controls(),
+                                  drops: progress?.drops ?? 0, phaseErrorUs: progress?.phase)
+            }
+        })
+    }
+
+    private static func withElapsed(_ take: TakeView, since: Int64) -> TakeView {
+        var t = take
+        if ["starting", "recording", "stopping", "collecting"].contains(t.state) {
+            t.elapsedS = Double(MonotonicClock.now() - since) / 1e6
+        }
+        return t
+    }
+
+    // MARK: Running
+
+    /// Runs until cancelled: reaches the nodes, keeps their status, clocks and preview going.
+    public func run() async {
+        event("console", "console started for \(spec.nodes.count) node(s); preview \(preview.width) px at \(preview.fps) fps")
+        var lastTakes: [TakeEntry] = []
+        while !Task.isCancelled {
+            let tick = MonotonicClock.now()
+            await refreshNodes()
+            await keepPreview()
+            let rig = state.withLock { s -> RigView? in
+                let view = Self.rigView(s)
+                guard view != s.lastRig else { return nil }
+                s.lastRig = view
+                return view
+            }
+            if let rig { broadcast(.rig(rig)) }
+            let takes = listTakes()
+            if takes != lastTakes {
+                lastTakes = takes
+                state.withLock { $0.lastTakes = takes }
+                broadcast(.takes(takes))
+            }
+            if let take = take, take.state == "recording" { broadcast(.take(take)) }
+            let spent = MonotonicClock.now() - tick
+            try? await Task.sleep(nanoseconds: UInt64(max(100_000, 1_000_000 - spent)) * 1000)
+        }
+        stopTracker()
+        receiver.stop()
+        let links = state.withLock { $0.nodes.compactMap(\.link) }
+        links.forEach { $0.close() }
+    }
+
+    /// Handshake with nodes not reached yet; status from every node reached.
+    private func refreshNodes() async {
+        let nodes = state.withLock { $0.nodes }
+        await withTaskGroup(of: Void.self) { group in
+            for (index, node) in nodes.enumerated() {
+                group.addTask { await self.refresh(index, node) }
+            }
+        }
+    }
+
+    private func refresh(_ index: Int, _ node: Node) async {
+        var node = node
+        do {
+            if node.link == nil {
+                let link = try NodeLink(endpoint: node.spec.endpoint, name: node.spec.name, context: context)
+                node.link = link
+                state.withLock { $0.nodes[index].link = link }
+            }
+            let link = node.link!
+            if node.cameras.isEmpty {
+                var hello = Coord_V1_Hello()
+                hello.coordinator = ProcessInfo.processInfo.hostName
+                let (reply, _) = try await link.request(.hello(hello), timeout: 2, what: "the handshake")
+                guard case .helloReply(let r) = reply.body else { throw CoordError(.failure, "node \(node.name) answered the handshake with something else.") }
+                let settings = cameraSettings(node.spec, reply: r)
+                let endpoint = PreviewReceiver.endpoint(published: r.previewEndpoint, control: node.spec.endpoint)
+                if let endpoint { receiver.connect(endpoint) }
+                state.withLock { s in
+                    s.nodes[index].cameras = settings
+                    s.nodes[index].previewSubscribed = endpoint != nil
+                    let keys = s.nodes.flatMap { n in n.cameras.map { CameraKey(node: n.name, camera: $0.camera) } }
+                    s.assembler.reset(cameras: keys, patienceGroups: 3 * preview.groupStride(framePeriodMicroseconds: previewGrid.periodMicroseconds))
+                }
+                node.cameras = settings
+                event("node-reached", node: node.name, "node \(node.name) reached at \(node.spec.endpoint): \(settings.count) camera(s)\(endpoint == nil ? ", no preview" : "")")
+            }
+            let (reply, _) = try await link.request(.statusRequest(Coord_V1_StatusRequest()), timeout: 1, what: "status")
+            guard case .status(let status) = reply.body else { return }
+            let uncertainty = state.withLock { $0.tracker }?.estimate(node.name)?.uncertaintyMicroseconds
+            state.withLock { s in
+                let wasReachable = s.nodes[index].view.reachable
+                s.nodes[index].view = NodeView(
+                    name: node.name, reachable: true, state: RigStatus.stateName(status.state),
+                    pressure: (PressureLevel(rawValue: status.pressure.rawValue) ?? .nominal).name, clockUncertaintyUs: uncertainty.map { ($0 * 10).rounded() / 10 },
+                    takeId: status.takeID.isEmpty ? nil : status.takeID,
+                    message: !status.detail.isEmpty ? status.detail : status.pressure.rawValue > 1 && !status.pressureCause.isEmpty ? status.pressureCause : nil)
+                for c in status.cameras {
+                    s.nodes[index].cameraProgress[c.camera, default: (0, nil)].drops = Int64(clamping: c.dropped)
+                }
+                if !wasReachable { s.nodes[index].view.message = nil }
+            }
+        } catch {
+            let sentence = "\(error)"
+            let changed = state.withLock { s -> Bool in
+                let was = s.nodes[index].view.reachable || s.nodes[index].view.message == "not reached yet"
+                s.nodes[index].view.reachable = false
+                s.nodes[index].view.state = "unreachable"
+                s.nodes[index].view.message = sentence
+                return was
+            }
+            if changed { event("node-unreachable", node: node.name, sentence) }
+        }
+    }
+
+    /// The cameras a node previews: the rig file's list for it (or every camera it has), at the take's size and rate.
+    private func cameraSettings(_ node: RigSpec.Node, reply: Coord_V1_HelloReply) -> [CameraSettings] {
+        let names = node.cameras?.map(\.name) ?? reply.cameras.map(\.name)
+        return names.enumerated().map { index, name in
+            let camera = node.cameras?.first { $0.name == name }
+            let size = camera?.size.flatMap(RigSpec.parseSize) ?? (template.width, template.height)
+            return CameraSettings(camera: name, ordinal: index, width: size.0, height: size.1, fps: template.fps, codec: template.codec)
+        }
+    }
+
+    /// While no take runs from here: clocks followed, and every idle node's preview renewed with its newest mapping.
+    private func keepPreview() async {
+        let (busy, nodes) = state.withLock { ($0.session != nil, $0.nodes) }
+        guard !busy else { return }
+        let reached = nodes.filter { $0.link != nil && !$0.cameras.isEmpty && $0.view.reachable }
+        ensureTracker(reached)
+        guard let tracker = state.withLock({ $0.tracker }) else { return }
+        await withTaskGroup(of: Void.self) { group in
+            for node in reached where node.previewSubscribed && ["idle", "finished", "failed"].contains(node.view.state) {
+                guard let mapping = tracker.estimate(node.name, ahead: 1_000_000), mapping.uncertaintyMicroseconds < 1000 else { continue }
+                group.addTask {
+                    var m = Coord_V1_StartPreview()
+                    m.cameras = node.cameras.map(\.wire)
+                    m.clock = mapping.wire
+                    m.t0Us = self.previewGrid.t0
+                    m.framePeriodUs = UInt64(self.previewGrid.periodMicroseconds)
+                    m.preview.width = UInt32(self.preview.width)
+                    m.preview.fps = UInt32(self.preview.fps)
+                    m.leaseMs = 5000
+                    do {
+                        _ = try await node.link!.request(.startPreview(m), timeout: 4, what: "the preview")
+                    } catch {
+                        self.logger.warning("preview refused", metadata: ["node": "\(node.name)", "error": "\(error)"])
+                    }
+                }
+            }
+        }
+    }
+
+    private func ensureTracker(_ nodes: [Node]) {
+        let names = nodes.map(\.name)
+        let current = state.withLock { $0.trackedNodes }
+        guard names != current else { return }
+        stopTracker()
+        guard !nodes.isEmpty else { return }
+        let tracker = ClockTracker(nodes: nodes.map { ClockTracker.Node(name: $0.name, link: $0.link!) })
+        let task = Task { await tracker.run() }
+        state.withLock { s in
+            s.tracker = tracker
+            s.trackerTask = task
+            s.trackedNodes = names
+        }
+    }
+
+    private func stopTracker() {
+        let (tracker, task) = state.withLock { s in
+            defer { s.tracker = nil; s.trackerTask = nil; s.trackedNodes = [] }
+            return (s.tracker, s.trackerTask)
+        }
+        tracker?.stop()
+        task?.cancel()
+    }
+
+    // MARK: Tiles
+
+    private func received(_ r: PreviewReceiver.Received) {
+        let sets: [MultiviewView] = state.withLock { s in
+            if r.takeID != s.tileTake {
+                // A take's grid numbers its groups afresh: sets never mix the idle grid's tiles with a take's.
+                s.tileTake = r.takeID
+                s.assembler.restartGroups()
+            }
+            let key = "\(r.tile.key)/\(r.tile.group)"
+            s.images[key] = r.jpeg
+            s.imageOrder.append(key)
+            let limit = Self.keptImagesPerCamera * max(1, s.assembler.cameras.count)
+            if s.imageOrder.count > limit {
+                for old in s.imageOrder.prefix(s.imageOrder.count - limit) { s.images[old] = nil }
+                s.imageOrder.removeFirst(s.imageOrder.count - limit)
+            }
+            if let i = s.nodes.firstIndex(where: { $0.name == r.tile.key.node }) {
+                s.nodes[i].cameraProgress[r.tile.key.camera, default: (0, nil)].phase = r.tile.phaseErrorMicroseconds
+            }
+            s.lastTiles[r.tile.key] = r.tile
+            return s.assembler.add(r.tile).map { set in
+                let view = Self.view(of: set, takeID: r.takeID, lastTiles: s.lastTiles)
+                if set.complete { s.newestComplete = view }
+                return view
+            }
+        }
+        for set in sets { broadcast(.multiview(set)) }
+    }
+
+    static func view(of set: MultiviewSet, takeID: String, lastTiles: [CameraKey: PreviewTile]) -> MultiviewView {
+        MultiviewView(group: set.group, centerUs: set.centerMicroseconds, complete: set.complete,
+                      takeId: takeID.isEmpty ? nil : takeID,
+                      tiles: set.tiles.map { key, tile in
+                          TileView(node: key.node, camera: key.camera, group: tile?.group, centerUs: tile?.centerMicroseconds,
+                                   image: tile.map { "preview/\(key.node)/\(key.camera)/\($0.group).jpg" }, missing: tile == nil,
+                                   phaseErrorUs: tile?.phaseErrorMicroseconds, drops: tile?.dropped ?? lastTiles[key]?.dropped ?? 0)
+                      })
+    }
+
+    // MARK: Takes
+
+    /// Starts a take as `coord start-take` does (the rig file's settings), with preview tiles from its cameras.
+    public func startTake(name: String?, seconds: Double?) throws(Refusal) -> TakeView {
+        var request = template
+        request.name = name ?? template.name
+        if let seconds { request.seconds = seconds }
+        request.untilStopped = seconds == nil
+        if request.untilStopped { request.seconds = TakeRequest.longestSeconds }
+        request.preview = preview
+        if let problem = request.problem() { throw Refusal(.invalid, problem) }
+        let console = Console(quiet: false) { [weak self] line in self?.event("take", line.trimmingCharacters(in: .whitespaces)) }
+        let session = TakeSession(endpoints: spec.nodes.map(\.endpoint),
+                                  names: Dictionary(spec.nodes.map { ($0.endpoint, $0.name) }) { first, _ in first },
+                                  request: request, console: console, logger: logger)
+        let view = TakeView(takeId: nil, name: request.name, state: "starting", seconds: seconds, elapsedS: 0, message: nil, report: nil)
+        let accepted = state.withLock { s -> Bool in
+            guard s.session == nil else { return false }
+            s.session = session
+            s.take = view
+            s.takeStarted = MonotonicClock.now()
+            return true
+        }
+        guard accepted else { throw Refusal(.conflict, "a take is already running from this console; stop it first.") }
+        // The take's own clock tracking takes over; two trackers would probe every node twice.
+        stopTracker()
+        broadcast(.take(view))
+        event("take-start", "take \(request.name) starting (\(seconds.map { "\($0) s" } ?? "until stopped"))")
+        Task.detached { [self] in
+            let recording = Task { [self] in
+                // The take's state follows the session: recording once it says so.
+                while !Task.isCancelled {
+                    try? await Task.sleep(nanoseconds: 200_000_000)
+                    let recording = session.isRecording
+                    let changed = state.withLock { s -> TakeView? in
+                        guard var t = s.take, recording, t.state == "starting" else { return nil }
+                        t.state = "recording"
+                        t.takeId = session.takeID
+                        s.take = t
+                        return t
+                    }
+                    if let changed { broadcast(.take(changed)) }
+                }
+            }
+            defer { recording.cancel() }
+            var final = view
+            do {
+                let outcome = try await session.run()
+                final.takeId = outcome.manifest.takeID
+                final.state = outcome.manifest.status == .partial ? "partial" : "done"
+                final.message = outcome.manifest.status == .partial ? "the take is partial: \(outcome.manifest.partialCause)." : nil
+                final.report = "takes/\(outcome.manifest.takeID)/sync-report.html"
+            } catch {
+                final.state = "failed"
+                final.message = "\(error)"
+            }
+            recording.cancel()
+            let finished = state.withLock { s -> TakeView in
+                final.elapsedS = Double(MonotonicClock.now() - s.takeStarted) / 1e6
+                s.take = final
+                s.session = nil
+                return final
+            }
+            broadcast(.take(finished))
+            event(finished.state == "done" ? "take-done" : "take-\(finished.state)",
+                  "take \(finished.takeId ?? finished.name): \(finished.state)\(finished.message.map { "; \($0)" } ?? "")")
+        }
+        return view
+    }
+
+    /// Stops the running take on one group, as `coord stop-take` does.
+    public func stopTake() throws(Refusal) -> TakeView {
+        let (session, take) = state.withLock { ($0.session, $0.take) }
+        guard let session, var take else { throw Refusal(.conflict, "no take is running from this console.") }
+        guard session.requestStop() else { throw Refusal(.conflict, "the take is not recording yet (it is \(take.state)); stop it once it records.") }
+        take.state = "stopping"
+        let view = take
+        state.withLock { $0.take = view }
+        broadcast(.take(view))
+        event("operator-stop", "stop requested from the console")
+        return view
+    }
+
+    /// The take directories under the takes directory, newest first.
+    private func listTakes() -> [TakeEntry] {
+        let root = template.takesDirectory
+        let names = (try? FileManager.default.contentsOfDirectory(atPath: root.path)) ?? []
+        var entries: [(Date, TakeEntry)] = []
+        for name in names where RigName.isValid(name) {
+            let directory = root.appendingPathComponent(name)
+            guard let data = try? Data(contentsOf: directory.appendingPathComponent("manifest.json")),
+                  let json = try? JSONSerialization.jsonObject(with: data) as? [String: Any] else { continue }
+            let created = (try? FileManager.default.attributesOfItem(atPath: directory.path)[.creationDate] as? Date) ?? nil
+            let modified = (try? FileManager.default.attributesOfItem(atPath: directory.path)[.modificationDate] as? Date) ?? nil
+            let date = created ?? modified ?? Date(timeIntervalSince1970: 0)
+            let hasReport = FileManager.default.fileExists(atPath: directory.appendingPathComponent("sync-report.html").path)
+            entries.append((date, TakeEntry(takeId: name, name: json["name"] as? String ?? name,
+                                            status: json["status"] as? String ?? "unknown",
+                                            started: json["start_wallclock"] as? String ?? ISO8601DateFormatter().string(from: date),
+                                            report: hasReport ? "takes/\(name)/sync-report.html" : nil)))
+        }
+        return entries.sorted { $0.0 > $1.0 }.map(\.1)
+    }
+}
