@@ -34,9 +34,9 @@ public final class PreviewTileMaker {
         } else {
             if scaled?.width != w || scaled?.height != h { scaled = PlanarFrame(width: w, height: h) }
             target = scaled!
-            Self.sample(picture.luma, picture.width, picture.height, into: target.luma, w, h)
-            Self.sample(picture.cb, picture.chromaWidth, picture.chromaHeight, into: target.cb, target.chromaWidth, target.chromaHeight)
-            Self.sample(picture.cr, picture.chromaWidth, picture.chromaHeight, into: target.cr, target.chromaWidth, target.chromaHeight)
+            Self.samplePlane(picture.luma, picture.width, picture.height, into: target.luma, w, h)
+            Self.samplePlane(picture.cb, picture.chromaWidth, picture.chromaHeight, into: target.cb, target.chromaWidth, target.chromaHeight)
+            Self.samplePlane(picture.cr, picture.chromaWidth, picture.chromaHeight, into: target.cr, target.chromaWidth, target.chromaHeight)
         }
         if encoder?.width != w || encoder?.height != h { encoder = try JPEGEncoder(width: w, height: h, quality: quality) }
         // A JPEG of a w×h picture at these quantisers stays well under the raw size; grow the buffer if ever needed.
@@ -50,7 +50,7 @@ public final class PreviewTileMaker {
     }
 
     /// Nearest-sample scaling of one plane: each output pixel takes the source pixel under its centre.
-    static func sample(_ source: UnsafeMutableBufferPointer<UInt8>, _ sw: Int, _ sh: Int,
+    public static func samplePlane(_ source: UnsafeMutableBufferPointer<UInt8>, _ sw: Int, _ sh: Int,
                        into target: UnsafeMutableBufferPointer<UInt8>, _ tw: Int, _ th: Int) {
         guard sw > 0, sh > 0, tw > 0, th > 0, let src = source.baseAddress, let dst = target.baseAddress else { return }
         let columns = (0..<tw).map { min(sw - 1, ((2 * $0 + 1) * sw) / (2 * tw)) }
