@@ -287,6 +287,11 @@ public final class LiveRig: Sendable {
                 state.withLock { s in
                     s.nodes[index].cameras = settings
                     s.nodes[index].previewSubscribed = endpoint != nil
+                    // Ordinals run through the rig in its order, as a take's do (the stripe carries them).
+                    var ordinal = 0
+                    for n in s.nodes.indices {
+                        for c in s.nodes[n].cameras.indices { s.nodes[n].cameras[c].ordinal = ordinal; ordinal += 1 }
+                    }
                     let keys = s.nodes.flatMap { n in n.cameras.map { CameraKey(node: n.name, camera: $0.camera) } }
                     s.assembler.reset(cameras: keys, patienceGroups: 3 * preview.groupStride(framePeriodMicroseconds: previewGrid.periodMicroseconds))
                 }

@@ -1,0 +1,225 @@
+"""The live console (issue 12, CONTRACT §6) end to end: `coord demo --console` with real coord-node processes, real
+ZeroMQ preview sockets, the HTTP API and the WebSocket. Every tile image is decoded (the SYNCSTRIPE, read at the
+tile's scale by this file's own decoder) so the frame matching is checked against ground truth, not against what
+coord says about itself."""
+from __future__ import annotations
+
+import base64
+import importlib.util
+import json
+import os
+import re
+import signal
+import socket
+import subprocess
+import time
+import urllib.error
+import urllib.request
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+COORD = os.environ.get("COORD", str(ROOT / ".build/debug/coord"))
+
+_spec = importlib.util.spec_from_file_location("check_take", ROOT / "scripts/check-take.py")
+check_take = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(check_take)
+
+
+class ConsoleDemo:
+    def __init__(self, tmp_path: Path, nodes: int = 3, cameras: int = 2):
+        self.takes = tmp_path / "takes"
+        self.proc = subprocess.Popen(
+            [COORD, "demo", "--console", "--listen", "127.0.0.1:0", "--nodes", str(nodes),
+             "--cameras-per-node", str(cameras), "--takes-dir", str(self.takes), "--seed", "7"],
+            stdout=subprocess.PIPE, stderr=open(tmp_path / "coord.err", "w"), text=True)
+        line = self.proc.stdout.readline()
+        match = re.search(r"console: (http://[\d.]+:\d+)/", line)
+        assert match, f"coord demo --console printed {line!r}"
+        self.base = match.group(1)
+        self.cameras = nodes * cameras
+
+    def get(self, path: str):
+        with urllib.request.urlopen(self.base + path, timeout=10) as r:
+            body = r.read()
+            return json.loads(body) if r.headers.get("Content-Type", "").startswith("application/json") else body
+
+    def send(self, method: str, path: str, body=None):
+        data = None if body is None else json.dumps(body).encode()
+        request = urllib.request.Request(self.base + path, data=data, method=method, headers={"Content-Type": "application/json"})
+        try:
+            with urllib.request.urlopen(request, timeout=10) as r:
+                return r.status, json.loads(r.read())
+        except urllib.error.HTTPError as e:
+            return e.code, json.loads(e.read())
+
+    def wait_multiview(self, after_group=None, take_id=None, timeout=30.0):
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            try:
+                mv = self.get("/api/multiview")
+                if (after_group is None or mv["group"] != after_group) and (take_id is None or mv.get("take_id") == take_id):
+                    return mv
+            except urllib.error.HTTPError:
+                pass
+            time.sleep(0.05)
+        raise AssertionError(f"no new complete set within {timeout} s")
+
+    def wait_take(self, states, timeout=60.0):
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            current = self.get("/api/takes")["current"]
+            if current and current["state"] in states:
+                return current
+            time.sleep(0.2)
+        raise AssertionError(f"the take did not reach {states} within {timeout} s: {current}")
+
+    def close(self):
+        self.proc.send_signal(signal.SIGINT)
+        try:
+            self.proc.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            raise
+
+
+@pytest.fixture
+def demo(tmp_path):
+    d = ConsoleDemo(tmp_path)
+    yield d
+    d.close()
+
+
+def tile_stripe(jpeg: bytes, camera_width: int):
+    """Decodes the stripe from a tile JPEG at the tile's scale: block (row, col) centre sampled at its scaled place."""
+    raw = subprocess.run(["ffmpeg", "-v", "error", "-i", "-", "-f", "rawvideo", "-pix_fmt", "gray", "-"],
+                         input=jpeg, capture_output=True, check=True).stdout
+    probe = subprocess.run(["ffprobe", "-v", "error", "-show_entries", "stream=width,height", "-of", "csv=p=0", "-"],
+                           input=jpeg, capture_output=True, check=True).stdout.decode().strip().split(",")
+    w, h = int(probe[0]), int(probe[1])
+    image = np.frombuffer(raw, np.uint8).reshape(h, w)
+    scale = w / camera_width
+    bits = []
+    for b in range(104):
+        row, col = divmod(b, 13)
+        y, x = int((row * 8 + 4) * scale), int((col * 8 + 4) * scale)
+        bits.append(1 if image[y, x] > 125 else 0)
+    data = np.packbits(np.array(bits, np.uint8)).tobytes()
+    if data[0] != 0xA5 or check_take.crc8(data[:12]) != data[12]:
+        return None
+    return data[1], int.from_bytes(data[6:12], "big")
+
+
+def check_set(demo: ConsoleDemo, mv: dict, widths: dict):
+    assert mv["complete"] is True
+    assert len(mv["tiles"]) == demo.cameras
+    groups = {t["group"] for t in mv["tiles"]}
+    assert groups == {mv["group"]}, f"one set mixes groups {groups}"
+    truths, ordinals = [], set()
+    for t in mv["tiles"]:
+        jpeg = demo.get("/" + t["image"])
+        decoded = tile_stripe(jpeg, widths[(t["node"], t["camera"])])
+        assert decoded is not None, f"the stripe of {t['node']}/{t['camera']} group {t['group']} does not decode"
+        ordinal, truth = decoded
+        ordinals.add(ordinal)
+        truths.append(truth)
+    assert len(ordinals) == demo.cameras, f"tiles are not {demo.cameras} distinct cameras: ordinals {ordinals}"
+    return max(truths) - min(truths)
+
+
+def test_the_multiview_serves_frame_matched_sets_whose_true_centres_agree(demo):
+    mv = demo.wait_multiview()
+    rig = demo.get("/api/rig")
+    assert len(rig["nodes"]) == 3 and all(n["reachable"] for n in rig["nodes"])
+    widths = {(c["node"], c["camera"]): c["width"] for c in rig["cameras"]}
+    assert len(widths) == 6
+    spreads = []
+    for _ in range(20):
+        mv = demo.wait_multiview(after_group=mv["group"])
+        spreads.append(check_set(demo, mv, widths))
+    # Every set's true exposure centres (from the stripes) within 1 ms of each other.
+    assert max(spreads) <= 1000, f"true centre spreads {spreads} µs"
+
+
+def test_the_page_is_self_contained_and_the_api_is_described(demo):
+    page = demo.get("/").decode()
+    assert "<html" in page.lower()
+    # Nothing from the network: no absolute http(s) URL is loaded by the page.
+    assert not re.search(r"""(src|href)\s*=\s*["']https?://""", page)
+    spec = demo.get("/openapi.json")
+    assert spec["openapi"].startswith("3.")
+
+
+def test_a_take_started_and_stopped_from_the_api_ends_every_file_on_one_group(demo):
+    demo.wait_multiview()
+    status, take = demo.send("POST", "/api/takes", {"name": "fromapi"})
+    assert status == 202, take
+    status, again = demo.send("POST", "/api/takes", {"name": "second"})
+    assert status == 409 and "already" in again["error"]
+    recording = demo.wait_take({"recording"})
+    # Sets during the take come from the take's own grid.
+    mv = demo.wait_multiview(take_id=recording["take_id"])
+    assert {t["group"] for t in mv["tiles"]} == {mv["group"]}
+    time.sleep(1.5)  # let it record a little; the stop below is what is tested
+    status, stopping = demo.send("POST", "/api/takes/stop")
+    assert status == 202, stopping
+    done = demo.wait_take({"done", "partial", "failed"})
+    assert done["state"] == "done", done
+    take_dir = demo.takes / done["take_id"]
+    manifest = json.loads((take_dir / "manifest.json").read_text())
+    assert manifest["status"] == "complete"
+    failures, _ = check_take.check(take_dir)
+    assert not failures, failures
+    rows = {len((take_dir / f["path"]).read_text().splitlines()) for f in manifest["files"] if f["path"].endswith(".frames.csv")}
+    assert len(rows) == 1, f"frames.csv row counts differ: {rows}"
+    listed = demo.get("/api/takes")["takes"]
+    assert any(t["take_id"] == done["take_id"] and t["report"] for t in listed)
+    assert b"<svg" in demo.get("/" + done["report"])
+    status, refused = demo.send("POST", "/api/takes/stop")
+    assert status == 409
+
+
+def test_bad_take_requests_get_one_sentence(demo):
+    status, body = demo.send("POST", "/api/takes", {"name": "../etc", "seconds": 1})
+    assert status == 422 and "name" in body["error"]
+    status, body = demo.send("POST", "/api/takes", {"seconds": "soon"})
+    assert status == 422 and "seconds" in body["error"]
+    status, body = demo.send("POST", "/api/takes", {"seconds": -1})
+    assert status == 422 and "seconds" in body["error"]
+
+
+def open_stalled_websocket(base: str) -> socket.socket:
+    """A viewer that completes the WebSocket handshake and then never reads."""
+    host, port = base.removeprefix("http://").split(":")
+    s = socket.create_connection((host, int(port)))
+    s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+    key = base64.b64encode(os.urandom(16)).decode()
+    s.sendall((f"GET /ws HTTP/1.1\r\nHost: {host}:{port}\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
+               f"Sec-WebSocket-Key: {key}\r\nSec-WebSocket-Version: 13\r\n\r\n").encode())
+    answer = s.recv(1024)
+    assert answer.startswith(b"HTTP/1.1 101"), answer[:200]
+    return s
+
+
+def test_a_stalled_viewer_costs_the_take_nothing(demo):
+    stalled = [open_stalled_websocket(demo.base) for _ in range(3)]
+    try:
+        demo.wait_multiview()
+        status, _ = demo.send("POST", "/api/takes", {"name": "stalled", "seconds": 20})
+        assert status == 202
+        done = demo.wait_take({"done", "partial", "failed"}, timeout=90)
+        assert done["state"] == "done", done
+        take_dir = demo.takes / done["take_id"]
+        manifest = json.loads((take_dir / "manifest.json").read_text())
+        assert manifest["status"] == "complete"
+        failures, figures = check_take.check(take_dir)
+        assert not failures, failures
+        dups = sum(c.get("dropped", 0) for c in manifest["cameras"])
+        assert dups == 0, f"{dups} dup frames with stalled viewers"
+        # The console still answers while the viewers stay stalled.
+        assert demo.get("/api/rig")["nodes"]
+    finally:
+        for s in stalled:
+            s.close()
