@@ -172,7 +172,9 @@ def test_a_take_started_and_stopped_from_the_api_ends_every_file_on_one_group(de
     assert manifest["status"] == "complete"
     failures, _ = check_take.check(take_dir)
     assert not failures, failures
-    rows = {len((take_dir / f["path"]).read_text().splitlines()) for f in manifest["files"] if f["path"].endswith(".frames.csv")}
+    tables = sorted(take_dir.glob("*/*.frames.csv"))
+    assert len(tables) == 6
+    rows = {len(t.read_text().splitlines()) for t in tables}
     assert len(rows) == 1, f"frames.csv row counts differ: {rows}"
     listed = demo.get("/api/takes")["takes"]
     assert any(t["take_id"] == done["take_id"] and t["report"] for t in listed)
