@@ -91,7 +91,7 @@ let package = Package(
         .testTarget(name: "CoordCoreTests", dependencies: ["CoordCore"]),
         .testTarget(name: "TakeReportTests", dependencies: ["TakeReport", "CoordCore"]),
         // V4L2: the camera tests drive V4L2Camera through the scripted driver.
-        .testTarget(name: "MediaTests", dependencies: ["Media", "V4L2", "V4L2Simulator"]),
+        .testTarget(name: "MediaTests", dependencies: ["Media", "V4L2", "V4L2Simulator", "CoordCore"]),
         .testTarget(name: "ZeroMQTests", dependencies: ["ZeroMQ", "CoordWire", "Platform"]),
         .testTarget(name: "V4L2Tests", dependencies: ["V4L2", "V4L2Simulator"]),
         .testTarget(name: "EndToEndTests", dependencies: [

@@ -103,6 +103,27 @@ public enum ConsoleServer {
         }
     }
 
+    /// A controls body: only the four control keys, with their JSON types.
+    static func controlsBody(_ request: Request) async -> Parsed<CameraControls> {
+        var request = request
+        guard let buffer = try? await request.collectBody(upTo: 64 << 10) else {
+            return .failure(failure(.contentTooLarge, "the request body is over 64 KiB."))
+        }
+        let data = Data(buffer.readableBytesView)
+        guard let object = try? JSONSerialization.jsonObject(with: data) as? [String: Any] else {
+            return .failure(failure(.unprocessableContent, "the controls must be a JSON object with any of exposure_us, gain_db, white_balance_k, focus."))
+        }
+        let known = Set(CameraControls.Name.allCases.map(\.rawValue))
+        if let unknown = object.keys.sorted().first(where: { !known.contains($0) }) {
+            return .failure(failure(.unprocessableContent, "\(Echo.short(unknown)) is not a camera control: use exposure_us, gain_db, white_balance_k or focus."))
+        }
+        do {
+            return .success(try JSONDecoder().decode(CameraControls.self, from: data))
+        } catch {
+            return .failure(failure(.unprocessableContent, "the controls are not what this call takes: \(decodingSentence(error))."))
+        }
+    }
+
     enum Parsed<T> {
         case success(T)
         case failure(Response)
@@ -135,6 +156,32 @@ public enum ConsoleServer {
             }
             return Response(status: .ok, headers: [.contentType: "image/jpeg", .cacheControl: "max-age=60"],
                             body: .init(byteBuffer: ByteBuffer(bytes: jpeg)))
+        }
+        router.put("/api/cameras/:node/:camera/controls") { request, context in
+            let node = context.parameters.get("node") ?? "", camera = context.parameters.get("camera") ?? ""
+            switch await controlsBody(request) {
+            case .failure(let response): return response
+            case .success(let controls):
+                do throws(LiveRig.Refusal) {
+                    return jsonResponse(try await rig.setControls(node: node, camera: camera, controls))
+                } catch {
+                    return refusal(error)
+                }
+            }
+        }
+        router.put("/api/controls") { request, _ in
+            switch await controlsBody(request) {
+            case .failure(let response): return response
+            case .success(let controls):
+                if let problem = LiveRig.basicProblem(controls, camera: "(every camera)") { return failure(.unprocessableContent, problem) }
+                let (applied, refused) = await rig.setControlsEverywhere(controls)
+                struct All: Encodable { var cameras: [LiveRig.CameraControlsView]; var refused: [String] }
+                guard refused.isEmpty else {
+                    // Applied where it could be; the answer names each camera that refused.
+                    return failure(.unprocessableContent, refused.joined(separator: " "))
+                }
+                return jsonResponse(All(cameras: applied, refused: refused))
+            }
         }
         router.get("/api/takes") { _, _ in
             struct Takes: Encodable { var current: LiveRig.TakeView?; var takes: [LiveRig.TakeEntry] }

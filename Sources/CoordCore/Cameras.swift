@@ -38,10 +38,14 @@ public struct CameraSettings: Equatable, Sendable {
     /// A frame-rate cap: the camera records one group in this many (its sensor runs at fps / recordEvery) and
     /// the groups between repeat its previous frame, so its file stays aligned with the rig's frame for frame.
     public var recordEvery: Int = 1
+    /// Picture controls to set as the camera opens (the rig file's `controls:`); empty: as they are.
+    public var controls = CameraControls()
 
-    public init(camera: String, ordinal: Int, width: Int, height: Int, fps: Int, codec: String, recordEvery: Int = 1) {
+    public init(camera: String, ordinal: Int, width: Int, height: Int, fps: Int, codec: String, recordEvery: Int = 1,
+                controls: CameraControls = CameraControls()) {
         self.camera = camera; self.ordinal = ordinal; self.width = width; self.height = height; self.fps = fps; self.codec = codec
         self.recordEvery = recordEvery
+        self.controls = controls
     }
 
     /// The rate the camera actually captures at (fps / recordEvery).

@@ -93,12 +93,14 @@ public struct TakeManifest: Codable, Equatable, Sendable {
         public var disabled: Bool?
         /// Who disabled it, when not this coordinator's pressure policy ("another coordinator or peer").
         public var disabledBy: String?
+        /// The picture controls in force as the take started, as the node reported them.
+        public var controls: CameraControls?
         /// "the pressure policy" unless someone else disabled the camera.
         public var disabler: String { disabledBy ?? "the pressure policy" }
         enum CodingKeys: String, CodingKey {
             case node, camera, ordinal, width, height, fps, codec, frames, dropped, clock, files
             case timestampNoiseMicroseconds = "timestamp_noise_us", centerUncertaintyMicroseconds = "center_uncertainty_us"
-            case priority, recordEvery = "record_every", held, disabled, disabledBy = "disabled_by"
+            case priority, recordEvery = "record_every", held, disabled, disabledBy = "disabled_by", controls
         }
         public init(node: String, camera: String, ordinal: Int, width: Int, height: Int, fps: Int, codec: String,
                     frames: Int64, dropped: Int64, clock: ClockFigures, files: [File]) {

@@ -22,9 +22,11 @@ public struct RigSpec: Decodable, Equatable, Sendable {
         public var maxFPS: Int?
         /// This camera's size, `WxH`, instead of the take's.
         public var size: String?
+        /// Picture controls set as the camera opens for a take (exposure_us, gain_db, white_balance_k, focus).
+        public var controls: CameraControls?
 
-        public init(name: String, priority: Int = 0, maxFPS: Int? = nil, size: String? = nil) {
-            self.name = name; self.priority = priority; self.maxFPS = maxFPS; self.size = size
+        public init(name: String, priority: Int = 0, maxFPS: Int? = nil, size: String? = nil, controls: CameraControls? = nil) {
+            self.name = name; self.priority = priority; self.maxFPS = maxFPS; self.size = size; self.controls = controls
         }
 
         public init(stringLiteral name: String) { self.init(name: name) }
@@ -32,7 +34,7 @@ public struct RigSpec: Decodable, Equatable, Sendable {
         public enum CodingKeys: String, CodingKey, CaseIterable {
             case name, priority
             case maxFPS = "max_fps"
-            case size
+            case size, controls
         }
 
         public init(from decoder: Decoder) throws {
@@ -45,7 +47,8 @@ public struct RigSpec: Decodable, Equatable, Sendable {
             self.init(name: try c.decode(String.self, forKey: .name),
                       priority: try c.decodeIfPresent(Int.self, forKey: .priority) ?? 0,
                       maxFPS: try c.decodeIfPresent(Int.self, forKey: .maxFPS),
-                      size: try c.decodeIfPresent(String.self, forKey: .size))
+                      size: try c.decodeIfPresent(String.self, forKey: .size),
+                      controls: try c.decodeIfPresent(CameraControls.self, forKey: .controls))
         }
     }
 
@@ -132,6 +135,7 @@ public struct RigSpec: Decodable, Equatable, Sendable {
         "": Set(CodingKeys.allCases.map(\.rawValue)),
         "nodes[]": Set(Node.CodingKeys.allCases.map(\.rawValue)),
         "nodes[].cameras[]": Set(Camera.CodingKeys.allCases.map(\.rawValue)),
+        "nodes[].cameras[].controls": Set(CameraControls.Name.allCases.map(\.rawValue)),
         "take": Set(TakeDefaults.CodingKeys.allCases.map(\.rawValue)),
         "pressure": Set(PressurePolicy.CodingKeys.allCases.map(\.rawValue)),
         "collect": Set(CollectPolicy.CodingKeys.allCases.map(\.rawValue)),

@@ -86,6 +86,8 @@ public enum Wire {
             try take(m.takeID)
             try camera(m.camera)
         case .stopAt(let m): try take(m.takeID)
+        case .setControls(let m): try camera(m.camera)
+        case .startPreview(let m): for c in m.cameras { try camera(c.camera) }
         case .abort(let m): try take(m.takeID)
         case .listFiles(let m): try take(m.takeID)
         case .fetchChunk(let m):
@@ -180,7 +182,8 @@ extension CameraCapabilities {
 extension CameraSettings {
     public init(wire: Coord_V1_CameraConfig) {
         self.init(camera: wire.camera, ordinal: Int(wire.ordinal), width: Int(wire.width), height: Int(wire.height),
-                  fps: Int(wire.fps), codec: wire.codec, recordEvery: max(1, Int(wire.recordEvery)))
+                  fps: Int(wire.fps), codec: wire.codec, recordEvery: max(1, Int(wire.recordEvery)),
+                  controls: wire.hasControls ? CameraControls(wire: wire.controls) : CameraControls())
     }
 
     public var wire: Coord_V1_CameraConfig {
@@ -192,6 +195,7 @@ extension CameraSettings {
         w.fps = UInt32(clamping: fps)
         w.codec = codec
         w.recordEvery = UInt32(clamping: recordEvery)
+        if !controls.isEmpty { w.controls = controls.wire }
         return w
     }
 }
@@ -321,5 +325,23 @@ extension TakeEvent {
         e.kind = kind.rawValue
         e.detail = detail
         return e
+    }
+}
+
+extension CameraControls {
+    public init(wire: Coord_V1_ControlValues) {
+        self.init(exposureMicroseconds: wire.hasExposureUs ? Int(clamping: wire.exposureUs) : nil,
+                  gainDecibels: wire.hasGainDb ? wire.gainDb : nil,
+                  whiteBalanceKelvin: wire.hasWhiteBalanceK ? Int(wire.whiteBalanceK) : nil,
+                  focus: wire.hasFocus ? wire.focus : nil)
+    }
+
+    public var wire: Coord_V1_ControlValues {
+        var w = Coord_V1_ControlValues()
+        if let exposureMicroseconds { w.exposureUs = Int64(exposureMicroseconds) }
+        if let gainDecibels { w.gainDb = gainDecibels }
+        if let whiteBalanceKelvin { w.whiteBalanceK = Int32(clamping: whiteBalanceKelvin) }
+        if let focus { w.focus = focus }
+        return w
     }
 }

@@ -22,14 +22,11 @@ public final class LiveRig: Sendable {
         public var takeId: String?
         public var message: String?
     }
-    public struct Controls: Codable, Equatable, Sendable {
-        public var exposureUs: Int?
-        public var gainDb: Double?
-        public var whiteBalanceK: Int?
-        public var focus: Double?
-        public init(exposureUs: Int? = nil, gainDb: Double? = nil, whiteBalanceK: Int? = nil, focus: Double? = nil) {
-            self.exposureUs = exposureUs; self.gainDb = gainDb; self.whiteBalanceK = whiteBalanceK; self.focus = focus
-        }
+    public typealias Controls = CameraControls
+    public struct CameraControlsView: Codable, Equatable, Sendable {
+        public var node: String
+        public var camera: String
+        public var controls: CameraControls
     }
     public struct CameraView: Codable, Equatable, Sendable {
         public var node: String
@@ -120,6 +117,8 @@ public final class LiveRig: Sendable {
         var view: NodeView
         var previewSubscribed = false
         var cameraProgress: [String: (drops: Int64, phase: Int64?)] = [:]
+        /// Each camera's controls as its node last reported them applied.
+        var controls: [String: CameraControls] = [:]
     }
     private struct State {
         var nodes: [Node] = []
@@ -210,7 +209,8 @@ public final class LiveRig: Sendable {
         RigView(nodes: s.nodes.map(\.view), cameras: s.nodes.flatMap { n in
             n.cameras.map { c in
                 let progress = n.cameraProgress[c.camera]
-                return CameraView(node: n.name, camera: c.camera, width: c.width, height: c.height, fps: c.fps, controls: Controls(),
+                return CameraView(node: n.name, camera: c.camera, width: c.width, height: c.height, fps: c.fps,
+                                  controls: n.controls[c.camera] ?? CameraControls(),
                                   drops: progress?.drops ?? 0, phaseErrorUs: progress?.phase)
             }
         })
@@ -427,6 +427,80 @@ public final class LiveRig: Sendable {
                                    image: tile.map { "preview/\(key.node)/\(key.camera)/\($0.group).jpg" }, missing: tile == nil,
                                    phaseErrorUs: tile?.phaseErrorMicroseconds, drops: tile?.dropped ?? lastTiles[key]?.dropped ?? 0)
                       })
+    }
+
+    // MARK: Controls
+
+    /// Sets one camera's controls on its node (at once if the camera is open, else when it opens); the values the
+    /// node applied. An unknown camera is `.notFound`; a control it lacks or a value out of range `.invalid`,
+    /// with the node's sentence naming camera, control and range.
+    public func setControls(node: String, camera: String, _ controls: CameraControls) async throws(Refusal) -> CameraControlsView {
+        guard let target = state.withLock({ $0.nodes.first { $0.name == node } }),
+              target.cameras.contains(where: { $0.camera == camera }) else {
+            throw Refusal(.notFound, "the rig has no camera \(node)/\(camera).")
+        }
+        guard let link = target.link, target.view.reachable else { throw Refusal(.conflict, "node \(node) is unreachable: \(target.view.message ?? "no answer").") }
+        if let problem = Self.basicProblem(controls, camera: "\(node)/\(camera)") { throw Refusal(.invalid, problem) }
+        var m = Coord_V1_SetControls()
+        m.camera = camera
+        m.controls = controls.wire
+        let applied: CameraControls
+        do {
+            let (reply, _) = try await link.request(.setControls(m), timeout: 3, what: "the controls")
+            guard case .controlsApplied(let r) = reply.body else { throw Refusal(.conflict, "node \(node) answered the controls with something else.") }
+            applied = CameraControls(wire: r.controls)
+        } catch let refusal as Refusal {
+            throw refusal
+        } catch {
+            let sentence = "\(error)"
+            throw Refusal(sentence.contains("refused") ? .invalid : .conflict, sentence)
+        }
+        state.withLock { s in
+            if let i = s.nodes.firstIndex(where: { $0.name == node }) { s.nodes[i].controls[camera] = applied }
+        }
+        event("controls", node: node, camera: camera, "camera \(node)/\(camera): \(Self.describe(applied))")
+        let rig = self.rig
+        state.withLock { $0.lastRig = rig }
+        broadcast(.rig(rig))
+        return CameraControlsView(node: node, camera: camera, controls: applied)
+    }
+
+    /// "Apply to all": the same controls on every camera of the rig, in parallel. The cameras that took them, and
+    /// one sentence for each that did not.
+    public func setControlsEverywhere(_ controls: CameraControls) async -> (applied: [CameraControlsView], refused: [String]) {
+        let cameras = state.withLock { $0.nodes.flatMap { n in n.cameras.map { (n.name, $0.camera) } } }
+        return await withTaskGroup(of: Result<CameraControlsView, Refusal>.self) { group in
+            for (node, camera) in cameras {
+                group.addTask {
+                    do throws(Refusal) { return .success(try await self.setControls(node: node, camera: camera, controls)) } catch { return .failure(error) }
+                }
+            }
+            var applied: [CameraControlsView] = [], refused: [String] = []
+            for await result in group {
+                switch result {
+                case .success(let v): applied.append(v)
+                case .failure(let r): refused.append(r.sentence)
+                }
+            }
+            return (applied.sorted { ($0.node, $0.camera) < ($1.node, $1.camera) }, refused.sorted())
+        }
+    }
+
+    /// What no camera can take (the node checks each camera's own ranges).
+    public static func basicProblem(_ c: CameraControls, camera: String) -> String? {
+        if c.isEmpty { return "no control given for camera \(camera): set any of exposure_us, gain_db, white_balance_k, focus." }
+        if let e = c.exposureMicroseconds, e <= 0 { return "camera \(camera): exposure_us \(e) must be positive." }
+        for v in [c.gainDecibels, c.focus].compactMap({ $0 }) where !v.isFinite { return "camera \(camera): \(v) is not a number a control can take." }
+        return nil
+    }
+
+    static func describe(_ c: CameraControls) -> String {
+        var parts: [String] = []
+        if let v = c.exposureMicroseconds { parts.append("exposure \(v) µs") }
+        if let v = c.gainDecibels { parts.append("gain \(v)") }
+        if let v = c.whiteBalanceKelvin { parts.append("white balance \(v) K") }
+        if let v = c.focus { parts.append("focus \(v)") }
+        return parts.joined(separator: ", ")
     }
 
     // MARK: Takes

@@ -40,7 +40,7 @@ public enum RigPlanner {
                 if let size = entry?.size, let parsed = RigSpec.parseSize(size) { (width, height) = parsed }
                 let every = entry?.maxFPS.map { Budget.recordEvery(fps: request.fps, cap: $0) } ?? 1
                 let settings = CameraSettings(camera: capability.name, ordinal: 0, width: width, height: height, fps: request.fps,
-                                              codec: request.codec, recordEvery: every)
+                                              codec: request.codec, recordEvery: every, controls: entry?.controls ?? CameraControls())
                 if let problem = settings.problem(on: name, with: capability) { throw CoordError(.usage, problem) }
                 cameras.append(PlannedCamera(node: name, settings: settings, capabilities: capability, priority: entry?.priority ?? 0))
             }

@@ -88,6 +88,8 @@ public final class TakeSession: @unchecked Sendable {
         var events: [TakeManifest.Event] = []
         var isRecording = false
         var takeID: String?
+        /// Each camera's controls as its node armed it ("node/camera"), for the manifest.
+        var controls: [String: CameraControls] = [:]
         var stopRequested = false
         var collecting: URL?
     }
@@ -241,6 +243,9 @@ public final class TakeSession: @unchecked Sendable {
                     tracker.armed(plan.name, at: began, with: plan.mapping)
                     let (reply, _) = try await plan.link.request(.arm(a), timeout: Double(lead) / 1e6, what: "arming")
                     if case .armed(let armed) = reply.body {
+                        self.shared.withLock { shared in
+                            for c in armed.controls { shared.controls["\(plan.name)/\(c.camera)"] = CameraControls(wire: c.controls) }
+                        }
                         for warning in armed.warnings {
                             self.console.step("  warning: \(warning)")
                             self.addEvent(TakeEvent(.phaseFixed, at: began, node: plan.name, warning))
@@ -336,6 +341,7 @@ public final class TakeSession: @unchecked Sendable {
                     codec: s.codec, frames: 0, dropped: 0, clock: clock, files: [])
                 camera.priority = responderCamera?.priority
                 camera.recordEvery = s.recordEvery
+                camera.controls = shared.withLock { $0.controls["\(plan.name)/\(s.camera)"] }
                 camera.held = Int64(status?.held ?? 0)
                 camera.disabled = responderCamera?.disabled == true ? true : nil
                 if disabledElsewhere.contains("\(plan.name)/\(s.camera)") {

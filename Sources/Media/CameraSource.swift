@@ -1,3 +1,4 @@
+import CoordCore
 /// What a camera delivers for one frame: a raw picture to encode, or a compressed packet to mux as it is.
 // @unchecked: a picture is handed from the source's thread to the recorder's and back, never shared.
 public enum CapturePayload: @unchecked Sendable {
@@ -119,6 +120,17 @@ public protocol CameraSource: AnyObject {
 extension CameraSource {
     /// A source that steers its frames (or cannot restart) has nothing to settle.
     public func settlePhase(on anchor: GridAnchor) {}
+}
+
+/// A camera whose picture controls (exposure, gain, white balance, focus) can be set while it runs.
+public protocol ControllableCamera: AnyObject {
+    /// What its controls accept (nil: a control it lacks).
+    var controlRanges: ControlRanges { get }
+    /// Sets the controls given (the others stay as they are) and returns every control's value now in force;
+    /// callable from any thread while the camera streams. Throws one sentence when the device refuses.
+    func apply(_ controls: CameraControls) throws -> CameraControls
+    /// Whether it streams now (a stopped camera takes controls only when it opens again).
+    var isStreaming: Bool { get }
 }
 
 /// A camera that cannot start, as one sentence.

@@ -7,7 +7,7 @@ import Platform
 /// through its (simulated) local clock and a noisy start-of-exposure buffer timestamp, as from V4L2.
 /// Every frame carries the SYNCSTRIPE with the true exposure-centre time, which only tests read.
 // @unchecked: shared state is under `lock` or `available`; the grain and counters belong to the sensor thread.
-public final class SyntheticSensor: CameraSource, @unchecked Sendable {
+public final class SyntheticSensor: CameraSource, ControllableCamera, @unchecked Sendable {
     public struct Spec: Sendable {
         public var ordinal: UInt8
         public var width: Int
@@ -66,6 +66,10 @@ public final class SyntheticSensor: CameraSource, @unchecked Sendable {
     private var random: SeededRandom
     /// The grain's xorshift64 state (only the sensor thread touches it).
     private var grainState: UInt64
+    /// The controls in force (under `lock`): the picture follows exposure and gain (brightness) and white balance
+    /// (tint); the frame timing does not change, so sync is unaffected.
+    private var controls = CameraControls()
+    private var look = TestPattern.Look()
     /// Frames the sensor produced with no free buffer to put them in.
     public private(set) var droppedAtSensor: UInt64 = 0
     public private(set) var produced: UInt64 = 0
@@ -78,6 +82,33 @@ public final class SyntheticSensor: CameraSource, @unchecked Sendable {
         self.random = SeededRandom(seed: spec.seed)
         var seeder = SeededRandom(seed: spec.seed ^ 0x6772_6169_6E00_0000)
         self.grainState = seeder.next() | 1
+    }
+
+    /// Like a typical sensor: exposure up to the frame period, 0…24 dB of gain, 2500…9000 K, a focus motor.
+    public var controlRanges: ControlRanges { Self.controlRanges(periodMicroseconds: spec.nominalPeriodMicroseconds) }
+
+    public static func controlRanges(periodMicroseconds: Double) -> ControlRanges {
+        ControlRanges(exposureMicroseconds: 10...max(10, Int(periodMicroseconds)), gainDecibels: 0...24,
+                      whiteBalanceKelvin: 2500...9000, focus: 0...1)
+    }
+
+    public var isStreaming: Bool {
+        lock.lock()
+        defer { lock.unlock() }
+        return running
+    }
+
+    public func apply(_ new: CameraControls) throws -> CameraControls {
+        if let problem = controlRanges.problem(with: new, camera: "synthetic") { throw CameraSourceError(problem) }
+        lock.lock()
+        defer { lock.unlock() }
+        controls = controls.updated(with: new)
+        let exposure = Double(controls.exposureMicroseconds ?? Int(spec.exposureMicroseconds))
+        let gain = pow(10, (controls.gainDecibels ?? 0) / 20)
+        look = TestPattern.Look(gain: exposure / spec.exposureMicroseconds * gain,
+                                warmth: ((controls.whiteBalanceKelvin ?? 5000) - 5000) / 100)
+        return CameraControls(exposureMicroseconds: Int(exposure), gainDecibels: controls.gainDecibels ?? 0,
+                              whiteBalanceKelvin: controls.whiteBalanceKelvin ?? 5000, focus: controls.focus ?? 0)
     }
 
     public var minPeriodMicroseconds: Double { spec.minPeriodMicroseconds }
@@ -171,13 +202,14 @@ public final class SyntheticSensor: CameraSource, @unchecked Sendable {
             let period = duration * (1 + spec.rateErrorPPM * 1e-6)
             pendingPeriod = nil
             let buffer = free.popLast()
+            let look = self.look
             lock.unlock()
             guard keepRunning else { break }
 
             let center = start + exposure / 2
             produced += 1
             if let buffer {
-                TestPattern.paint(into: buffer, frameCounter: counter, ordinal: spec.ordinal)
+                TestPattern.paint(into: buffer, frameCounter: counter, ordinal: spec.ordinal, look: look)
                 if spec.grain > 0 { TestPattern.addGrain(to: buffer, amplitude: spec.grain, state: &grainState) }
                 SyncStripe(ordinal: spec.ordinal, frameCounter: counter, trueCenterMicroseconds: Int64(center.rounded()))
                     .paint(into: buffer)

@@ -16,7 +16,15 @@ public enum TestPattern {
         (168, 128), (156, 156), (128, 168), (100, 156), (88, 128), (100, 100), (128, 88), (156, 100),
     ]
 
-    public static func paint(into frame: PlanarFrame, frameCounter: UInt32, ordinal: UInt8) {
+    /// How the picture looks through the sensor's controls: luma scaled by `gain` (exposure × gain, 1 = as
+    /// painted) and the tint moved by `warmth` (white balance: positive is warmer). The stripe is painted after.
+    public struct Look: Equatable, Sendable {
+        public var gain: Double = 1
+        public var warmth: Int = 0
+        public init(gain: Double = 1, warmth: Int = 0) { self.gain = gain; self.warmth = warmth }
+    }
+
+    public static func paint(into frame: PlanarFrame, frameCounter: UInt32, ordinal: UInt8, look: Look = Look()) {
         let width = frame.width, height = frame.height
         guard width > 0, height > 0, let luma = frame.luma.baseAddress else { return }
         let shift = Int(frameCounter % UInt32(period)) * speed
@@ -27,14 +35,21 @@ public enum TestPattern {
                 let tri = phase < period / 2 ? phase : period - phase       // 0…128
                 ramp[i] = UInt8(16 + tri * 219 / (period / 2))
             }
+            if look.gain != 1 {
+                for i in 0..<ramp.count {
+                    let v = (Double(ramp[i]) - 16) * look.gain + 16
+                    ramp[i] = UInt8(max(16, min(235, v.rounded())))
+                }
+            }
             let base = ramp.baseAddress!
             for y in 0..<height {
                 memcpy(luma + y * width, base + (y + shift) % period, width)
             }
         }
         let tint = tints[Int(ordinal) % tints.count]
-        if let cb = frame.cb.baseAddress, !frame.cb.isEmpty { memset(cb, Int32(tint.cb), frame.cb.count) }
-        if let cr = frame.cr.baseAddress, !frame.cr.isEmpty { memset(cr, Int32(tint.cr), frame.cr.count) }
+        let cbValue = max(16, min(240, Int(tint.cb) - look.warmth)), crValue = max(16, min(240, Int(tint.cr) + look.warmth))
+        if let cb = frame.cb.baseAddress, !frame.cb.isEmpty { memset(cb, Int32(cbValue), frame.cb.count) }
+        if let cr = frame.cr.baseAddress, !frame.cr.isEmpty { memset(cr, Int32(crValue), frame.cr.count) }
     }
 
     /// The largest grain amplitude a synthetic camera accepts (`coord-node --synthetic-grain`).

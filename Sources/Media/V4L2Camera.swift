@@ -1,3 +1,5 @@
+import CoordCore
+import CV4L2
 import Foundation
 import Platform
 import V4L2
@@ -23,7 +25,7 @@ import Glibc
 /// (assuming exposure starts at STREAMON), `settlePhase` restarts it once or twice to take out the start-up
 /// latency its first frame shows, and the phase it really runs at is measured from then on.
 // @unchecked: the device is driven by the recorder's thread only; the buffer pool and stop state are under `lock`.
-public final class V4L2Camera: CameraSource, @unchecked Sendable {
+public final class V4L2Camera: CameraSource, ControllableCamera, @unchecked Sendable {
     /// White balance every camera of a rig is locked to (K), so their colours match.
     public static let whiteBalanceKelvin: Int32 = 5000
     /// Buffers queued to the driver: enough for a recorder thread that is late by a few frames.
@@ -33,8 +35,13 @@ public final class V4L2Camera: CameraSource, @unchecked Sendable {
     public let path: String
     /// The format, size and frame interval the device runs (the interval as the driver settled it).
     public let choice: V4L2FormatChoice
-    /// The exposure in force (µs): the locked value, or half the frame interval when the camera would not lock it.
-    public let exposureMicroseconds: Double
+    /// The exposure in force (µs): the locked value, or half the frame interval when the camera would not lock it;
+    /// the operator's controls change it (frame centres are computed with the value in force).
+    public var exposureMicroseconds: Double { lock.holding { exposureInForce } }
+    private var exposureInForce: Double
+    /// What the device's exposure, gain, white balance and focus controls accept (queried once at open).
+    public let controlRanges: ControlRanges
+    private let focusRange: ClosedRange<Int32>?
     /// Sentences about controls the camera lacks or refused (exposure, white balance, focus not locked).
     public let controlNotes: [String]
     /// Buffers the driver flagged as damaged and this source dropped.
@@ -89,10 +96,18 @@ public final class V4L2Camera: CameraSource, @unchecked Sendable {
             controlNotes = notes
             let exposureLocked = !notes.contains { $0.contains(V4L2Control.exposureAuto.name) }
             if exposureLocked, let exposure = try device.control(.exposureAbsolute) {
-                exposureMicroseconds = Double(exposure.value) * 100
+                exposureInForce = Double(exposure.value) * 100
             } else {
-                exposureMicroseconds = keptPeriod / 2
+                exposureInForce = keptPeriod / 2
             }
+            let exposure = try device.control(.exposureAbsolute), gain = try device.control(.gain)
+            let balance = try device.control(.whiteBalanceTemperature), focusControl = try device.control(.focusAbsolute)
+            focusRange = focusControl.map { $0.min...max($0.min, $0.max) }
+            controlRanges = ControlRanges(
+                exposureMicroseconds: exposure.map { Int($0.min) * 100...Int(max($0.min, $0.max)) * 100 },
+                gainDecibels: gain.map { Double($0.min)...Double(max($0.min, $0.max)) },
+                whiteBalanceKelvin: balance.map { Int($0.min)...Int(max($0.min, $0.max)) },
+                focus: focusControl == nil ? nil : 0...1)
         } catch let error as CameraSourceError {
             device.close()
             throw error
@@ -103,6 +118,44 @@ public final class V4L2Camera: CameraSource, @unchecked Sendable {
     }
 
     deinit { stop() }
+
+    // MARK: Controls
+
+    public var isStreaming: Bool { lock.holding { !stopped } }
+
+    /// Sets the operator's controls through VIDIOC_S_CTRL (auto modes off first, as `lockControls` does): exposure
+    /// in the device's 100 µs units, gain in its own raw units (V4L2 gives gain no unit), white balance in K, focus
+    /// 0…1 over the device's focus range. Returns the values the device kept.
+    public func apply(_ controls: CameraControls) throws -> CameraControls {
+        if let problem = controlRanges.problem(with: controls, camera: path) { throw CameraSourceError(problem) }
+        do {
+            if let us = controls.exposureMicroseconds {
+                _ = try device.setControl(.exposureAuto, CV4L2_EXPOSURE_MANUAL)
+                let kept = try device.setControl(.exposureAbsolute, Int32(clamping: us / 100))
+                lock.holding { exposureInForce = Double(kept) * 100 }
+            }
+            if let gain = controls.gainDecibels { _ = try device.setControl(.gain, Int32(gain.rounded())) }
+            if let k = controls.whiteBalanceKelvin {
+                _ = try device.setControl(.whiteBalanceAuto, 0)
+                _ = try device.setControl(.whiteBalanceTemperature, Int32(clamping: k))
+            }
+            if let focus = controls.focus, let range = focusRange {
+                _ = try device.setControl(.focusAuto, 0)
+                _ = try device.setControl(.focusAbsolute, range.lowerBound + Int32((Double(range.upperBound - range.lowerBound) * focus).rounded()))
+            }
+            return CameraControls(
+                exposureMicroseconds: try device.control(.exposureAbsolute).map { Int($0.value) * 100 },
+                gainDecibels: try device.control(.gain).map { Double($0.value) },
+                whiteBalanceKelvin: try device.control(.whiteBalanceTemperature).map { Int($0.value) },
+                focus: try device.control(.focusAbsolute).flatMap { value in
+                    focusRange.map { $0.upperBound > $0.lowerBound ? Double(value.value - $0.lowerBound) / Double($0.upperBound - $0.lowerBound) : 0 }
+                })
+        } catch let error as CameraSourceError {
+            throw error
+        } catch {
+            throw CameraSourceError("\(path) refused a control: \(Self.sentence(error))")
+        }
+    }
 
     // MARK: CameraSource
 

@@ -120,6 +120,14 @@ public final class NodeAgent: @unchecked Sendable {
     /// The preview branch (nil: this node publishes none) and the cameras open for preview only while idle.
     let preview: PreviewPublisher?
     private let previewContext = ZMQContext()
+    /// The operator's controls per camera (what each camera opens with), and the cameras open now that take them.
+    private var controls: [String: CameraControls] = [:]
+    private var openCameras: [String: WeakControllable] = [:]
+    private final class WeakControllable: @unchecked Sendable {
+        // @unchecked: set once; the camera itself is thread-safe for `apply`.
+        weak var camera: (any ControllableCamera)?
+        init(_ camera: any ControllableCamera) { self.camera = camera }
+    }
     private var previewRun: (cameras: [PreviewCamera], key: PreviewKey, clock: ClockMappingBox, leaseUntil: Int64)?
     private struct PreviewKey: Equatable {
         var settings: [CameraSettings]
@@ -269,7 +277,7 @@ public final class NodeAgent: @unchecked Sendable {
             return .reply(Wire.error(envelope.requestID, error))
         }
         switch envelope.body {
-        case .hello, .arm, .startPreview:
+        case .hello, .arm, .startPreview, .setControls:
             return .deferred(.control) { [self] in respond(to: envelope, receivedLocal: receivedLocal) }
         case .listFiles, .fetchChunk, .confirmCollected:
             return .deferred(.files) { [self] in respond(to: envelope, receivedLocal: receivedLocal) }
@@ -326,6 +334,8 @@ public final class NodeAgent: @unchecked Sendable {
             return ack(id, try self.adjust(adjust))
         case .startPreview(let start):
             return ack(id, try self.startPreview(start))
+        case .setControls(let set):
+            return Wire.envelope(id, .controlsApplied(try self.setControls(set)))
         case .clockUpdate(let update):
             return ack(id, try self.updateClock(update))
         case .startAt(let start):
@@ -364,7 +374,7 @@ public final class NodeAgent: @unchecked Sendable {
             let released = try store.release(takeID: confirm.takeID, confirmed: confirmed)
             logger.info("released collected files", metadata: ["take": "\(confirm.takeID)", "files": "\(released.count)"])
             return ack(id, "released \(released.count) file(s)")
-        case .helloReply, .armed, .status, .clockProbeReply, .fileList, .chunk, .ack, .error, .previewFrame:
+        case .helloReply, .armed, .status, .clockProbeReply, .fileList, .chunk, .ack, .error, .previewFrame, .controlsApplied:
             throw NodeFailure(.unknownMessage, "a node does not accept replies as requests.")
         case .none:
             throw NodeFailure(.unknownMessage, "the message carries no request this node knows (protocol version \(Wire.protocolVersion)).")
@@ -392,6 +402,7 @@ public final class NodeAgent: @unchecked Sendable {
         try lock.holding { () throws(NodeFailure) in
             try machine.configure(takeID: message.takeID, at: MonotonicClock.now())
             settings = requested
+            for s in requested where !s.controls.isEmpty { controls[s.camera] = (controls[s.camera] ?? CameraControls()).updated(with: s.controls) }
             recorders = []
             armedGrid = nil
             failureDetail = ""
@@ -492,12 +503,37 @@ public final class NodeAgent: @unchecked Sendable {
         armed.takeID = takeID
         armed.cameras = settings.map(\.camera)
         armed.warnings = made.compactMap(\.phaseWarning)
+        let open = lock.holding { openCameras }
+        armed.controls = settings.compactMap { s in
+            guard let camera = open[s.camera]?.camera, let inForce = try? camera.apply(CameraControls()) else { return nil }
+            var c = Coord_V1_ControlsApplied()
+            c.camera = s.camera
+            c.controls = inForce.wire
+            return c
+        }
         return armed
     }
 
     /// The source a configured camera records from: a synthetic sensor, or its V4L2 device opened and set up for
     /// the take's size, rate and codec. Throws one sentence naming the camera when the device cannot do it.
     private func cameraSource(for s: CameraSettings, index: Int) throws(NodeFailure) -> CameraSource {
+        let source = try openSource(for: s, index: index)
+        guard let controllable = source as? any ControllableCamera else { return source }
+        let wanted = lock.holding {
+            openCameras[s.camera] = WeakControllable(controllable)
+            return controls[s.camera]
+        }
+        if let wanted, !wanted.isEmpty {
+            do {
+                _ = try controllable.apply(wanted)
+            } catch {
+                logger.warning("controls not applied", metadata: ["camera": "\(s.camera)", "why": "\(error)"])
+            }
+        }
+        return source
+    }
+
+    private func openSource(for s: CameraSettings, index: Int) throws(NodeFailure) -> CameraSource {
         let clock = simulatedClock
         // A frame-rate cap runs the camera itself at fps / record_every (CameraRecorder locks it to every k-th group).
         let period = 1_000_000 / s.capturedFPS
@@ -867,6 +903,42 @@ public final class NodeAgent: @unchecked Sendable {
         lock.holding { previewRun = (opened, key, clock, leaseUntil) }
         logger.info("previewing", metadata: ["cameras": "\(requested.map(\.camera))", "width": "\(settings.width)", "fps": "\(settings.fps)"])
         return "previewing \(requested.count) camera(s)"
+    }
+
+    /// Sets one camera's controls: on the camera now if it is open (preview or take), and for whenever it opens.
+    private func setControls(_ message: Coord_V1_SetControls) throws(NodeFailure) -> Coord_V1_ControlsApplied {
+        guard cameras.contains(where: { $0.name == message.camera }) else {
+            throw NodeFailure(.notFound, "node \(configuration.name) has no camera named \"\(message.camera)\".")
+        }
+        let wanted = CameraControls(wire: message.controls)
+        let name = "\(configuration.name)/\(message.camera)"
+        let open = lock.holding { openCameras[message.camera]?.camera }
+        var applied: CameraControls
+        if let open, open.isStreaming {
+            if let problem = open.controlRanges.problem(with: wanted, camera: name) { throw NodeFailure(.badConfig, problem) }
+            do {
+                applied = try open.apply(wanted)
+            } catch {
+                throw NodeFailure(.io, "camera \(name): \(error).")
+            }
+        } else {
+            // Not open: a synthetic camera's ranges are known without it; a V4L2 camera's are checked as it opens.
+            if configuration.syntheticCameras.contains(message.camera),
+               let problem = SyntheticSensor.controlRanges(periodMicroseconds: 1_000_000).problem(with: wanted, camera: name) {
+                throw NodeFailure(.badConfig, problem)
+            }
+            applied = wanted
+        }
+        let merged = lock.holding { () -> CameraControls in
+            controls[message.camera] = (controls[message.camera] ?? CameraControls()).updated(with: wanted)
+            return controls[message.camera]!
+        }
+        if open == nil || !(open!.isStreaming) { applied = merged }
+        logger.info("controls set", metadata: ["camera": "\(message.camera)", "applied": "\(applied)"])
+        var reply = Coord_V1_ControlsApplied()
+        reply.camera = message.camera
+        reply.controls = applied.wire
+        return reply
     }
 
     /// Closes the cameras opened for preview only (if any).

@@ -44,6 +44,8 @@ public struct Serve: AsyncParsableCommand {
 
     @Option(help: "Node name ([A-Za-z0-9._-]{1,64}).") var name: String = ProcessInfo.processInfo.hostName
     @Option(help: "ZeroMQ endpoint to listen on; a * port picks a free one.") var endpoint: String = "tcp://0.0.0.0:5710"
+    @Option(help: "ZeroMQ PUB endpoint for the console's preview tiles (default: the control endpoint's host on a free port; empty: no preview).")
+    var previewEndpoint: String?
     @Option(help: "Staging directory for recordings until the coordinator collects them.") var staging: String = "/var/lib/coord-node"
     @Option(help: "Synthetic cameras to offer, comma-separated NAME or NAME@BUS (BUS declared by --synthetic-bus).") var synthetic: String = ""
     @Option(help: "A bus synthetic cameras can share, ID=MBITS (e.g. usb1=5000); repeatable.") var syntheticBus: [String] = []
@@ -116,6 +118,7 @@ public struct Serve: AsyncParsableCommand {
         config.syntheticGrain = syntheticGrain
         config.parentPID = parentPid
         config.keepAfterCollect = keepAfterCollect
+        config.previewEndpoint = previewEndpoint
         if let problem = config.problem() {
             FileHandle.standardError.write(Data("coord-node: \(problem)\n".utf8))
             throw ExitCode(2)

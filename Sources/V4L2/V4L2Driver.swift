@@ -43,7 +43,7 @@ public enum V4L2Request: String, Sendable, CaseIterable {
 
 /// The controls coord locks across a rig.
 public enum V4L2Control: String, Sendable, CaseIterable {
-    case exposureAuto, exposureAbsolute, whiteBalanceAuto, whiteBalanceTemperature, focusAuto, focusAbsolute
+    case exposureAuto, exposureAbsolute, whiteBalanceAuto, whiteBalanceTemperature, focusAuto, focusAbsolute, gain
 
     /// The V4L2_CID_* the kernel knows it by.
     public var id: UInt32 {
@@ -54,6 +54,7 @@ public enum V4L2Control: String, Sendable, CaseIterable {
         case .whiteBalanceTemperature: CV4L2_CID_WHITE_BALANCE_TEMPERATURE
         case .focusAuto: CV4L2_CID_FOCUS_AUTO
         case .focusAbsolute: CV4L2_CID_FOCUS_ABSOLUTE
+        case .gain: CV4L2_CID_GAIN
         }
     }
 
@@ -66,6 +67,7 @@ public enum V4L2Control: String, Sendable, CaseIterable {
         case .whiteBalanceTemperature: "white_balance_temperature"
         case .focusAuto: "focus_auto"
         case .focusAbsolute: "focus_absolute"
+        case .gain: "gain"
         }
     }
 

@@ -195,6 +195,14 @@ public final class ScriptedV4L2Driver: V4L2Driver, @unchecked Sendable {
         }
     }
 
+    /// A control's current value on a device (what VIDIOC_G_CTRL would answer), for tests.
+    public func controlValue(_ id: UInt32, path: String) -> Int32? {
+        condition.lock()
+        defer { condition.unlock() }
+        guard let device = devices[path], let control = device.profile.control(id) else { return nil }
+        return device.controls[id] ?? control.defaultValue
+    }
+
     /// Yanks a device now, as pulling its USB cable would.
     public func unplug(_ path: String) {
         condition.lock()
@@ -926,6 +934,8 @@ private struct Profile {
                         autoID: CV4L2_CID_FOCUS_AUTO, activeWhen: [0]),
             ControlSpec(id: CV4L2_CID_FOCUS_AUTO, type: CV4L2_CTRL_TYPE_BOOLEAN, name: "Focus, Auto",
                         minimum: 0, maximum: 1, step: 1, defaultValue: 1),
+            ControlSpec(id: CV4L2_CID_GAIN, type: CV4L2_CTRL_TYPE_INTEGER, name: "Gain",
+                        minimum: 0, maximum: 255, step: 1, defaultValue: 0),
         ])
 
     /// UVC's second node: same camera, metadata only; capture ioctls are EINVAL, parm and controls ENOTTY.

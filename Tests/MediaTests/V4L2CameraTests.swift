@@ -1,6 +1,7 @@
 // V4L2Camera driven by the scripted UVC webcam: open, configure, stream, timestamps against the truth,
 // drops, unplug, and each way a camera can refuse, all through the one V4L2Driver seam.
 import CV4L2
+import CoordCore
 import Foundation
 import Platform
 import Testing
@@ -229,5 +230,39 @@ extension V4L2CameraTests {
         let (captures, _) = frames(camera, count: 4)
         #expect(captures.map(\.sequence) == [0, 2, 3, 5])
         #expect(camera.damagedBuffers == 2)
+    }
+}
+
+@Suite("V4L2 camera controls (scripted uvcvideo webcam)")
+struct V4L2ControlTests {
+    @Test func theOperatorsControlsReachTheDeviceAsControlIoctls() throws {
+        let (driver, _) = driver(.init())
+        let camera = try open(driver)
+        defer { camera.stop() }
+        #expect(camera.controlRanges.exposureMicroseconds == 300...204_700)
+        #expect(camera.controlRanges.whiteBalanceKelvin == 2000...6500)
+        let applied = try camera.apply(CameraControls(exposureMicroseconds: 10_000, gainDecibels: 100, whiteBalanceKelvin: 4500, focus: 0.5))
+        #expect(driver.controlValue(CV4L2_CID_EXPOSURE_AUTO, path: "/dev/video0") == Int32(CV4L2_EXPOSURE_MANUAL))
+        #expect(driver.controlValue(CV4L2_CID_EXPOSURE_ABSOLUTE, path: "/dev/video0") == 100)
+        #expect(driver.controlValue(CV4L2_CID_GAIN, path: "/dev/video0") == 100)
+        #expect(driver.controlValue(CV4L2_CID_AUTO_WHITE_BALANCE, path: "/dev/video0") == 0)
+        #expect(driver.controlValue(CV4L2_CID_WHITE_BALANCE_TEMPERATURE, path: "/dev/video0") == 4500)
+        #expect(driver.controlValue(CV4L2_CID_FOCUS_ABSOLUTE, path: "/dev/video0") == 125)
+        #expect(applied == CameraControls(exposureMicroseconds: 10_000, gainDecibels: 100, whiteBalanceKelvin: 4500, focus: 0.5))
+        // Frame centres are computed with the exposure now in force.
+        #expect(camera.exposureMicroseconds == 10_000)
+    }
+
+    @Test func aValueOutOfRangeIsOneSentenceNamingCameraControlAndRange() throws {
+        let (driver, _) = driver(.init())
+        let camera = try open(driver)
+        defer { camera.stop() }
+        #expect {
+            _ = try camera.apply(CameraControls(exposureMicroseconds: 500_000))
+        } throws: { error in
+            let sentence = "\(error)"
+            return sentence.contains("/dev/video0") && sentence.contains("exposure_us") && sentence.contains("300…204700")
+        }
+        #expect(driver.controlValue(CV4L2_CID_EXPOSURE_ABSOLUTE, path: "/dev/video0") != 5000)
     }
 }

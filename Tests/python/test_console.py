@@ -92,6 +92,14 @@ def demo(tmp_path):
     d.close()
 
 
+@pytest.fixture(scope="module")
+def shared_demo(tmp_path_factory):
+    """One console for the tests that change nothing (refusals)."""
+    d = ConsoleDemo(tmp_path_factory.mktemp("console"))
+    yield d
+    d.close()
+
+
 def tile_stripe(jpeg: bytes, camera_width: int):
     """Decodes the stripe from a tile JPEG at the tile's scale: block (row, col) centre sampled at its scaled place."""
     raw = subprocess.run(["ffmpeg", "-v", "error", "-i", "-", "-f", "rawvideo", "-pix_fmt", "gray", "-"],
@@ -143,7 +151,8 @@ def test_the_multiview_serves_frame_matched_sets_whose_true_centres_agree(demo):
     assert max(spreads) <= 1000, f"true centre spreads {spreads} µs"
 
 
-def test_the_page_is_self_contained_and_the_api_is_described(demo):
+def test_the_page_is_self_contained_and_the_api_is_described(shared_demo):
+    demo = shared_demo
     page = demo.get("/").decode()
     assert "<html" in page.lower()
     # Nothing from the network: no absolute http(s) URL is loaded by the page.
@@ -183,7 +192,8 @@ def test_a_take_started_and_stopped_from_the_api_ends_every_file_on_one_group(de
     assert status == 409
 
 
-def test_bad_take_requests_get_one_sentence(demo):
+def test_bad_take_requests_get_one_sentence(shared_demo):
+    demo = shared_demo
     status, body = demo.send("POST", "/api/takes", {"name": "../etc", "seconds": 1})
     assert status == 422 and "name" in body["error"]
     status, body = demo.send("POST", "/api/takes", {"seconds": "soon"})
@@ -225,3 +235,85 @@ def test_a_stalled_viewer_costs_the_take_nothing(demo):
     finally:
         for s in stalled:
             s.close()
+
+
+def tile_brightness(demo: ConsoleDemo, tile: dict, camera_width: int) -> float:
+    """Mean luma of a tile outside its stripe (the stripe is painted after the controls, so it never changes)."""
+    jpeg = demo.get("/" + tile["image"])
+    probe = subprocess.run(["ffprobe", "-v", "error", "-show_entries", "stream=width,height", "-of", "csv=p=0", "-"],
+                           input=jpeg, capture_output=True, check=True).stdout.decode().strip().split(",")
+    w, h = int(probe[0]), int(probe[1])
+    raw = subprocess.run(["ffmpeg", "-v", "error", "-i", "-", "-f", "rawvideo", "-pix_fmt", "gray", "-"],
+                         input=jpeg, capture_output=True, check=True).stdout
+    image = np.frombuffer(raw, np.uint8).reshape(h, w).astype(np.float64)
+    below = int(64 * w / camera_width) + 2
+    return float(image[below:, :].mean())
+
+
+def brightness_now(demo: ConsoleDemo, widths: dict, sets: int = 3) -> dict:
+    """Each camera's mean tile brightness over the next `sets` new sets."""
+    mv = demo.wait_multiview()
+    totals: dict = {}
+    for _ in range(sets):
+        mv = demo.wait_multiview(after_group=mv["group"])
+        for t in mv["tiles"]:
+            key = (t["node"], t["camera"])
+            totals[key] = totals.get(key, 0.0) + tile_brightness(demo, t, widths[key]) / sets
+    return totals
+
+
+def test_controls_change_one_cameras_picture_apply_to_all_changes_every_one_and_the_take_records_them(demo):
+    demo.wait_multiview()
+    rig = demo.get("/api/rig")
+    widths = {(c["node"], c["camera"]): c["width"] for c in rig["cameras"]}
+    before = brightness_now(demo, widths)
+
+    status, applied = demo.send("PUT", "/api/cameras/node-2/cam1/controls", {"gain_db": 9})
+    assert status == 200, applied
+    assert applied["controls"]["gain_db"] == 9
+    time.sleep(0.5)  # tiles already on their way were taken before the change
+    after = brightness_now(demo, widths)
+    assert after[("node-2", "cam1")] > before[("node-2", "cam1")] * 1.2, (before, after)
+    for key in widths:
+        if key != ("node-2", "cam1"):
+            assert abs(after[key] - before[key]) < before[key] * 0.05, (key, before[key], after[key])
+    assert {(c["node"], c["camera"]): c["controls"].get("gain_db") for c in demo.get("/api/rig")["cameras"]}[("node-2", "cam1")] == 9
+
+    status, everywhere = demo.send("PUT", "/api/controls", {"exposure_us": 8000, "white_balance_k": 4000})
+    assert status == 200, everywhere
+    assert len(everywhere["cameras"]) == 6
+    time.sleep(0.5)
+    dimmed = brightness_now(demo, widths)
+    for key in widths:
+        assert dimmed[key] < after[key] * 0.85, (key, after[key], dimmed[key])
+
+    status, take = demo.send("POST", "/api/takes", {"name": "controlled", "seconds": 2})
+    assert status == 202
+    done = demo.wait_take({"done", "partial", "failed"})
+    assert done["state"] == "done", done
+    take_dir = demo.takes / done["take_id"]
+    manifest = json.loads((take_dir / "manifest.json").read_text())
+    recorded = {(c["node"], c["camera"]): c["controls"] for c in manifest["cameras"]}
+    assert all(c["exposure_us"] == 8000 and c["white_balance_k"] == 4000 for c in recorded.values()), recorded
+    assert recorded[("node-2", "cam1")]["gain_db"] == 9
+    assert recorded[("node-1", "cam0")]["gain_db"] == 0
+    failures, _ = check_take.check(take_dir)
+    assert not failures, failures
+
+
+@pytest.mark.parametrize("path, body, code, needles", [
+    ("/api/cameras/node-1/cam0/controls", {"exposure_us": 999999}, 422, ["node-1/cam0", "exposure_us", "10…33333"]),
+    ("/api/cameras/node-1/cam0/controls", {"gain_db": 40}, 422, ["node-1/cam0", "gain_db", "0.0…24.0"]),
+    ("/api/cameras/node-1/cam0/controls", {"iso": 100}, 422, ["iso", "not a camera control"]),
+    ("/api/cameras/node-1/cam0/controls", {"exposure_us": "long"}, 422, ["exposure_us"]),
+    ("/api/cameras/node-1/cam0/controls", {}, 422, ["no control given"]),
+    ("/api/cameras/node-9/cam0/controls", {"gain_db": 1}, 404, ["node-9/cam0"]),
+    ("/api/controls", {"focus": 3}, 422, ["focus", "0.0…1.0"]),
+])
+def test_a_control_out_of_range_gets_422_and_one_sentence(shared_demo, path, body, code, needles):
+    demo = shared_demo
+    demo.wait_multiview()
+    status, answer = demo.send("PUT", path, body)
+    assert status == code, answer
+    for needle in needles:
+        assert needle in answer["error"], answer

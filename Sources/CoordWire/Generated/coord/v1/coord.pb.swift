@@ -314,6 +314,22 @@ public nonisolated struct Coord_V1_Envelope: Sendable {
     set {body = .previewFrame(newValue)}
   }
 
+  public var setControls: Coord_V1_SetControls {
+    get {
+      if case .setControls(let v)? = body {return v}
+      return Coord_V1_SetControls()
+    }
+    set {body = .setControls(newValue)}
+  }
+
+  public var controlsApplied: Coord_V1_ControlsApplied {
+    get {
+      if case .controlsApplied(let v)? = body {return v}
+      return Coord_V1_ControlsApplied()
+    }
+    set {body = .controlsApplied(newValue)}
+  }
+
   public var unknownFields = SwiftProtobuf.UnknownStorage()
 
   public nonisolated enum OneOf_Body: Equatable, Sendable {
@@ -340,6 +356,8 @@ public nonisolated struct Coord_V1_Envelope: Sendable {
     case adjustCamera(Coord_V1_AdjustCamera)
     case startPreview(Coord_V1_StartPreview)
     case previewFrame(Coord_V1_PreviewFrame)
+    case setControls(Coord_V1_SetControls)
+    case controlsApplied(Coord_V1_ControlsApplied)
 
   }
 
@@ -631,9 +649,21 @@ public nonisolated struct Coord_V1_CameraConfig: Sendable {
   /// between are filled with the previous frame (flagged dup). 0 or 1: every group.
   public var recordEvery: UInt32 = 0
 
+  /// The camera's picture controls for the take (the rig file's `controls:`); unset fields stay as they are.
+  public var controls: Coord_V1_ControlValues {
+    get {_controls ?? Coord_V1_ControlValues()}
+    set {_controls = newValue}
+  }
+  /// Returns true if `controls` has been explicitly set.
+  public var hasControls: Bool {self._controls != nil}
+  /// Clears the value of `controls`. Subsequent reads from it will return its default value.
+  public mutating func clearControls() {self._controls = nil}
+
   public var unknownFields = SwiftProtobuf.UnknownStorage()
 
   public init() {}
+
+  fileprivate var _controls: Coord_V1_ControlValues? = nil
 }
 
 /// The node's local clock maps to the rig timebase as rig = local + offset_us + rate_ppm·1e-6·(local − ref_local_us).
@@ -711,6 +741,9 @@ public nonisolated struct Coord_V1_Armed: Sendable {
 
   /// one sentence each, e.g. a camera whose phase cannot be shifted
   public var warnings: [String] = []
+
+  /// each camera's controls in force as the take starts (for the manifest)
+  public var controls: [Coord_V1_ControlsApplied] = []
 
   public var unknownFields = SwiftProtobuf.UnknownStorage()
 
@@ -951,6 +984,109 @@ public nonisolated struct Coord_V1_PreviewFrame: Sendable {
   public var unknownFields = SwiftProtobuf.UnknownStorage()
 
   public init() {}
+}
+
+/// A camera's picture controls; a field not set is left as it is.
+public nonisolated struct Coord_V1_ControlValues: Sendable {
+  // SwiftProtobuf.Message conformance is added in an extension below. See the
+  // `Message` and `Message+*Additions` files in the SwiftProtobuf library for
+  // methods supported on all messages.
+
+  public var exposureUs: Int64 {
+    get {_exposureUs ?? 0}
+    set {_exposureUs = newValue}
+  }
+  /// Returns true if `exposureUs` has been explicitly set.
+  public var hasExposureUs: Bool {self._exposureUs != nil}
+  /// Clears the value of `exposureUs`. Subsequent reads from it will return its default value.
+  public mutating func clearExposureUs() {self._exposureUs = nil}
+
+  /// a V4L2 camera's gain is in its own raw units (V4L2 defines none)
+  public var gainDb: Double {
+    get {_gainDb ?? 0}
+    set {_gainDb = newValue}
+  }
+  /// Returns true if `gainDb` has been explicitly set.
+  public var hasGainDb: Bool {self._gainDb != nil}
+  /// Clears the value of `gainDb`. Subsequent reads from it will return its default value.
+  public mutating func clearGainDb() {self._gainDb = nil}
+
+  public var whiteBalanceK: Int32 {
+    get {_whiteBalanceK ?? 0}
+    set {_whiteBalanceK = newValue}
+  }
+  /// Returns true if `whiteBalanceK` has been explicitly set.
+  public var hasWhiteBalanceK: Bool {self._whiteBalanceK != nil}
+  /// Clears the value of `whiteBalanceK`. Subsequent reads from it will return its default value.
+  public mutating func clearWhiteBalanceK() {self._whiteBalanceK = nil}
+
+  /// 0 (nearest) … 1 (farthest) over the camera's focus range
+  public var focus: Double {
+    get {_focus ?? 0}
+    set {_focus = newValue}
+  }
+  /// Returns true if `focus` has been explicitly set.
+  public var hasFocus: Bool {self._focus != nil}
+  /// Clears the value of `focus`. Subsequent reads from it will return its default value.
+  public mutating func clearFocus() {self._focus = nil}
+
+  public var unknownFields = SwiftProtobuf.UnknownStorage()
+
+  public init() {}
+
+  fileprivate var _exposureUs: Int64? = nil
+  fileprivate var _gainDb: Double? = nil
+  fileprivate var _whiteBalanceK: Int32? = nil
+  fileprivate var _focus: Double? = nil
+}
+
+/// Sets controls of one camera now (while it previews or records, or for when it next opens). Answered with
+/// ControlsApplied, or an Error naming the camera, the control and its range.
+public nonisolated struct Coord_V1_SetControls: Sendable {
+  // SwiftProtobuf.Message conformance is added in an extension below. See the
+  // `Message` and `Message+*Additions` files in the SwiftProtobuf library for
+  // methods supported on all messages.
+
+  public var camera: String = String()
+
+  public var controls: Coord_V1_ControlValues {
+    get {_controls ?? Coord_V1_ControlValues()}
+    set {_controls = newValue}
+  }
+  /// Returns true if `controls` has been explicitly set.
+  public var hasControls: Bool {self._controls != nil}
+  /// Clears the value of `controls`. Subsequent reads from it will return its default value.
+  public mutating func clearControls() {self._controls = nil}
+
+  public var unknownFields = SwiftProtobuf.UnknownStorage()
+
+  public init() {}
+
+  fileprivate var _controls: Coord_V1_ControlValues? = nil
+}
+
+public nonisolated struct Coord_V1_ControlsApplied: Sendable {
+  // SwiftProtobuf.Message conformance is added in an extension below. See the
+  // `Message` and `Message+*Additions` files in the SwiftProtobuf library for
+  // methods supported on all messages.
+
+  public var camera: String = String()
+
+  /// every control the camera has, as now in force (or as it will open with)
+  public var controls: Coord_V1_ControlValues {
+    get {_controls ?? Coord_V1_ControlValues()}
+    set {_controls = newValue}
+  }
+  /// Returns true if `controls` has been explicitly set.
+  public var hasControls: Bool {self._controls != nil}
+  /// Clears the value of `controls`. Subsequent reads from it will return its default value.
+  public mutating func clearControls() {self._controls = nil}
+
+  public var unknownFields = SwiftProtobuf.UnknownStorage()
+
+  public init() {}
+
+  fileprivate var _controls: Coord_V1_ControlValues? = nil
 }
 
 public nonisolated struct Coord_V1_StatusRequest: Sendable {
@@ -1432,7 +1568,7 @@ nonisolated extension Coord_V1_PressureLevel: SwiftProtobuf._ProtoNameProviding 
 
 nonisolated extension Coord_V1_Envelope: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
   public static let protoMessageName: String = _protobuf_package + ".Envelope"
-  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{3}protocol_version\0\u{3}request_id\0\u{2}\u{8}hello\0\u{3}hello_reply\0\u{1}configure\0\u{1}arm\0\u{1}armed\0\u{3}start_at\0\u{3}stop_at\0\u{1}abort\0\u{3}status_request\0\u{1}status\0\u{3}clock_probe\0\u{3}clock_probe_reply\0\u{3}list_files\0\u{3}file_list\0\u{3}fetch_chunk\0\u{1}chunk\0\u{3}confirm_collected\0\u{1}ack\0\u{1}error\0\u{3}clock_update\0\u{3}adjust_camera\0\u{3}start_preview\0\u{3}preview_frame\0")
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{3}protocol_version\0\u{3}request_id\0\u{2}\u{8}hello\0\u{3}hello_reply\0\u{1}configure\0\u{1}arm\0\u{1}armed\0\u{3}start_at\0\u{3}stop_at\0\u{1}abort\0\u{3}status_request\0\u{1}status\0\u{3}clock_probe\0\u{3}clock_probe_reply\0\u{3}list_files\0\u{3}file_list\0\u{3}fetch_chunk\0\u{1}chunk\0\u{3}confirm_collected\0\u{1}ack\0\u{1}error\0\u{3}clock_update\0\u{3}adjust_camera\0\u{3}start_preview\0\u{3}preview_frame\0\u{3}set_controls\0\u{3}controls_applied\0")
 
   public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
     while let fieldNumber = try decoder.nextFieldNumber() {
@@ -1741,6 +1877,32 @@ nonisolated extension Coord_V1_Envelope: SwiftProtobuf.Message, SwiftProtobuf._M
           self.body = .previewFrame(v)
         }
       }()
+      case 33: try {
+        var v: Coord_V1_SetControls?
+        var hadOneofValue = false
+        if let current = self.body {
+          hadOneofValue = true
+          if case .setControls(let m) = current {v = m}
+        }
+        try decoder.decodeSingularMessageField(value: &v)
+        if let v = v {
+          if hadOneofValue {try decoder.handleConflictingOneOf()}
+          self.body = .setControls(v)
+        }
+      }()
+      case 34: try {
+        var v: Coord_V1_ControlsApplied?
+        var hadOneofValue = false
+        if let current = self.body {
+          hadOneofValue = true
+          if case .controlsApplied(let m) = current {v = m}
+        }
+        try decoder.decodeSingularMessageField(value: &v)
+        if let v = v {
+          if hadOneofValue {try decoder.handleConflictingOneOf()}
+          self.body = .controlsApplied(v)
+        }
+      }()
       default: break
       }
     }
@@ -1849,6 +2011,14 @@ nonisolated extension Coord_V1_Envelope: SwiftProtobuf.Message, SwiftProtobuf._M
     case .previewFrame?: try {
       guard case .previewFrame(let v)? = self.body else { preconditionFailure() }
       try visitor.visitSingularMessageField(value: v, fieldNumber: 32)
+    }()
+    case .setControls?: try {
+      guard case .setControls(let v)? = self.body else { preconditionFailure() }
+      try visitor.visitSingularMessageField(value: v, fieldNumber: 33)
+    }()
+    case .controlsApplied?: try {
+      guard case .controlsApplied(let v)? = self.body else { preconditionFailure() }
+      try visitor.visitSingularMessageField(value: v, fieldNumber: 34)
     }()
     case nil: break
     }
@@ -2404,7 +2574,7 @@ nonisolated extension Coord_V1_Configure: SwiftProtobuf.Message, SwiftProtobuf._
 
 nonisolated extension Coord_V1_CameraConfig: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
   public static let protoMessageName: String = _protobuf_package + ".CameraConfig"
-  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}camera\0\u{1}ordinal\0\u{1}width\0\u{1}height\0\u{1}fps\0\u{1}codec\0\u{3}record_every\0")
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}camera\0\u{1}ordinal\0\u{1}width\0\u{1}height\0\u{1}fps\0\u{1}codec\0\u{3}record_every\0\u{1}controls\0")
 
   public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
     while let fieldNumber = try decoder.nextFieldNumber() {
@@ -2419,12 +2589,17 @@ nonisolated extension Coord_V1_CameraConfig: SwiftProtobuf.Message, SwiftProtobu
       case 5: try { try decoder.decodeSingularUInt32Field(value: &self.fps) }()
       case 6: try { try decoder.decodeSingularStringField(value: &self.codec) }()
       case 7: try { try decoder.decodeSingularUInt32Field(value: &self.recordEvery) }()
+      case 8: try { try decoder.decodeSingularMessageField(value: &self._controls) }()
       default: break
       }
     }
   }
 
   public func traverse<V: SwiftProtobuf.Visitor>(visitor: inout V) throws {
+    // The use of inline closures is to circumvent an issue where the compiler
+    // allocates stack space for every if/case branch local when no optimizations
+    // are enabled. https://github.com/apple/swift-protobuf/issues/1034 and
+    // https://github.com/apple/swift-protobuf/issues/1182
     if !self.camera.isEmpty {
       try visitor.visitSingularStringField(value: self.camera, fieldNumber: 1)
     }
@@ -2446,6 +2621,9 @@ nonisolated extension Coord_V1_CameraConfig: SwiftProtobuf.Message, SwiftProtobu
     if self.recordEvery != 0 {
       try visitor.visitSingularUInt32Field(value: self.recordEvery, fieldNumber: 7)
     }
+    try { if let v = self._controls {
+      try visitor.visitSingularMessageField(value: v, fieldNumber: 8)
+    } }()
     try unknownFields.traverse(visitor: &visitor)
   }
 
@@ -2457,6 +2635,7 @@ nonisolated extension Coord_V1_CameraConfig: SwiftProtobuf.Message, SwiftProtobu
     if lhs.fps != rhs.fps {return false}
     if lhs.codec != rhs.codec {return false}
     if lhs.recordEvery != rhs.recordEvery {return false}
+    if lhs._controls != rhs._controls {return false}
     if lhs.unknownFields != rhs.unknownFields {return false}
     return true
   }
@@ -2568,7 +2747,7 @@ nonisolated extension Coord_V1_Arm: SwiftProtobuf.Message, SwiftProtobuf._Messag
 
 nonisolated extension Coord_V1_Armed: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
   public static let protoMessageName: String = _protobuf_package + ".Armed"
-  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{3}take_id\0\u{1}cameras\0\u{1}warnings\0")
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{3}take_id\0\u{1}cameras\0\u{1}warnings\0\u{1}controls\0")
 
   public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
     while let fieldNumber = try decoder.nextFieldNumber() {
@@ -2579,6 +2758,7 @@ nonisolated extension Coord_V1_Armed: SwiftProtobuf.Message, SwiftProtobuf._Mess
       case 1: try { try decoder.decodeSingularStringField(value: &self.takeID) }()
       case 2: try { try decoder.decodeRepeatedStringField(value: &self.cameras) }()
       case 3: try { try decoder.decodeRepeatedStringField(value: &self.warnings) }()
+      case 4: try { try decoder.decodeRepeatedMessageField(value: &self.controls) }()
       default: break
       }
     }
@@ -2594,6 +2774,9 @@ nonisolated extension Coord_V1_Armed: SwiftProtobuf.Message, SwiftProtobuf._Mess
     if !self.warnings.isEmpty {
       try visitor.visitRepeatedStringField(value: self.warnings, fieldNumber: 3)
     }
+    if !self.controls.isEmpty {
+      try visitor.visitRepeatedMessageField(value: self.controls, fieldNumber: 4)
+    }
     try unknownFields.traverse(visitor: &visitor)
   }
 
@@ -2601,6 +2784,7 @@ nonisolated extension Coord_V1_Armed: SwiftProtobuf.Message, SwiftProtobuf._Mess
     if lhs.takeID != rhs.takeID {return false}
     if lhs.cameras != rhs.cameras {return false}
     if lhs.warnings != rhs.warnings {return false}
+    if lhs.controls != rhs.controls {return false}
     if lhs.unknownFields != rhs.unknownFields {return false}
     return true
   }
@@ -2988,6 +3172,133 @@ nonisolated extension Coord_V1_PreviewFrame: SwiftProtobuf.Message, SwiftProtobu
     if lhs.takeID != rhs.takeID {return false}
     if lhs.centerUncertaintyUs != rhs.centerUncertaintyUs {return false}
     if lhs.phaseErrorUs != rhs.phaseErrorUs {return false}
+    if lhs.unknownFields != rhs.unknownFields {return false}
+    return true
+  }
+}
+
+nonisolated extension Coord_V1_ControlValues: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
+  public static let protoMessageName: String = _protobuf_package + ".ControlValues"
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{3}exposure_us\0\u{3}gain_db\0\u{3}white_balance_k\0\u{1}focus\0")
+
+  public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
+    while let fieldNumber = try decoder.nextFieldNumber() {
+      // The use of inline closures is to circumvent an issue where the compiler
+      // allocates stack space for every case branch when no optimizations are
+      // enabled. https://github.com/apple/swift-protobuf/issues/1034
+      switch fieldNumber {
+      case 1: try { try decoder.decodeSingularInt64Field(value: &self._exposureUs) }()
+      case 2: try { try decoder.decodeSingularDoubleField(value: &self._gainDb) }()
+      case 3: try { try decoder.decodeSingularInt32Field(value: &self._whiteBalanceK) }()
+      case 4: try { try decoder.decodeSingularDoubleField(value: &self._focus) }()
+      default: break
+      }
+    }
+  }
+
+  public func traverse<V: SwiftProtobuf.Visitor>(visitor: inout V) throws {
+    // The use of inline closures is to circumvent an issue where the compiler
+    // allocates stack space for every if/case branch local when no optimizations
+    // are enabled. https://github.com/apple/swift-protobuf/issues/1034 and
+    // https://github.com/apple/swift-protobuf/issues/1182
+    try { if let v = self._exposureUs {
+      try visitor.visitSingularInt64Field(value: v, fieldNumber: 1)
+    } }()
+    try { if let v = self._gainDb {
+      try visitor.visitSingularDoubleField(value: v, fieldNumber: 2)
+    } }()
+    try { if let v = self._whiteBalanceK {
+      try visitor.visitSingularInt32Field(value: v, fieldNumber: 3)
+    } }()
+    try { if let v = self._focus {
+      try visitor.visitSingularDoubleField(value: v, fieldNumber: 4)
+    } }()
+    try unknownFields.traverse(visitor: &visitor)
+  }
+
+  public static func ==(lhs: Coord_V1_ControlValues, rhs: Coord_V1_ControlValues) -> Bool {
+    if lhs._exposureUs != rhs._exposureUs {return false}
+    if lhs._gainDb != rhs._gainDb {return false}
+    if lhs._whiteBalanceK != rhs._whiteBalanceK {return false}
+    if lhs._focus != rhs._focus {return false}
+    if lhs.unknownFields != rhs.unknownFields {return false}
+    return true
+  }
+}
+
+nonisolated extension Coord_V1_SetControls: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
+  public static let protoMessageName: String = _protobuf_package + ".SetControls"
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}camera\0\u{1}controls\0")
+
+  public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
+    while let fieldNumber = try decoder.nextFieldNumber() {
+      // The use of inline closures is to circumvent an issue where the compiler
+      // allocates stack space for every case branch when no optimizations are
+      // enabled. https://github.com/apple/swift-protobuf/issues/1034
+      switch fieldNumber {
+      case 1: try { try decoder.decodeSingularStringField(value: &self.camera) }()
+      case 2: try { try decoder.decodeSingularMessageField(value: &self._controls) }()
+      default: break
+      }
+    }
+  }
+
+  public func traverse<V: SwiftProtobuf.Visitor>(visitor: inout V) throws {
+    // The use of inline closures is to circumvent an issue where the compiler
+    // allocates stack space for every if/case branch local when no optimizations
+    // are enabled. https://github.com/apple/swift-protobuf/issues/1034 and
+    // https://github.com/apple/swift-protobuf/issues/1182
+    if !self.camera.isEmpty {
+      try visitor.visitSingularStringField(value: self.camera, fieldNumber: 1)
+    }
+    try { if let v = self._controls {
+      try visitor.visitSingularMessageField(value: v, fieldNumber: 2)
+    } }()
+    try unknownFields.traverse(visitor: &visitor)
+  }
+
+  public static func ==(lhs: Coord_V1_SetControls, rhs: Coord_V1_SetControls) -> Bool {
+    if lhs.camera != rhs.camera {return false}
+    if lhs._controls != rhs._controls {return false}
+    if lhs.unknownFields != rhs.unknownFields {return false}
+    return true
+  }
+}
+
+nonisolated extension Coord_V1_ControlsApplied: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
+  public static let protoMessageName: String = _protobuf_package + ".ControlsApplied"
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}camera\0\u{1}controls\0")
+
+  public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
+    while let fieldNumber = try decoder.nextFieldNumber() {
+      // The use of inline closures is to circumvent an issue where the compiler
+      // allocates stack space for every case branch when no optimizations are
+      // enabled. https://github.com/apple/swift-protobuf/issues/1034
+      switch fieldNumber {
+      case 1: try { try decoder.decodeSingularStringField(value: &self.camera) }()
+      case 2: try { try decoder.decodeSingularMessageField(value: &self._controls) }()
+      default: break
+      }
+    }
+  }
+
+  public func traverse<V: SwiftProtobuf.Visitor>(visitor: inout V) throws {
+    // The use of inline closures is to circumvent an issue where the compiler
+    // allocates stack space for every if/case branch local when no optimizations
+    // are enabled. https://github.com/apple/swift-protobuf/issues/1034 and
+    // https://github.com/apple/swift-protobuf/issues/1182
+    if !self.camera.isEmpty {
+      try visitor.visitSingularStringField(value: self.camera, fieldNumber: 1)
+    }
+    try { if let v = self._controls {
+      try visitor.visitSingularMessageField(value: v, fieldNumber: 2)
+    } }()
+    try unknownFields.traverse(visitor: &visitor)
+  }
+
+  public static func ==(lhs: Coord_V1_ControlsApplied, rhs: Coord_V1_ControlsApplied) -> Bool {
+    if lhs.camera != rhs.camera {return false}
+    if lhs._controls != rhs._controls {return false}
     if lhs.unknownFields != rhs.unknownFields {return false}
     return true
   }
