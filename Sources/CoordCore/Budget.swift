@@ -24,9 +24,11 @@ public struct PlannedNode: Equatable, Sendable {
     public var name: String
     public var resources: NodeResources
     public var cameras: [PlannedCamera]
+    /// Preview tiles its cameras also encode while recording (the live console's); off for a plain take.
+    public var preview: PreviewSettings
 
-    public init(name: String, resources: NodeResources, cameras: [PlannedCamera]) {
-        self.name = name; self.resources = resources; self.cameras = cameras
+    public init(name: String, resources: NodeResources, cameras: [PlannedCamera], preview: PreviewSettings = .off) {
+        self.name = name; self.resources = resources; self.cameras = cameras; self.preview = preview
     }
 }
 
@@ -342,6 +344,15 @@ public enum Budget {
             let calibration = nodes[members[0]].resources.calibration!
             var cameras: [String] = [], pixels: [Double] = [], shares: [Double] = [], codecs: [String] = []
             for n in members {
+                // The preview's tiles are JPEG-encoded too (at mjpeg's calibrated rate), whatever the take's codec.
+                if nodes[n].preview.isOn, let mjpeg = calibration.encode["mjpeg"] {
+                    for camera in nodes[n].cameras {
+                        let tile = nodes[n].preview.tileSize(width: camera.settings.width, height: camera.settings.height)
+                        let p = Double(tile.width * tile.height) * Double(nodes[n].preview.fps)
+                        cameras.append(camera.id + " (preview)"); pixels.append(p); shares.append(ratio(p, mjpeg.pixelsPerSecond))
+                        if !codecs.contains("preview") { codecs.append("preview") }
+                    }
+                }
                 for (c, camera) in nodes[n].cameras.enumerated() where demands[n][c].encodePixelsPerSecond > 0 {
                     guard let rate = calibration.encode[camera.settings.codec] else {
                         leaveOut(camera, node: n, owner: nodes[members[0]].name, part: "encoding")

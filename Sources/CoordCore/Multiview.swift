@@ -19,6 +19,15 @@ public struct PreviewSettings: Equatable, Sendable {
         return nil
     }
 
+    /// The tile size for a camera of `width`×`height`: never wider than the camera, the height following its
+    /// aspect, both even.
+    public func tileSize(width cameraWidth: Int, height cameraHeight: Int) -> (width: Int, height: Int) {
+        guard cameraWidth > 0, cameraHeight > 0, width > 0 else { return (0, 0) }
+        let w = max(2, min(width, cameraWidth) & ~1)
+        let h = max(2, Int((Double(cameraHeight) * Double(w) / Double(cameraWidth)).rounded()) & ~1)
+        return (w, h)
+    }
+
     /// Tiles are taken from every `stride`-th group of the grid, the same groups on every camera, so the tiles
     /// of one set exist at all: a camera picking its own frames by time would almost never match another's.
     public func groupStride(framePeriodMicroseconds: Int64) -> Int64 {

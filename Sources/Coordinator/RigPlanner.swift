@@ -45,7 +45,7 @@ public enum RigPlanner {
                 cameras.append(PlannedCamera(node: name, settings: settings, capabilities: capability, priority: entry?.priority ?? 0))
             }
             let resources = hello.reply.hasResources ? NodeResources(wire: hello.reply.resources) : NodeResources()
-            nodes.append(PlannedNode(name: name, resources: resources, cameras: cameras))
+            nodes.append(PlannedNode(name: name, resources: resources, cameras: cameras, preview: request.preview))
         }
         return nodes
     }

@@ -1,3 +1,4 @@
+import CoordCore
 import Foundation
 
 /// Makes a camera's preview tiles: the picture scaled down by nearest sample (so the stripe's 8×8 blocks stay
@@ -19,10 +20,7 @@ public final class PreviewTileMaker {
     /// The tile size for a camera of `width`×`height` asked for `tileWidth` pixels wide: never wider than the
     /// camera, the height following its aspect, both even.
     public static func size(width: Int, height: Int, tileWidth: Int) -> (width: Int, height: Int) {
-        guard width > 0, height > 0 else { return (0, 0) }
-        let w = max(2, min(tileWidth, width) & ~1)
-        let h = max(2, Int((Double(height) * Double(w) / Double(width)).rounded()) & ~1)
-        return (w, h)
+        PreviewSettings(width: tileWidth, fps: 1).tileSize(width: width, height: height)
     }
 
     /// One tile of `picture`, `tileWidth` pixels wide, as JPEG bytes.

@@ -544,3 +544,17 @@ private func close(_ a: Double, _ b: Double) -> Bool { abs(a - b) <= 1e-9 * max(
         }
     }
 }
+
+@Suite struct PreviewBudgetTests {
+    @Test func thePreviewsTilesAreCountedInTheEncodingCost() throws {
+        // 1280x720 at 30 fps encoded as ffv1, plus 480x270 tiles at 5 fps as JPEG.
+        let cal = calibration(mjpeg: 20e6, ffv1: 100e6)
+        var plain = node("node-1", calibration: cal, cameras: [cam("node-1", "cam0", 1280, 720, codec: "ffv1")])
+        let without = try #require(load(Budget.evaluate([plain]), "node-1", .encoding))
+        plain.preview = PreviewSettings(width: 480, fps: 5)
+        let with = try #require(load(Budget.evaluate([plain]), "node-1", .encoding))
+        #expect(close(with.cost - without.cost, 480.0 * 270 * 5 / 20e6))
+        #expect(with.cameras.contains("node-1/cam0 (preview)"))
+        #expect(with.detail.contains("preview"))
+    }
+}
