@@ -74,6 +74,7 @@ struct Demo: AsyncParsableCommand {
     @Flag(name: .customLong("console"), help: "Keep the local rig up with the live console (the page and its API) until Ctrl-C; takes are started from the page.")
     var withConsole = false
     @Option(help: "With --console: where the console listens, HOST:PORT.") var listen: String = "127.0.0.1:8080"
+    @OptionGroup var preview: PreviewOptions
     @Flag(help: "Log the coordinator's debug output.") var verbose = false
 
     func run() async throws {
@@ -107,7 +108,7 @@ struct Demo: AsyncParsableCommand {
                 try rig.ensureCalibration()
                 let endpoints = try rig.start()
                 let spec = RigSpec(nodes: zip(rig.simulated, endpoints).map { RigSpec.Node(name: $0.name, endpoint: $1) })
-                try await serveConsole(spec: spec, template: request, address: address, console: console)
+                try await serveConsole(spec: spec, template: request, address: address, preview: try preview.settings(), console: console)
             } catch {
                 rig.stop()
                 throw error
@@ -148,14 +149,29 @@ struct ConsoleCommand: AsyncParsableCommand {
     @Option(help: "The rig file (YAML).") var rig: String
     @Option(help: "Where the console listens, HOST:PORT (a port of 0 picks a free one).") var listen: String = "127.0.0.1:8080"
     @Option(help: "Directory that receives take directories (default: the rig's take.takes_dir, else ./takes).") var takesDir: String?
+    @OptionGroup var preview: PreviewOptions
     @Flag(help: "Log the coordinator's debug output.") var verbose = false
 
     func run() async throws {
         bootstrapLogging(verbose)
         let address = try parseListen(listen)
+        let settings = try preview.settings()
         let file = try loadRig(rig)
         let request = try takeRequest(file, name: nil, seconds: 10, takesDir: takesDir, fps: nil, size: nil, codec: nil)
-        try await serveConsole(spec: file.spec, template: request, address: address, console: Console())
+        try await serveConsole(spec: file.spec, template: request, address: address, preview: settings, console: Console())
+    }
+}
+
+/// The preview tiles the console asks every camera for.
+struct PreviewOptions: ParsableArguments {
+    @Option(help: "Preview tile width in pixels, even, 64…1920 (0: no preview).") var previewWidth: Int = 480
+    @Option(help: "Preview tiles per second per camera, 1…15.") var previewFps: Int = 5
+
+    func settings() throws -> PreviewSettings {
+        if previewWidth == 0 { return .off }
+        let settings = PreviewSettings(width: previewWidth, fps: previewFps)
+        if let problem = settings.problem { throw usageError("--preview-width/--preview-fps: \(problem)") }
+        return settings
     }
 }
 
@@ -171,9 +187,10 @@ func parseListen(_ text: String) throws -> (host: String, port: Int) {
 }
 
 /// Runs the live console over `spec` until Ctrl-C (SIGINT/SIGTERM through ServiceLifecycle).
-func serveConsole(spec: RigSpec, template: TakeRequest, address: (host: String, port: Int), console: Console) async throws {
+func serveConsole(spec: RigSpec, template: TakeRequest, address: (host: String, port: Int), preview: PreviewSettings,
+                  console: Console) async throws {
     let logger = Logger(label: "coord.console")
-    let live = LiveRig(spec: spec, template: template, logger: logger)
+    let live = LiveRig(spec: spec, template: template, preview: preview, logger: logger)
     if address.host != "127.0.0.1" && address.host != "localhost" && address.host != "::1" {
         console.step("warning: the console listens on \(address.host), beyond this machine: anyone who reaches it can start and stop takes.")
     }

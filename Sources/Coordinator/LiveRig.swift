@@ -342,6 +342,7 @@ public final class LiveRig: Sendable {
         guard !busy else { return }
         let reached = nodes.filter { $0.link != nil && !$0.cameras.isEmpty && $0.view.reachable }
         ensureTracker(reached)
+        guard preview.isOn else { return }
         guard let tracker = state.withLock({ $0.tracker }) else { return }
         await withTaskGroup(of: Void.self) { group in
             for node in reached where node.previewSubscribed && ["idle", "finished", "failed"].contains(node.view.state) {
