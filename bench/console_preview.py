@@ -19,7 +19,10 @@ from __future__ import annotations
 
 import argparse
 import base64
+import io
 import json
+import queue
+import threading
 import os
 import re
 import signal
@@ -33,6 +36,7 @@ import urllib.request
 from pathlib import Path
 
 import numpy as np
+from PIL import Image
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "scripts"))
@@ -51,12 +55,8 @@ def crc8(data: bytes) -> int:
 
 
 def stripe_truth(jpeg: bytes, camera_width: int) -> int | None:
-    out = subprocess.run(["ffmpeg", "-v", "error", "-i", "-", "-f", "rawvideo", "-pix_fmt", "gray", "-"],
-                         input=jpeg, capture_output=True, check=True).stdout
-    probe = subprocess.run(["ffprobe", "-v", "error", "-show_entries", "stream=width,height", "-of", "csv=p=0", "-"],
-                           input=jpeg, capture_output=True, check=True).stdout.decode().strip().split(",")
-    w, h = int(probe[0]), int(probe[1])
-    image = np.frombuffer(out, np.uint8).reshape(h, w)
+    image = np.asarray(Image.open(io.BytesIO(jpeg)).convert("L"))
+    w = image.shape[1]
     scale = w / camera_width
     bits = [1 if image[int((r * 8 + 4) * scale), int((c * 8 + 4) * scale)] > 125 else 0
             for r, c in (divmod(b, 13) for b in range(104))]
@@ -144,6 +144,16 @@ def percentiles(values: list[float]) -> dict:
 
 def latency(base: str, sets: int) -> dict:
     viewer = Viewer(base)
+    # Arrivals are stamped by a thread that only reads, so decoding never delays a stamp.
+    arrivals: queue.Queue = queue.Queue()
+
+    def read():
+        try:
+            while True:
+                arrivals.put(viewer.message())
+        except (EOFError, OSError):
+            arrivals.put(None)
+    threading.Thread(target=read, daemon=True).start()
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline:
         try:
@@ -154,7 +164,10 @@ def latency(base: str, sets: int) -> dict:
     widths = {(c["node"], c["camera"]): c["width"] for c in get(base, "/api/rig")["cameras"]}
     samples, undecoded = [], 0
     while len(samples) < sets:
-        arrived, message = viewer.message()
+        item = arrivals.get(timeout=60)
+        if item is None:
+            break
+        arrived, message = item
         if message.get("type") != "multiview" or not message.get("complete"):
             continue
         truths = []
