@@ -5,8 +5,9 @@
 set -euo pipefail
 packages=(pkg-config libzmq3-dev libv4l-dev libavformat-dev libavcodec-dev libavutil-dev protobuf-compiler ffmpeg python3 python3-venv
           iproute2 iptables iputils-ping libnetfilter-queue-dev build-essential python3-dev
-          # headless chromium renders sync-report.html for Tests/python/test_report_page.py's screenshot checks
-          chromium)
+          # headless chromium renders sync-report.html for Tests/python/test_report_page.py's screenshot checks,
+          # and chromium-driver lets Selenium drive the live console's page (test_console_page.py)
+          chromium chromium-driver)
 missing=()
 for p in "${packages[@]}"; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
