@@ -135,6 +135,8 @@ public final class LiveRig: Sendable {
         var nextSubscriber: UInt64 = 0
         var lastRig: RigView?
         var lastTakes: [TakeEntry] = []
+        /// The newest events, replayed to a viewer that connects later.
+        var recentEvents: [EventView] = []
         var tracker: ClockTracker?
         var trackerTask: Task<Void, Never>?
         var trackedNodes: [String] = []
@@ -178,6 +180,7 @@ public final class LiveRig: Sendable {
             if let rig = s.lastRig { continuation.yield(.rig(rig)) }
             continuation.yield(.take(s.take))
             continuation.yield(.takes(s.lastTakes))
+            for e in s.recentEvents.suffix(24) { continuation.yield(.event(e)) }
             return s.nextSubscriber
         }
         continuation.onTermination = { [weak self] _ in self?.state.withLock { _ = $0.subscribers.removeValue(forKey: id) } }
@@ -191,6 +194,10 @@ public final class LiveRig: Sendable {
 
     private func event(_ kind: String, node: String? = nil, camera: String? = nil, _ text: String) {
         let view = EventView(time: ISO8601DateFormatter().string(from: Date()), kind: kind, node: node, camera: camera, text: text)
+        state.withLock { s in
+            s.recentEvents.append(view)
+            if s.recentEvents.count > 100 { s.recentEvents.removeFirst(s.recentEvents.count - 100) }
+        }
         broadcast(.event(view))
     }
 
