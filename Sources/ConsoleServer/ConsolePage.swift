@@ -172,6 +172,7 @@ function showSet(set) {
     const tile = tileFor(t.node, t.camera);
     const node = nodeInfo(t.node);
     tile.root.classList.toggle("missing", !!t.missing);
+    tile.root.dataset.group = t.group === null || t.group === undefined ? "" : String(t.group);
     if (t.missing) tile.nosignal.textContent = "no frame for group " + set.group;
     tile.parts.group.textContent = t.group !== null && t.group !== undefined ? "g " + t.group : "";
     tile.parts.phase.textContent = t.phase_error_us !== null && t.phase_error_us !== undefined ? "phase " + t.phase_error_us + " µs" : "";
