@@ -100,14 +100,7 @@ public final class V4L2Camera: CameraSource, ControllableCamera, @unchecked Send
             } else {
                 exposureInForce = keptPeriod / 2
             }
-            let exposure = try device.control(.exposureAbsolute), gain = try device.control(.gain)
-            let balance = try device.control(.whiteBalanceTemperature), focusControl = try device.control(.focusAbsolute)
-            focusRange = focusControl.map { $0.min...max($0.min, $0.max) }
-            controlRanges = ControlRanges(
-                exposureMicroseconds: exposure.map { Int($0.min) * 100...Int(max($0.min, $0.max)) * 100 },
-                gainDecibels: gain.map { Double($0.min)...Double(max($0.min, $0.max)) },
-                whiteBalanceKelvin: balance.map { Int($0.min)...Int(max($0.min, $0.max)) },
-                focus: focusControl == nil ? nil : 0...1)
+            (controlRanges, focusRange) = try Self.controlRanges(of: device)
         } catch let error as CameraSourceError {
             device.close()
             throw error
@@ -120,6 +113,18 @@ public final class V4L2Camera: CameraSource, ControllableCamera, @unchecked Send
     deinit { stop() }
 
     // MARK: Controls
+
+    /// What a device's controls accept, in the rig's units (VIDIOC_QUERYCTRL), and its raw focus range.
+    static func controlRanges(of device: V4L2Device) throws -> (ControlRanges, ClosedRange<Int32>?) {
+        let exposure = try device.control(.exposureAbsolute), gain = try device.control(.gain)
+        let balance = try device.control(.whiteBalanceTemperature), focusControl = try device.control(.focusAbsolute)
+        let ranges = ControlRanges(
+            exposureMicroseconds: exposure.map { Int($0.min) * 100...Int(max($0.min, $0.max)) * 100 },
+            gainDecibels: gain.map { Double($0.min)...Double(max($0.min, $0.max)) },
+            whiteBalanceKelvin: balance.map { Int($0.min)...Int(max($0.min, $0.max)) },
+            focus: focusControl == nil ? nil : 0...1)
+        return (ranges, focusControl.map { $0.min...max($0.min, $0.max) })
+    }
 
     public var isStreaming: Bool { lock.holding { !stopped } }
 
@@ -368,6 +373,8 @@ public struct V4L2CameraDescription: Sendable {
     public var capabilities: V4L2Capabilities
     /// Every pixel format with its sizes and intervals, as enumerated.
     public var formats: [V4L2Format]
+    /// What its exposure, gain, white balance and focus controls accept.
+    public var controlRanges = ControlRanges.none
 
     /// Opens `path`, reads its capabilities and formats, closes it. Throws one sentence naming the device when it
     /// is missing, cannot be opened or is not a capture node.
@@ -382,7 +389,9 @@ public struct V4L2CameraDescription: Sendable {
         do {
             let caps = try device.capabilities()
             if let problem = V4L2Camera.captureProblem(path: path, caps) { throw CameraSourceError(problem) }
-            return V4L2CameraDescription(path: path, capabilities: caps, formats: try device.formats())
+            var description = V4L2CameraDescription(path: path, capabilities: caps, formats: try device.formats())
+            description.controlRanges = try V4L2Camera.controlRanges(of: device).0
+            return description
         } catch let error as CameraSourceError {
             throw error
         } catch {

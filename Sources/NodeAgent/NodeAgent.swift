@@ -93,6 +93,8 @@ public final class NodeAgent: @unchecked Sendable {
     private let store: FileStore
     private let simulatedClock: SimulatedClock
     private let cameras: [CameraCapabilities]
+    /// What each V4L2 camera's controls accept (read once at start), so controls are checked while it is closed.
+    private let v4l2ControlRanges: [String: ControlRanges]
     /// The buses the node's cameras share: declared for synthetic cameras, read from sysfs for V4L2 ones.
     private let buses: [Bus]
 
@@ -159,6 +161,7 @@ public final class NodeAgent: @unchecked Sendable {
         }
         var buses = configuration.syntheticBuses
         var v4l2: [CameraCapabilities] = []
+        var ranges: [String: ControlRanges] = [:]
         for entry in configuration.v4l2Cameras {
             let found: V4L2CameraDescription
             do {
@@ -167,6 +170,7 @@ public final class NodeAgent: @unchecked Sendable {
                 throw NodeFailure(.io, "camera \(entry.name): \(error).")
             }
             if let problem = found.formatProblem { throw NodeFailure(.io, "camera \(entry.name): \(problem).") }
+            ranges[entry.name] = found.controlRanges
             // The USB bus the camera's stream crosses, shared with the node's other cameras on it.
             // sysfs knows the node by its real name: a /dev/v4l/by-id link is followed first.
             let bus = probe.usbBus(forVideoDevice: URL(fileURLWithPath: entry.device).resolvingSymlinksInPath().path)
@@ -177,6 +181,7 @@ public final class NodeAgent: @unchecked Sendable {
                                                    "card": "\(found.capabilities.card)", "bus": "\(found.busInfo)"])
         }
         cameras = synthetic + v4l2
+        v4l2ControlRanges = ranges
         self.buses = buses
         if let endpoint = configuration.previewBindEndpoint {
             do {
@@ -922,11 +927,9 @@ public final class NodeAgent: @unchecked Sendable {
                 throw NodeFailure(.io, "camera \(name): \(error).")
             }
         } else {
-            // Not open: a synthetic camera's ranges are known without it; a V4L2 camera's are checked as it opens.
-            if configuration.syntheticCameras.contains(message.camera),
-               let problem = SyntheticSensor.controlRanges(periodMicroseconds: 1_000_000).problem(with: wanted, camera: name) {
-                throw NodeFailure(.badConfig, problem)
-            }
+            // Not open: checked against the ranges the camera declared (a synthetic camera's exposure up to 1 s).
+            let ranges = v4l2ControlRanges[message.camera] ?? SyntheticSensor.controlRanges(periodMicroseconds: 1_000_000)
+            if let problem = ranges.problem(with: wanted, camera: name) { throw NodeFailure(.badConfig, problem) }
             applied = wanted
         }
         let merged = lock.holding { () -> CameraControls in

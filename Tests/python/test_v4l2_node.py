@@ -14,6 +14,7 @@ import json
 import os
 import re
 import subprocess
+import time
 from pathlib import Path
 
 import pytest
@@ -274,4 +275,66 @@ def test_a_rate_the_camera_does_not_offer_fails_the_arm_with_what_it_offers(tmp_
         assert "n1/cam0" in last and "/dev/video0 cannot deliver 1280x720 at 30 fps for ffv1" in last, last
         assert "YUYV at 10, 5 fps" in last and "codec mjpeg" in last, last
     finally:
+        node.cleanup()
+
+
+def test_the_console_sets_a_scripted_webcams_controls_through_its_ioctls(tmp_path):
+    """`coord console` over a node whose camera is the scripted uvcvideo webcam: PUT controls reach the device as
+    VIDIOC_S_CTRL (the applied values come back from VIDIOC_G_CTRL, in the device's own steps) and a value
+    outside the device's range (from VIDIOC_QUERYCTRL) is 422 with the sentence."""
+    import signal
+    import urllib.error
+    import urllib.request
+    s = script(tmp_path / "cams.json", {"/dev/video0": UVC})
+    node = v4l2_node(tmp_path, "n1", {"cam0": "/dev/video0"}, s)
+    console = subprocess.Popen([str(COORD), "console", "--rig", str(rig(tmp_path / "rig.yaml", node, "n1", "mjpeg")),
+                                "--listen", "127.0.0.1:0", "--takes-dir", str(tmp_path / "takes")],
+                               stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+    try:
+        base = re.search(r"(http://[\d.:]+)/", console.stdout.readline()).group(1)
+
+        def put(body):
+            request = urllib.request.Request(base + "/api/cameras/n1/cam0/controls", data=json.dumps(body).encode(),
+                                             method="PUT", headers={"Content-Type": "application/json"})
+            try:
+                with urllib.request.urlopen(request, timeout=10) as r:
+                    return r.status, json.loads(r.read())
+            except urllib.error.HTTPError as e:
+                return e.code, json.loads(e.read())
+
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:  # until the console has reached the node
+            with urllib.request.urlopen(base + "/api/rig", timeout=10) as r:
+                if all(n["reachable"] for n in json.loads(r.read())["nodes"]):
+                    break
+            time.sleep(0.2)
+        # Before the camera is open: checked against the ranges the device declared at the node's start.
+        status, answer = put({"exposure_us": 900000})
+        assert status == 422, answer
+        assert "n1/cam0" in answer["error"] and "exposure_us" in answer["error"] and "300…204700" in answer["error"], answer
+        while time.monotonic() < deadline:  # until the camera previews (opened, streaming)
+            try:
+                with urllib.request.urlopen(base + "/api/multiview", timeout=10) as r:
+                    break
+            except urllib.error.HTTPError:
+                time.sleep(0.2)
+        status, answer = put({"exposure_us": 10050})
+        assert status == 200, answer
+        # Exposure goes to the device in its 100 µs units; the answer is what VIDIOC_G_CTRL read back.
+        assert answer["controls"]["exposure_us"] == 10000
+        status, answer = put({"white_balance_k": 4500, "focus": 0.5, "gain_db": 64})
+        assert status == 200, answer
+        assert answer["controls"]["white_balance_k"] == 4500 and answer["controls"]["gain_db"] == 64
+        assert answer["controls"]["focus"] == pytest.approx(0.5, abs=0.02)
+        status, answer = put({"exposure_us": 900000})
+        assert status == 422, answer
+        assert "n1/cam0" in answer["error"] and "exposure_us" in answer["error"] and "300…204700" in answer["error"], answer
+        log = node.stderr_tail(200)
+        assert "controls set" in log, log
+    finally:
+        console.send_signal(signal.SIGINT)
+        try:
+            console.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            console.kill()
         node.cleanup()
