@@ -68,6 +68,8 @@ paths = {
     "/": {"get": {"summary": "The console page", "operationId": "page",
                   "responses": {"200": {"description": "the page", "content": {"text/html": {"schema": {"type": "string"}}}}}}},
     "/api/rig": {"get": {"summary": "Every node and camera", "operationId": "rig", "responses": {"200": resp("the rig", ref("Rig"))}}},
+    "/api/rig/controls.yaml": {"get": {"summary": "Every camera's controls as the nodes: part of a rig file", "operationId": "controlsYAML",
+                                       "responses": {"200": {"description": "YAML", "content": {"application/yaml": {"schema": {"type": "string"}}}}}}},
     "/api/multiview": {"get": {"summary": "The newest complete frame-matched set", "operationId": "multiview",
                                "responses": {"200": resp("every camera's tile of one group", ref("Multiview")),
                                              "404": err("no complete set yet")}}},

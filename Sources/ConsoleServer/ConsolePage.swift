@@ -110,6 +110,7 @@ enum ConsolePage {
         <button id="control-apply-all">Apply to all cameras</button>
       </div>
       <div id="control-message" class="message"></div>
+      <div class="message"><a id="controls-yaml" href="api/rig/controls.yaml">these controls as rig-file YAML</a> (paste into the rig file so every take starts with them)</div>
     </section>
     <section>
       <h2>Takes</h2>

@@ -143,6 +143,11 @@ public enum ConsoleServer {
             Response(status: .ok, headers: [.contentType: "application/json"], body: .init(byteBuffer: ByteBuffer(string: ConsoleOpenAPI.json)))
         }
         router.get("/api/rig") { _, _ in jsonResponse(rig.rig) }
+        router.get("/api/rig/controls.yaml") { _, _ in
+            Response(status: .ok, headers: [.contentType: "application/yaml; charset=utf-8",
+                                             .contentDisposition: "attachment; filename=\"controls.yaml\""],
+                     body: .init(byteBuffer: ByteBuffer(string: rig.controlsYAML)))
+        }
         router.get("/api/multiview") { _, _ in
             guard let set = rig.multiview else { return failure(.notFound, "no complete frame-matched set yet: every camera must deliver a tile of one group.") }
             return jsonResponse(set)

@@ -45,6 +45,24 @@ enum ConsoleOpenAPI {
     }
    }
   },
+  "/api/rig/controls.yaml": {
+   "get": {
+    "summary": "Every camera's controls as the nodes: part of a rig file",
+    "operationId": "controlsYAML",
+    "responses": {
+     "200": {
+      "description": "YAML",
+      "content": {
+       "application/yaml": {
+        "schema": {
+         "type": "string"
+        }
+       }
+      }
+     }
+    }
+   }
+  },
   "/api/multiview": {
    "get": {
     "summary": "The newest complete frame-matched set",

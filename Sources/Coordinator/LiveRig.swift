@@ -494,6 +494,30 @@ public final class LiveRig: Sendable {
         }
     }
 
+    /// The controls set here, as the `nodes:` part of a rig file (each camera's `controls:`), to paste into the
+    /// rig file so every take starts with them.
+    public var controlsYAML: String {
+        let nodes = state.withLock { $0.nodes }
+        var lines = ["# Camera controls from coord console, \(ISO8601DateFormatter().string(from: Date())).",
+                     "# Paste each camera's controls into the rig file's nodes[].cameras[] entries.", "nodes:"]
+        for node in nodes where !node.cameras.isEmpty {
+            lines.append("  - name: \(node.name)")
+            lines.append("    endpoint: \(node.spec.endpoint)")
+            lines.append("    cameras:")
+            for camera in node.cameras {
+                lines.append("      - name: \(camera.camera)")
+                let c = node.controls[camera.camera] ?? CameraControls()
+                var parts: [String] = []
+                if let v = c.exposureMicroseconds { parts.append("exposure_us: \(v)") }
+                if let v = c.gainDecibels { parts.append("gain_db: \(v)") }
+                if let v = c.whiteBalanceKelvin { parts.append("white_balance_k: \(v)") }
+                if let v = c.focus { parts.append("focus: \(v)") }
+                if !parts.isEmpty { lines.append("        controls: {\(parts.joined(separator: ", "))}") }
+            }
+        }
+        return lines.joined(separator: "\n") + "\n"
+    }
+
     /// What no camera can take (the node checks each camera's own ranges).
     public static func basicProblem(_ c: CameraControls, camera: String) -> String? {
         if c.isEmpty { return "no control given for camera \(camera): set any of exposure_us, gain_db, white_balance_k, focus." }

@@ -91,7 +91,8 @@ import Testing
 
     @Test func knownKeysFollowTheCodingKeys() {
         #expect(RigSpec.knownKeys[""] == ["version", "nodes", "take", "pressure", "collect"])
-        #expect(RigSpec.knownKeys["nodes[].cameras[]"] == ["name", "priority", "max_fps", "size"])
+        #expect(RigSpec.knownKeys["nodes[].cameras[]"] == ["name", "priority", "max_fps", "size", "controls"])
+        #expect(RigSpec.knownKeys["nodes[].cameras[].controls"] == ["exposure_us", "gain_db", "white_balance_k", "focus"])
         #expect(RigSpec.knownKeys["pressure"] == ["serious", "critical", "slow_record_every", "repeat_seconds", "restore_seconds"])
         #expect(RigSpec.knownKeys["nodes[]"] == ["name", "endpoint", "cameras"])
         #expect(RigSpec.knownKeys["take"] == ["fps", "size", "codec", "name", "takes_dir"])

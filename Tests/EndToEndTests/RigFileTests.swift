@@ -103,6 +103,22 @@ struct RigFileTests {
         #expect(file.warnings.isEmpty)
     }
 
+    @Test func aCamerasControlsAreReadAndAnUnknownControlIsWarnedAbout() throws {
+        let file = try load("""
+            nodes:
+              - name: a
+                endpoint: tcp://h:1
+                cameras:
+                  - name: cam0
+                    controls: {exposure_us: 8000, gain_db: 6, white_balance_k: 4500, focus: 0.25, iso: 100}
+                  - cam1
+            """)
+        let cameras = try #require(file.spec.nodes[0].cameras)
+        #expect(cameras[0].controls == CameraControls(exposureMicroseconds: 8000, gainDecibels: 6, whiteBalanceKelvin: 4500, focus: 0.25))
+        #expect(cameras[1].controls == nil)
+        #expect(file.warnings.count == 1 && file.warnings[0].contains("nodes[0].cameras[0].controls.iso"), "\(file.warnings)")
+    }
+
     @Test func unknownKeysAreWarnedAboutNotRefused() throws {
         let file = try load("""
             version: 1

@@ -278,6 +278,8 @@ def test_controls_change_one_cameras_picture_apply_to_all_changes_every_one_and_
         if key != ("node-2", "cam1"):
             assert abs(after[key] - before[key]) < before[key] * 0.05, (key, before[key], after[key])
     assert {(c["node"], c["camera"]): c["controls"].get("gain_db") for c in demo.get("/api/rig")["cameras"]}[("node-2", "cam1")] == 9
+    snippet = demo.get("/api/rig/controls.yaml").decode()
+    assert "- name: node-2" in snippet and "controls: {exposure_us: 16666, gain_db: 9.0" in snippet, snippet
 
     status, everywhere = demo.send("PUT", "/api/controls", {"exposure_us": 8000, "white_balance_k": 4000})
     assert status == 200, everywhere
@@ -344,3 +346,61 @@ def test_schemathesis_finds_no_server_error(shared_demo, tmp_path):
          "--report-dir", str(tmp_path)],
         capture_output=True, text=True, timeout=600)
     assert run.returncode == 0, run.stdout[-4000:] + run.stderr[-2000:]
+
+
+def ws_messages(base: str):
+    """Yields the console's WebSocket messages as JSON (a minimal RFC 6455 reader; server frames are unmasked)."""
+    s = open_stalled_websocket(base)
+    s.settimeout(30)
+    buffer = b""
+
+    def need(n):
+        nonlocal buffer
+        while len(buffer) < n:
+            chunk = s.recv(65536)
+            if not chunk:
+                raise EOFError
+            buffer += chunk
+    try:
+        while True:
+            need(2)
+            length, offset = buffer[1] & 0x7F, 2
+            if length == 126:
+                need(4); length, offset = int.from_bytes(buffer[2:4], "big"), 4
+            elif length == 127:
+                need(10); length, offset = int.from_bytes(buffer[2:10], "big"), 10
+            need(offset + length)
+            opcode, payload, buffer = buffer[0] & 0x0F, buffer[offset:offset + length], buffer[offset + length:]
+            if opcode == 1:
+                yield json.loads(payload)
+    finally:
+        s.close()
+
+
+def test_a_node_that_goes_away_is_unreachable_and_the_other_tiles_go_on(demo):
+    from test_demo import node_processes_of
+    demo.wait_multiview()
+    victim = next(pid for pid in node_processes_of(demo.proc.pid)
+                  if "node-2" in Path(f"/proc/{pid}/cmdline").read_bytes().decode(errors="replace"))
+    os.kill(victim, signal.SIGKILL)
+    deadline = time.monotonic() + 20
+    while time.monotonic() < deadline:
+        nodes = {n["name"]: n for n in demo.get("/api/rig")["nodes"]}
+        if not nodes["node-2"]["reachable"]:
+            break
+        time.sleep(0.2)
+    assert not nodes["node-2"]["reachable"] and nodes["node-2"]["message"], nodes
+    assert nodes["node-1"]["reachable"] and nodes["node-3"]["reachable"]
+    # The other cameras' tiles keep coming, in sets that mark node-2's cameras missing.
+    groups = []
+    for message in ws_messages(demo.base):
+        if message.get("type") != "multiview":
+            continue
+        tiles = {(t["node"], t["camera"]): t for t in message["tiles"]}
+        assert all(tiles[("node-2", c)]["missing"] and tiles[("node-2", c)]["image"] is None for c in ("cam0", "cam1"))
+        present = [t for k, t in tiles.items() if k[0] != "node-2"]
+        assert all(not t["missing"] and t["group"] == message["group"] for t in present), message
+        groups.append(message["group"])
+        if len(groups) == 5:
+            break
+    assert groups == sorted(set(groups)), groups
