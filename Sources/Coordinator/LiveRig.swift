@@ -21,6 +21,18 @@ public final class LiveRig: Sendable {
         public var clockUncertaintyUs: Double?
         public var takeId: String?
         public var message: String?
+
+        /// Absent values are written as null, so every key is always there.
+        public func encode(to encoder: Encoder) throws {
+            var c = encoder.container(keyedBy: CodingKeys.self)
+            try c.encode(name, forKey: .name)
+            try c.encode(reachable, forKey: .reachable)
+            try c.encode(state, forKey: .state)
+            try c.encode(pressure, forKey: .pressure)
+            try c.encode(clockUncertaintyUs, forKey: .clockUncertaintyUs)
+            try c.encode(takeId, forKey: .takeId)
+            try c.encode(message, forKey: .message)
+        }
     }
     public typealias Controls = CameraControls
     public struct CameraControlsView: Codable, Equatable, Sendable {
@@ -37,6 +49,19 @@ public final class LiveRig: Sendable {
         public var controls: Controls
         public var drops: Int64
         public var phaseErrorUs: Int64?
+
+        /// Absent values are written as null, so every key is always there.
+        public func encode(to encoder: Encoder) throws {
+            var c = encoder.container(keyedBy: CodingKeys.self)
+            try c.encode(node, forKey: .node)
+            try c.encode(camera, forKey: .camera)
+            try c.encode(width, forKey: .width)
+            try c.encode(height, forKey: .height)
+            try c.encode(fps, forKey: .fps)
+            try c.encode(controls, forKey: .controls)
+            try c.encode(drops, forKey: .drops)
+            try c.encode(phaseErrorUs, forKey: .phaseErrorUs)
+        }
     }
     public struct RigView: Codable, Equatable, Sendable {
         public var nodes: [NodeView]
@@ -51,6 +76,19 @@ public final class LiveRig: Sendable {
         public var missing: Bool
         public var phaseErrorUs: Int64?
         public var drops: Int64
+
+        /// Absent values are written as null, so every key is always there.
+        public func encode(to encoder: Encoder) throws {
+            var c = encoder.container(keyedBy: CodingKeys.self)
+            try c.encode(node, forKey: .node)
+            try c.encode(camera, forKey: .camera)
+            try c.encode(group, forKey: .group)
+            try c.encode(centerUs, forKey: .centerUs)
+            try c.encode(image, forKey: .image)
+            try c.encode(missing, forKey: .missing)
+            try c.encode(phaseErrorUs, forKey: .phaseErrorUs)
+            try c.encode(drops, forKey: .drops)
+        }
     }
     public struct MultiviewView: Codable, Equatable, Sendable {
         public var group: Int64
@@ -58,6 +96,16 @@ public final class LiveRig: Sendable {
         public var complete: Bool
         public var takeId: String?
         public var tiles: [TileView]
+
+        /// Absent values are written as null, so every key is always there.
+        public func encode(to encoder: Encoder) throws {
+            var c = encoder.container(keyedBy: CodingKeys.self)
+            try c.encode(group, forKey: .group)
+            try c.encode(centerUs, forKey: .centerUs)
+            try c.encode(complete, forKey: .complete)
+            try c.encode(takeId, forKey: .takeId)
+            try c.encode(tiles, forKey: .tiles)
+        }
     }
     public struct TakeView: Codable, Equatable, Sendable {
         public var takeId: String?
@@ -67,6 +115,18 @@ public final class LiveRig: Sendable {
         public var elapsedS: Double
         public var message: String?
         public var report: String?
+
+        /// Absent values are written as null, so every key is always there.
+        public func encode(to encoder: Encoder) throws {
+            var c = encoder.container(keyedBy: CodingKeys.self)
+            try c.encode(takeId, forKey: .takeId)
+            try c.encode(name, forKey: .name)
+            try c.encode(state, forKey: .state)
+            try c.encode(seconds, forKey: .seconds)
+            try c.encode(elapsedS, forKey: .elapsedS)
+            try c.encode(message, forKey: .message)
+            try c.encode(report, forKey: .report)
+        }
     }
     public struct TakeEntry: Codable, Equatable, Sendable {
         public var takeId: String
@@ -74,6 +134,16 @@ public final class LiveRig: Sendable {
         public var status: String
         public var started: String
         public var report: String?
+
+        /// Absent values are written as null, so every key is always there.
+        public func encode(to encoder: Encoder) throws {
+            var c = encoder.container(keyedBy: CodingKeys.self)
+            try c.encode(takeId, forKey: .takeId)
+            try c.encode(name, forKey: .name)
+            try c.encode(status, forKey: .status)
+            try c.encode(started, forKey: .started)
+            try c.encode(report, forKey: .report)
+        }
     }
     public struct EventView: Codable, Equatable, Sendable {
         public var time: String
@@ -81,6 +151,16 @@ public final class LiveRig: Sendable {
         public var node: String?
         public var camera: String?
         public var text: String
+
+        /// Absent values are written as null, so every key is always there.
+        public func encode(to encoder: Encoder) throws {
+            var c = encoder.container(keyedBy: CodingKeys.self)
+            try c.encode(time, forKey: .time)
+            try c.encode(kind, forKey: .kind)
+            try c.encode(node, forKey: .node)
+            try c.encode(camera, forKey: .camera)
+            try c.encode(text, forKey: .text)
+        }
     }
     public enum Message: Sendable {
         case rig(RigView)
