@@ -77,6 +77,8 @@ let package = Package(
             "Coordinator", "CoordCore", "Platform", "TakeReport", "ConsoleServer",
             .product(name: "ArgumentParser", package: "swift-argument-parser"),
             .product(name: "Logging", package: "swift-log"),
+            // Ctrl-C and SIGTERM during a take (handleInterrupts).
+            .product(name: "UnixSignals", package: "swift-service-lifecycle"),
         ]),
         .executableTarget(name: "coord", dependencies: ["CoordCommands"]),
         // coord-node's commands, in a library tests can call.

@@ -7,6 +7,7 @@ import Synchronization
 import Logging
 import Platform
 import TakeReport
+import UnixSignals
 #if canImport(Glibc)
 import Glibc
 #endif
@@ -203,11 +204,11 @@ func serveConsole(spec: RigSpec, template: TakeRequest, address: (host: String, 
 /// Ctrl-C handled. `abandon` runs on a second interrupt (or one before recording starts) and returns the
 /// sentence printed before exiting 130.
 func recordTake(endpoints: [String], names: [String: String] = [:], request: TakeRequest, console: Console,
-                abandon: @escaping @Sendable () -> String,
+                abandon: @escaping @Sendable () async -> String,
                 collectionInterrupted: @escaping @Sendable (URL) -> String) async throws -> TakeOutcome {
     let session = TakeSession(endpoints: endpoints, names: names, request: request, console: console, logger: Logger(label: "coord"))
-    let interrupts = handleInterrupts(session: session, abandon: abandon, collectionInterrupted: collectionInterrupted)
-    defer { interrupts.forEach { $0.cancel() } }
+    let interrupts = await handleInterrupts(session: session, abandon: abandon, collectionInterrupted: collectionInterrupted)
+    defer { interrupts.cancel() }
     return try await session.run()
 }
 
@@ -224,18 +225,19 @@ func finishTake(_ outcome: TakeOutcome, console: Console) throws {
 }
 
 /// Ctrl-C or SIGTERM while recording: stop every camera at one instant and collect as usual. Before the
-/// recording starts, or a second time: `abandon` deals with the nodes, and coord leaves.
-func handleInterrupts(session: TakeSession, abandon: @escaping @Sendable () -> String,
-                      collectionInterrupted: @escaping @Sendable (URL) -> String) -> [DispatchSourceSignal] {
-    let count = InterruptCount()
-    return [SIGINT, SIGTERM].map { (number: Int32) -> DispatchSourceSignal in
-        _ = Glibc.signal(number, SIG_IGN)
-        let source = DispatchSource.makeSignalSource(signal: number, queue: .global())
-        source.setEventHandler {
-            // Signals arriving together are coalesced into one event; `data` says how many there were.
-            if count.add(Int(source.data)) == 1 && session.requestStop() {
+/// recording starts, or a second time: `abandon` deals with the nodes, and coord leaves (exit 130). The signals
+/// come through ServiceLifecycle's `UnixSignalsSequence` (no work in a signal handler); cancel the task after the
+/// take to restore the default handling.
+func handleInterrupts(session: TakeSession, abandon: @escaping @Sendable () async -> String,
+                      collectionInterrupted: @escaping @Sendable (URL) -> String) async -> Task<Void, Never> {
+    let signals = await UnixSignalsSequence(trapping: .sigint, .sigterm)
+    return Task {
+        var count = 0
+        for await _ in signals {
+            count += 1
+            if count == 1 && session.requestStop() {
                 FileHandle.standardError.write(Data("\ncoord: interrupted; stopping every camera at one instant and collecting (interrupt again to abandon the take).\n".utf8))
-                return
+                continue
             }
             // Recording is over: nothing is abandoned. Every node keeps what it has not seen verified, and the
             // partial copies here are resumed by the next collection.
@@ -243,18 +245,25 @@ func handleInterrupts(session: TakeSession, abandon: @escaping @Sendable () -> S
                 FileHandle.standardError.write(Data("\ncoord: interrupted while collecting; \(collectionInterrupted(directory))\n".utf8))
                 Glibc.exit(130)
             }
-            let outcome = abandon()
+            let outcome = await abandon()
             FileHandle.standardError.write(Data("\ncoord: interrupted; \(outcome)\n".utf8))
             Glibc.exit(130)
         }
-        source.resume()
-        return source
     }
 }
 
-final class InterruptCount: Sendable {
-    private let n = Mutex(0)
-    func add(_ k: Int) -> Int { n.withLock { $0 += max(1, k); return $0 } }
+/// `work`'s result, or nil when it takes longer than `seconds` (it is cancelled then).
+func withTimeout<T: Sendable>(seconds: Double, _ work: @escaping @Sendable () async -> T) async -> T? {
+    await withTaskGroup(of: T?.self) { group in
+        group.addTask { await work() }
+        group.addTask {
+            try? await Task.sleep(nanoseconds: UInt64(seconds * 1e9))
+            return nil
+        }
+        let first = await group.next() ?? nil
+        group.cancelAll()
+        return first
+    }
 }
 
 /// Loads a rig file for a command: warnings on stderr, a usage error (exit 2) in one sentence.
@@ -306,7 +315,7 @@ struct StartTake: AsyncParsableCommand {
                                            names: Dictionary(spec.nodes.map { ($0.endpoint, $0.name) }) { first, _ in first },
                                            request: request, console: console) {
                 // Nothing may keep recording once coord is gone: every node drops the take (keeping what it captured).
-                let unreached = blockingWait(seconds: 3) { await RigStatus.abandon(spec, reason: "the operator abandoned the take") }
+                let unreached = await withTimeout(seconds: 3) { await RigStatus.abandon(spec, reason: "the operator abandoned the take") }
                 let missed = unreached ?? spec.nodes.map(\.name)
                 return missed.isEmpty
                     ? "the take is abandoned; every node dropped it and keeps whatever it recorded in its staging area."
@@ -317,23 +326,6 @@ struct StartTake: AsyncParsableCommand {
         }
         try finishTake(outcome, console: console)
     }
-}
-
-/// Runs async work from a thread that must block (a signal handler); nil if it did not finish in time.
-func blockingWait<T: Sendable>(seconds: Double, _ work: @escaping @Sendable () async -> T) -> T? {
-    let box = ResultBox<T>()
-    let done = DispatchSemaphore(value: 0)
-    Task {
-        box.set(await work())
-        done.signal()
-    }
-    return done.wait(timeout: .now() + seconds) == .success ? box.get() : nil
-}
-
-final class ResultBox<T: Sendable>: Sendable {
-    private let value = Mutex<T?>(nil)
-    func set(_ v: T) { value.withLock { $0 = v } }
-    func get() -> T? { value.withLock { $0 } }
 }
 
 /// The take a rig file and the command line ask for; a usage error (exit 2) in one sentence.

@@ -113,10 +113,10 @@ public struct TakeManifest: Codable, Equatable, Sendable {
         public var tMicroseconds: Int64
         public var node: String
         public var camera: String
-        public var kind: String
+        public var kind: TakeEvent.Kind
         public var detail: String
         enum CodingKeys: String, CodingKey { case tMicroseconds = "t_us", node, camera, kind, detail }
-        public init(tMicroseconds: Int64, node: String, camera: String, kind: String, detail: String) {
+        public init(tMicroseconds: Int64, node: String, camera: String, kind: TakeEvent.Kind, detail: String) {
             self.tMicroseconds = tMicroseconds; self.node = node; self.camera = camera; self.kind = kind; self.detail = detail
         }
     }

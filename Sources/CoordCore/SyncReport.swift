@@ -72,10 +72,10 @@ public struct SyncReport: Codable, Equatable, Sendable {
     public var clockNote: String?
 
     /// The event kinds the report repeats from the manifest: budget, pressure and collection problems.
-    public static let reportedEventKinds: Set<String> = Set(([
+    public static let reportedEventKinds: Set<TakeEvent.Kind> = [
         .fit, .pressure, .pressureShutdown, .cameraSlowed, .cameraRestored, .cameraDisabled, .cameraSlowedFailed,
         .cameraDisabledFailed, .held, .fileDamaged, .fileMissing, .collectFailed,
-    ] as [TakeEvent.Kind]).map(\.rawValue))
+    ]
 
     enum CodingKeys: String, CodingKey {
         case groups, spreadMicroseconds = "spread_us", cameras, groupsMeasured = "groups_measured"

@@ -13,10 +13,18 @@ public struct TakeEvent: Equatable, Sendable {
 
     /// The kinds of event, named once. A kind from a newer node or coordinator survives a round trip through a
     /// manifest: it is a string underneath, not a closed enum.
-    public struct Kind: RawRepresentable, Hashable, Sendable, CustomStringConvertible {
+    /// An event's kind: its manifest name. Written and read as that string; a kind this version does not know
+    /// (a newer node's) is kept as it is.
+    public struct Kind: RawRepresentable, Hashable, Sendable, CustomStringConvertible, Codable, ExpressibleByStringLiteral {
         public let rawValue: String
         public init(rawValue: String) { self.rawValue = rawValue }
+        public init(stringLiteral value: String) { self.init(rawValue: value) }
         public var description: String { rawValue }
+        public init(from decoder: Decoder) throws { rawValue = try decoder.singleValueContainer().decode(String.self) }
+        public func encode(to encoder: Encoder) throws {
+            var c = encoder.singleValueContainer()
+            try c.encode(rawValue)
+        }
 
         // The take as the coordinator runs it.
         public static let fit = Kind(rawValue: "fit")
@@ -66,10 +74,10 @@ extension TakeManifest {
     public var partialCause: String {
         let order: [Set<TakeEvent.Kind>] = [[.takeAborted, .stagingLost, .recovered], [.fileDamaged, .fileMissing, .collectFailed],
                                             [.incomplete, .nodeFailed, .cameraError, .nodeUnfinished]]
-        guard let e = order.lazy.compactMap({ kinds in self.events.first { kinds.contains(TakeEvent.Kind(rawValue: $0.kind)) } }).first
+        guard let e = order.lazy.compactMap({ kinds in self.events.first { kinds.contains($0.kind) } }).first
         else { return "see manifest.json" }
         let detail = e.detail.hasSuffix(".") ? String(e.detail.dropLast()) : e.detail
-        if e.kind.hasPrefix("file-") || [TakeEvent.Kind.takeAborted, .stagingLost, .recovered].map(\.rawValue).contains(e.kind) { return detail }
+        if e.kind.rawValue.hasPrefix("file-") || [TakeEvent.Kind.takeAborted, .stagingLost, .recovered].contains(e.kind) { return detail }
         return "\([e.node, e.camera].filter { !$0.isEmpty }.joined(separator: "/")) \(detail)"
     }
 }

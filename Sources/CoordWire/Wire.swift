@@ -297,11 +297,11 @@ extension Calibration {
     }
 }
 
-extension Coord_V1_Status {
-    /// What the take's conductor needs of a node's status.
-    public var report: TakeConductor.NodeReport {
+extension NodeStatus {
+    /// A node's Status reply as the coordinator keeps it.
+    public init(wire: Coord_V1_Status) {
         let state: TakeConductor.NodeState
-        switch self.state {
+        switch wire.state {
         case .configured: state = .configured
         case .armed: state = .armed
         case .recording: state = .recording
@@ -309,10 +309,32 @@ extension Coord_V1_Status {
         case .failed: state = .failed
         case .idle, .unspecified, .UNRECOGNIZED: state = .idle
         }
-        return TakeConductor.NodeReport(takeID: takeID, state: state, stopGroup: stopGroup, detail: detail,
-                                        cameraErrors: cameras.map { ($0.camera, $0.error) },
-                                        disabledCameras: cameras.filter(\.disabled).map(\.camera),
-                                        lastGroup: cameras.map(\.lastGroup).max() ?? -1)
+        self.init(node: wire.node, state: state, takeID: wire.takeID, cameras: wire.cameras.map { c in
+            var camera = NodeStatus.Camera(camera: c.camera)
+            camera.frames = Int64(clamping: c.frames)
+            camera.dropped = Int64(clamping: c.dropped)
+            camera.lastGroup = c.lastGroup
+            camera.finished = c.finished
+            camera.error = c.error
+            camera.timestampNoiseMicroseconds = c.timestampNoiseUs.isFinite ? c.timestampNoiseUs : 0
+            camera.centerUncertaintyMicroseconds = c.centerUncertaintyUs.isFinite ? c.centerUncertaintyUs : 0
+            camera.phaseRestarts = Int(c.phaseRestarts)
+            camera.held = Int64(clamping: c.held)
+            camera.recordEvery = max(1, Int(c.recordEvery))
+            camera.disabled = c.disabled
+            camera.bytesWritten = c.bytesWritten
+            return camera
+        })
+        detail = wire.detail
+        pressure = PressureLevel(rawValue: Int(wire.pressure.rawValue))
+        pressureCause = wire.pressureCause
+        // A node's own event keeps its kind as the node named it (a newer node's kind is kept as it is).
+        events = wire.events.map { TakeEvent(TakeEvent.Kind(rawValue: $0.kind), at: $0.tUs, node: wire.node, camera: $0.camera, $0.detail) }
+        if wire.framePeriodUs > 0 && wire.framePeriodUs <= UInt64(Int64.max) {
+            grid = FrameGrid(t0: wire.t0Us, periodMicroseconds: Int64(wire.framePeriodUs))
+        }
+        rigNowMicroseconds = wire.rigNowUs
+        stopGroup = wire.stopGroup
     }
 }
 

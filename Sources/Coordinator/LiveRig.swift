@@ -244,9 +244,14 @@ public final class LiveRig: Sendable {
         }
     }
 
-    private final class WeakBox: @unchecked Sendable {
-        // @unchecked: set once in LiveRig.init before the receiver can deliver anything that reads it.
-        weak var rig: LiveRig?
+    /// The receiver's way back to this rig, without a retain cycle.
+    private final class WeakBox: Sendable {
+        private struct Weak { weak var rig: LiveRig? }
+        private let value = Mutex(Weak())
+        var rig: LiveRig? {
+            get { value.withLock { $0.rig } }
+            set { value.withLock { $0.rig = newValue } }
+        }
     }
 
     // MARK: Streams
@@ -386,17 +391,18 @@ public final class LiveRig: Sendable {
                 event("node-reached", node: node.name, "node \(node.name) reached at \(node.spec.endpoint): \(settings.count) camera(s)\(endpoint == nil ? ", no preview" : "")")
             }
             let (reply, _) = try await link.request(.statusRequest(Coord_V1_StatusRequest()), timeout: 1, what: "status")
-            guard case .status(let status) = reply.body else { return }
+            guard case .status(let wire) = reply.body else { return }
+            let status = NodeStatus(wire: wire)
             let uncertainty = state.withLock { $0.tracker }?.estimate(node.name)?.uncertaintyMicroseconds
             state.withLock { s in
                 let wasReachable = s.nodes[index].view.reachable
                 s.nodes[index].view = NodeView(
-                    name: node.name, reachable: true, state: RigStatus.stateName(status.state),
-                    pressure: (PressureLevel(rawValue: status.pressure.rawValue) ?? .nominal).name, clockUncertaintyUs: uncertainty.map { ($0 * 10).rounded() / 10 },
+                    name: node.name, reachable: true, state: status.state.name,
+                    pressure: (status.pressure ?? .nominal).name, clockUncertaintyUs: uncertainty.map { ($0 * 10).rounded() / 10 },
                     takeId: status.takeID.isEmpty ? nil : status.takeID,
-                    message: !status.detail.isEmpty ? status.detail : status.pressure.rawValue > 1 && !status.pressureCause.isEmpty ? status.pressureCause : nil)
+                    message: !status.detail.isEmpty ? status.detail : (status.pressure ?? .nominal) > .nominal && !status.pressureCause.isEmpty ? status.pressureCause : nil)
                 for c in status.cameras {
-                    s.nodes[index].cameraProgress[c.camera, default: (0, nil)].drops = Int64(clamping: c.dropped)
+                    s.nodes[index].cameraProgress[c.camera, default: (0, nil)].drops = c.dropped
                 }
                 if !wasReachable { s.nodes[index].view.message = nil }
             }

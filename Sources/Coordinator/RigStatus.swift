@@ -59,14 +59,15 @@ public enum RigStatus {
                 report.notes.append("has no camera \(camera)")
             }
             let (statusReply, _) = try await link.request(.statusRequest(Coord_V1_StatusRequest()), timeout: timeout, what: "a status request")
-            guard case .status(let s) = statusReply.body else {
+            guard case .status(let wire) = statusReply.body else {
                 throw CoordError(.failure, "node at \(node.endpoint) answered a status request with something else.")
             }
-            report.state = stateName(s.state)
+            let s = NodeStatus(wire: wire)
+            report.state = s.state.name
             report.takeID = s.takeID.isEmpty ? nil : s.takeID
             if s.state == .failed && !s.detail.isEmpty { report.notes.append(s.detail) }
             for c in s.cameras where !c.error.isEmpty { report.notes.append("\(c.camera): \(c.error)") }
-            if let level = PressureLevel(rawValue: s.pressure.rawValue), level > .nominal {
+            if let level = s.pressure, level > .nominal {
                 report.notes.append("pressure \(level.name): \(s.pressureCause)")
             }
         } catch {
@@ -128,18 +129,6 @@ public enum RigStatus {
             _ = try await link.request(.abort(abort), timeout: timeout, what: "the abort")
         }
         return zip(spec.nodes, results).filter { $0.1.failure != nil }.map(\.0.name)
-    }
-
-    static func stateName(_ state: Coord_V1_Status.State) -> String {
-        switch state {
-        case .idle: return "idle"
-        case .configured: return "configured"
-        case .armed: return "armed"
-        case .recording: return "recording"
-        case .finished: return "finished"
-        case .failed: return "failed"
-        default: return "unknown"
-        }
     }
 
     /// Why a node did not answer, as the rest of a sentence that already named it.

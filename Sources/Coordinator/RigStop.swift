@@ -29,7 +29,7 @@ public enum RigStop {
 
     public static func stop(_ spec: RigSpec, lead: Int64 = 2_000_000, timeout: Double = 3) async throws -> [Outcome] {
         let context = ZMQContext()
-        let statuses = await eachNodeResult(spec.nodes) { node -> Coord_V1_Status in
+        let statuses = await eachNodeResult(spec.nodes) { node -> NodeStatus in
             let link = try NodeLink(endpoint: node.endpoint, name: node.name, context: context)
             link.setName(node.name)
             defer { link.close() }
@@ -37,19 +37,18 @@ public enum RigStop {
             guard case .status(let s) = reply.body else {
                 throw CoordError(.failure, "node \(node.name) answered a status request with something else.")
             }
-            return s
+            return NodeStatus(wire: s)
         }
-        var byTake: [String: [(RigSpec.Node, Coord_V1_Status)]] = [:]
+        var byTake: [String: [(RigSpec.Node, NodeStatus, FrameGrid)]] = [:]
         for (node, result) in zip(spec.nodes, statuses) {
-            guard case .success(let s) = result, s.state == .recording, !s.takeID.isEmpty, s.framePeriodUs > 0 else { continue }
-            byTake[s.takeID, default: []].append((node, s))
+            guard case .success(let s) = result, s.state == .recording, !s.takeID.isEmpty, let grid = s.grid else { continue }
+            byTake[s.takeID, default: []].append((node, s, grid))
         }
         let unreachable = zip(spec.nodes, statuses).compactMap { node, result in result.failure.map { "\(node.name): \($0)" } }
         var outcomes: [Outcome] = []
         for (takeID, members) in byTake.sorted(by: { $0.key < $1.key }) {
-            let first = members[0].1
-            let grid = FrameGrid(t0: first.t0Us, periodMicroseconds: Int64(first.framePeriodUs))
-            let rigNows = members.map(\.1.rigNowUs)
+            let grid = members[0].2
+            let rigNows = members.map(\.1.rigNowMicroseconds)
             let stop = stopGroup(grid: grid, rigNows: rigNows, lead: lead)
             let ahead = Double(grid.instant(ofGroup: stop) - (rigNows.max() ?? grid.t0)) / 1e6
             let current = members.map(\.1.stopGroup).filter { $0 > 0 }

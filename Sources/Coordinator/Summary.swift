@@ -36,7 +36,7 @@ public enum TakeSummary {
             lines.append("  allowing two sigma of each camera's clock and centre error: p50 \(b.p50) µs, p99 \(b.p99) µs, max \(b.max) µs")
         }
         if let note = report.clockNote { lines.append("  note: \(note)") }
-        let unsaid = Set(([.start, .stop, .fileDamaged, .fileMissing] as [TakeEvent.Kind]).map(\.rawValue))
+        let unsaid: Set<TakeEvent.Kind> = [.start, .stop, .fileDamaged, .fileMissing]
         for e in manifest.events where !unsaid.contains(e.kind) {
             lines.append("  event: \([e.node, e.camera].filter { !$0.isEmpty }.joined(separator: "/")) \(e.kind): \(e.detail)")
         }

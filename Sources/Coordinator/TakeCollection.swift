@@ -13,8 +13,7 @@ import Glibc
 /// verified so far, so any run can pick up where the last stopped.
 public enum TakeCollection {
     /// Event kinds worked out from the collected files, made afresh by every run.
-    static let derivedKinds: Set<String> = Set(([.incomplete, .held, .dup, .collectFailed, .fileDamaged, .fileMissing, .recovered]
-                                                  as [TakeEvent.Kind]).map(\.rawValue))
+    static let derivedKinds: Set<TakeEvent.Kind> = [.incomplete, .held, .dup, .collectFailed, .fileDamaged, .fileMissing, .recovered]
 
     /// The files a camera's recording leaves, relative to the take directory.
     static func paths(of camera: TakeManifest.Camera) -> [String] {
@@ -82,20 +81,20 @@ public enum TakeCollection {
                 let detail = !absent.isEmpty ? "files missing: \(absent.joined(separator: ", "))"
                     : camera.disabled == true ? "was disabled by \(camera.disabler): frames.csv holds \(rows.count) rows for \(groups) groups"
                     : "frames.csv holds \(rows.count) rows for \(groups) groups"
-                events.append(.init(tMicroseconds: end, node: camera.node, camera: camera.camera, kind: TakeEvent.Kind.incomplete.rawValue, detail: detail))
+                events.append(.init(tMicroseconds: end, node: camera.node, camera: camera.camera, kind: .incomplete, detail: detail))
             }
             let recovered = rows.filter(\.isRecovered).count
             if recovered > 0 {
                 complete = false
-                events.append(.init(tMicroseconds: end, node: camera.node, camera: camera.camera, kind: TakeEvent.Kind.recovered.rawValue,
+                events.append(.init(tMicroseconds: end, node: camera.node, camera: camera.camera, kind: .recovered,
                                     detail: "camera \(camera.node)/\(camera.camera) was recovered after node \(camera.node) stopped mid-take (killed or crashed): its file holds \(rows.count) frames, the last \(recovered) with rebuilt rows whose centres are estimated, not measured"))
             }
             if held > 0 && !rows.isEmpty {
-                events.append(.init(tMicroseconds: grid.t0, node: camera.node, camera: camera.camera, kind: TakeEvent.Kind.held.rawValue,
+                events.append(.init(tMicroseconds: grid.t0, node: camera.node, camera: camera.camera, kind: .held,
                                     detail: "\(held) of \(groups) groups repeat the previous frame on purpose (frame-rate cap or slow-down)"))
             }
             if dropped > 0 {
-                events.append(.init(tMicroseconds: grid.t0, node: camera.node, camera: camera.camera, kind: TakeEvent.Kind.dup.rawValue,
+                events.append(.init(tMicroseconds: grid.t0, node: camera.node, camera: camera.camera, kind: .dup,
                                     detail: "\(dropped) of \(groups) groups filled with a repeat of the previous frame"))
             }
             camera.files = files
@@ -111,13 +110,13 @@ public enum TakeCollection {
                                            clockUpdatedUntil: lastUpdate))
         }
         for (node, reason) in outcome.nodeFailures {
-            events.append(.init(tMicroseconds: end, node: node, camera: "", kind: TakeEvent.Kind.collectFailed.rawValue, detail: reason))
+            events.append(.init(tMicroseconds: end, node: node, camera: "", kind: .collectFailed, detail: reason))
         }
         for missing in outcome.missing {
             let camera = pending.cameras.first { $0.node == missing.node && paths(of: $0).contains(missing.path) }?.camera ?? ""
             let damaged = missing.reason.contains("does not match")
             // The detail starts with the file's path, so the page and the summary can name it.
-            events.append(.init(tMicroseconds: end, node: missing.node, camera: camera, kind: (damaged ? TakeEvent.Kind.fileDamaged : .fileMissing).rawValue,
+            events.append(.init(tMicroseconds: end, node: missing.node, camera: camera, kind: damaged ? .fileDamaged : .fileMissing,
                                 detail: missing.reason.hasPrefix(missing.path) ? missing.reason : "\(missing.path): \(missing.reason)"))
         }
         manifest.events = events.sorted { $0.tMicroseconds < $1.tMicroseconds }

@@ -329,7 +329,7 @@ public final class TakeSession: @unchecked Sendable {
     /// The manifest before collection: every camera with its settings, clock figures and the node's counts, no
     /// files yet, status partial until collection verifies every file.
     private func pendingManifest(_ plans: [NodePlan], takeID: String, grid: FrameGrid, groups: Int64, startWallclock: String,
-                                 tracker: ClockTracker, finalStatus: [String: Coord_V1_Status]) -> TakeManifest {
+                                 tracker: ClockTracker, finalStatus: [String: NodeStatus]) -> TakeManifest {
         var cameras: [TakeManifest.Camera] = []
         for plan in plans {
             let clock = tracker.figures(plan.name, from: grid.t0, to: grid.instant(ofGroup: groups), timeService: plan.timeService)
@@ -342,15 +342,15 @@ public final class TakeSession: @unchecked Sendable {
                 camera.priority = responderCamera?.priority
                 camera.recordEvery = s.recordEvery
                 camera.controls = shared.withLock { $0.controls["\(plan.name)/\(s.camera)"] }
-                camera.held = Int64(status?.held ?? 0)
+                camera.held = status?.held ?? 0
                 camera.disabled = responderCamera?.disabled == true ? true : nil
                 if disabledElsewhere.contains("\(plan.name)/\(s.camera)") {
                     camera.disabled = true
                     camera.disabledBy = "another coordinator or peer"
                 }
                 if let status {
-                    camera.timestampNoiseMicroseconds = (status.timestampNoiseUs * 10).rounded() / 10
-                    camera.centerUncertaintyMicroseconds = (status.centerUncertaintyUs * 10).rounded() / 10
+                    camera.timestampNoiseMicroseconds = (status.timestampNoiseMicroseconds * 10).rounded() / 10
+                    camera.centerUncertaintyMicroseconds = (status.centerUncertaintyMicroseconds * 10).rounded() / 10
                 }
                 cameras.append(camera)
             }
@@ -442,11 +442,11 @@ public final class TakeSession: @unchecked Sendable {
     /// Carries out the take's `TakeConductor` until every node reports its files final (or is given up on);
     /// returns the nodes that did not, the take's groups (fewer than planned if stopped early) and each node's
     /// last status.
-    private func waitForFinish(_ plans: [NodePlan], takeID: String, grid: FrameGrid, groups plannedGroups: Int64) async throws -> (Set<String>, Int64, [String: Coord_V1_Status]) {
+    private func waitForFinish(_ plans: [NodePlan], takeID: String, grid: FrameGrid, groups plannedGroups: Int64) async throws -> (Set<String>, Int64, [String: NodeStatus]) {
         var conductor = TakeConductor(takeID: takeID, nodes: plans.map(\.name), grid: grid, groups: plannedGroups,
                                       now: MonotonicClock.now())
         let byName = Dictionary(uniqueKeysWithValues: plans.map { ($0.name, $0) })
-        var lastStatus: [String: Coord_V1_Status] = [:]
+        var lastStatus: [String: NodeStatus] = [:]
         var lastProgress: Int64 = 0
         var outcome: TakeConductor.Finish?
         // Carries out one batch of directives; what they bring back (acknowledgements, statuses) is fed back in.
@@ -484,10 +484,14 @@ public final class TakeSession: @unchecked Sendable {
                     }
                 case .requestStatus(let nodes):
                     let pending = nodes.compactMap { byName[$0] }
-                    let results = await eachNodeResult(pending) { plan -> Coord_V1_Status in
+                    let results = await eachNodeResult(pending) { plan -> NodeStatus in
                         let (reply, _) = try await plan.link.request(.statusRequest(Coord_V1_StatusRequest()), timeout: 2, what: "a status request")
                         guard case .status(let s) = reply.body else { throw CoordError(.failure, "node \(plan.name) answered status with something else.") }
-                        return s
+                        // Events are the sender's: named after the node as this rig knows it.
+                        var status = NodeStatus(wire: s)
+                        status.node = plan.name
+                        for i in status.events.indices { status.events[i].node = plan.name }
+                        return status
                     }
                     for (plan, result) in zip(pending, results) {
                         let now = MonotonicClock.now()
@@ -521,7 +525,7 @@ public final class TakeSession: @unchecked Sendable {
         return (outcome!.unfinished, outcome!.groups, lastStatus)
     }
 
-    private func showProgress(_ conductor: TakeConductor, statuses: [Coord_V1_Status], now: Int64) {
+    private func showProgress(_ conductor: TakeConductor, statuses: [NodeStatus], now: Int64) {
         let grid = conductor.grid
         let stopInstant = conductor.stopInstant
         let elapsed = max(0, min(Double(now - grid.t0), Double(stopInstant - grid.t0))) / 1e6
@@ -543,18 +547,17 @@ public final class TakeSession: @unchecked Sendable {
     /// Copies the node's own events into the take's, and carries out what the pressure policy decides for it.
     /// Returns the cameras the policy disabled now (sent or not: a lost reply may still have been applied).
     @discardableResult
-    private func respondToPressure(_ status: Coord_V1_Status, plan: NodePlan, takeID: String, grid: FrameGrid, stopGroup: Int64) async -> [String] {
+    private func respondToPressure(_ status: NodeStatus, plan: NodePlan, takeID: String, grid: FrameGrid, stopGroup: Int64) async -> [String] {
         var disabled: [String] = []
         let seen = nodeEventsSeen[plan.name] ?? 0
         if status.events.count > seen {
             for e in status.events[seen...] {
-                // A node's own event, its kind as the node named it (a newer node's kind is kept as it is).
-                addEvent(TakeEvent(TakeEvent.Kind(rawValue: e.kind), at: e.tUs, node: plan.name, camera: e.camera, e.detail))
-                if e.kind == TakeEvent.Kind.pressureShutdown.rawValue { console.step("node \(plan.name): \(e.detail)") }
+                addEvent(e)
+                if e.kind == .pressureShutdown { console.step("node \(plan.name): \(e.detail)") }
             }
             nodeEventsSeen[plan.name] = status.events.count
         }
-        guard status.state == .recording, let level = PressureLevel(rawValue: status.pressure.rawValue) else { return [] }
+        guard status.state == .recording, let level = status.pressure else { return [] }
         let now = MonotonicClock.now()
         let reading = PressureReading(level: level, factor: "", cause: status.pressureCause)
         for decision in responder.observe(node: plan.name, reading: reading, now: now) {
@@ -642,7 +645,7 @@ public final class TakeSession: @unchecked Sendable {
 
     private func addEvent(_ event: TakeEvent) {
         let entry = TakeManifest.Event(tMicroseconds: event.tMicroseconds, node: event.node, camera: event.camera,
-                                       kind: event.kind.rawValue, detail: event.detail)
+                                       kind: event.kind, detail: event.detail)
         shared.withLock { $0.events.append(entry) }
     }
 }

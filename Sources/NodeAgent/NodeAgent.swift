@@ -125,8 +125,8 @@ public final class NodeAgent: @unchecked Sendable {
     /// The operator's controls per camera (what each camera opens with), and the cameras open now that take them.
     private var controls: [String: CameraControls] = [:]
     private var openCameras: [String: WeakControllable] = [:]
-    private final class WeakControllable: @unchecked Sendable {
-        // @unchecked: set once; the camera itself is thread-safe for `apply`.
+    /// Only read and written under `lock`; the camera itself takes `apply` from any thread.
+    private struct WeakControllable {
         weak var camera: (any ControllableCamera)?
         init(_ camera: any ControllableCamera) { self.camera = camera }
     }

@@ -76,7 +76,7 @@ public enum SyncReportPage {
                 // Some of each: a cap holds the groups off its stride, a slow-down those after it took effect.
                 let every = Int64(max(cam.recordEvery ?? 1, 1))
                 let slowedFrom = manifest.events
-                    .filter { $0.kind == "camera-slowed" && $0.node == cam.node && $0.camera == cam.camera }
+                    .filter { $0.kind == .cameraSlowed && $0.node == cam.node && $0.camera == cam.camera }
                     .map { (Double($0.tMicroseconds) - Double(t0)) / Double(period) }.min()
                 for g in dups {
                     if (every > 1 && g % every != 0) || (slowedFrom.map { Double(g) >= $0 } ?? false) {
@@ -299,7 +299,7 @@ public enum SyncReportPage {
         let laneHeight = 22.0
         let (left, right) = groupMargins(traces)
         var kinds: [String] = []
-        for (_, e) in numbered where !kinds.contains(e.kind) { kinds.append(e.kind) }
+        for (_, e) in numbered where !kinds.contains(e.kind.rawValue) { kinds.append(e.kind.rawValue) }
         var legend: [SVGPlot.LegendEntry] = [
             .init(name: "dropped (not delivered)", color: "#333", style: .box),
             .init(name: "held on purpose (lighter)", color: "#33333355", style: .box),
@@ -337,7 +337,7 @@ public enum SyncReportPage {
             let laneIndices = traces.indices.filter { i in
                 e.node.isEmpty || (traces[i].node == e.node && (e.camera.isEmpty || traces[i].camera == e.camera))
             }
-            let c = kindColor(e.kind)
+            let c = kindColor(e.kind.rawValue)
             let tip = "#\(number) \(seconds(g * period / 1e6)) \([e.node, e.camera].filter { !$0.isEmpty }.joined(separator: "/")) \(e.kind): \(e.detail)"
             var s = "<g><title>\(htmlEscape(tip))</title>"
             if let first = laneIndices.first, let last = laneIndices.last {
@@ -375,7 +375,7 @@ public enum SyncReportPage {
         // Files first (the operator can act on them: `coord collect`), then what the rig did, then drops.
         var files: [String] = [], short: [String] = [], disabled: [String] = []
         // Collection's own account of a file that did not arrive intact starts with its path.
-        let fileEvents = manifest.events.filter { $0.kind == "file-damaged" || $0.kind == "file-missing" }
+        let fileEvents = manifest.events.filter { $0.kind == .fileDamaged || $0.kind == .fileMissing }
         var explained = Set<Int>()
         func missing(_ path: String) -> String {
             guard let i = fileEvents.firstIndex(where: { $0.detail.hasPrefix(path) }) else { return "\(path) is missing" }
@@ -406,7 +406,7 @@ public enum SyncReportPage {
         }
         let serious: Set<String> = ["collect-failed", "node-failed", "node-unfinished", "pressure-shutdown",
                                     "camera-ended", "camera-error", "stop-undelivered", "take-aborted", "staging-lost"]
-        let happenings = manifest.events.filter { serious.contains($0.kind) }.map(clause)
+        let happenings = manifest.events.filter { serious.contains($0.kind.rawValue) }.map(clause)
         var drops: [String] = []
         let dropped = report.cameras.filter { $0.dropped > 0 }
         if !dropped.isEmpty {
@@ -476,7 +476,7 @@ public enum SyncReportPage {
     static func context(manifest: TakeManifest, report: SyncReport, rows: [String: [FrameRow]]) -> PageContext {
         let traces = traces(manifest: manifest, rows: rows)
         let spreads = spreadPerGroup(manifest.cameras.compactMap { rows["\($0.node)/\($0.camera)"] })
-        let numbered = manifest.events.filter { !summaryKinds.contains($0.kind) }.enumerated().map { ($0.offset + 1, $0.element) }
+        let numbered = manifest.events.filter { !summaryKinds.contains($0.kind.rawValue) }.enumerated().map { ($0.offset + 1, $0.element) }
         let problems = problems(manifest: manifest, report: report, traces: traces)
         let period = Double(max(manifest.framePeriodMicroseconds, 1))
         let partial = manifest.status == .partial
@@ -485,11 +485,11 @@ public enum SyncReportPage {
 
         var number = 0
         let events = manifest.events.map { e -> PageContext.EventRow in
-            let isSummary = summaryKinds.contains(e.kind)
+            let isSummary = summaryKinds.contains(e.kind.rawValue)
             if !isSummary { number += 1 }
             let t = (Double(e.tMicroseconds) - Double(manifest.t0Microseconds)) / 1e6
             return .init(number: isSummary ? "" : String(number), seconds: String(format: "%.3f", t), node: e.node, camera: e.camera,
-                         color: kindColor(e.kind), kind: e.kind, detail: e.detail)
+                         color: kindColor(e.kind.rawValue), kind: e.kind.rawValue, detail: e.detail)
         }
 
         let cameras = zip(traces, manifest.cameras).map { (t, cam) -> PageContext.CameraRow in

@@ -144,7 +144,7 @@ struct ReportPageTests {
         #expect(rows.count == events.count)
         // Summary kinds (dup, held) are listed but not numbered, nor marked on the timeline.
         #expect(rows.map { $0[0] } == ["1", "", "2", "3"])
-        #expect(rows.map { $0[4] } == events.map(\.kind))
+        #expect(rows.map { $0[4] } == events.map(\.kind.rawValue))
         #expect(rows.map { $0[5] } == events.map(\.detail))
         #expect(rows[2][1] == "1.667 s" && rows[2][2] == "node-1")
         let markers = try page.texts(".//g/title", in: page.plot("timeline"))

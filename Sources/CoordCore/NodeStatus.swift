@@ -1,0 +1,64 @@
+/// What a node says it is doing, in the rig's words (converted from the wire's Status at the edge).
+public struct NodeStatus: Sendable, Equatable {
+    public struct Camera: Sendable, Equatable {
+        public var camera: String
+        /// Frames written so far (dup included), groups filled with a dup, the last group written.
+        public var frames: Int64 = 0
+        public var dropped: Int64 = 0
+        public var lastGroup: Int64 = -1
+        public var finished = false
+        public var error = ""
+        public var timestampNoiseMicroseconds: Double = 0
+        public var centerUncertaintyMicroseconds: Double = 0
+        public var phaseRestarts = 0
+        /// Groups filled on purpose (a frame-rate cap or a slow-down), not counted in `dropped`.
+        public var held: Int64 = 0
+        public var recordEvery = 1
+        public var disabled = false
+        public var bytesWritten: UInt64 = 0
+        public init(camera: String) { self.camera = camera }
+    }
+
+    public var node: String
+    public var state: TakeConductor.NodeState
+    public var takeID: String
+    public var cameras: [Camera]
+    /// Why the node failed, when it did.
+    public var detail: String = ""
+    /// nil when the node did not say.
+    public var pressure: PressureLevel?
+    public var pressureCause: String = ""
+    /// What the node did on its own during the take, oldest first (each names the node).
+    public var events: [TakeEvent] = []
+    /// While a take is armed or recording: its grid, the node's estimate of the rig clock now, and the group the
+    /// take stops before (0: none placed).
+    public var grid: FrameGrid?
+    public var rigNowMicroseconds: Int64 = 0
+    public var stopGroup: Int64 = 0
+
+    public init(node: String, state: TakeConductor.NodeState, takeID: String = "", cameras: [Camera] = []) {
+        self.node = node; self.state = state; self.takeID = takeID; self.cameras = cameras
+    }
+
+    /// What the take's conductor needs of it.
+    public var report: TakeConductor.NodeReport {
+        TakeConductor.NodeReport(takeID: takeID, state: state, stopGroup: stopGroup, detail: detail,
+                                 cameraErrors: cameras.map { ($0.camera, $0.error) },
+                                 disabledCameras: cameras.filter(\.disabled).map(\.camera),
+                                 lastGroup: cameras.map(\.lastGroup).max() ?? -1)
+    }
+}
+
+extension TakeConductor.NodeState {
+    /// The state as `coord status` and the console show it.
+    public var name: String {
+        switch self {
+        case .idle: "idle"
+        case .configured: "configured"
+        case .armed: "armed"
+        case .recording: "recording"
+        case .finished: "finished"
+        case .failed: "failed"
+        }
+    }
+}
