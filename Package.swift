@@ -89,6 +89,11 @@ let package = Package(
             .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
         ]),
         .executableTarget(name: "coord-node", dependencies: ["NodeCommands"]),
+        // Fuzzing (libFuzzer with -sanitize=fuzzer -DFUZZING; built normally it replays a corpus): docs/tests.md.
+        .executableTarget(name: "coord-fuzz", dependencies: [
+            "CoordCore", "CoordWire", "Coordinator", "NodeAgent",
+            .product(name: "Logging", package: "swift-log"),
+        ]),
 
         .testTarget(name: "CoordCoreTests", dependencies: ["CoordCore"]),
         .testTarget(name: "TakeReportTests", dependencies: ["TakeReport", "CoordCore"]),

@@ -330,11 +330,12 @@ extension NodeStatus {
         pressureCause = wire.pressureCause
         // A node's own event keeps its kind as the node named it (a newer node's kind is kept as it is).
         events = wire.events.map { TakeEvent(TakeEvent.Kind(rawValue: $0.kind), at: $0.tUs, node: wire.node, camera: $0.camera, $0.detail) }
-        if wire.framePeriodUs > 0 && wire.framePeriodUs <= UInt64(Int64.max) {
+        // A node's numbers are checked as a request's are: a grid the core's arithmetic could overflow on is none.
+        if Wire.periodRange.contains(wire.framePeriodUs), Wire.timeRange.contains(wire.t0Us) {
             grid = FrameGrid(t0: wire.t0Us, periodMicroseconds: Int64(wire.framePeriodUs))
         }
-        rigNowMicroseconds = wire.rigNowUs
-        stopGroup = wire.stopGroup
+        rigNowMicroseconds = min(max(wire.rigNowUs, Wire.timeRange.lowerBound), Wire.timeRange.upperBound)
+        stopGroup = Wire.groupRange.contains(wire.stopGroup) ? wire.stopGroup : 0
     }
 }
 

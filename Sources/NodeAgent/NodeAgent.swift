@@ -277,6 +277,7 @@ public final class NodeAgent: @unchecked Sendable {
         do {
             try Wire.checkVersion(envelope)
             try Wire.checkNames(envelope)
+            try Wire.checkFields(envelope)
         } catch {
             logger.warning("request refused", metadata: ["reason": "\(error.message)"])
             return .reply(Wire.error(envelope.requestID, error))

@@ -1,0 +1,90 @@
+// Coverage-guided fuzzing of what a peer or a file can feed coord (issue 14, item 3): the wire envelope through
+// the node's whole request handling, the rig-file parser and the manifest reader. The first byte of an input
+// picks the target. Built for libFuzzer with -DFUZZING (see docs/tests.md); built normally it replays inputs:
+//   coord-fuzz FILE|DIR...   runs every file through the same targets (the committed corpus, or a crash).
+import CoordCore
+import CoordWire
+import Coordinator
+import Foundation
+import Logging
+import NodeAgent
+
+enum FuzzTarget {
+    /// One node agent for the whole run, with a synthetic camera and a scratch staging area.
+    nonisolated(unsafe) static var agent: NodeAgent?
+
+    static func node() -> NodeAgent? {
+        if let agent { return agent }
+        let staging = FileManager.default.temporaryDirectory.appendingPathComponent("coord-fuzz-\(getpid())")
+        try? FileManager.default.createDirectory(at: staging, withIntermediateDirectories: true)
+        var configuration = NodeConfiguration(name: "fuzz", endpoint: "", staging: staging, syntheticCameras: ["cam0"])
+        configuration.previewEndpoint = ""
+        var logger = Logger(label: "fuzz")
+        logger.logLevel = .critical
+        agent = try? NodeAgent(configuration: configuration, logger: logger)
+        return agent
+    }
+
+    static func run(_ bytes: [UInt8]) {
+        guard let selector = bytes.first else { return }
+        let input = Array(bytes.dropFirst())
+        switch selector % 4 {
+        case 0:
+            // The edge alone: parse, version, names, fields, and the coordinator's own conversions of replies.
+            guard let envelope = try? Wire.parse(input) else { return }
+            _ = try? Wire.checkVersion(envelope)
+            _ = try? Wire.checkNames(envelope)
+            _ = try? Wire.checkFields(envelope)
+            switch envelope.body {
+            case .status(let s): _ = NodeStatus(wire: s).report
+            case .helloReply(let h): _ = h.cameras.map(\.name)
+            case .controlsApplied(let c): _ = CameraControls(wire: c.controls)
+            default: break
+            }
+        case 1:
+            // The node's request handling, as its socket thread calls it.
+            _ = node()?.handle(input, receivedLocal: 0)
+        case 2:
+            _ = try? RigFile.parse(String(decoding: input, as: UTF8.self), path: "fuzz.yaml")
+        default:
+            if let manifest = try? JSONDecoder().decode(TakeManifest.self, from: Data(input)) {
+                _ = manifest.partialCause
+            }
+        }
+    }
+}
+
+#if FUZZING
+@_cdecl("LLVMFuzzerTestOneInput")
+public func fuzzOneInput(_ data: UnsafePointer<UInt8>, _ size: Int) -> CInt {
+    FuzzTarget.run(Array(UnsafeBufferPointer(start: data, count: size)))
+    return 0
+}
+#else
+@main
+struct Replay {
+    static func main() {
+        var files: [URL] = []
+        for argument in CommandLine.arguments.dropFirst() {
+            let url = URL(fileURLWithPath: argument)
+            var isDirectory: ObjCBool = false
+            guard FileManager.default.fileExists(atPath: url.path, isDirectory: &isDirectory) else {
+                FileHandle.standardError.write(Data("coord-fuzz: no file or directory \(argument).\n".utf8))
+                exit(2)
+            }
+            if isDirectory.boolValue {
+                let names = (try? FileManager.default.contentsOfDirectory(atPath: url.path)) ?? []
+                files += names.sorted().map { url.appendingPathComponent($0) }
+            } else {
+                files.append(url)
+            }
+        }
+        for file in files {
+            guard let data = try? Data(contentsOf: file) else { continue }
+            FuzzTarget.run([UInt8](data))
+        }
+        print("coord-fuzz: \(files.count) input(s) ran without a crash")
+        exit(0)
+    }
+}
+#endif

@@ -1,0 +1,77 @@
+#!/usr/bin/env python3
+"""Writes the seed corpus for coord-fuzz into Tests/fuzz-corpus/: one valid example of every request and reply
+the wire carries (for the edge alone, selector 0, and through the node's handling, selector 1), the example rig
+file and a few variations (selector 2), and a manifest (selector 3). Run after changing the protocol:
+    $(scripts/python-env.sh) scripts/fuzz-corpus.py
+"""
+import importlib
+import json
+import shutil
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+OUT = ROOT / "Tests" / "fuzz-corpus"
+
+
+def coord_pb2():
+    out = Path(tempfile.mkdtemp())
+    subprocess.run(["protoc", f"-I{ROOT / 'proto'}", f"--python_out={out}", str(ROOT / "proto/coord/v1/coord.proto")], check=True)
+    sys.path.insert(0, str(out))
+    return importlib.import_module("coord.v1.coord_pb2")
+
+
+def main():
+    pb = coord_pb2()
+    shutil.rmtree(OUT, ignore_errors=True)
+    OUT.mkdir(parents=True)
+    clock = pb.ClockMapping(offset_us=250_000, rate_ppm=12.5, ref_local_us=10**9, uncertainty_us=3.0)
+    camera = pb.CameraConfig(camera="cam0", ordinal=0, width=320, height=240, fps=30, codec="mjpeg", record_every=1,
+                             controls=pb.ControlValues(exposure_us=8000, gain_db=3.0))
+    bodies = {
+        "hello": pb.Hello(coordinator="studio"),
+        "configure": pb.Configure(take_id="t1", cameras=[camera]),
+        "arm": pb.Arm(take_id="t1", clock=clock, t0_us=10**9 + 2_000_000, frame_period_us=33333, timecode="10:00:00:00",
+                      preview=pb.PreviewSettings(width=480, fps=5)),
+        "clock_update": pb.ClockUpdate(take_id="t1", clock=clock),
+        "start_at": pb.StartAt(take_id="t1", start_group=0, stop_group=30),
+        "stop_at": pb.StopAt(take_id="t1", stop_group=30),
+        "adjust_camera": pb.AdjustCamera(take_id="t1", camera="cam0", action=pb.AdjustCamera.SLOW, record_every=2, from_group=10),
+        "abort": pb.Abort(take_id="t1", reason="operator"),
+        "status_request": pb.StatusRequest(),
+        "clock_probe": pb.ClockProbe(t1_us=10**9),
+        "list_files": pb.ListFiles(take_id="t1"),
+        "fetch_chunk": pb.FetchChunk(take_id="t1", path="fuzz/cam0.mkv", offset=0, length=65536),
+        "confirm_collected": pb.ConfirmCollected(take_id="t1", files=[pb.FileInfo(path="fuzz/cam0.mkv", bytes=10, sha256="00" * 32)]),
+        "start_preview": pb.StartPreview(cameras=[camera], clock=clock, t0_us=10**9, frame_period_us=33333,
+                                         preview=pb.PreviewSettings(width=480, fps=5), lease_ms=5000),
+        "set_controls": pb.SetControls(camera="cam0", controls=pb.ControlValues(exposure_us=8000, white_balance_k=4500, focus=0.5)),
+        "status": pb.Status(node="n1", state=pb.Status.RECORDING, take_id="t1", t0_us=10**9, frame_period_us=33333,
+                            rig_now_us=10**9 + 5_000_000, stop_group=90, pressure=pb.NOMINAL,
+                            cameras=[pb.CameraStatus(camera="cam0", frames=12, dropped=1, last_group=11)],
+                            events=[pb.NodeEvent(t_us=10**9, camera="cam0", kind="pressure", detail="fair")]),
+        "controls_applied": pb.ControlsApplied(camera="cam0", controls=pb.ControlValues(exposure_us=8000)),
+    }
+    for name, body in bodies.items():
+        envelope = pb.Envelope(protocol_version=1, request_id=7)
+        getattr(envelope, name).CopyFrom(body)
+        data = envelope.SerializeToString()
+        (OUT / f"edge-{name}").write_bytes(b"\x00" + data)
+        (OUT / f"node-{name}").write_bytes(b"\x01" + data)
+    rig = (ROOT / "deploy" / "rig.example.yaml")
+    if rig.exists():
+        (OUT / "rig-example").write_bytes(b"\x02" + rig.read_bytes())
+    (OUT / "rig-controls").write_bytes(b"\x02" + b"version: 1\nnodes:\n  - name: a\n    endpoint: tcp://h:1\n    cameras:\n"
+                                       b"      - name: cam0\n        controls: {exposure_us: 8000, gain_db: 6}\n      - cam1\n"
+                                       b"take: {fps: 30, size: 640x480, codec: mjpeg}\npressure: {serious: slow}\n")
+    manifest = {"format": "coord-take/1", "take_id": "t1", "name": "t", "status": "partial", "t0_us": 1, "frame_period_us": 33333,
+                "groups": 3, "start_wallclock": "2026-01-01T00:00:00Z", "cameras": [],
+                "events": [{"t_us": 1, "node": "n1", "camera": "", "kind": "take-aborted", "detail": "aborted elsewhere"}]}
+    (OUT / "manifest").write_bytes(b"\x03" + json.dumps(manifest).encode())
+    print(f"wrote {len(list(OUT.iterdir()))} seeds to {OUT}")
+
+
+if __name__ == "__main__":
+    main()
