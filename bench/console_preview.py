@@ -18,6 +18,7 @@
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import base64
 import io
 import json
@@ -45,13 +46,11 @@ NODE = os.environ.get("COORD_NODE", str(Path(COORD).parent / "coord-node"))
 TICKS = os.sysconf("SC_CLK_TCK")
 
 
-def crc8(data: bytes) -> int:
-    crc = 0
-    for b in data:
-        crc ^= b
-        for _ in range(8):
-            crc = ((crc << 1) ^ 0x07) & 0xFF if crc & 0x80 else (crc << 1) & 0xFF
-    return crc
+# The stripe's CRC as the independent checker computes it.
+_spec = importlib.util.spec_from_file_location("check_take", ROOT / "scripts/check-take.py")
+_check_take = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(_check_take)
+crc8 = _check_take.crc8
 
 
 def stripe_truth(jpeg: bytes, camera_width: int) -> int | None:
