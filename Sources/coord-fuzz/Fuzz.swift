@@ -55,10 +55,23 @@ enum FuzzTarget {
 }
 
 #if FUZZING
-@_cdecl("LLVMFuzzerTestOneInput")
-public func fuzzOneInput(_ data: UnsafePointer<UInt8>, _ size: Int) -> CInt {
-    FuzzTarget.run(Array(UnsafeBufferPointer(start: data, count: size)))
-    return 0
+/// libFuzzer's driver, called from our own main (SwiftPM names every executable's entry point itself).
+@_silgen_name("LLVMFuzzerRunDriver")
+func runFuzzerDriver(_ argc: UnsafeMutablePointer<CInt>,
+                     _ argv: UnsafeMutablePointer<UnsafeMutablePointer<UnsafeMutablePointer<CChar>?>>,
+                     _ callback: @convention(c) (UnsafePointer<UInt8>?, Int) -> CInt) -> CInt
+
+@main
+struct Fuzz {
+    static func main() {
+        var argc = CommandLine.argc
+        var argv = CommandLine.unsafeArgv
+        exit(runFuzzerDriver(&argc, &argv) { data, size in
+            guard let data else { return 0 }
+            FuzzTarget.run(Array(UnsafeBufferPointer(start: data, count: size)))
+            return 0
+        })
+    }
 }
 #else
 @main
