@@ -224,15 +224,18 @@ public final class V4L2Camera: CameraSource, ControllableCamera, @unchecked Send
     /// Waits for the instant `latency` before the one that puts a frame's centre on the grid, then sets up the
     /// buffers and STREAMON.
     private func streamOn(near anchor: GridAnchor?, latency: Double) throws {
-        if let anchor {
+        guard let anchor else { return try device.startStreaming(bufferCount: Self.bufferCount) }
+        // The camera free-runs from STREAMON on: a late wake-up here shifts its phase for the whole take, so the
+        // wait and the STREAMON run at real-time priority (a loaded node would otherwise wake this thread late).
+        try ThreadPriority.withRealtime {
             let host = MonotonicClock.now()
             let local = Double(localClock(host))
             let lead = exposureMicroseconds / 2 + latency
             // 2 ms to wake up and reach STREAMON.
             let instant = anchor.nextInstant(atOrAfter: local + lead + 2_000)
             MonotonicClock.sleep(until: host + Int64((instant - lead - local).rounded()))
+            try device.startStreaming(bufferCount: Self.bufferCount)
         }
-        try device.startStreaming(bufferCount: Self.bufferCount)
     }
 
     /// The stamped centre (local µs) of the first good frame, handed straight back to the driver; nil on timeout

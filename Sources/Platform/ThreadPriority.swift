@@ -46,6 +46,17 @@ public enum ThreadPriority {
         _ = pthread_setschedparam(pthread_self(), SCHED_OTHER, &param)
     }
 
+    /// Runs `body` at real-time priority (if allowed), then puts the thread back under the scheduling it had:
+    /// for a short wait whose wake-up must be on time (a camera's STREAMON at a grid instant).
+    public static func withRealtime<T>(_ body: () throws -> T) rethrows -> T {
+        var policy: Int32 = 0
+        var previous = sched_param()
+        let known = pthread_getschedparam(pthread_self(), &policy, &previous) == 0
+        let raised = known && policy != SCHED_FIFO && raiseCurrentThread()
+        defer { if raised { _ = pthread_setschedparam(pthread_self(), policy, &previous) } }
+        return try body()
+    }
+
     /// Names the calling thread as `top` and `ps -L` show it (at most 15 bytes).
     public static func nameCurrentThread(_ name: String) {
         try? Data(name.utf8.prefix(15)).write(to: URL(fileURLWithPath: "/proc/thread-self/comm"))
