@@ -49,6 +49,10 @@ public struct RigFile: Sendable {
         guard case .mapping = root else {
             throw CoordError(.usage, "\(path)\(lineText(root.mark)): a rig file must be a mapping with the keys version, nodes and take.")
         }
+        // YAML 1.1 reads `1:30:00` as a base-60 number, and Yams traps on one that overflows: no rig value needs one.
+        if let scalar = firstSexagesimal(in: root) {
+            throw CoordError(.usage, "\(path)\(lineText(scalar.mark)): \"\(Echo.short(scalar.string))\" is read as a base-60 number; write a plain number, or quote it if it is text.")
+        }
         // Refuse another version before judging its keys: they may mean something else there.
         if let versionNode = root["version"] {
             guard let version = versionNode.int else {
@@ -74,6 +78,26 @@ public struct RigFile: Sendable {
             throw CoordError(.usage, "\(path)\(lineText(mark)): \(fault.sentence)")
         }
         return RigFile(path: path, spec: spec, warnings: warnings)
+    }
+
+    /// The first plain scalar YAML 1.1 would read as a sexagesimal number (digits with `:` groups), if any.
+    static func firstSexagesimal(in node: Node) -> Node.Scalar? {
+        switch node {
+        case .scalar(let scalar):
+            guard scalar.style == .plain, scalar.string.contains(":") else { return nil }
+            let allowed = Set("0123456789_:.+-")
+            return scalar.string.allSatisfy(allowed.contains) && scalar.string.contains(where: \.isNumber) ? scalar : nil
+        case .mapping(let mapping):
+            for (key, value) in mapping {
+                if let found = firstSexagesimal(in: key) ?? firstSexagesimal(in: value) { return found }
+            }
+            return nil
+        case .sequence(let sequence):
+            for item in sequence { if let found = firstSexagesimal(in: item) { return found } }
+            return nil
+        case .alias:
+            return nil
+        }
     }
 
     /// Where relative paths in the file are taken from.

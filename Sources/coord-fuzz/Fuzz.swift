@@ -25,8 +25,20 @@ enum FuzzTarget {
         return agent
     }
 
+    /// Inputs run per target (edge, node, rig file, manifest), printed when the process exits.
+    nonisolated(unsafe) static var counts = [0, 0, 0, 0]
+    nonisolated(unsafe) static var reporting = false
+
     static func run(_ bytes: [UInt8]) {
         guard let selector = bytes.first else { return }
+        if !reporting {
+            reporting = true
+            atexit {
+                let c = FuzzTarget.counts
+                FileHandle.standardError.write(Data("coord-fuzz: inputs per target: envelope at the edge \(c[0]), through the node \(c[1]), rig file \(c[2]), manifest \(c[3])\n".utf8))
+            }
+        }
+        counts[Int(selector % 4)] += 1
         let input = Array(bytes.dropFirst())
         switch selector % 4 {
         case 0:

@@ -119,6 +119,21 @@ struct RigFileTests {
         #expect(file.warnings.count == 1 && file.warnings[0].contains("nodes[0].cameras[0].controls.iso"), "\(file.warnings)")
     }
 
+    @Test("a base-60 number (YAML 1.1), which traps inside Yams when it overflows, is refused naming its line")
+    func sexagesimalNumbersAreRefused() throws {
+        // Found by coord-fuzz: 60¹¹ overflows Int in Yams' sexagesimal reader, and coord died reading the file.
+        for text in ["version: 1:0:0:0:0:0:0:0:0:0:0:0\nnodes: []\n",
+                     "nodes:\n  - {name: a, endpoint: tcp://h:1}\ntake:\n  fps: 1:0:0:0:0:0:0:0:0:0:0:0\n"] {
+            #expect {
+                _ = try load(text)
+            } throws: { error in
+                "\(error)".contains("base-60") && "\(error)".contains("line")
+            }
+        }
+        // Text that merely contains a colon is fine.
+        #expect(try load("nodes:\n  - {name: a, endpoint: tcp://10.0.0.1:5710}\n").spec.nodes[0].endpoint == "tcp://10.0.0.1:5710")
+    }
+
     @Test func unknownKeysAreWarnedAboutNotRefused() throws {
         let file = try load("""
             version: 1
