@@ -251,7 +251,8 @@ def tile_brightness(demo: ConsoleDemo, tile: dict, camera_width: int) -> float:
 
 
 def brightness_now(demo: ConsoleDemo, widths: dict, sets: int = 3) -> dict:
-    """Each camera's mean tile brightness over the next `sets` new sets."""
+    """Each camera's mean tile brightness over the next `sets` sets after the newest one now (its frames, and
+    any on their way, may predate a change just made; the next ones are exposed after it)."""
     mv = demo.wait_multiview()
     totals: dict = {}
     for _ in range(sets):
@@ -271,7 +272,6 @@ def test_controls_change_one_cameras_picture_apply_to_all_changes_every_one_and_
     status, applied = demo.send("PUT", "/api/cameras/node-2/cam1/controls", {"gain_db": 9})
     assert status == 200, applied
     assert applied["controls"]["gain_db"] == 9
-    time.sleep(0.5)  # tiles already on their way were taken before the change
     after = brightness_now(demo, widths)
     assert after[("node-2", "cam1")] > before[("node-2", "cam1")] * 1.2, (before, after)
     for key in widths:
@@ -284,7 +284,6 @@ def test_controls_change_one_cameras_picture_apply_to_all_changes_every_one_and_
     status, everywhere = demo.send("PUT", "/api/controls", {"exposure_us": 8000, "white_balance_k": 4000})
     assert status == 200, everywhere
     assert len(everywhere["cameras"]) == 6
-    time.sleep(0.5)
     dimmed = brightness_now(demo, widths)
     for key in widths:
         assert dimmed[key] < after[key] * 0.85, (key, after[key], dimmed[key])
