@@ -74,7 +74,7 @@ let package = Package(
         // Thin executables.
         // coord's commands, in a library tests can call.
         .target(name: "CoordCommands", dependencies: [
-            "Coordinator", "CoordCore", "Platform", "TakeReport", "ConsoleServer",
+            "Coordinator", "CoordCore", "Platform", "TakeReport", "ConsoleServer", "ZeroMQ",
             .product(name: "ArgumentParser", package: "swift-argument-parser"),
             .product(name: "Logging", package: "swift-log"),
             // Ctrl-C and SIGTERM during a take (handleInterrupts).

@@ -18,7 +18,8 @@ public struct Coord: AsyncParsableCommand {
     public static let configuration = CommandConfiguration(
         commandName: "coord",
         abstract: "Record one synchronized multi-camera take across many capture nodes.",
-        subcommands: [Demo.self, StartTake.self, StopTake.self, RigStatusCommand.self, Plan.self, Collect.self, Report.self, ConsoleCommand.self])
+        subcommands: [Demo.self, StartTake.self, StopTake.self, RigStatusCommand.self, Plan.self, Collect.self, Report.self, ConsoleCommand.self,
+                      Keys.self])
 
     /// Parses and runs; every failure is rendered here, once: one sentence on stderr and CONTRACT §1's exit code
     /// (ArgumentParser's usage errors, 64, become 2).
@@ -203,10 +204,10 @@ func serveConsole(spec: RigSpec, template: TakeRequest, address: (host: String, 
 /// The part of a take `demo` and `start-take` share, once the nodes are running: the session, with
 /// Ctrl-C handled. `abandon` runs on a second interrupt (or one before recording starts) and returns the
 /// sentence printed before exiting 130.
-func recordTake(endpoints: [String], names: [String: String] = [:], request: TakeRequest, console: Console,
+func recordTake(endpoints: [String], names: [String: String] = [:], keys: [String: LinkKeys] = [:], request: TakeRequest, console: Console,
                 abandon: @escaping @Sendable () async -> String,
                 collectionInterrupted: @escaping @Sendable (URL) -> String) async throws -> TakeOutcome {
-    let session = TakeSession(endpoints: endpoints, names: names, request: request, console: console, logger: Logger(label: "coord"))
+    let session = TakeSession(endpoints: endpoints, names: names, keys: keys, request: request, console: console, logger: Logger(label: "coord"))
     let interrupts = await handleInterrupts(session: session, abandon: abandon, collectionInterrupted: collectionInterrupted)
     defer { interrupts.cancel() }
     return try await session.run()
@@ -313,7 +314,7 @@ struct StartTake: AsyncParsableCommand {
         do {
             outcome = try await recordTake(endpoints: spec.nodes.map(\.endpoint),
                                            names: Dictionary(spec.nodes.map { ($0.endpoint, $0.name) }) { first, _ in first },
-                                           request: request, console: console) {
+                                           keys: spec.linkKeysByEndpoint, request: request, console: console) {
                 // Nothing may keep recording once coord is gone: every node drops the take (keeping what it captured).
                 let unreached = await withTimeout(seconds: 3) { await RigStatus.abandon(spec, reason: "the operator abandoned the take") }
                 let missed = unreached ?? spec.nodes.map(\.name)

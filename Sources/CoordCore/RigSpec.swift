@@ -12,6 +12,36 @@ public struct RigSpec: Decodable, Equatable, Sendable {
     public var pressure: PressurePolicy
     /// How the coordinator collects the take's files and what nodes do with them afterwards.
     public var collect: CollectPolicy
+    /// CURVE keys (CONTRACT §8): the coordinator's certificate; each node then pins its own public key.
+    public var security: Security?
+
+    public struct Security: Decodable, Equatable, Sendable {
+        /// The coordinator's `NAME.key_secret` (relative paths are read from the rig file's directory).
+        public var cert: String
+        /// The pair read from `cert` when the rig file is loaded (not a rig-file key).
+        public var keys: CurveKeys?
+
+        public init(cert: String, keys: CurveKeys? = nil) { self.cert = cert; self.keys = keys }
+
+        public enum CodingKeys: String, CodingKey, CaseIterable { case cert }
+
+        public init(from decoder: Decoder) throws {
+            cert = try decoder.container(keyedBy: CodingKeys.self).decode(String.self, forKey: .cert)
+        }
+    }
+
+    /// What a coordinator's link to `node` is secured with: nil when the rig has no keys.
+    public func linkKeys(for node: Node) -> LinkKeys? {
+        guard let keys = security?.keys, let serverKey = node.publicKey else { return nil }
+        return LinkKeys(serverKey: serverKey, client: keys)
+    }
+
+    /// Each node's link keys by endpoint (empty when the rig has no keys).
+    public var linkKeysByEndpoint: [String: LinkKeys] {
+        var result: [String: LinkKeys] = [:]
+        for node in nodes { result[node.endpoint] = linkKeys(for: node) }
+        return result
+    }
 
     /// One camera a node entry chooses: a plain name, or a mapping with its priority and limits.
     public struct Camera: Decodable, Equatable, Sendable, ExpressibleByStringLiteral {
@@ -58,9 +88,13 @@ public struct RigSpec: Decodable, Equatable, Sendable {
         public var endpoint: String
         /// Which of the node's cameras to use; nil means all of them.
         public var cameras: [Camera]?
+        /// The node's CURVE public key (Z85), pinned: a coordinator talks only to the node holding its secret.
+        /// `cert: NAME.key` in the file is read into this when the rig file is loaded.
+        public var publicKey: String?
+        public var cert: String?
 
-        public init(name: String, endpoint: String, cameras: [Camera]? = nil) {
-            self.name = name; self.endpoint = endpoint; self.cameras = cameras
+        public init(name: String, endpoint: String, cameras: [Camera]? = nil, publicKey: String? = nil) {
+            self.name = name; self.endpoint = endpoint; self.cameras = cameras; self.publicKey = publicKey
         }
 
         /// The chosen cameras' names, nil for all of them.
@@ -68,6 +102,8 @@ public struct RigSpec: Decodable, Equatable, Sendable {
 
         public enum CodingKeys: String, CodingKey, CaseIterable {
             case name, endpoint, cameras
+            case publicKey = "public_key"
+            case cert
         }
 
         public init(from decoder: Decoder) throws {
@@ -75,6 +111,8 @@ public struct RigSpec: Decodable, Equatable, Sendable {
             name = try c.decode(String.self, forKey: .name)
             endpoint = try c.decode(String.self, forKey: .endpoint)
             cameras = try c.decodeIfPresent([Camera].self, forKey: .cameras)
+            publicKey = try c.decodeIfPresent(String.self, forKey: .publicKey)
+            cert = try c.decodeIfPresent(String.self, forKey: .cert)
         }
     }
 
@@ -113,7 +151,7 @@ public struct RigSpec: Decodable, Equatable, Sendable {
     }
 
     public enum CodingKeys: String, CodingKey, CaseIterable {
-        case version, nodes, take, pressure, collect
+        case version, nodes, take, pressure, collect, security
     }
 
     public init(from decoder: Decoder) throws {
@@ -123,6 +161,7 @@ public struct RigSpec: Decodable, Equatable, Sendable {
         take = try c.decodeIfPresent(TakeDefaults.self, forKey: .take) ?? TakeDefaults()
         pressure = try c.decodeIfPresent(PressurePolicy.self, forKey: .pressure) ?? PressurePolicy()
         collect = try c.decodeIfPresent(CollectPolicy.self, forKey: .collect) ?? CollectPolicy()
+        security = try c.decodeIfPresent(Security.self, forKey: .security)
     }
 
     /// The rig file's camera entry for a node's camera, if it has one.
@@ -139,6 +178,7 @@ public struct RigSpec: Decodable, Equatable, Sendable {
         "take": Set(TakeDefaults.CodingKeys.allCases.map(\.rawValue)),
         "pressure": Set(PressurePolicy.CodingKeys.allCases.map(\.rawValue)),
         "collect": Set(CollectPolicy.CodingKeys.allCases.map(\.rawValue)),
+        "security": Set(Security.CodingKeys.allCases.map(\.rawValue)),
     ]
 
     /// Codecs a take can be written with.
@@ -214,6 +254,19 @@ public struct RigSpec: Decodable, Equatable, Sendable {
             return ("pressure.slow_record_every", "pressure.slow_record_every must be between 2 and 16 (got \(pressure.slowRecordEvery)).")
         }
         if let fault = collect.fault() { return fault }
+        for (i, node) in nodes.enumerated() {
+            let at = "nodes[\(i)]"
+            if node.publicKey != nil && node.cert != nil {
+                return ("\(at).cert", "\(at) has both public_key and cert: give one (cert: NAME.key is read into public_key).")
+            }
+            if security == nil, node.publicKey != nil || node.cert != nil {
+                let key = node.publicKey != nil ? "public_key" : "cert"
+                return ("\(at).\(key)", "\(at).\(key) pins node \(node.name), but the rig has no security.cert (the coordinator's own NAME.key_secret).")
+            }
+            if security != nil, node.publicKey == nil && node.cert == nil {
+                return (at, "\(at) (node \(node.name)) has no public_key: with security.cert set, every node is pinned by public_key: Z85 or cert: NAME.key.")
+            }
+        }
         return nil
     }
 

@@ -363,7 +363,7 @@ public final class LiveRig: Sendable {
         var node = node
         do {
             if node.link == nil {
-                let link = try NodeLink(endpoint: node.spec.endpoint, name: node.spec.name, context: context)
+                let link = try NodeLink(endpoint: node.spec.endpoint, name: node.spec.name, context: context, keys: spec.linkKeys(for: node.spec))
                 node.link = link
                 state.withLock { $0.nodes[index].link = link }
             }
@@ -375,7 +375,7 @@ public final class LiveRig: Sendable {
                 guard case .helloReply(let r) = reply.body else { throw CoordError(.failure, "node \(node.name) answered the handshake with something else.") }
                 let settings = cameraSettings(node.spec, reply: r)
                 let endpoint = PreviewReceiver.endpoint(published: r.previewEndpoint, control: node.spec.endpoint)
-                if let endpoint { receiver.connect(endpoint) }
+                if let endpoint { receiver.connect(endpoint, keys: spec.linkKeys(for: node.spec)) }
                 state.withLock { s in
                     s.nodes[index].cameras = settings
                     s.nodes[index].previewSubscribed = endpoint != nil
@@ -635,7 +635,7 @@ public final class LiveRig: Sendable {
         let console = Console(quiet: false) { [weak self] line in self?.event("take", line.trimmingCharacters(in: .whitespaces)) }
         let session = TakeSession(endpoints: spec.nodes.map(\.endpoint),
                                   names: Dictionary(spec.nodes.map { ($0.endpoint, $0.name) }) { first, _ in first },
-                                  request: request, console: console, logger: logger)
+                                  keys: spec.linkKeysByEndpoint, request: request, console: console, logger: logger)
         let view = TakeView(takeId: nil, name: request.name, state: "starting", seconds: seconds, elapsedS: 0, message: nil, report: nil)
         let accepted = state.withLock { s -> Bool in
             guard s.session == nil else { return false }

@@ -34,9 +34,12 @@ public final class NodeLink: @unchecked Sendable {
     private var closing = false
     private var nextID: UInt64 = 1
     private let finished = DispatchSemaphore(value: 0)
+    /// Said after "did not answer" on a CURVE link: a key mismatch looks exactly like silence.
+    private let silenceHint: String
 
     /// `name`: the node's name in the rig file, so that every sentence names it even before the handshake.
-    public init(endpoint: String, name: String? = nil, context: ZMQContext) throws {
+    /// `keys`: CURVE (the node's pinned public key and the coordinator's pair); nil talks in the clear.
+    public init(endpoint: String, name: String? = nil, context: ZMQContext, keys: LinkKeys? = nil) throws {
         self.endpoint = endpoint
         self.storedName = name ?? endpoint
         self.context = context
@@ -44,6 +47,9 @@ public final class NodeLink: @unchecked Sendable {
         options.receiveTimeoutMs = 0
         options.sendTimeoutMs = 0
         options.lingerMs = 0  // unsent requests to a vanished node are worthless; never hold up exit
+        options.curve = keys.map(ZMQSocket.Curve.init)
+        silenceHint = keys == nil ? "" : " (With keys, a node also stays silent when its --authorized directory lacks this coordinator's "
+            + "public key or the rig file pins a key other than the node's own.)"
         let socket = try context.makeSocket(.dealer, options: options)
         do {
             try socket.connect(endpoint)
@@ -194,12 +200,19 @@ public final class NodeLink: @unchecked Sendable {
             let after = MonotonicClock.now()
             for (id, o) in waiting where o.deadline <= after {
                 waiting[id] = nil
-                o.continuation.resume(throwing: CoordError(.failure, "\(who) did not answer \(o.what) within \(o.timeout) s.", node: named))
+                o.continuation.resume(throwing: CoordError(.failure, "\(who) did not answer \(o.what) within \(o.timeout) s.\(silenceHint)", node: named))
             }
             for (id, o) in warming where o.deadline <= after {
                 warming[id] = nil
-                o.continuation.resume(throwing: CoordError(.failure, "\(who) did not answer \(o.what) within \(o.timeout) s.", node: named))
+                o.continuation.resume(throwing: CoordError(.failure, "\(who) did not answer \(o.what) within \(o.timeout) s.\(silenceHint)", node: named))
             }
         }
+    }
+}
+
+extension ZMQSocket.Curve {
+    /// A coordinator's side of a link.
+    init(_ keys: LinkKeys) {
+        self = .client(serverKey: keys.serverKey, publicKey: keys.client.publicKey, secretKey: keys.client.secretKey)
     }
 }

@@ -21,7 +21,7 @@ public final class PreviewReceiver: Sendable {
     private let logger: Logger
     private let onTile: @Sendable (Received) -> Void
     private struct State {
-        var connect: [String] = []
+        var connect: [(endpoint: String, keys: LinkKeys?)] = []
         var disconnect: [String] = []
         var connected: Set<String> = []
         var stopped = false
@@ -44,12 +44,13 @@ public final class PreviewReceiver: Sendable {
         thread.start()
     }
 
-    /// Subscribes to a node's preview endpoint (done on the receiver's thread within 100 ms).
-    public func connect(_ endpoint: String) {
+    /// Subscribes to a node's preview endpoint (done on the receiver's thread within 100 ms); `keys` pin the
+    /// node's public key as its control link does.
+    public func connect(_ endpoint: String, keys: LinkKeys?) {
         state.withLock { s in
             guard !s.connected.contains(endpoint) else { return }
             s.connected.insert(endpoint)
-            s.connect.append(endpoint)
+            s.connect.append((endpoint, keys))
         }
     }
 
@@ -97,8 +98,14 @@ public final class PreviewReceiver: Sendable {
                 return (s.stopped, s.connect, s.disconnect)
             }
             if stopped { return }
-            for endpoint in connect {
-                do { try socket.connect(endpoint) } catch { logger.warning("cannot subscribe to \(endpoint): \(error)") }
+            for (endpoint, keys) in connect {
+                do {
+                    // libzmq takes a socket's CURVE keys at each connect, so one SUB socket pins each node's own key.
+                    if let keys { try socket.setCurve(ZMQSocket.Curve(keys)) }
+                    try socket.connect(endpoint)
+                } catch {
+                    logger.warning("cannot subscribe to \(endpoint): \(error)")
+                }
             }
             for endpoint in disconnect { try? socket.disconnect(endpoint) }
             guard (try? socket.poll(timeoutMs: 100))?.socket == true else { continue }

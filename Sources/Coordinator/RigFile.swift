@@ -2,6 +2,7 @@ import CoordCore
 import Foundation
 import Platform
 import Yams
+import ZeroMQ
 
 /// A rig file read from disk: the spec, and a warning for every key this build does not know (a newer
 /// file's keys are ignored, not refused).
@@ -77,7 +78,37 @@ public struct RigFile: Sendable {
             let mark = node(at: fault.field, in: root)?.mark
             throw CoordError(.usage, "\(path)\(lineText(mark)): \(fault.sentence)")
         }
-        return RigFile(path: path, spec: spec, warnings: warnings)
+        let keyed = try readKeys(spec, root: root, path: path)
+        return RigFile(path: path, spec: keyed, warnings: warnings)
+    }
+
+    /// Reads the certificates a rig file names (relative to its directory) and checks every pinned key, so a
+    /// wrong key is one sentence before any node is contacted, never a silent timeout.
+    static func readKeys(_ spec: RigSpec, root: Node, path: String) throws -> RigSpec {
+        guard let security = spec.security else { return spec }
+        var spec = spec
+        let base = URL(fileURLWithPath: path).deletingLastPathComponent()
+        func resolve(_ file: String) -> String { file.hasPrefix("/") ? file : base.appendingPathComponent(file).path }
+        func fail(_ field: String, _ sentence: String) -> CoordError {
+            CoordError(.usage, "\(path)\(lineText(node(at: field, in: root)?.mark)): \(sentence)")
+        }
+        do {
+            let pair = try CurveCertificate.loadPair(resolve(security.cert))
+            spec.security?.keys = CurveKeys(publicKey: pair.publicKey, secretKey: pair.secretKey)
+        } catch {
+            throw fail("security.cert", "security.cert: \(error)")
+        }
+        for (i, node) in spec.nodes.enumerated() {
+            if let cert = node.cert {
+                do { spec.nodes[i].publicKey = try CurveCertificate.load(resolve(cert)).publicKey } catch {
+                    throw fail("nodes[\(i)].cert", "nodes[\(i)].cert: \(error)")
+                }
+            } else if let key = node.publicKey, !CurveKeyPair.isZ85Key(key) {
+                throw fail("nodes[\(i)].public_key", "nodes[\(i)].public_key of node \(node.name) must be 40 Z85 characters in quotes "
+                    + "(the public-key line of its NAME.key), not \(key.count) characters.")
+            }
+        }
+        return spec
     }
 
     /// The first plain scalar YAML 1.1 would read as a sexagesimal number (digits with `:` groups), if any.

@@ -14,7 +14,7 @@ public enum RigPlan {
 
     public static func run(_ spec: RigSpec, request: TakeRequest, fit: Bool) async throws -> Outcome {
         let context = ZMQContext()
-        let links = try spec.nodes.map { try NodeLink(endpoint: $0.endpoint, name: $0.name, context: context) }
+        let links = try spec.nodes.map { try NodeLink(endpoint: $0.endpoint, name: $0.name, context: context, keys: spec.linkKeys(for: $0)) }
         defer { links.forEach { $0.close() } }
         let hellos = try await TakeSession.handshake(links)
         let planned = try RigPlanner.plannedNodes(hellos, request: request)

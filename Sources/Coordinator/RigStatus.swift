@@ -30,16 +30,16 @@ public enum RigStatus {
     public static func query(_ spec: RigSpec, timeout: Double = 3) async -> [NodeReport] {
         let context = ZMQContext()
         return await eachNodeResult(spec.nodes) { node -> NodeReport in
-            await report(node, context: context, timeout: timeout)
+            await report(node, keys: spec.linkKeys(for: node), context: context, timeout: timeout)
         }.map { $0.success! }
     }
 
-    static func report(_ node: RigSpec.Node, context: ZMQContext, timeout: Double) async -> NodeReport {
+    static func report(_ node: RigSpec.Node, keys: LinkKeys?, context: ZMQContext, timeout: Double) async -> NodeReport {
         var report = NodeReport(name: node.name, endpoint: node.endpoint, failure: nil, reportedName: nil, state: nil,
                                 takeID: nil, cameras: [], notes: [])
         let link: NodeLink
         do {
-            link = try NodeLink(endpoint: node.endpoint, name: node.name, context: context)
+            link = try NodeLink(endpoint: node.endpoint, name: node.name, context: context, keys: keys)
         } catch {
             report.failure = sentence(error)
             return report
@@ -118,7 +118,7 @@ public enum RigStatus {
     public static func abandon(_ spec: RigSpec, reason: String, timeout: Double = 1) async -> [String] {
         let context = ZMQContext()
         let results = await eachNodeResult(spec.nodes) { node in
-            let link = try NodeLink(endpoint: node.endpoint, name: node.name, context: context)
+            let link = try NodeLink(endpoint: node.endpoint, name: node.name, context: context, keys: spec.linkKeys(for: node))
             defer { link.close() }
             let (reply, _) = try await link.request(.statusRequest(Coord_V1_StatusRequest()), timeout: timeout, what: "a status request")
             guard case .status(let s) = reply.body, !s.takeID.isEmpty,

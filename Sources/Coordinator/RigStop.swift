@@ -30,7 +30,7 @@ public enum RigStop {
     public static func stop(_ spec: RigSpec, lead: Int64 = 2_000_000, timeout: Double = 3) async throws -> [Outcome] {
         let context = ZMQContext()
         let statuses = await eachNodeResult(spec.nodes) { node -> NodeStatus in
-            let link = try NodeLink(endpoint: node.endpoint, name: node.name, context: context)
+            let link = try NodeLink(endpoint: node.endpoint, name: node.name, context: context, keys: spec.linkKeys(for: node))
             link.setName(node.name)
             defer { link.close() }
             let (reply, _) = try await link.request(.statusRequest(Coord_V1_StatusRequest()), timeout: timeout, what: "a status request")
@@ -64,7 +64,7 @@ public enum RigStop {
                 var lastError: Error?
                 for _ in 0..<3 {
                     do {
-                        let link = try NodeLink(endpoint: node.endpoint, name: node.name, context: context)
+                        let link = try NodeLink(endpoint: node.endpoint, name: node.name, context: context, keys: spec.linkKeys(for: node))
                         link.setName(node.name)
                         defer { link.close() }
                         _ = try await link.request(.stopAt(s), timeout: Double(lead) / 4e6, what: "the stop")

@@ -166,7 +166,7 @@ extension TakeCollection {
                 continue
             }
             do {
-                let link = try NodeLink(endpoint: node.endpoint, name: node.name, context: context)
+                let link = try NodeLink(endpoint: node.endpoint, name: node.name, context: context, keys: spec.linkKeys(for: node))
                 link.setName(name)
                 links[name] = link
             } catch {

@@ -78,6 +78,7 @@ public struct TakeOutcome: Sendable {
 public final class TakeSession: @unchecked Sendable {
     let endpoints: [String]
     let names: [String: String]
+    let keys: [String: LinkKeys]
     let request: TakeRequest
     let console: Console
     let logger: Logger
@@ -102,9 +103,12 @@ public final class TakeSession: @unchecked Sendable {
     private var disabledElsewhere: Set<String> = []
 
     /// `names`: each endpoint's node name in the rig file, so sentences name the node before its handshake.
-    public init(endpoints: [String], names: [String: String] = [:], request: TakeRequest, console: Console, logger: Logger) {
+    /// `keys`: each endpoint's CURVE keys (none: links in the clear).
+    public init(endpoints: [String], names: [String: String] = [:], keys: [String: LinkKeys] = [:], request: TakeRequest,
+                console: Console, logger: Logger) {
         self.endpoints = endpoints
         self.names = names
+        self.keys = keys
         self.request = request
         self.console = console
         self.logger = logger
@@ -122,7 +126,7 @@ public final class TakeSession: @unchecked Sendable {
         if let problem = request.problem() { throw CoordError(.usage, problem) }
         try Self.requireWritable(request.takesDirectory)
         defer { links.forEach { $0.close() } }
-        links = try endpoints.map { try NodeLink(endpoint: $0, name: names[$0], context: context) }
+        links = try endpoints.map { try NodeLink(endpoint: $0, name: names[$0], context: context, keys: keys[$0]) }
 
         // 1. Handshake.
         console.step("handshake with \(links.count) node(s)")
@@ -460,7 +464,7 @@ public final class TakeSession: @unchecked Sendable {
                 case .finish(let finish):
                     outcome = finish
                 case .sendStop(let group, let nodes, let fresh):
-                    let context = self.context
+                    let context = self.context, keys = self.keys
                     let results = await eachNodeResult(nodes.compactMap { byName[$0] }) { plan in
                         var s = Coord_V1_StopAt()
                         s.takeID = takeID
@@ -469,7 +473,7 @@ public final class TakeSession: @unchecked Sendable {
                             _ = try await plan.link.request(.stopAt(s), timeout: 0.5, what: "the stop")
                             return
                         }
-                        let link = try NodeLink(endpoint: plan.link.endpoint, context: context)
+                        let link = try NodeLink(endpoint: plan.link.endpoint, context: context, keys: keys[plan.link.endpoint])
                         link.setName(plan.name)
                         defer { link.close() }
                         _ = try await link.request(.stopAt(s), timeout: 0.5, what: "the stop")

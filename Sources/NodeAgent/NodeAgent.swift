@@ -4,6 +4,7 @@ import Foundation
 import Logging
 import Media
 import Platform
+import Synchronization
 import ZeroMQ
 
 /// How a node agent is set up (from flags or its config file).
@@ -46,6 +47,10 @@ public struct NodeConfiguration: Sendable {
     public var v4l2Cameras: [V4L2CameraEntry] = []
     /// How V4L2 devices are reached: libv4l2, or a scripted driver (`--v4l2-script`, tests only).
     public var v4l2: V4L2Access = .system
+    /// CURVE keys: every socket serves only authorized coordinators (nil: no encryption, loopback only).
+    public var security: NodeSecurity?
+    /// Serve a network address without keys anyway (`--insecure`).
+    public var insecure = false
 
     /// The preview endpoint to bind: the one given, or the control endpoint's host on a free port (an ipc path
     /// gets `.preview` appended); nil: none.
@@ -76,7 +81,23 @@ public struct NodeConfiguration: Sendable {
         for camera in names { if let p = RigName.problem(with: camera, kind: "camera") { return p } }
         if Set(names).count != names.count { return "camera names must be unique on node \(name)." }
         if names.isEmpty { return "node \(name) has no cameras: give --synthetic NAME[,NAME…] or --v4l2 NAME=/dev/videoN." }
+        if security == nil && !insecure {
+            for endpoint in [endpoint] + [previewBindEndpoint].compactMap({ $0 }) where !Self.isLoopback(endpoint) {
+                return "node \(name) would serve \(endpoint), which other machines can reach, without keys: give --cert NAME.key_secret "
+                    + "and --authorized DIR (see the README's \"Keys\"), or --insecure to serve anyone who can reach it."
+            }
+        }
         return nil
+    }
+
+    /// Whether only this machine can reach `endpoint` (ipc, inproc, or TCP on a loopback address).
+    public static func isLoopback(_ endpoint: String) -> Bool {
+        if endpoint.hasPrefix("ipc://") || endpoint.hasPrefix("inproc://") { return true }
+        guard endpoint.hasPrefix("tcp://"), let colon = endpoint.lastIndex(of: ":") else { return false }
+        let host = endpoint[endpoint.index(endpoint.startIndex, offsetBy: 6)..<colon].lowercased()
+        if host == "localhost" || host == "[::1]" { return true }
+        let parts = host.split(separator: ".", omittingEmptySubsequences: false)
+        return parts.count == 4 && parts[0] == "127" && parts.allSatisfy { UInt8($0) != nil }
     }
 }
 
@@ -122,6 +143,10 @@ public final class NodeAgent: @unchecked Sendable {
     /// The preview branch (nil: this node publishes none) and the cameras open for preview only while idle.
     let preview: PreviewPublisher?
     private let previewContext = ZMQContext()
+    private let badInputLog = Mutex(RepeatLimiter())
+    /// Who may connect (nil: no keys) and the preview context's ZAP handler.
+    let gatekeeper: Gatekeeper?
+    private var previewZAP: ZAPHandler?
     /// The operator's controls per camera (what each camera opens with), and the cameras open now that take them.
     private var controls: [String: CameraControls] = [:]
     private var openCameras: [String: WeakControllable] = [:]
@@ -183,9 +208,13 @@ public final class NodeAgent: @unchecked Sendable {
         cameras = synthetic + v4l2
         v4l2ControlRanges = ranges
         self.buses = buses
+        gatekeeper = configuration.security.map { Gatekeeper(security: $0, logger: logger) }
         if let endpoint = configuration.previewBindEndpoint {
             do {
-                preview = try PreviewPublisher(node: configuration.name, endpoint: endpoint, context: previewContext, logger: logger)
+                // The preview is guarded like the control socket: its handler is bound before the PUB socket.
+                previewZAP = try gatekeeper?.guardContext(previewContext)
+                preview = try PreviewPublisher(node: configuration.name, endpoint: endpoint, context: previewContext,
+                                               curve: gatekeeper?.serverCurve, logger: logger)
             } catch {
                 // The preview is a convenience: a node records without it rather than not at all.
                 logger.warning("no preview: \(error)")
@@ -271,7 +300,7 @@ public final class NodeAgent: @unchecked Sendable {
         do {
             envelope = try Wire.parse(bytes)
         } catch {
-            logger.warning("rejected a message", metadata: ["reason": "\(error.message)"])
+            logBadInput("rejected a message", error)
             return .reply(Wire.error(0, error))
         }
         do {
@@ -279,7 +308,7 @@ public final class NodeAgent: @unchecked Sendable {
             try Wire.checkNames(envelope)
             try Wire.checkFields(envelope)
         } catch {
-            logger.warning("request refused", metadata: ["reason": "\(error.message)"])
+            logBadInput("request refused", error)
             return .reply(Wire.error(envelope.requestID, error))
         }
         switch envelope.body {
@@ -290,6 +319,16 @@ public final class NodeAgent: @unchecked Sendable {
         default:
             return .reply(respond(to: envelope, receivedLocal: receivedLocal))
         }
+    }
+
+    /// Bad input is logged once a minute per kind of fault, with how many like it were not logged: a stream of
+    /// garbage cannot fill the disk or the journal.
+    private func logBadInput(_ what: String, _ failure: NodeFailure) {
+        let admission = badInputLog.withLock { $0.admit("\(what) \(failure.code)", now: MonotonicClock.now()) }
+        guard case .log(let heldBack) = admission else { return }
+        var metadata: Logger.Metadata = ["reason": "\(failure.message)"]
+        if heldBack > 0 { metadata["like_it_since_last_line"] = "\(heldBack)" }
+        logger.warning("\(what)", metadata: metadata)
     }
 
     /// Handles one request to its reply on the calling thread, whatever its lane.
@@ -960,6 +999,7 @@ public final class NodeAgent: @unchecked Sendable {
     public func shutdown() {
         stopPreview()
         preview?.stop()
+        previewZAP?.stop()
         let active = lock.holding { recorders }
         active.forEach { $0.abandonRecording() }
         let deadline = DispatchTime.now() + .seconds(10)

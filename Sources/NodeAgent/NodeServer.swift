@@ -74,10 +74,15 @@ public final class NodeServer: Service, Sendable {
         // Anything over the 1 MiB request limit gets a TOO_LARGE reply; past this cap libzmq cuts the peer
         // off before the message is ever buffered whole (so memory stays bounded).
         options.maxMessageBytes = 64 << 20
+        // With keys, the ZAP handler is bound first: libzmq admits every client of a CURVE server without one.
+        let zap = try agent.gatekeeper?.guardContext(context)
+        defer { zap?.stop() }
+        options.curve = agent.gatekeeper?.serverCurve
         let socket = try context.makeSocket(.router, options: options)
         defer { socket.close() }
         let bound = try socket.bind(agent.configuration.endpoint)
-        logger.info("listening", metadata: ["endpoint": "\(bound)", "node": "\(agent.configuration.name)"])
+        logger.info("listening", metadata: ["endpoint": "\(bound)", "node": "\(agent.configuration.name)",
+                                            "security": "\(agent.gatekeeper == nil ? "none" : "CURVE")"])
         onReady(bound)
 
         var lastParentCheck = MonotonicClock.now()

@@ -51,7 +51,8 @@ final class PreviewPublisher: Sendable {
     private let state = Mutex(State())
 
     /// Binds the PUB socket at `endpoint` (its port `*` for any); the worker starts at once.
-    init(node: String, endpoint requested: String, context: ZMQContext, logger: Logger) throws(ZMQError) {
+    /// `curve`: the node's CURVE server keys (its context's ZAP handler admits only authorized subscribers).
+    init(node: String, endpoint requested: String, context: ZMQContext, curve: ZMQSocket.Curve?, logger: Logger) throws(ZMQError) {
         self.node = node
         self.logger = logger
         var options = ZMQSocket.Options()
@@ -59,6 +60,7 @@ final class PreviewPublisher: Sendable {
         options.lingerMs = 0
         // A subscriber that falls behind loses tiles instead of receiving stale ones later.
         options.sendHighWaterMark = 8
+        options.curve = curve
         socket = try context.makeSocket(.publisher, options: options)
         endpoint = try socket.bind(requested)
         let thread = Thread { [self] in work() }

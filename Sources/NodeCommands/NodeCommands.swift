@@ -67,6 +67,12 @@ public struct Serve: AsyncParsableCommand {
     @Option(help: "Exit when the process with this pid is gone.") var parentPid: Int32?
     @Flag(help: "Keep files after the coordinator has confirmed collecting them.") var keepAfterCollect = false
     @Option(help: "Log level: trace, debug, info, notice, warning, error.") var logLevel: String = "info"
+    @Option(help: "This node's CURVE certificate (NAME.key_secret, from `coord keys new`): every socket is encrypted and serves only --authorized coordinators.")
+    var cert: String?
+    @Option(help: "Directory of the public certificates (*.key) of the coordinators this node serves; read again when it changes.")
+    var authorized: String?
+    @Flag(help: "Serve a network address without keys (anyone who can reach it can record, fetch and delete).")
+    var insecure = false
 
     public mutating func run() async throws {
         Memory.returnLargeBuffersToTheSystem()
@@ -119,6 +125,21 @@ public struct Serve: AsyncParsableCommand {
         config.parentPID = parentPid
         config.keepAfterCollect = keepAfterCollect
         config.previewEndpoint = previewEndpoint
+        config.insecure = insecure
+        switch (cert, authorized) {
+        case (nil, nil): break
+        case (let cert?, let authorized?):
+            do { config.security = try NodeSecurity.load(cert: cert, authorized: authorized) } catch {
+                FileHandle.standardError.write(Data("coord-node: \(error)\n".utf8))
+                throw ExitCode(2)
+            }
+        case (nil, _?):
+            FileHandle.standardError.write(Data("coord-node: --authorized needs --cert (this node's own NAME.key_secret).\n".utf8))
+            throw ExitCode(2)
+        case (_?, nil):
+            FileHandle.standardError.write(Data("coord-node: --cert needs --authorized DIR (the public certificates of the coordinators to serve).\n".utf8))
+            throw ExitCode(2)
+        }
         if let problem = config.problem() {
             FileHandle.standardError.write(Data("coord-node: \(problem)\n".utf8))
             throw ExitCode(2)

@@ -20,7 +20,7 @@ public struct ZMQError: Error, CustomStringConvertible, Sendable {
 }
 
 @inline(__always)
-private func check(_ operation: @autoclosure () -> String, endpoint: String? = nil, _ call: () -> Int32) throws(ZMQError) -> Int32 {
+func check(_ operation: @autoclosure () -> String, endpoint: String? = nil, _ call: () -> Int32) throws(ZMQError) -> Int32 {
     while true {
         let rc = call()
         if rc >= 0 { return rc }
@@ -77,6 +77,8 @@ public final class ZMQContext: @unchecked Sendable {
 public final class ZMQSocket: @unchecked Sendable {
     public enum Kind: Sendable {
         case dealer, router, pair
+        /// Reply: the ZAP handler's socket (`ZAPHandler`).
+        case reply
         /// Publish (never blocks: a subscriber whose queue is full misses the message) and subscribe.
         case publisher, subscriber
         var zmqType: Int32 {
@@ -84,6 +86,7 @@ public final class ZMQSocket: @unchecked Sendable {
             case .dealer: return ZMQ_DEALER
             case .router: return ZMQ_ROUTER
             case .pair: return ZMQ_PAIR
+            case .reply: return ZMQ_REP
             case .publisher: return ZMQ_PUB
             case .subscriber: return ZMQ_SUB
             }
@@ -102,7 +105,16 @@ public final class ZMQSocket: @unchecked Sendable {
         public var receiveHighWaterMark: Int32 = 1000
         /// ROUTER only: fail a send to an unknown peer with EHOSTUNREACH instead of dropping silently.
         public var routerMandatory = false
+        /// CURVE: encrypted and authenticated (nil: ZeroMQ's NULL mechanism, for loopback and the demo).
+        public var curve: Curve?
         public init() {}
+    }
+
+    /// CURVE roles. A server needs only its own secret key (its clients are judged by the context's
+    /// `ZAPHandler`); a client pins the server's public key and proves its own pair.
+    public enum Curve: Sendable, Equatable {
+        case server(secretKey: String)
+        case client(serverKey: String, publicKey: String, secretKey: String)
     }
 
     private var raw: UnsafeMutableRawPointer?
@@ -121,6 +133,29 @@ public final class ZMQSocket: @unchecked Sendable {
         var max = options.maxMessageBytes
         _ = try check("zmq_setsockopt(ZMQ_MAXMSGSIZE)") { zmq_setsockopt(raw, ZMQ_MAXMSGSIZE, &max, MemoryLayout<Int64>.size) }
         if options.routerMandatory { try setInt32(ZMQ_ROUTER_MANDATORY, 1, "ZMQ_ROUTER_MANDATORY") }
+        if let curve = options.curve { try setCurve(curve) }
+    }
+
+    /// Sets the CURVE keys for the next bind or connect (libzmq copies a socket's options at each connect, so a
+    /// SUB socket can pin a different server key before each of its connections).
+    public func setCurve(_ curve: Curve) throws(ZMQError) {
+        switch curve {
+        case .server(let secretKey):
+            try setInt32(ZMQ_CURVE_SERVER, 1, "ZMQ_CURVE_SERVER")
+            try setKey(ZMQ_CURVE_SECRETKEY, secretKey, "ZMQ_CURVE_SECRETKEY")
+            // Every CURVE server in coord is judged by the context's ZAP handler, under this domain.
+            _ = try check("zmq_setsockopt(ZMQ_ZAP_DOMAIN)") { zmq_setsockopt(raw, ZMQ_ZAP_DOMAIN, ZAPHandler.domain, ZAPHandler.domain.utf8.count) }
+        case .client(let serverKey, let publicKey, let secretKey):
+            try setKey(ZMQ_CURVE_SERVERKEY, serverKey, "ZMQ_CURVE_SERVERKEY")
+            try setKey(ZMQ_CURVE_PUBLICKEY, publicKey, "ZMQ_CURVE_PUBLICKEY")
+            try setKey(ZMQ_CURVE_SECRETKEY, secretKey, "ZMQ_CURVE_SECRETKEY")
+        }
+    }
+
+    /// A Z85 key is 40 characters; libzmq reads 41 bytes (with the NUL) as text, 32 as binary.
+    private func setKey(_ option: Int32, _ z85: String, _ name: String) throws(ZMQError) {
+        guard CurveKeyPair.isZ85Key(z85) else { throw ZMQError(operation: "zmq_setsockopt(\(name))", endpoint: nil, code: EINVAL) }
+        _ = try check("zmq_setsockopt(\(name))") { z85.withCString { zmq_setsockopt(raw, option, $0, 41) } }
     }
 
     private func setInt32(_ option: Int32, _ value: Int32, _ name: String) throws(ZMQError) {

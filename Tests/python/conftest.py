@@ -66,11 +66,15 @@ class NoReply(AssertionError):
 class Client:
     """A DEALER talking to one node: one frame out, one frame back, both with timeouts."""
 
-    def __init__(self, ctx: zmq.Context, endpoint: str, pb, timeout_ms: int = REPLY_TIMEOUT_MS):
+    def __init__(self, ctx: zmq.Context, endpoint: str, pb, timeout_ms: int = REPLY_TIMEOUT_MS,
+                 curve: tuple[bytes, bytes, bytes] | None = None):
+        """curve: (the node's public key, this client's public key, its secret key), Z85."""
         self.pb = pb
         self.endpoint = endpoint
         self.sock = ctx.socket(zmq.DEALER)
         self.sock.setsockopt(zmq.LINGER, 0)
+        if curve is not None:
+            self.sock.curve_serverkey, self.sock.curve_publickey, self.sock.curve_secretkey = curve
         self.sock.setsockopt(zmq.RCVTIMEO, timeout_ms)
         self.sock.setsockopt(zmq.SNDTIMEO, timeout_ms)
         self.sock.connect(endpoint)
