@@ -198,6 +198,7 @@ class Bench:
                     "--staging", str(staging), "--synthetic", "cam0", "--synthetic-grain", str(self.args.grain),
                     "--calibration", calibration, "--seed", str(i), "--parent-pid", str(os.getpid()),
                     "--log-level", "warning"]
+            argv += self.node_keys(name)
             self.node_cmds.append(f"[{lab.netns(i)}] " + shlex.join(argv))
             err = open(self.work / f"{name}.stderr", "w")
             self.node_procs.append(lab.start_node(i, argv, stdout=subprocess.PIPE, stderr=err))
@@ -208,10 +209,29 @@ class Bench:
                 raise SystemExit(f"collect: node-{i} did not print READY (got {line!r}); "
                                  f"see {self.work / f'node-{i}.stderr'}")
 
+    def node_keys(self, name: str) -> list[str]:
+        """--secure: the node's own certificate (pyzmq's zmq.auth) serving only the coordinator's; else --insecure
+        (the lab's addresses are private to this machine)."""
+        if not self.args.secure:
+            return ["--insecure"]
+        import zmq.auth
+        keys, authorized = self.work / "keys", self.work / "keys" / "authorized"
+        if not authorized.exists():
+            authorized.mkdir(parents=True)
+            zmq.auth.create_certificates(str(keys), "coordinator")
+            (authorized / "coordinator.key").write_bytes((keys / "coordinator.key").read_bytes())
+        zmq.auth.create_certificates(str(keys), name)
+        return ["--cert", str(keys / f"{name}.key_secret"), "--authorized", str(authorized)]
+
     def rig_file(self, path: Path, window: int | None = None, chunk_kib: int | None = None) -> Path:
-        lines = ["version: 1", "nodes:"]
+        lines = ["version: 1"]
+        if self.args.secure:
+            lines += ["security:", f"  cert: {self.work / 'keys' / 'coordinator.key_secret'}"]
+        lines += ["nodes:"]
         for i in range(1, NODES + 1):
             lines += [f"  - name: node-{i}", f"    endpoint: tcp://{self.lab.node_address(i)}:{NODE_PORT}"]
+            if self.args.secure:
+                lines += [f"    cert: {self.work / 'keys' / f'node-{i}.key'}"]
         a = self.args
         lines += ["take:", "  name: collectbench", f"  fps: {a.fps}", f"  size: {a.size}", f"  codec: {a.codec}",
                   "collect:", "  after_confirm: keep"]
@@ -468,6 +488,7 @@ def main() -> int:
     ap.add_argument("--work", default="/tmp/coord-bench-collect")
     ap.add_argument("--dest", help="where the copies go (default: the work directory, on disk)")
     ap.add_argument("--keep", action="store_true", help="keep the work directory (take, copies, logs)")
+    ap.add_argument("--secure", action="store_true", help="CURVE on every coord link (each node keyed; rsync stays plain)")
     ap.add_argument("--out", default=str(ROOT / "bench/results/collect.json"))
     args = ap.parse_args()
     if os.geteuid() != 0:
@@ -485,6 +506,7 @@ def main() -> int:
                        .stdout.splitlines()[0]},
            "coord": binary_identity(b.coord), "coord_node": binary_identity(b.node),
            "lab": {"nodes": NODES, "delay_ms": args.delay_ms, "jitter_ms": args.jitter_ms},
+           "secure": args.secure,
            "page_cache": "not dropped: both tools read the staging files from the page cache; `sync` before each "
                          "timed run (not timed)"}
     calibration = b.calibration()

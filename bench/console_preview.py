@@ -253,7 +253,7 @@ def lab_latency(sets: int, work: Path) -> dict:
                 argv = [NODE, "--name", f"node-{i}", "--endpoint", f"tcp://{lab.node_address(i)}:{port}",
                         "--staging", str(work / f"staging-{i}"), "--synthetic", "cam0,cam1",
                         f"--clock-offset-us={(-1) ** i * 150_000 * i}", f"--clock-drift-ppm={(-1) ** i * 30.0 * i}",
-                        f"--clock-reference-us={reference}", "--seed", str(i), "--log-level", "warning"]
+                        f"--clock-reference-us={reference}", "--seed", str(i), "--log-level", "warning", "--insecure"]
                 if os.environ.get("COORD_CALIBRATION"):
                     argv += ["--calibration", os.environ["COORD_CALIBRATION"]]
                 procs.append(lab.start_node(i, argv, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True))

@@ -349,6 +349,8 @@ class Bench:
             argv += ["--clock-offset-ms", f"{offset_ms:g}"]
         if drift_ppm is not None:
             argv += ["--drift-ppm", f"{drift_ppm:g}"]
+        if self.args.secure:
+            argv += ["--secure"]
         log(f"{name}: {shlex.join(argv[1:])}")
         res = self.run_coord(argv, wd, seconds)
         res.update({"workdir": str(wd), "seed": seed, "nodes": nodes, "cameras_per_node": cams,
@@ -368,6 +370,12 @@ class Bench:
             ref = time.clock_gettime_ns(time.CLOCK_MONOTONIC) // 1000
             truth = {"clock_reference_us": ref, "nodes": []}
             procs, node_cmds, rig = [], [], ["version: 1", "nodes:"]
+            if self.args.secure:
+                import zmq.auth
+                (wd / "authorized").mkdir()
+                zmq.auth.create_certificates(str(wd), "coordinator")
+                (wd / "authorized" / "coordinator.key").write_bytes((wd / "coordinator.key").read_bytes())
+                rig[1:1] = ["security:", f"  cert: {wd / 'coordinator.key_secret'}"]
             camlist = ",".join(f"cam{k}" for k in range(cams))
             for i in range(1, nodes + 1):
                 nm = f"node-{i}"
@@ -381,11 +389,19 @@ class Bench:
                         "--synthetic", camlist, f"--clock-offset-us={off}", f"--clock-drift-ppm={drift!r}",
                         f"--clock-reference-us={ref}", "--timestamp-jitter-us=30", "--seed", str(seed * 100 + i),
                         "--parent-pid", str(os.getpid())]
+                if self.args.secure:
+                    import zmq.auth
+                    zmq.auth.create_certificates(str(wd), nm)
+                    argv += ["--cert", str(wd / f"{nm}.key_secret"), "--authorized", str(wd / "authorized")]
+                else:
+                    argv += ["--insecure"]
                 node_cmds.append(f"[{lab.netns(i)}] " + shlex.join(argv))
                 err = open(wd / f"{nm}.stderr", "w")
                 procs.append((nm, lab.start_node(i, argv, stdout=subprocess.PIPE, stderr=err)))
                 err.close()
                 rig += [f"  - name: {nm}", f"    endpoint: {endpoint}"]
+                if self.args.secure:
+                    rig += [f"    cert: {wd / (nm + '.key')}"]
             for nm, p in procs:
                 line = _read_line(p, 15)
                 if not line or not line.startswith("READY"):
@@ -595,6 +611,7 @@ def main():
     ap.add_argument("--out", default=str(ROOT / "bench/results/sync.json"))
     ap.add_argument("--work", default="/tmp/coord-bench-sync", help="where take directories go")
     ap.add_argument("--keep", action="store_true", help="keep the take directories of passing runs too")
+    ap.add_argument("--secure", action="store_true", help="CURVE on every link (coord demo --secure; keyed lab nodes)")
     ap.add_argument("--wait-quiet", type=float, default=600, metavar="S",
                     help="before each take, wait up to S s for other processes to use < 0.15 cores (0: do not wait)")
     args = ap.parse_args()
@@ -606,7 +623,7 @@ def main():
         ap.error(f"unknown scenario(s) {', '.join(unknown)}; known: {', '.join(SCENARIOS)}")
     b = Bench(args)
     doc = {"benchmark": "sync", "command": shlex.join([Path(sys.executable).name, *sys.argv]),
-           "quick": args.quick, "machine": {"cpus": os.cpu_count(), "kernel": platform.release(),
+           "quick": args.quick, "secure": args.secure, "machine": {"cpus": os.cpu_count(), "kernel": platform.release(),
                                            "python": platform.python_version()},
            "coord": binary_identity(args.coord), "coord_node": binary_identity(args.coord_node),
            "git_tree_at_run": subprocess.run(["git", "-C", str(ROOT), "describe", "--always", "--dirty"], capture_output=True,

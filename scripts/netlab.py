@@ -68,7 +68,7 @@ Usage as a module (as root):
     from netlab import Lab
     with Lab(nodes=3, delay_ms=0.2, jitter_ms=0.5) as lab:
         p = lab.start_node(1, ["coord-node", "--endpoint", f"tcp://{lab.node_address(1)}:5710",
-                               "--parent-pid", str(os.getpid()), ...], stdout=subprocess.PIPE)
+                               "--parent-pid", str(os.getpid()), "--insecure", ...], stdout=subprocess.PIPE)
         lab.block(2, 1.0)         # node 2 unreachable for 1 s (all its packets dropped)
         ...
 

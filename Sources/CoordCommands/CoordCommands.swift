@@ -77,6 +77,8 @@ struct Demo: AsyncParsableCommand {
     var withConsole = false
     @Option(help: "With --console: where the console listens, HOST:PORT.") var listen: String = "127.0.0.1:8080"
     @OptionGroup var preview: PreviewOptions
+    @Flag(help: "CURVE on every link, as on a real rig: each node gets its own certificate and serves only this coordinator's key.")
+    var secure = false
     @Flag(help: "Log the coordinator's debug output.") var verbose = false
 
     func run() async throws {
@@ -103,13 +105,14 @@ struct Demo: AsyncParsableCommand {
         var settings = DemoRig.Settings(nodes: nodes, camerasPerNode: camerasPerNode, clockOffsetMilliseconds: clockOffsetMs,
                                         driftPPM: driftPpm, timestampJitterMicroseconds: timestampJitterUs, seed: seed)
         if let calibration { settings.calibrationFile = URL(fileURLWithPath: calibration) }
+        settings.secure = secure
         let rig = DemoRig(settings: settings, nodeBinary: nodeBinary, console: console)
         console.step("starting \(nodes) coord-node process(es) with \(camerasPerNode) synthetic camera(s) each (seed \(seed))")
         if withConsole {
             do {
                 try rig.ensureCalibration()
                 let endpoints = try rig.start()
-                let spec = RigSpec(nodes: zip(rig.simulated, endpoints).map { RigSpec.Node(name: $0.name, endpoint: $1) })
+                let spec = rig.spec(endpoints: endpoints)
                 try await serveConsole(spec: spec, template: request, address: address, preview: try preview.settings(), console: console)
             } catch {
                 rig.stop()
@@ -123,7 +126,8 @@ struct Demo: AsyncParsableCommand {
             try rig.ensureCalibration()
             let endpoints = try rig.start()
             if let truthFile { try? rig.truthJSON().write(to: URL(fileURLWithPath: truthFile)) }
-            outcome = try await recordTake(endpoints: endpoints, request: request, console: console) {
+            outcome = try await recordTake(endpoints: endpoints, keys: rig.spec(endpoints: endpoints).linkKeysByEndpoint,
+                                           request: request, console: console) {
                 // Exit at once: the nodes finalize their open files on SIGTERM and exit by themselves.
                 rig.terminateNow()
                 return "the take is abandoned; whatever the nodes recorded stays in \(rig.staging.path)."

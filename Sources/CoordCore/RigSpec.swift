@@ -257,7 +257,7 @@ public struct RigSpec: Decodable, Equatable, Sendable {
         for (i, node) in nodes.enumerated() {
             let at = "nodes[\(i)]"
             if node.publicKey != nil && node.cert != nil {
-                return ("\(at).cert", "\(at) has both public_key and cert: give one (cert: NAME.key is read into public_key).")
+                return ("\(at).cert", "\(at).cert and \(at).public_key are both given: give one (cert: NAME.key is read into public_key).")
             }
             if security == nil, node.publicKey != nil || node.cert != nil {
                 let key = node.publicKey != nil ? "public_key" : "cert"

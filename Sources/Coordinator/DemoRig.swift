@@ -1,6 +1,7 @@
 import CoordCore
 import Foundation
 import Platform
+import ZeroMQ
 #if canImport(Glibc)
 import Glibc
 #endif
@@ -20,6 +21,9 @@ public final class DemoRig: @unchecked Sendable {
         /// This machine's calibration, shared by every demo node (they share its CPUs and disk); measured by
         /// `coord-node calibrate` the first time. nil: `DemoRig.defaultCalibrationFile(nodeBinary:)`.
         public var calibrationFile: URL?
+        /// CURVE on every link, as on a real rig: each node gets its own certificate and serves only the demo's
+        /// coordinator key (`coord demo --secure`).
+        public var secure = false
         public init(nodes: Int, camerasPerNode: Int, clockOffsetMilliseconds: Double, driftPPM: Double,
                     timestampJitterMicroseconds: Double, seed: UInt64) {
             self.nodes = nodes; self.camerasPerNode = camerasPerNode; self.clockOffsetMilliseconds = clockOffsetMilliseconds
@@ -39,6 +43,38 @@ public final class DemoRig: @unchecked Sendable {
     let console: Console
     public let staging: URL
     public private(set) var simulated: [SimulatedNode] = []
+    /// With `secure`: the coordinator's keys and each node's public key, once started.
+    public private(set) var coordinatorKeys: CurveKeys?
+    public private(set) var nodePublicKeys: [String: String] = [:]
+
+    /// The rig the demo runs, as a rig file would describe it (keys included when secure).
+    public func spec(endpoints: [String]) -> RigSpec {
+        var spec = RigSpec(nodes: zip(simulated, endpoints).map {
+            RigSpec.Node(name: $0.name, endpoint: $1, publicKey: nodePublicKeys[$0.name])
+        })
+        if let coordinatorKeys { spec.security = .init(cert: keysDirectory.appendingPathComponent("coordinator.key_secret").path, keys: coordinatorKeys) }
+        return spec
+    }
+
+    private var keysDirectory: URL { staging.appendingPathComponent("keys") }
+
+    /// Writes the coordinator's pair and one per node (made by libzmq) under the staging area.
+    private func makeKeys() throws -> URL {
+        let authorized = keysDirectory.appendingPathComponent("authorized")
+        do {
+            try FileManager.default.createDirectory(at: authorized, withIntermediateDirectories: true)
+            let coordinator = try CurveCertificate.writeNew(name: "coordinator", directory: keysDirectory.path)
+            try FileManager.default.copyItem(atPath: coordinator.publicPath, toPath: authorized.appendingPathComponent("coordinator.key").path)
+            coordinatorKeys = CurveKeys(publicKey: coordinator.pair.publicKey, secretKey: coordinator.pair.secretKey)
+            for index in 1...settings.nodes {
+                let node = try CurveCertificate.writeNew(name: "node-\(index)", directory: keysDirectory.path)
+                nodePublicKeys["node-\(index)"] = node.pair.publicKey
+            }
+        } catch {
+            throw CoordError(.failure, "cannot make the demo's keys in \(keysDirectory.path): \(error)")
+        }
+        return authorized
+    }
     /// The host instant at which every simulated clock's offset holds exactly (they drift from there).
     public let clockReference = MonotonicClock.now()
     private var processes: [(process: Process, exited: DispatchSemaphore)] = []
@@ -127,6 +163,7 @@ public final class DemoRig: @unchecked Sendable {
             throw CoordError(.usage, "--cameras-per-node must be between 1 and 16 (got \(settings.camerasPerNode)).")
         }
         try FileManager.default.createDirectory(at: staging, withIntermediateDirectories: true)
+        let authorized = settings.secure ? try makeKeys() : nil
         var random = SeededRandom(seed: settings.seed)
         var readiness: [(String, ReadyLine)] = []
         for index in 1...settings.nodes {
@@ -151,7 +188,7 @@ public final class DemoRig: @unchecked Sendable {
                 "--timestamp-jitter-us=\(settings.timestampJitterMicroseconds)",
                 "--seed", "\(settings.seed &+ UInt64(index) &* 7_919)",
                 "--parent-pid", "\(getpid())",
-            ]
+            ] + (authorized.map { ["--cert", keysDirectory.appendingPathComponent("\(name).key_secret").path, "--authorized", $0.path] } ?? [])
             let out = Pipe()
             process.standardOutput = out
             let logURL = staging.appendingPathComponent("\(name).log")

@@ -55,6 +55,17 @@ import Testing
         Case(label: "take name", change: { $0.take.name = "a/b" }, field: "take.name", says: "take name"),
         Case(label: "take name too long", change: { $0.take.name = String(repeating: "t", count: 42) }, field: "take.name", says: "longer"),
         Case(label: "empty takes_dir", change: { $0.take.takesDir = "" }, field: "take.takes_dir", says: "empty"),
+        Case(label: "pinned node without the coordinator's cert", change: { $0.nodes[1].publicKey = String(repeating: "a", count: 40) },
+             field: "nodes[1].public_key", says: "no security.cert"),
+        Case(label: "security without a pinned node", change: { s in
+            s.security = .init(cert: "c.key_secret")
+            for i in s.nodes.indices where i != 2 { s.nodes[i].publicKey = String(repeating: "a", count: 40) }
+        }, field: "nodes[2]", says: "has no public_key"),
+        Case(label: "public_key and cert both", change: { s in
+            s.security = .init(cert: "c.key_secret")
+            for i in s.nodes.indices { s.nodes[i].publicKey = String(repeating: "a", count: 40) }
+            s.nodes[0].cert = "n.key"
+        }, field: "nodes[0].cert", says: "both"),
     ]
 
     @Test(arguments: cases)
@@ -90,11 +101,31 @@ import Testing
     }
 
     @Test func knownKeysFollowTheCodingKeys() {
-        #expect(RigSpec.knownKeys[""] == ["version", "nodes", "take", "pressure", "collect"])
+        #expect(RigSpec.knownKeys[""] == ["version", "nodes", "take", "pressure", "collect", "security"])
+        #expect(RigSpec.knownKeys["security"] == ["cert"])
         #expect(RigSpec.knownKeys["nodes[].cameras[]"] == ["name", "priority", "max_fps", "size", "controls"])
         #expect(RigSpec.knownKeys["nodes[].cameras[].controls"] == ["exposure_us", "gain_db", "white_balance_k", "focus"])
         #expect(RigSpec.knownKeys["pressure"] == ["serious", "critical", "slow_record_every", "repeat_seconds", "restore_seconds"])
-        #expect(RigSpec.knownKeys["nodes[]"] == ["name", "endpoint", "cameras"])
+        #expect(RigSpec.knownKeys["nodes[]"] == ["name", "endpoint", "cameras", "public_key", "cert"])
         #expect(RigSpec.knownKeys["take"] == ["fps", "size", "codec", "name", "takes_dir"])
+    }
+}
+
+@Suite struct RepeatLimiterTests {
+    @Test func theFirstOfAKindIsLoggedThenOnePerIntervalWithTheCountHeldBack() {
+        var limiter = RepeatLimiter(interval: 60, capacity: 8)
+        #expect(limiter.admit("a", now: 0) == .log(heldBack: 0))
+        for t in 1..<60 { #expect(limiter.admit("a", now: Int64(t)) == .holdBack) }
+        #expect(limiter.admit("b", now: 30) == .log(heldBack: 0))
+        #expect(limiter.admit("a", now: 60) == .log(heldBack: 59))
+        #expect(limiter.admit("a", now: 61) == .holdBack)
+    }
+
+    @Test func everNewKindsCannotGrowItPastItsCapacity() {
+        var limiter = RepeatLimiter(interval: 60, capacity: 8)
+        for i in 0..<10_000 { _ = limiter.admit("peer-\(i)", now: Int64(i)) }
+        #expect(limiter.kinds == 8)
+        // The newest kinds are the ones remembered.
+        #expect(limiter.admit("peer-9999", now: 10_000) == .holdBack)
     }
 }

@@ -92,7 +92,9 @@ def lab_node(lab, tmp_path_factory):
     endpoint = f"tcp://{lab.node_address(2)}:{NODE_PORT}"
     proc = lab.start_node(2, [str(node_binary()), "--name", NODE_NAME, "--endpoint", endpoint,
                               "--staging", str(staging), "--synthetic", ",".join(CAMERAS),
-                              "--parent-pid", str(os.getpid())],
+                              "--parent-pid", str(os.getpid()),
+                              # A namespace address without keys: this test is about the wire protocol itself.
+                              "--insecure"],
                           stdout=subprocess.PIPE, stderr=stderr)
     line = netlab._read_line(proc, 20.0)
     assert line == f"READY {endpoint}", f"coord-node in the lab printed {line!r}, expected 'READY {endpoint}'"
