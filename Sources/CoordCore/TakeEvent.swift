@@ -45,6 +45,9 @@ public struct TakeEvent: Equatable, Sendable {
         public static let cameraEnded = Kind(rawValue: "camera-ended")
         /// A camera's files were deleted from the node's staging directory while it recorded.
         public static let stagingLost = Kind(rawValue: "staging-lost")
+        /// A camera's file could not be written (a full or read-only disk, an I/O error): the camera ended there, its
+        /// frames so far kept.
+        public static let writeFailed = Kind(rawValue: "write-failed")
         /// A camera's files repaired by its node after a crash (frames.csv rows rebuilt).
         public static let recovered = Kind(rawValue: "recovered")
         public static let cameraSlowed = Kind(rawValue: "camera-slowed")

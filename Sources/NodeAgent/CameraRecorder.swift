@@ -462,9 +462,11 @@ final class CameraRecorder: @unchecked Sendable {
                 }
             }
         } catch {
-            let message = "camera \(node)/\(settings.camera) stopped recording: \(error)"
+            let at = assigner.map { " after group \($0.nextGroup - 1)" } ?? ""
+            let message = "camera \(node)/\(settings.camera) stopped recording\(at): \(error)"
             logger.error("\(message)")
             lock.lock(); progress.error = message; lock.unlock()
+            onEvent(.writeFailed, message)
             finishFiles(reason: message)
             return true
         }

@@ -1,11 +1,19 @@
 import CoordCore
 import Foundation
 import Platform
+import Synchronization
 
 /// The node's staging area: `<staging>/<take-id>/<node>/<camera>.{mkv,frames.csv}`. Files stay here until
 /// the coordinator confirms their checksums.
 struct FileStore {
     let root: URL
+    /// Indexes that could not be saved in their take's directory (a disk gone read-only or full): kept here so
+    /// the take's files can still be listed and collected until the node restarts.
+    private let unsaved = Unsaved()
+    private final class Unsaved: Sendable {
+        let indexes = Mutex<[String: Index]>([:])
+        func withLock<R>(_ body: (inout [String: Index]) -> R) -> R { indexes.withLock { body(&$0) } }
+    }
 
     func takeDirectory(_ takeID: String) -> URL { root.appendingPathComponent(takeID, isDirectory: true) }
 
@@ -45,8 +53,8 @@ struct FileStore {
 
     // MARK: The take's index: each file's size and checksum, made once when the take's files are final.
 
-    private struct Index: Codable {
-        struct Entry: Codable {
+    private struct Index: Codable, Sendable {
+        struct Entry: Codable, Sendable {
             var path: String
             var bytes: UInt64
             var sha256: String
@@ -57,17 +65,26 @@ struct FileStore {
 
     private static let indexName = ".files.json"
 
-    /// Checksums every file of the take and stores the result in the take's index; returns the files.
+    /// Checksums every file of the take and stores the result in the take's index; returns the files, and why the
+    /// index could only be kept in memory (the take's directory cannot be written), if so.
     @discardableResult
-    func index(takeID: String) throws(NodeFailure) -> [TakeManifest.File] {
+    func index(takeID: String) throws(NodeFailure) -> (files: [TakeManifest.File], unsaved: String?) {
         let directory = try existingTakeDirectory(takeID)
         var entries: [Index.Entry] = []
         for (path, url) in try filesOnDisk(directory, takeID: takeID) {
             let (bytes, sha) = try Self.hash(url)
             entries.append(Index.Entry(path: path, bytes: bytes, sha256: sha))
         }
-        try writeIndex(Index(files: entries), in: directory)
-        return entries.map { TakeManifest.File(path: $0.path, bytes: $0.bytes, sha256: $0.sha256) }
+        let index = Index(files: entries)
+        var problem: String?
+        do {
+            try writeIndex(index, in: directory)
+            unsaved.withLock { _ = $0.removeValue(forKey: takeID) }
+        } catch {
+            unsaved.withLock { $0[takeID] = index }
+            problem = error.message
+        }
+        return (entries.map { TakeManifest.File(path: $0.path, bytes: $0.bytes, sha256: $0.sha256) }, problem)
     }
 
     /// The take's files from its index, when it lists the files on disk; nil when there is none or it names other
@@ -79,11 +96,12 @@ struct FileStore {
 
     private func currentIndex(takeID: String) throws(NodeFailure) -> Index? {
         let directory = try existingTakeDirectory(takeID)
-        let onDisk = try filesOnDisk(directory, takeID: takeID)
-        guard let data = try? Data(contentsOf: directory.appendingPathComponent(Self.indexName)),
-              let index = try? JSONDecoder().decode(Index.self, from: data),
-              index.files.map(\.path) == onDisk.map(\.0) else { return nil }
-        return index
+        let onDisk = try filesOnDisk(directory, takeID: takeID).map(\.0)
+        if let data = try? Data(contentsOf: directory.appendingPathComponent(Self.indexName)),
+           let index = try? JSONDecoder().decode(Index.self, from: data), index.files.map(\.path) == onDisk {
+            return index
+        }
+        return unsaved.withLock { $0[takeID] }.flatMap { $0.files.map(\.path) == onDisk ? $0 : nil }
     }
 
     private func writeIndex(_ index: Index, in directory: URL) throws(NodeFailure) {
@@ -159,8 +177,9 @@ struct FileStore {
         left.files.removeAll { released.contains($0.path) }
         if left.files.isEmpty {
             try? fm.removeItem(at: directory.appendingPathComponent(Self.indexName))
-        } else {
-            try? writeIndex(left, in: directory)
+            unsaved.withLock { _ = $0.removeValue(forKey: takeID) }
+        } else if (try? writeIndex(left, in: directory)) == nil {
+            unsaved.withLock { $0[takeID] = left }
         }
         // Remove directories left empty.
         for node in (try? fm.contentsOfDirectory(atPath: directory.path)) ?? [] {

@@ -405,7 +405,7 @@ public enum SyncReportPage {
             files.append(clause(e))
         }
         let serious: Set<String> = ["collect-failed", "node-failed", "node-unfinished", "pressure-shutdown",
-                                    "camera-ended", "camera-error", "stop-undelivered", "take-aborted", "staging-lost"]
+                                    "camera-ended", "camera-error", "stop-undelivered", "take-aborted", "staging-lost", "write-failed"]
         let happenings = manifest.events.filter { serious.contains($0.kind.rawValue) }.map(clause)
         var drops: [String] = []
         let dropped = report.cameras.filter { $0.dropped > 0 }

@@ -1,0 +1,96 @@
+"""Faults a real rig meets, as tests (issue 14 item 4), beyond those in test_node_defects.py, test_collect.py and
+test_lab_take.py (SIGKILL and restart, SIGSTOP for 5 s, the staging directory deleted, a killed coordinator, two
+coordinators at once, a 10 s link cut):
+
+- a node's staging disk goes read-only mid-take, as ext4 does on an I/O error (errors=remount-ro): that node's
+  cameras end at once with a `write-failed` event naming the error, the other node records every group, the take
+  is partial and says which cameras ended, and every frame written before the error is collected and plays.
+
+Needs root (a loop-mounted ext4 filesystem); skipped otherwise.
+"""
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+
+from conftest import Node
+from test_budget_pressure import COORD, check_take
+
+if os.geteuid() != 0:
+    pytest.skip("a read-only disk needs root (a loop-mounted ext4 filesystem)", allow_module_level=True)
+for _tool in ("losetup", "mkfs.ext4", "mount", "ffprobe"):
+    if shutil.which(_tool) is None:
+        pytest.skip(f"`{_tool}` is not installed", allow_module_level=True)
+
+
+@pytest.fixture
+def ext4(tmp_path):
+    """A 300 MB ext4 filesystem that goes read-only on its first error, mounted at tmp_path/disk."""
+    image, mount = tmp_path / "disk.img", tmp_path / "disk"
+    with open(image, "wb") as f:
+        f.truncate(300 << 20)
+    subprocess.run(["mkfs.ext4", "-q", str(image)], check=True)
+    mount.mkdir()
+    subprocess.run(["mount", "-o", "loop,errors=remount-ro", str(image), str(mount)], check=True)
+    device = subprocess.run(["findmnt", "-n", "-o", "SOURCE", str(mount)], capture_output=True, text=True).stdout.strip()
+    yield mount, Path("/sys/fs/ext4") / Path(device).name / "trigger_fs_error"
+    subprocess.run(["umount", "-l", str(mount)], check=False)
+    subprocess.run(["losetup", "-d", device], check=False)
+
+
+def frames_in(path: Path) -> int:
+    out = subprocess.run(["ffprobe", "-v", "error", "-count_packets", "-select_streams", "v:0", "-show_entries",
+                          "stream=nb_read_packets", "-of", "csv=p=0", str(path)], capture_output=True, text=True)
+    return int(out.stdout.strip() or 0)
+
+
+def test_a_staging_disk_gone_read_only_mid_take_ends_that_nodes_cameras_and_loses_nothing(tmp_path, ext4):
+    disk, trigger = ext4
+    left = Node(tmp_path / "left", extra_args=["--name", "left", "--synthetic", "cam0,cam1", "--staging", str(disk / "staging")])
+    right = Node(tmp_path / "right", extra_args=["--name", "right", "--synthetic", "cam0"])
+    try:
+        rig = tmp_path / "rig.yaml"
+        rig.write_text(f"version: 1\nnodes:\n  - name: left\n    endpoint: {left.endpoint}\n"
+                       f"  - name: right\n    endpoint: {right.endpoint}\n")
+        takes = tmp_path / "takes"
+        proc = subprocess.Popen([str(COORD), "start-take", "--rig", str(rig), "--seconds", "8", "--size", "320x240",
+                                 "--takes-dir", str(takes)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        # Wait until left has written a few seconds of frames, then fail its disk.
+        deadline = time.monotonic() + 30
+        while not list((disk / "staging").rglob("cam0.mkv")) or list((disk / "staging").rglob("cam0.mkv"))[0].stat().st_size < 100_000:
+            assert time.monotonic() < deadline and proc.poll() is None, "left never recorded"
+            time.sleep(0.2)
+        time.sleep(2)
+        trigger.write_text("1")
+        try:
+            out, err = proc.communicate(timeout=120)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            out, err = proc.communicate()
+            raise AssertionError(f"start-take did not finish within 120 s after the disk failed:\n{err[-3000:]}")
+        assert proc.returncode == 4, err  # partial: some cameras ended early
+        take = next(d for d in takes.iterdir() if d.is_dir())
+        manifest = json.loads((take / "manifest.json").read_text())
+        assert manifest["status"] == "partial"
+        failed = [e for e in manifest["events"] if e["kind"] == "write-failed"]
+        assert {e["camera"] for e in failed} == {"cam0", "cam1"} and all(e["node"] == "left" for e in failed), manifest["events"]
+        assert all("Read-only" in e["detail"] or "read-only" in e["detail"] for e in failed), failed
+        cameras = {(c["node"], c["camera"]): c for c in manifest["cameras"]}
+        groups = manifest["groups"]
+        assert cameras[("right", "cam0")]["frames"] == groups, "the other node's camera did not record every group"
+        for cam in ("cam0", "cam1"):
+            c = cameras[("left", cam)]
+            assert 30 <= c["frames"] < groups, (cam, c["frames"], groups)
+            # Every frame the node says it recorded is in the collected file and plays.
+            assert frames_in(take / "left" / f"{cam}.mkv") >= c["frames"], (cam, c["frames"])
+        failures, _ = check_take.check(take)
+        assert not [f for f in failures if "right" in f], failures
+    finally:
+        left.cleanup()
+        right.cleanup()
