@@ -42,6 +42,8 @@ let package = Package(
         .target(name: "CoordWire", dependencies: [
             "CoordCore", .product(name: "SwiftProtobuf", package: "swift-protobuf"),
         ]),
+        // Versioned YAML files (rig file, node file): one reader, one kind of error sentence.
+        .target(name: "VersionedYAML", dependencies: ["CoordCore", "Platform", .product(name: "Yams", package: "Yams")]),
         // Camera sources, the SYNCSTRIPE painter/decoder, the libavformat writer.
         .target(name: "Media", dependencies: ["CFFmpeg", "V4L2", "V4L2Simulator", "Platform", "CoordCore"]),
 
@@ -50,7 +52,7 @@ let package = Package(
 
         // I/O shells.
         .target(name: "NodeAgent", dependencies: [
-            "CoordCore", "CoordWire", "Media", "ZeroMQ", "Platform",
+            "CoordCore", "CoordWire", "Media", "ZeroMQ", "Platform", "VersionedYAML",
             .product(name: "Logging", package: "swift-log"),
             .product(name: "Crypto", package: "swift-crypto"),
             .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
@@ -60,7 +62,7 @@ let package = Package(
             .product(name: "Logging", package: "swift-log"),
             .product(name: "Crypto", package: "swift-crypto"),
             // Rig files (RigFile.swift).
-            .product(name: "Yams", package: "Yams"),
+            "VersionedYAML",
         ]),
 
         // The live console: the page, its JSON API and WebSocket over a LiveRig (Hummingbird 2).

@@ -1,12 +1,11 @@
 #!/usr/bin/env python3
 """Writes the seed corpus for coord-fuzz into Tests/fuzz-corpus/: one valid example of every request and reply
 the wire carries (for the edge alone, selector 0, and through the node's handling, selector 1), the example rig
-file and a few variations (selector 2), and a manifest (selector 3). Run after changing the protocol:
+file and a few variations (selector 2), a manifest (selector 3) and node files (selector 4). Run after changing the protocol:
     $(scripts/python-env.sh) scripts/fuzz-corpus.py
 """
 import importlib
 import json
-import shutil
 import subprocess
 import sys
 import tempfile
@@ -25,8 +24,11 @@ def coord_pb2():
 
 def main():
     pb = coord_pb2()
-    shutil.rmtree(OUT, ignore_errors=True)
-    OUT.mkdir(parents=True)
+    # Seeds are rewritten; inputs that once crashed (crash-*) are kept: the suite replays them forever.
+    OUT.mkdir(parents=True, exist_ok=True)
+    for old in OUT.iterdir():
+        if not old.name.startswith("crash-"):
+            old.unlink()
     clock = pb.ClockMapping(offset_us=250_000, rate_ppm=12.5, ref_local_us=10**9, uncertainty_us=3.0)
     camera = pb.CameraConfig(camera="cam0", ordinal=0, width=320, height=240, fps=30, codec="mjpeg", record_every=1,
                              controls=pb.ControlValues(exposure_us=8000, gain_db=3.0))
@@ -70,6 +72,12 @@ def main():
                 "groups": 3, "start_wallclock": "2026-01-01T00:00:00Z", "cameras": [],
                 "events": [{"t_us": 1, "node": "n1", "camera": "", "kind": "take-aborted", "detail": "aborted elsewhere"}]}
     (OUT / "manifest").write_bytes(b"\x03" + json.dumps(manifest).encode())
+    node_file = ROOT / "deploy" / "node.example.yaml"
+    if node_file.exists():
+        (OUT / "nodefile-example").write_bytes(b"\x04" + node_file.read_bytes())
+    (OUT / "nodefile-synthetic").write_bytes(b"\x04" + b"version: 1\nname: n\nendpoint: tcp://127.0.0.1:*\ncameras:\n"
+                                            b"  - {name: a, synthetic: true, bus: usb1}\n  - {name: b, v4l2: /dev/video0}\n"
+                                            b"buses: {usb1: 5000}\ninsecure: true\nlog_level: debug\n")
     print(f"wrote {len(list(OUT.iterdir()))} seeds to {OUT}")
 
 

@@ -125,6 +125,8 @@ public final class NodeAgent: @unchecked Sendable {
     private var recorders: [CameraRecorder] = []
     /// Takes whose files are being checksummed on `indexQueue`.
     private var indexing: Set<String> = []
+    /// Why a take's files could not be checksummed, said once to the next list request (which then tries again).
+    private var indexFailures: [String: String] = [:]
     private let indexQueue = DispatchQueue(label: "coord-node.index")
     private var failureDetail = ""
     private var armedGrid: (grid: FrameGrid, clock: ClockMappingBox)?
@@ -736,7 +738,11 @@ public final class NodeAgent: @unchecked Sendable {
         guard let takeID else { return }
         let files: [TakeManifest.File]
         do {
-            files = try store.index(takeID: takeID)
+            let index = try store.index(takeID: takeID)
+            files = index.files
+            if let problem = index.unsaved {
+                logger.warning("take \(takeID): its checksums are kept in memory only until collected: \(problem)")
+            }
         } catch {
             logger.error("take \(takeID): its files could not be checksummed: \(error.message)")
             files = []
@@ -744,6 +750,15 @@ public final class NodeAgent: @unchecked Sendable {
         store.clearRecordingMark(takeID)
         lock.holding { machine.finish() }
         logger.info("take finished", metadata: ["take": "\(takeID)", "files": "\(files.count)"])
+    }
+
+    /// One line for the service manager (systemd's STATUS=): what the node is doing now.
+    public var statusLine: String {
+        lock.holding {
+            let cameras = "\(configuration.cameraNames.count) camera(s)"
+            guard machine.state != .idle, let take = machine.takeID else { return "idle, \(cameras)" }
+            return "\(machine.state.rawValue) take \(take), \(cameras)"
+        }
     }
 
     public func status() -> Coord_V1_Status {
@@ -812,17 +827,28 @@ public final class NodeAgent: @unchecked Sendable {
             list.final = true
             return list
         }
+        if let failure = lock.holding({ indexFailures.removeValue(forKey: takeID) }) {
+            throw NodeFailure(.io, "the files of take \(takeID) could not be checksummed: \(failure)")
+        }
         let begin = lock.holding { indexing.insert(takeID).inserted }
         if begin {
             logger.info("checksumming the files of take \(takeID)")
             indexQueue.async { [self] in
                 do {
-                    let files = try store.index(takeID: takeID)
-                    logger.info("checksummed take \(takeID)", metadata: ["files": "\(files.count)"])
+                    let index = try store.index(takeID: takeID)
+                    logger.info("checksummed take \(takeID)", metadata: ["files": "\(index.files.count)"])
+                    if let problem = index.unsaved {
+                        logger.warning("take \(takeID): its checksums are kept in memory only until collected: \(problem)")
+                    }
+                    lock.holding { _ = indexing.remove(takeID) }
                 } catch {
-                    logger.error("take \(takeID): its files could not be checksummed: \(error)")
+                    let message = (error as? NodeFailure)?.message ?? "\(error)"
+                    logger.error("take \(takeID): its files could not be checksummed: \(message)")
+                    lock.holding {
+                        indexFailures[takeID] = message
+                        _ = indexing.remove(takeID)
+                    }
                 }
-                lock.holding { _ = indexing.remove(takeID) }
             }
         }
         return list

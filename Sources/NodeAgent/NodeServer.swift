@@ -30,10 +30,15 @@ public final class NodeServer: Service, Sendable {
     private let filesLane = DispatchQueue(label: "coord-node.files")
     /// Called once with the endpoint actually bound (a `*` port resolved).
     private let onReady: @Sendable (String) -> Void
+    /// systemd (Type=notify): READY once bound with the cameras found, WATCHDOG from the socket thread, STATUS,
+    /// STOPPING; does nothing outside systemd.
+    private let notifier: SystemdNotifier
 
-    public init(agent: NodeAgent, logger: Logger, onReady: @escaping @Sendable (String) -> Void) {
+    public init(agent: NodeAgent, logger: Logger, notifier: SystemdNotifier = SystemdNotifier(),
+                onReady: @escaping @Sendable (String) -> Void) {
         self.agent = agent
         self.logger = logger
+        self.notifier = notifier
         self.onReady = onReady
     }
 
@@ -52,6 +57,7 @@ public final class NodeServer: Service, Sendable {
                 thread.start()
             }
         } onGracefulShutdown: { [self] in
+            notifier.notify("STOPPING=1", "STATUS=stopping: finishing any recording in progress")
             requestStop()
         }
         agent.shutdown()
@@ -84,6 +90,11 @@ public final class NodeServer: Service, Sendable {
         logger.info("listening", metadata: ["endpoint": "\(bound)", "node": "\(agent.configuration.name)",
                                             "security": "\(agent.gatekeeper == nil ? "none" : "CURVE")"])
         onReady(bound)
+        // The cameras were enumerated when the agent was made, and the socket is bound: ready for requests.
+        var lastStatus = agent.statusLine
+        notifier.notify("READY=1", "STATUS=\(lastStatus); listening on \(bound)")
+        var lastWatchdog = MonotonicClock.now()
+        var lastStatusCheck = lastWatchdog
 
         var lastParentCheck = MonotonicClock.now()
         while !shouldStop {
@@ -99,6 +110,19 @@ public final class NodeServer: Service, Sendable {
             }
             agent.tick()
             let now = MonotonicClock.now()
+            // Sent from this thread, which serves every request: if it hangs, systemd restarts the node.
+            if let interval = notifier.watchdogInterval, now - lastWatchdog >= interval {
+                lastWatchdog = now
+                notifier.notify("WATCHDOG=1")
+            }
+            if notifier.socketPath != nil, now - lastStatusCheck > 500_000 {
+                lastStatusCheck = now
+                let line = agent.statusLine
+                if line != lastStatus {
+                    lastStatus = line
+                    notifier.notify("STATUS=\(line)")
+                }
+            }
             if let parent = agent.configuration.parentPID, now - lastParentCheck > 200_000 {
                 lastParentCheck = now
                 if kill(parent, 0) != 0 && errno == ESRCH {

@@ -42,12 +42,14 @@ public struct Serve: AsyncParsableCommand {
         commandName: "serve",
         abstract: "Run the node agent (the default when no subcommand is given).")
 
-    @Option(help: "Node name ([A-Za-z0-9._-]{1,64}).") var name: String = ProcessInfo.processInfo.hostName
-    @Option(help: "ZeroMQ endpoint to listen on; a * port picks a free one.") var endpoint: String = "tcp://0.0.0.0:5710"
+    @Option(name: .customLong("config"), help: "The node file (YAML, CONTRACT §7; see deploy/node.example.yaml): these settings; a flag given here overrides the file.")
+    var nodeFile: String?
+    @Option(help: "Node name ([A-Za-z0-9._-]{1,64}) (default: the host name).") var name: String?
+    @Option(help: "ZeroMQ endpoint to listen on; a * port picks a free one (default: tcp://0.0.0.0:5710).") var endpoint: String?
     @Option(help: "ZeroMQ PUB endpoint for the console's preview tiles (default: the control endpoint's host on a free port; empty: no preview).")
     var previewEndpoint: String?
-    @Option(help: "Staging directory for recordings until the coordinator collects them.") var staging: String = "/var/lib/coord-node"
-    @Option(help: "Synthetic cameras to offer, comma-separated NAME or NAME@BUS (BUS declared by --synthetic-bus).") var synthetic: String = ""
+    @Option(help: "Staging directory for recordings until the coordinator collects them (default: /var/lib/coord-node).") var staging: String?
+    @Option(help: "Synthetic cameras to offer, comma-separated NAME or NAME@BUS (BUS declared by --synthetic-bus).") var synthetic: String?
     @Option(help: "A bus synthetic cameras can share, ID=MBITS (e.g. usb1=5000); repeatable.") var syntheticBus: [String] = []
     @Option(help: "A V4L2 camera to record, NAME=/dev/videoN (see --list-cameras); repeatable.") var v4l2: [String] = []
     @Flag(help: "Print the V4L2 devices this machine has (driver, card, bus, formats) or why each was skipped, and exit.")
@@ -66,7 +68,7 @@ public struct Serve: AsyncParsableCommand {
     var syntheticGrain: Int = 0
     @Option(help: "Exit when the process with this pid is gone.") var parentPid: Int32?
     @Flag(help: "Keep files after the coordinator has confirmed collecting them.") var keepAfterCollect = false
-    @Option(help: "Log level: trace, debug, info, notice, warning, error.") var logLevel: String = "info"
+    @Option(help: "Log level: trace, debug, info, notice, warning, error (default: info).") var logLevel: String?
     @Option(help: "This node's CURVE certificate (NAME.key_secret, from `coord keys new`): every socket is encrypted and serves only --authorized coordinators.")
     var cert: String?
     @Option(help: "Directory of the public certificates (*.key) of the coordinators this node serves; read again when it changes.")
@@ -74,17 +76,56 @@ public struct Serve: AsyncParsableCommand {
     @Flag(help: "Serve a network address without keys (anyone who can reach it can record, fetch and delete).")
     var insecure = false
 
+    /// Takes the node file's value for every setting the command line did not give.
+    mutating func apply(_ file: NodeFile) {
+        name = name ?? file.name
+        endpoint = endpoint ?? file.endpoint
+        previewEndpoint = previewEndpoint ?? file.previewEndpoint
+        staging = staging ?? file.staging
+        calibration = calibration ?? file.calibration
+        logLevel = logLevel ?? file.logLevel
+        // Cameras come from the flags or from the file, never a mix of both.
+        if synthetic == nil && v4l2.isEmpty && syntheticBus.isEmpty {
+            synthetic = file.syntheticFlag
+            syntheticBus = file.syntheticBusFlags ?? []
+            v4l2 = file.v4l2Flags ?? []
+        }
+        if cert == nil && authorized == nil {
+            cert = file.keys?.cert
+            authorized = file.keys?.authorized
+        }
+        insecure = insecure || (file.insecure ?? false)
+        keepAfterCollect = keepAfterCollect || (file.keepAfterCollect ?? false)
+    }
+
     public mutating func run() async throws {
         Memory.returnLargeBuffersToTheSystem()
-        let level = Logger.Level(rawValue: logLevel) ?? .info
+        // The node file first; every flag given on the command line wins over it.
+        var warnings: [String] = []
+        if let nodeFile {
+            do {
+                let loaded = try NodeFile.load(nodeFile)
+                warnings = loaded.warnings
+                apply(loaded.file)
+            } catch {
+                FileHandle.standardError.write(Data("coord-node: \(error)\n".utf8))
+                throw ExitCode(2)
+            }
+        }
+        let name = self.name ?? ProcessInfo.processInfo.hostName
+        let endpoint = self.endpoint ?? "tcp://0.0.0.0:5710"
+        let staging = self.staging ?? "/var/lib/coord-node"
+        let level = Logger.Level(rawValue: logLevel ?? "info") ?? .info
         let nodeName = name
+        let journal = JournalLogHandler.stderrIsTheJournal()
         LoggingSystem.bootstrap { label in
-            var handler = StreamLogHandler.standardError(label: label)
+            var handler: any LogHandler = journal ? JournalLogHandler(label: label) : StreamLogHandler.standardError(label: label)
             handler.logLevel = level
             handler[metadataKey: "node"] = "\(nodeName)"
             return handler
         }
         let logger = Logger(label: "coord-node")
+        for warning in warnings { logger.warning("\(warning)") }
         guard (0...TestPattern.maxGrain).contains(syntheticGrain) else {
             FileHandle.standardError.write(Data("coord-node: --synthetic-grain must be between 0 and \(TestPattern.maxGrain) (got \(syntheticGrain)).\n".utf8))
             throw ExitCode(2)
@@ -102,7 +143,7 @@ public struct Serve: AsyncParsableCommand {
         }
         var config: NodeConfiguration
         do {
-            let spec = try SyntheticCameraSpec.parse(synthetic: synthetic, buses: syntheticBus)
+            let spec = try SyntheticCameraSpec.parse(synthetic: synthetic ?? "", buses: syntheticBus)
             config = NodeConfiguration(name: name, endpoint: endpoint, staging: URL(fileURLWithPath: staging),
                                        syntheticCameras: spec.cameras)
             config.syntheticCameraBus = spec.cameraBus

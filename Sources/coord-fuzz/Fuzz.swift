@@ -25,22 +25,28 @@ enum FuzzTarget {
         return agent
     }
 
-    /// Inputs run per target (edge, node, rig file, manifest), printed when the process exits.
-    nonisolated(unsafe) static var counts = [0, 0, 0, 0]
+    /// Inputs run per target (edge, node, rig file, manifest, node file), printed when the process exits.
+    nonisolated(unsafe) static var counts = [0, 0, 0, 0, 0]
     nonisolated(unsafe) static var reporting = false
 
+    static let names = ["edge", "node", "rig", "manifest", "nodefile"]
+    /// COORD_FUZZ_TARGET=edge|node|rig|manifest|nodefile sends every input to one target (its first byte is still dropped,
+    /// so the shared corpus seeds it), for a run of a given number of inputs per target.
+    static let fixed: UInt8? = ProcessInfo.processInfo.environment["COORD_FUZZ_TARGET"].flatMap { names.firstIndex(of: $0) }.map(UInt8.init)
+
     static func run(_ bytes: [UInt8]) {
-        guard let selector = bytes.first else { return }
+        guard let first = bytes.first else { return }
+        let selector = fixed ?? first
         if !reporting {
             reporting = true
             atexit {
                 let c = FuzzTarget.counts
-                FileHandle.standardError.write(Data("coord-fuzz: inputs per target: envelope at the edge \(c[0]), through the node \(c[1]), rig file \(c[2]), manifest \(c[3])\n".utf8))
+                FileHandle.standardError.write(Data("coord-fuzz: inputs per target: envelope at the edge \(c[0]), through the node \(c[1]), rig file \(c[2]), manifest \(c[3]), node file \(c[4])\n".utf8))
             }
         }
-        counts[Int(selector % 4)] += 1
+        counts[Int(selector % 5)] += 1
         let input = Array(bytes.dropFirst())
-        switch selector % 4 {
+        switch selector % 5 {
         case 0:
             // The edge alone: parse, version, names, fields, and the coordinator's own conversions of replies.
             guard let envelope = try? Wire.parse(input) else { return }
@@ -58,6 +64,8 @@ enum FuzzTarget {
             _ = node()?.handle(input, receivedLocal: 0)
         case 2:
             _ = try? RigFile.parse(String(decoding: input, as: UTF8.self), path: "fuzz.yaml")
+        case 4:
+            _ = try? NodeFile.parse(String(decoding: input, as: UTF8.self), path: "fuzz.yaml")
         default:
             if let manifest = try? JSONDecoder().decode(TakeManifest.self, from: Data(input)) {
                 _ = manifest.partialCause
