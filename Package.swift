@@ -20,6 +20,7 @@ let package = Package(
         .package(url: "https://github.com/hummingbird-project/swift-mustache", from: "2.1.1"),
         .package(url: "https://github.com/hummingbird-project/hummingbird", exact: "2.28.1"),
         .package(url: "https://github.com/hummingbird-project/hummingbird-websocket", exact: "2.8.1"),
+        .package(url: "https://github.com/swift-server/swift-prometheus", exact: "2.4.1"),
     ],
     targets: [
         // C libraries, each behind a shim.h for what Swift cannot import (function-like macros, variadics).
@@ -50,6 +51,9 @@ let package = Package(
         // sync-report.html: the SVG plots and the page, rendered from a Mustache template (pure, like CoordCore).
         .target(name: "TakeReport", dependencies: ["CoordCore", .product(name: "Mustache", package: "swift-mustache")]),
 
+        // Prometheus exposition for a node or a rig (CONTRACT §7), from NodeMetricsSample values.
+        .target(name: "RigMetrics", dependencies: ["CoordCore", .product(name: "Prometheus", package: "swift-prometheus")]),
+
         // I/O shells.
         .target(name: "NodeAgent", dependencies: [
             "CoordCore", "CoordWire", "Media", "ZeroMQ", "Platform", "VersionedYAML",
@@ -67,7 +71,7 @@ let package = Package(
 
         // The live console: the page, its JSON API and WebSocket over a LiveRig (Hummingbird 2).
         .target(name: "ConsoleServer", dependencies: [
-            "Coordinator", "CoordCore",
+            "Coordinator", "CoordCore", "RigMetrics",
             .product(name: "Hummingbird", package: "hummingbird"),
             .product(name: "HummingbirdWebSocket", package: "hummingbird-websocket"),
             .product(name: "Logging", package: "swift-log"),
@@ -85,7 +89,9 @@ let package = Package(
         .executableTarget(name: "coord", dependencies: ["CoordCommands"]),
         // coord-node's commands, in a library tests can call.
         .target(name: "NodeCommands", dependencies: [
-            "NodeAgent", "Media", "Platform",
+            "NodeAgent", "Media", "Platform", "RigMetrics",
+            // --metrics: /metrics over HTTP.
+            .product(name: "Hummingbird", package: "hummingbird"),
             .product(name: "ArgumentParser", package: "swift-argument-parser"),
             .product(name: "Logging", package: "swift-log"),
             .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
@@ -99,6 +105,7 @@ let package = Package(
 
         .testTarget(name: "CoordCoreTests", dependencies: ["CoordCore"]),
         .testTarget(name: "TakeReportTests", dependencies: ["TakeReport", "CoordCore"]),
+        .testTarget(name: "RigMetricsTests", dependencies: ["RigMetrics", "CoordCore"]),
         // V4L2: the camera tests drive V4L2Camera through the scripted driver.
         .testTarget(name: "MediaTests", dependencies: ["Media", "V4L2", "V4L2Simulator", "CoordCore"]),
         .testTarget(name: "ZeroMQTests", dependencies: ["ZeroMQ", "CoordWire", "Platform"]),

@@ -103,6 +103,10 @@ paths = {
                                                                      "application/json": {"schema": {}},
                                                                      "application/octet-stream": {"schema": {"type": "string", "format": "binary"}}}},
                       "404": err("no such file")}}},
+    "/metrics": {"get": {"summary": "Prometheus text exposition of the rig: coord_node_* series per node and camera (CONTRACT §7)",
+                         "operationId": "metrics",
+                         "responses": {"200": {"description": "Prometheus text format 0.0.4",
+                                               "content": {"text/plain": {"schema": {"type": "string"}}}}}}},
     "/openapi.json": {"get": {"summary": "This document", "operationId": "openapi",
                               "responses": {"200": {"description": "OpenAPI 3.0", "content": {"application/json": {"schema": {"type": "object"}}}}}}},
 }

@@ -7,7 +7,9 @@ packages=(pkg-config libzmq3-dev libprotobuf-c-dev protobuf-c-compiler libv4l-de
           iproute2 iptables iputils-ping libnetfilter-queue-dev build-essential python3-dev
           # headless chromium renders sync-report.html for Tests/python/test_report_page.py's screenshot checks,
           # and chromium-driver lets Selenium drive the live console's page (test_console_page.py)
-          chromium chromium-driver)
+          chromium chromium-driver
+          # a real Prometheus scrapes two nodes in Tests/python/test_metrics.py (promtool lints the exposition)
+          prometheus)
 missing=()
 for p in "${packages[@]}"; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

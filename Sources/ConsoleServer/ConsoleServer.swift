@@ -5,6 +5,7 @@ import Hummingbird
 import HummingbirdWebSocket
 import Logging
 import NIOCore
+import RigMetrics
 import ServiceLifecycle
 
 /// The operator's console over HTTP: the page at `/`, the JSON API under `/api` (docs/console-api.md, described
@@ -143,6 +144,12 @@ public enum ConsoleServer {
             Response(status: .ok, headers: [.contentType: "application/json"], body: .init(byteBuffer: ByteBuffer(string: ConsoleOpenAPI.json)))
         }
         router.get("/api/rig") { _, _ in jsonResponse(rig.rig) }
+        // The rig's metrics, the node's names and labels from each node's status (CONTRACT §7).
+        let book = MetricsBook()
+        router.get("/metrics") { _, _ in
+            Response(status: .ok, headers: [.contentType: "text/plain; version=0.0.4; charset=utf-8"],
+                     body: .init(byteBuffer: ByteBuffer(string: book.exposition(rig.metricsSamples))))
+        }
         router.get("/api/rig/controls.yaml") { _, _ in
             Response(status: .ok, headers: [.contentType: "application/yaml; charset=utf-8",
                                              .contentDisposition: "attachment; filename=\"controls.yaml\""],

@@ -438,6 +438,24 @@ enum ConsoleOpenAPI {
     }
    }
   },
+  "/metrics": {
+   "get": {
+    "summary": "Prometheus text exposition of the rig: coord_node_* series per node and camera (CONTRACT §7)",
+    "operationId": "metrics",
+    "responses": {
+     "200": {
+      "description": "Prometheus text format 0.0.4",
+      "content": {
+       "text/plain": {
+        "schema": {
+         "type": "string"
+        }
+       }
+      }
+     }
+    }
+   }
+  },
   "/openapi.json": {
    "get": {
     "summary": "This document",

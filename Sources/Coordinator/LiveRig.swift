@@ -199,6 +199,8 @@ public final class LiveRig: Sendable {
         var cameraProgress: [String: (drops: Int64, phase: Int64?)] = [:]
         /// Each camera's controls as its node last reported them applied.
         var controls: [String: CameraControls] = [:]
+        /// What `/metrics` says of this node, from its last status (nil: never reached).
+        var metrics: NodeMetricsSample?
     }
     private struct State {
         var nodes: [Node] = []
@@ -292,6 +294,16 @@ public final class LiveRig: Sendable {
     public var multiview: MultiviewView? { state.withLock { $0.newestComplete } }
     public var take: TakeView? { state.withLock { s in s.take.map { Self.withElapsed($0, since: s.takeStarted) } } }
     public var takes: [TakeEntry] { listTakes() }
+    /// Every node as the rig's `/metrics` exports it (an unreachable node: up 0, its last counts kept).
+    public var metricsSamples: [NodeMetricsSample] {
+        state.withLock { s in
+            s.nodes.map { n in
+                var sample = n.metrics ?? NodeMetricsSample(node: n.name)
+                sample.reachable = n.view.reachable
+                return sample
+            }
+        }
+    }
 
     public func image(node: String, camera: String, group: Int64) -> [UInt8]? {
         state.withLock { $0.images["\(node)/\(camera)/\(group)"] }
@@ -404,6 +416,16 @@ public final class LiveRig: Sendable {
                 for c in status.cameras {
                     s.nodes[index].cameraProgress[c.camera, default: (0, nil)].drops = c.dropped
                 }
+                var metrics = NodeMetricsSample(node: node.name)
+                metrics.recording = status.state == .recording
+                metrics.pressure = status.pressure
+                metrics.clockUncertaintyMicroseconds = uncertainty
+                metrics.cameras = status.cameras.map {
+                    .init(camera: $0.camera, takeID: status.takeID, frames: UInt64(max(0, $0.frames)),
+                          dups: UInt64(max(0, $0.dropped)), bytesWritten: $0.bytesWritten,
+                          phaseErrorMicroseconds: s.nodes[index].cameraProgress[$0.camera]?.phase.map(Double.init))
+                }
+                s.nodes[index].metrics = metrics
                 if !wasReachable { s.nodes[index].view.message = nil }
             }
         } catch {

@@ -42,6 +42,8 @@ final class CameraRecorder: @unchecked Sendable {
         var disabled = false
         /// Bytes of the .mkv so far.
         var bytesWritten: UInt64 = 0
+        /// The newest frame's centre minus its nearest grid instant (µs), nil before the first frame.
+        var phaseError: Double?
     }
 
     let settings: CameraSettings
@@ -358,10 +360,11 @@ final class CameraRecorder: @unchecked Sendable {
                 progress.timestampNoise = estimate.noiseMicroseconds
                 progress.centerUncertainty = estimate.uncertaintyMicroseconds.isFinite ? estimate.uncertaintyMicroseconds : 0
                 progress.phaseRestarts = phase.restarts
+                let group = grid.nearestGroup(to: center)
+                progress.phaseError = Double(center - grid.instant(ofGroup: group))
                 let (dropped, uncertainty) = (progress.dropped, progress.centerUncertainty)
                 lock.unlock()
                 if let preview {
-                    let group = grid.nearestGroup(to: center)
                     preview.offer(PreviewOffer(camera: settings.camera, ordinal: settings.ordinal, takeID: takeID,
                                                group: group, centerMicroseconds: center, dropped: dropped,
                                                centerUncertainty: uncertainty, phaseError: center - grid.instant(ofGroup: group)),

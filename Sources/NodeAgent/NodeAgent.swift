@@ -125,6 +125,9 @@ public final class NodeAgent: @unchecked Sendable {
     private var recorders: [CameraRecorder] = []
     /// Takes whose files are being checksummed on `indexQueue`.
     private var indexing: Set<String> = []
+    /// Life totals for the metrics: takes recorded to the end, bytes of take files served to collection.
+    private var takesRecorded: UInt64 = 0
+    private var bytesServed: UInt64 = 0
     /// Why a take's files could not be checksummed, said once to the next list request (which then tries again).
     private var indexFailures: [String: String] = [:]
     private let indexQueue = DispatchQueue(label: "coord-node.index")
@@ -404,6 +407,7 @@ public final class NodeAgent: @unchecked Sendable {
             }
             try requireCollectable(fetch.takeID)
             let (data, eof) = try store.read(takeID: fetch.takeID, path: fetch.path, offset: fetch.offset, length: Int(fetch.length))
+            lock.holding { bytesServed += UInt64(data.count) }
             var r = Coord_V1_Chunk()
             r.path = fetch.path
             r.offset = fetch.offset
@@ -748,8 +752,33 @@ public final class NodeAgent: @unchecked Sendable {
             files = []
         }
         store.clearRecordingMark(takeID)
-        lock.holding { machine.finish() }
+        lock.holding {
+            machine.finish()
+            takesRecorded += 1
+        }
         logger.info("take finished", metadata: ["take": "\(takeID)", "files": "\(files.count)"])
+    }
+
+    /// What `--metrics` exports now (CONTRACT §7).
+    public func metricsSample() -> NodeMetricsSample {
+        lock.holding {
+            var sample = NodeMetricsSample(node: configuration.name)
+            sample.recording = machine.state == .recording
+            if let takeID = machine.takeID, machine.state == .recording || machine.state == .finished {
+                sample.cameras = recorders.map { recorder in
+                    let p = recorder.snapshot
+                    return .init(camera: recorder.settings.camera, takeID: takeID, frames: UInt64(max(0, p.frames)),
+                                 dups: UInt64(max(0, p.dropped)), drops: UInt64(max(0, p.sensorSkips)),
+                                 bytesWritten: p.bytesWritten, phaseErrorMicroseconds: p.phaseError)
+                }
+            }
+            sample.clockUncertaintyMicroseconds = armedGrid?.clock.current.uncertaintyMicroseconds
+            sample.pressure = pressure.level
+            sample.freeDiskBytes = pressureResources.freeDiskBytes
+            sample.takesRecorded = takesRecorded
+            sample.bytesServed = bytesServed
+            return sample
+        }
     }
 
     /// One line for the service manager (systemd's STATUS=): what the node is doing now.

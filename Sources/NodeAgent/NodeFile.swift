@@ -30,6 +30,7 @@ public struct NodeFile: Decodable, Equatable, Sendable {
     public var insecure: Bool?
     public var keepAfterCollect: Bool?
     public var logLevel: String?
+    public var metrics: String?
 
     public struct Camera: Decodable, Equatable, Sendable {
         public var name: String
@@ -46,7 +47,7 @@ public struct NodeFile: Decodable, Equatable, Sendable {
     }
 
     public enum CodingKeys: String, CodingKey, CaseIterable {
-        case version, name, endpoint, staging, calibration, cameras, buses, keys, insecure
+        case version, name, endpoint, staging, calibration, cameras, buses, keys, insecure, metrics
         case previewEndpoint = "preview_endpoint"
         case keepAfterCollect = "keep_after_collect"
         case logLevel = "log_level"
@@ -66,6 +67,7 @@ public struct NodeFile: Decodable, Equatable, Sendable {
         insecure = try c.decodeIfPresent(Bool.self, forKey: .insecure)
         keepAfterCollect = try c.decodeIfPresent(Bool.self, forKey: .keepAfterCollect)
         logLevel = try c.decodeIfPresent(String.self, forKey: .logLevel)
+        metrics = try c.decodeIfPresent(String.self, forKey: .metrics)
     }
 
     public static let knownKeys: [String: Set<String>] = [
@@ -108,6 +110,9 @@ public struct NodeFile: Decodable, Equatable, Sendable {
             case (nil, false):
                 return (at, "\(at) (camera \(camera.name)) needs v4l2: /dev/… or synthetic: true.")
             }
+        }
+        if let metrics, !metrics.contains(":") || Int(metrics.split(separator: ":").last ?? "") == nil {
+            return ("metrics", "metrics must be HOST:PORT such as 127.0.0.1:9710 (got \"\(Echo.short(metrics))\").")
         }
         if let level = logLevel, !Self.logLevels.contains(level) {
             return ("log_level", "log_level must be one of \(Self.logLevels.joined(separator: ", ")) (got \"\(Echo.short(level))\").")

@@ -75,6 +75,8 @@ public struct Serve: AsyncParsableCommand {
     var authorized: String?
     @Flag(help: "Serve a network address without keys (anyone who can reach it can record, fetch and delete).")
     var insecure = false
+    @Option(help: "Serve Prometheus metrics at http://HOST:PORT/metrics (a port of 0 picks a free one).")
+    var metrics: String?
 
     /// Takes the node file's value for every setting the command line did not give.
     mutating func apply(_ file: NodeFile) {
@@ -94,6 +96,7 @@ public struct Serve: AsyncParsableCommand {
             cert = file.keys?.cert
             authorized = file.keys?.authorized
         }
+        metrics = metrics ?? file.metrics
         insecure = insecure || (file.insecure ?? false)
         keepAfterCollect = keepAfterCollect || (file.keepAfterCollect ?? false)
     }
@@ -181,6 +184,13 @@ public struct Serve: AsyncParsableCommand {
             FileHandle.standardError.write(Data("coord-node: --cert needs --authorized DIR (the public certificates of the coordinators to serve).\n".utf8))
             throw ExitCode(2)
         }
+        var metricsAddress: (host: String, port: Int)?
+        if let metrics {
+            do { metricsAddress = try MetricsEndpoint.parse(metrics) } catch {
+                FileHandle.standardError.write(Data("coord-node: \(error)\n".utf8))
+                throw ExitCode(2)
+            }
+        }
         if let problem = config.problem() {
             FileHandle.standardError.write(Data("coord-node: \(problem)\n".utf8))
             throw ExitCode(2)
@@ -208,8 +218,23 @@ public struct Serve: AsyncParsableCommand {
         // A supervised node (the demo's) leaves Ctrl-C to its parent, which stops the take at one instant;
         // the terminal's SIGINT reaches the whole process group.
         if parentPid != nil { signal(SIGINT, SIG_IGN) }
+        var services: [ServiceGroupConfiguration.ServiceConfiguration] = [
+            .init(service: server, successTerminationBehavior: .gracefullyShutdownGroup)]
+        if let metricsAddress {
+            let metricsLogger = Logger(label: "coord-node.metrics")
+            let app = MetricsEndpoint.application(host: metricsAddress.host, port: metricsAddress.port,
+                                                  sample: { agent.metricsSample() }, logger: metricsLogger) { bound in
+                metricsLogger.info("serving metrics", metadata: ["url": "http://\(bound)/metrics"])
+                // A supervisor (a test, the benchmark) finds a free port here, as it finds READY's endpoint.
+                print("METRICS http://\(bound)/metrics")
+                fflush(nil)
+            }
+            // A metrics port that cannot be bound is logged and ends the node (a service that ends fails the group).
+            services.append(.init(service: app, successTerminationBehavior: .gracefullyShutdownGroup,
+                                  failureTerminationBehavior: .gracefullyShutdownGroup))
+        }
         let group = ServiceGroup(configuration: .init(
-            services: [.init(service: server, successTerminationBehavior: .gracefullyShutdownGroup)],
+            services: services,
             gracefulShutdownSignals: parentPid != nil ? [.sigterm] : [.sigterm, .sigint], logger: logger))
         do {
             try await group.run()

@@ -403,3 +403,20 @@ def test_a_node_that_goes_away_is_unreachable_and_the_other_tiles_go_on(demo):
         if len(groups) == 5:
             break
     assert groups == sorted(set(groups)), groups
+
+
+def test_the_rig_metrics_name_every_node_and_camera_and_pass_promtool(shared_demo):
+    """CONTRACT §7: the console's /metrics is the rig's view in the nodes' own names and labels."""
+    import shutil
+    deadline = time.monotonic() + 20
+    while True:
+        text = shared_demo.get("/metrics").decode()
+        up = {l.split('node="')[1].split('"')[0]: l.split()[-1] for l in text.splitlines() if l.startswith("coord_node_up{")}
+        if up == {"node-1": "1.0", "node-2": "1.0", "node-3": "1.0"}:
+            break
+        assert time.monotonic() < deadline, f"not every node up in the console's metrics: {up}"
+        time.sleep(0.5)
+    assert all(l.startswith("coord_node_") for l in text.splitlines() if l and not l.startswith("#")), text
+    if shutil.which("promtool"):
+        lint = subprocess.run(["promtool", "check", "metrics"], input=text, capture_output=True, text=True)
+        assert lint.returncode == 0, lint.stderr

@@ -1,0 +1,43 @@
+import CoordCore
+import Foundation
+import Hummingbird
+import Logging
+import NIOCore
+import RigMetrics
+
+/// `coord-node --metrics HOST:PORT`: Prometheus text exposition at `/metrics` (CONTRACT §7), read from the agent at
+/// each scrape; runs in the node's service group, so SIGTERM ends it with the node.
+enum MetricsEndpoint {
+    /// HOST:PORT, or one sentence naming the flag.
+    static func parse(_ text: String) throws -> (host: String, port: Int) {
+        guard let colon = text.lastIndex(of: ":"), colon > text.startIndex,
+              let port = Int(text[text.index(after: colon)...]), (0...65535).contains(port) else {
+            throw MetricsAddressError(text: text)
+        }
+        var host = String(text[..<colon])
+        if host.hasPrefix("["), host.hasSuffix("]") { host = String(host.dropFirst().dropLast()) }
+        return (host, port)
+    }
+
+    struct MetricsAddressError: Error, CustomStringConvertible {
+        let text: String
+        var description: String { "--metrics must be HOST:PORT, e.g. 127.0.0.1:9710 (got \"\(Echo.short(text))\")." }
+    }
+
+    static func application(host: String, port: Int, sample: @escaping @Sendable () -> NodeMetricsSample, logger: Logger,
+                            onReady: @escaping @Sendable (String) -> Void) -> some ApplicationProtocol {
+        let book = MetricsBook()
+        let router = Router()
+        router.get("/metrics") { _, _ in
+            Response(status: .ok, headers: [.contentType: "text/plain; version=0.0.4; charset=utf-8"],
+                     body: .init(byteBuffer: ByteBuffer(string: book.exposition([sample()]))))
+        }
+        return Application(
+            router: router,
+            configuration: .init(address: .hostname(host, port: port), serverName: "coord-node"),
+            onServerRunning: { channel in
+                onReady(channel.localAddress.map { "\($0.ipAddress ?? host):\($0.port ?? port)" } ?? "\(host):\(port)")
+            },
+            logger: logger)
+    }
+}
