@@ -89,7 +89,7 @@ let package = Package(
         .executableTarget(name: "coord", dependencies: ["CoordCommands"]),
         // coord-node's commands, in a library tests can call.
         .target(name: "NodeCommands", dependencies: [
-            "NodeAgent", "Media", "Platform", "RigMetrics",
+            "NodeAgent", "Media", "Platform", "RigMetrics", "ZeroMQ",
             // --metrics: /metrics over HTTP.
             .product(name: "Hummingbird", package: "hummingbird"),
             .product(name: "ArgumentParser", package: "swift-argument-parser"),

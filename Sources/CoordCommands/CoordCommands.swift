@@ -18,6 +18,7 @@ public struct Coord: AsyncParsableCommand {
     public static let configuration = CommandConfiguration(
         commandName: "coord",
         abstract: "Record one synchronized multi-camera take across many capture nodes.",
+        version: CoordVersion.current,
         subcommands: [Demo.self, StartTake.self, StopTake.self, RigStatusCommand.self, Plan.self, Collect.self, Report.self, ConsoleCommand.self,
                       Keys.self])
 

@@ -105,7 +105,7 @@ public struct NodeConfiguration: Sendable {
 /// on the recorders' own threads.
 // @unchecked: take state is under `lock` (scoped); the pressure monitor lives on `pressureQueue`.
 public final class NodeAgent: @unchecked Sendable {
-    public static let version = "0.1.0"
+    public static let version = CoordVersion.current
     /// This process among all coord-node processes: a coordinator tells two spellings of one endpoint by it.
     let instanceID = (0..<4).map { _ in String(UInt32.random(in: 0...UInt32.max), radix: 16) }.joined(separator: "-")
 

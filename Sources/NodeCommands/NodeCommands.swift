@@ -17,7 +17,8 @@ public struct CoordNode: AsyncParsableCommand {
         commandName: "coord-node",
         abstract: "The coord node agent: records this box's cameras on the rig's frame grid and serves the files.",
         // The daemon is the default, so `coord-node --name x --synthetic cam0 …` runs it as it always did.
-        subcommands: [Serve.self, Calibrate.self],
+        version: NodeAgent.version,
+        subcommands: [Serve.self, Calibrate.self, NodeKeys.self],
         defaultSubcommand: Serve.self)
 
     /// Parses the process's arguments and runs the command they name, exiting with its status.
