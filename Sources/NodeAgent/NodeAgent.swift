@@ -51,6 +51,8 @@ public struct NodeConfiguration: Sendable {
     public var security: NodeSecurity?
     /// Serve a network address without keys anyway (`--insecure`).
     public var insecure = false
+    /// UDP port `coord discover`'s queries are answered on (0: not at all); only for an endpoint others can reach.
+    public var discoveryPort: UInt16 = 5710
 
     /// The preview endpoint to bind: the one given, or the control endpoint's host on a free port (an ipc path
     /// gets `.preview` appended); nil: none.

@@ -31,6 +31,7 @@ public struct NodeFile: Decodable, Equatable, Sendable {
     public var keepAfterCollect: Bool?
     public var logLevel: String?
     public var metrics: String?
+    public var discoveryPort: UInt16?
 
     public struct Camera: Decodable, Equatable, Sendable {
         public var name: String
@@ -51,6 +52,7 @@ public struct NodeFile: Decodable, Equatable, Sendable {
         case previewEndpoint = "preview_endpoint"
         case keepAfterCollect = "keep_after_collect"
         case logLevel = "log_level"
+        case discoveryPort = "discovery_port"
     }
 
     public init(from decoder: Decoder) throws {
@@ -68,6 +70,7 @@ public struct NodeFile: Decodable, Equatable, Sendable {
         keepAfterCollect = try c.decodeIfPresent(Bool.self, forKey: .keepAfterCollect)
         logLevel = try c.decodeIfPresent(String.self, forKey: .logLevel)
         metrics = try c.decodeIfPresent(String.self, forKey: .metrics)
+        discoveryPort = try c.decodeIfPresent(UInt16.self, forKey: .discoveryPort)
     }
 
     public static let knownKeys: [String: Set<String>] = [

@@ -70,6 +70,27 @@ public final class NodeServer: Service, Sendable {
 
     private var shouldStop: Bool { state.withLock { $0.stopRequested } }
 
+    /// Answers `coord discover` while this node serves an endpoint other machines can reach.
+    private func startDiscovery(bound: String) -> DiscoveryResponder? {
+        let config = agent.configuration
+        guard config.discoveryPort != 0, !NodeConfiguration.isLoopback(bound) else { return nil }
+        var a = Coord_V1_Announcement()
+        a.node = config.name
+        a.endpoint = bound
+        a.cameras = config.cameraNames
+        a.agentVersion = NodeAgent.version
+        a.publicKey = config.security?.keys.publicKey ?? ""
+        do {
+            let responder = try DiscoveryResponder(port: config.discoveryPort, announcement: a, logger: logger)
+            responder.start()
+            logger.info("answering coord discover", metadata: ["udp_port": "\(responder.port)"])
+            return responder
+        } catch {
+            logger.warning("coord discover will not find this node: \(error.description)")
+            return nil
+        }
+    }
+
     private func serve() throws {
         // This thread stamps every clock probe's arrival: it must wake promptly even when cameras load the CPU.
         ThreadPriority.nameCurrentThread("node-socket")
@@ -90,6 +111,8 @@ public final class NodeServer: Service, Sendable {
         logger.info("listening", metadata: ["endpoint": "\(bound)", "node": "\(agent.configuration.name)",
                                             "security": "\(agent.gatekeeper == nil ? "none" : "CURVE")"])
         onReady(bound)
+        let discovery = startDiscovery(bound: bound)
+        defer { discovery?.stop() }
         // The cameras were enumerated when the agent was made, and the socket is bound: ready for requests.
         var lastStatus = agent.statusLine
         notifier.notify("READY=1", "STATUS=\(lastStatus); listening on \(bound)")

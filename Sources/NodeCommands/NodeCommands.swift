@@ -78,6 +78,8 @@ public struct Serve: AsyncParsableCommand {
     var insecure = false
     @Option(help: "Serve Prometheus metrics at http://HOST:PORT/metrics (a port of 0 picks a free one).")
     var metrics: String?
+    @Option(help: "UDP port to answer coord discover on, when the endpoint is reachable from other machines (0: never; default 5710).")
+    var discoveryPort: UInt16?
 
     /// Takes the node file's value for every setting the command line did not give.
     mutating func apply(_ file: NodeFile) {
@@ -98,6 +100,7 @@ public struct Serve: AsyncParsableCommand {
             authorized = file.keys?.authorized
         }
         metrics = metrics ?? file.metrics
+        discoveryPort = discoveryPort ?? file.discoveryPort
         insecure = insecure || (file.insecure ?? false)
         keepAfterCollect = keepAfterCollect || (file.keepAfterCollect ?? false)
     }
@@ -171,6 +174,7 @@ public struct Serve: AsyncParsableCommand {
         config.keepAfterCollect = keepAfterCollect
         config.previewEndpoint = previewEndpoint
         config.insecure = insecure
+        config.discoveryPort = discoveryPort ?? 5710
         switch (cert, authorized) {
         case (nil, nil): break
         case (let cert?, let authorized?):

@@ -1554,6 +1554,84 @@ public nonisolated struct Coord_V1_Error: Sendable {
   public init() {}
 }
 
+/// ---- discovery (`coord discover`): one UDP datagram each way, not an Envelope ----
+/// The coordinator broadcasts a query on each local network (UDP port 5710 unless told otherwise); every node whose
+/// control endpoint other machines can reach answers the sender with one announcement. An announcement says only
+/// what a stranger may see: no file names, no takes.
+public nonisolated struct Coord_V1_Discovery: Sendable {
+  // SwiftProtobuf.Message conformance is added in an extension below. See the
+  // `Message` and `Message+*Additions` files in the SwiftProtobuf library for
+  // methods supported on all messages.
+
+  /// 1
+  public var protocolVersion: UInt32 = 0
+
+  public var body: Coord_V1_Discovery.OneOf_Body? = nil
+
+  public var query: Coord_V1_DiscoveryQuery {
+    get {
+      if case .query(let v)? = body {return v}
+      return Coord_V1_DiscoveryQuery()
+    }
+    set {body = .query(newValue)}
+  }
+
+  public var announcement: Coord_V1_Announcement {
+    get {
+      if case .announcement(let v)? = body {return v}
+      return Coord_V1_Announcement()
+    }
+    set {body = .announcement(newValue)}
+  }
+
+  public var unknownFields = SwiftProtobuf.UnknownStorage()
+
+  public nonisolated enum OneOf_Body: Equatable, Sendable {
+    case query(Coord_V1_DiscoveryQuery)
+    case announcement(Coord_V1_Announcement)
+
+  }
+
+  public init() {}
+}
+
+public nonisolated struct Coord_V1_DiscoveryQuery: Sendable {
+  // SwiftProtobuf.Message conformance is added in an extension below. See the
+  // `Message` and `Message+*Additions` files in the SwiftProtobuf library for
+  // methods supported on all messages.
+
+  /// echoed, so replies to an earlier query are told apart; at most 32 bytes
+  public var nonce: Data = Data()
+
+  public var unknownFields = SwiftProtobuf.UnknownStorage()
+
+  public init() {}
+}
+
+public nonisolated struct Coord_V1_Announcement: Sendable {
+  // SwiftProtobuf.Message conformance is added in an extension below. See the
+  // `Message` and `Message+*Additions` files in the SwiftProtobuf library for
+  // methods supported on all messages.
+
+  public var nonce: Data = Data()
+
+  public var node: String = String()
+
+  /// The control endpoint as bound; a 0.0.0.0 or * host means the address this announcement came from.
+  public var endpoint: String = String()
+
+  public var cameras: [String] = []
+
+  public var agentVersion: String = String()
+
+  /// the node's CURVE public key (Z85); empty when it has no keys
+  public var publicKey: String = String()
+
+  public var unknownFields = SwiftProtobuf.UnknownStorage()
+
+  public init() {}
+}
+
 // MARK: - Code below here is support for the SwiftProtobuf runtime.
 
 fileprivate nonisolated let _protobuf_package = "coord.v1"
@@ -4000,4 +4078,161 @@ nonisolated extension Coord_V1_Error: SwiftProtobuf.Message, SwiftProtobuf._Mess
 
 nonisolated extension Coord_V1_Error.Code: SwiftProtobuf._ProtoNameProviding {
   public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{2}\0CODE_UNSPECIFIED\0\u{1}MALFORMED\0\u{1}UNKNOWN_MESSAGE\0\u{1}VERSION_MISMATCH\0\u{1}TOO_LARGE\0\u{1}BAD_STATE\0\u{1}BAD_CONFIG\0\u{1}NOT_FOUND\0\u{1}IO\0\u{1}INTERNAL\0")
+}
+
+nonisolated extension Coord_V1_Discovery: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
+  public static let protoMessageName: String = _protobuf_package + ".Discovery"
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{3}protocol_version\0\u{1}query\0\u{1}announcement\0")
+
+  public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
+    while let fieldNumber = try decoder.nextFieldNumber() {
+      // The use of inline closures is to circumvent an issue where the compiler
+      // allocates stack space for every case branch when no optimizations are
+      // enabled. https://github.com/apple/swift-protobuf/issues/1034
+      switch fieldNumber {
+      case 1: try { try decoder.decodeSingularUInt32Field(value: &self.protocolVersion) }()
+      case 2: try {
+        var v: Coord_V1_DiscoveryQuery?
+        var hadOneofValue = false
+        if let current = self.body {
+          hadOneofValue = true
+          if case .query(let m) = current {v = m}
+        }
+        try decoder.decodeSingularMessageField(value: &v)
+        if let v = v {
+          if hadOneofValue {try decoder.handleConflictingOneOf()}
+          self.body = .query(v)
+        }
+      }()
+      case 3: try {
+        var v: Coord_V1_Announcement?
+        var hadOneofValue = false
+        if let current = self.body {
+          hadOneofValue = true
+          if case .announcement(let m) = current {v = m}
+        }
+        try decoder.decodeSingularMessageField(value: &v)
+        if let v = v {
+          if hadOneofValue {try decoder.handleConflictingOneOf()}
+          self.body = .announcement(v)
+        }
+      }()
+      default: break
+      }
+    }
+  }
+
+  public func traverse<V: SwiftProtobuf.Visitor>(visitor: inout V) throws {
+    // The use of inline closures is to circumvent an issue where the compiler
+    // allocates stack space for every if/case branch local when no optimizations
+    // are enabled. https://github.com/apple/swift-protobuf/issues/1034 and
+    // https://github.com/apple/swift-protobuf/issues/1182
+    if self.protocolVersion != 0 {
+      try visitor.visitSingularUInt32Field(value: self.protocolVersion, fieldNumber: 1)
+    }
+    switch self.body {
+    case .query?: try {
+      guard case .query(let v)? = self.body else { preconditionFailure() }
+      try visitor.visitSingularMessageField(value: v, fieldNumber: 2)
+    }()
+    case .announcement?: try {
+      guard case .announcement(let v)? = self.body else { preconditionFailure() }
+      try visitor.visitSingularMessageField(value: v, fieldNumber: 3)
+    }()
+    case nil: break
+    }
+    try unknownFields.traverse(visitor: &visitor)
+  }
+
+  public static func ==(lhs: Coord_V1_Discovery, rhs: Coord_V1_Discovery) -> Bool {
+    if lhs.protocolVersion != rhs.protocolVersion {return false}
+    if lhs.body != rhs.body {return false}
+    if lhs.unknownFields != rhs.unknownFields {return false}
+    return true
+  }
+}
+
+nonisolated extension Coord_V1_DiscoveryQuery: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
+  public static let protoMessageName: String = _protobuf_package + ".DiscoveryQuery"
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}nonce\0")
+
+  public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
+    while let fieldNumber = try decoder.nextFieldNumber() {
+      // The use of inline closures is to circumvent an issue where the compiler
+      // allocates stack space for every case branch when no optimizations are
+      // enabled. https://github.com/apple/swift-protobuf/issues/1034
+      switch fieldNumber {
+      case 1: try { try decoder.decodeSingularBytesField(value: &self.nonce) }()
+      default: break
+      }
+    }
+  }
+
+  public func traverse<V: SwiftProtobuf.Visitor>(visitor: inout V) throws {
+    if !self.nonce.isEmpty {
+      try visitor.visitSingularBytesField(value: self.nonce, fieldNumber: 1)
+    }
+    try unknownFields.traverse(visitor: &visitor)
+  }
+
+  public static func ==(lhs: Coord_V1_DiscoveryQuery, rhs: Coord_V1_DiscoveryQuery) -> Bool {
+    if lhs.nonce != rhs.nonce {return false}
+    if lhs.unknownFields != rhs.unknownFields {return false}
+    return true
+  }
+}
+
+nonisolated extension Coord_V1_Announcement: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
+  public static let protoMessageName: String = _protobuf_package + ".Announcement"
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}nonce\0\u{1}node\0\u{1}endpoint\0\u{1}cameras\0\u{3}agent_version\0\u{3}public_key\0")
+
+  public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
+    while let fieldNumber = try decoder.nextFieldNumber() {
+      // The use of inline closures is to circumvent an issue where the compiler
+      // allocates stack space for every case branch when no optimizations are
+      // enabled. https://github.com/apple/swift-protobuf/issues/1034
+      switch fieldNumber {
+      case 1: try { try decoder.decodeSingularBytesField(value: &self.nonce) }()
+      case 2: try { try decoder.decodeSingularStringField(value: &self.node) }()
+      case 3: try { try decoder.decodeSingularStringField(value: &self.endpoint) }()
+      case 4: try { try decoder.decodeRepeatedStringField(value: &self.cameras) }()
+      case 5: try { try decoder.decodeSingularStringField(value: &self.agentVersion) }()
+      case 6: try { try decoder.decodeSingularStringField(value: &self.publicKey) }()
+      default: break
+      }
+    }
+  }
+
+  public func traverse<V: SwiftProtobuf.Visitor>(visitor: inout V) throws {
+    if !self.nonce.isEmpty {
+      try visitor.visitSingularBytesField(value: self.nonce, fieldNumber: 1)
+    }
+    if !self.node.isEmpty {
+      try visitor.visitSingularStringField(value: self.node, fieldNumber: 2)
+    }
+    if !self.endpoint.isEmpty {
+      try visitor.visitSingularStringField(value: self.endpoint, fieldNumber: 3)
+    }
+    if !self.cameras.isEmpty {
+      try visitor.visitRepeatedStringField(value: self.cameras, fieldNumber: 4)
+    }
+    if !self.agentVersion.isEmpty {
+      try visitor.visitSingularStringField(value: self.agentVersion, fieldNumber: 5)
+    }
+    if !self.publicKey.isEmpty {
+      try visitor.visitSingularStringField(value: self.publicKey, fieldNumber: 6)
+    }
+    try unknownFields.traverse(visitor: &visitor)
+  }
+
+  public static func ==(lhs: Coord_V1_Announcement, rhs: Coord_V1_Announcement) -> Bool {
+    if lhs.nonce != rhs.nonce {return false}
+    if lhs.node != rhs.node {return false}
+    if lhs.endpoint != rhs.endpoint {return false}
+    if lhs.cameras != rhs.cameras {return false}
+    if lhs.agentVersion != rhs.agentVersion {return false}
+    if lhs.publicKey != rhs.publicKey {return false}
+    if lhs.unknownFields != rhs.unknownFields {return false}
+    return true
+  }
 }

@@ -1807,6 +1807,141 @@ void   coord__v1__error__free_unpacked
   assert(message->base.descriptor == &coord__v1__error__descriptor);
   protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
 }
+void   coord__v1__discovery__init
+                     (Coord__V1__Discovery         *message)
+{
+  static const Coord__V1__Discovery init_value = COORD__V1__DISCOVERY__INIT;
+  *message = init_value;
+}
+size_t coord__v1__discovery__get_packed_size
+                     (const Coord__V1__Discovery *message)
+{
+  assert(message->base.descriptor == &coord__v1__discovery__descriptor);
+  return protobuf_c_message_get_packed_size ((const ProtobufCMessage*)(message));
+}
+size_t coord__v1__discovery__pack
+                     (const Coord__V1__Discovery *message,
+                      uint8_t       *out)
+{
+  assert(message->base.descriptor == &coord__v1__discovery__descriptor);
+  return protobuf_c_message_pack ((const ProtobufCMessage*)message, out);
+}
+size_t coord__v1__discovery__pack_to_buffer
+                     (const Coord__V1__Discovery *message,
+                      ProtobufCBuffer *buffer)
+{
+  assert(message->base.descriptor == &coord__v1__discovery__descriptor);
+  return protobuf_c_message_pack_to_buffer ((const ProtobufCMessage*)message, buffer);
+}
+Coord__V1__Discovery *
+       coord__v1__discovery__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data)
+{
+  return (Coord__V1__Discovery *)
+     protobuf_c_message_unpack (&coord__v1__discovery__descriptor,
+                                allocator, len, data);
+}
+void   coord__v1__discovery__free_unpacked
+                     (Coord__V1__Discovery *message,
+                      ProtobufCAllocator *allocator)
+{
+  if(!message)
+    return;
+  assert(message->base.descriptor == &coord__v1__discovery__descriptor);
+  protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
+}
+void   coord__v1__discovery_query__init
+                     (Coord__V1__DiscoveryQuery         *message)
+{
+  static const Coord__V1__DiscoveryQuery init_value = COORD__V1__DISCOVERY_QUERY__INIT;
+  *message = init_value;
+}
+size_t coord__v1__discovery_query__get_packed_size
+                     (const Coord__V1__DiscoveryQuery *message)
+{
+  assert(message->base.descriptor == &coord__v1__discovery_query__descriptor);
+  return protobuf_c_message_get_packed_size ((const ProtobufCMessage*)(message));
+}
+size_t coord__v1__discovery_query__pack
+                     (const Coord__V1__DiscoveryQuery *message,
+                      uint8_t       *out)
+{
+  assert(message->base.descriptor == &coord__v1__discovery_query__descriptor);
+  return protobuf_c_message_pack ((const ProtobufCMessage*)message, out);
+}
+size_t coord__v1__discovery_query__pack_to_buffer
+                     (const Coord__V1__DiscoveryQuery *message,
+                      ProtobufCBuffer *buffer)
+{
+  assert(message->base.descriptor == &coord__v1__discovery_query__descriptor);
+  return protobuf_c_message_pack_to_buffer ((const ProtobufCMessage*)message, buffer);
+}
+Coord__V1__DiscoveryQuery *
+       coord__v1__discovery_query__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data)
+{
+  return (Coord__V1__DiscoveryQuery *)
+     protobuf_c_message_unpack (&coord__v1__discovery_query__descriptor,
+                                allocator, len, data);
+}
+void   coord__v1__discovery_query__free_unpacked
+                     (Coord__V1__DiscoveryQuery *message,
+                      ProtobufCAllocator *allocator)
+{
+  if(!message)
+    return;
+  assert(message->base.descriptor == &coord__v1__discovery_query__descriptor);
+  protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
+}
+void   coord__v1__announcement__init
+                     (Coord__V1__Announcement         *message)
+{
+  static const Coord__V1__Announcement init_value = COORD__V1__ANNOUNCEMENT__INIT;
+  *message = init_value;
+}
+size_t coord__v1__announcement__get_packed_size
+                     (const Coord__V1__Announcement *message)
+{
+  assert(message->base.descriptor == &coord__v1__announcement__descriptor);
+  return protobuf_c_message_get_packed_size ((const ProtobufCMessage*)(message));
+}
+size_t coord__v1__announcement__pack
+                     (const Coord__V1__Announcement *message,
+                      uint8_t       *out)
+{
+  assert(message->base.descriptor == &coord__v1__announcement__descriptor);
+  return protobuf_c_message_pack ((const ProtobufCMessage*)message, out);
+}
+size_t coord__v1__announcement__pack_to_buffer
+                     (const Coord__V1__Announcement *message,
+                      ProtobufCBuffer *buffer)
+{
+  assert(message->base.descriptor == &coord__v1__announcement__descriptor);
+  return protobuf_c_message_pack_to_buffer ((const ProtobufCMessage*)message, buffer);
+}
+Coord__V1__Announcement *
+       coord__v1__announcement__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data)
+{
+  return (Coord__V1__Announcement *)
+     protobuf_c_message_unpack (&coord__v1__announcement__descriptor,
+                                allocator, len, data);
+}
+void   coord__v1__announcement__free_unpacked
+                     (Coord__V1__Announcement *message,
+                      ProtobufCAllocator *allocator)
+{
+  if(!message)
+    return;
+  assert(message->base.descriptor == &coord__v1__announcement__descriptor);
+  protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
+}
 static const ProtobufCFieldDescriptor coord__v1__envelope__field_descriptors[27] =
 {
   {
@@ -5433,6 +5568,211 @@ const ProtobufCMessageDescriptor coord__v1__error__descriptor =
   coord__v1__error__field_indices_by_name,
   1,  coord__v1__error__number_ranges,
   (ProtobufCMessageInit) coord__v1__error__init,
+  NULL,NULL,NULL    /* reserved[123] */
+};
+static const ProtobufCFieldDescriptor coord__v1__discovery__field_descriptors[3] =
+{
+  {
+    "protocol_version",
+    1,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_UINT32,
+    0,   /* quantifier_offset */
+    offsetof(Coord__V1__Discovery, protocol_version),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "query",
+    2,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_MESSAGE,
+    offsetof(Coord__V1__Discovery, body_case),
+    offsetof(Coord__V1__Discovery, query),
+    &coord__v1__discovery_query__descriptor,
+    NULL,
+    0 | PROTOBUF_C_FIELD_FLAG_ONEOF,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "announcement",
+    3,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_MESSAGE,
+    offsetof(Coord__V1__Discovery, body_case),
+    offsetof(Coord__V1__Discovery, announcement),
+    &coord__v1__announcement__descriptor,
+    NULL,
+    0 | PROTOBUF_C_FIELD_FLAG_ONEOF,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+};
+static const unsigned coord__v1__discovery__field_indices_by_name[] = {
+  2,   /* field[2] = announcement */
+  0,   /* field[0] = protocol_version */
+  1,   /* field[1] = query */
+};
+static const ProtobufCIntRange coord__v1__discovery__number_ranges[1 + 1] =
+{
+  { 1, 0 },
+  { 0, 3 }
+};
+const ProtobufCMessageDescriptor coord__v1__discovery__descriptor =
+{
+  PROTOBUF_C__MESSAGE_DESCRIPTOR_MAGIC,
+  "coord.v1.Discovery",
+  "Discovery",
+  "Coord__V1__Discovery",
+  "coord.v1",
+  sizeof(Coord__V1__Discovery),
+  3,
+  coord__v1__discovery__field_descriptors,
+  coord__v1__discovery__field_indices_by_name,
+  1,  coord__v1__discovery__number_ranges,
+  (ProtobufCMessageInit) coord__v1__discovery__init,
+  NULL,NULL,NULL    /* reserved[123] */
+};
+static const ProtobufCFieldDescriptor coord__v1__discovery_query__field_descriptors[1] =
+{
+  {
+    "nonce",
+    1,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_BYTES,
+    0,   /* quantifier_offset */
+    offsetof(Coord__V1__DiscoveryQuery, nonce),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+};
+static const unsigned coord__v1__discovery_query__field_indices_by_name[] = {
+  0,   /* field[0] = nonce */
+};
+static const ProtobufCIntRange coord__v1__discovery_query__number_ranges[1 + 1] =
+{
+  { 1, 0 },
+  { 0, 1 }
+};
+const ProtobufCMessageDescriptor coord__v1__discovery_query__descriptor =
+{
+  PROTOBUF_C__MESSAGE_DESCRIPTOR_MAGIC,
+  "coord.v1.DiscoveryQuery",
+  "DiscoveryQuery",
+  "Coord__V1__DiscoveryQuery",
+  "coord.v1",
+  sizeof(Coord__V1__DiscoveryQuery),
+  1,
+  coord__v1__discovery_query__field_descriptors,
+  coord__v1__discovery_query__field_indices_by_name,
+  1,  coord__v1__discovery_query__number_ranges,
+  (ProtobufCMessageInit) coord__v1__discovery_query__init,
+  NULL,NULL,NULL    /* reserved[123] */
+};
+static const ProtobufCFieldDescriptor coord__v1__announcement__field_descriptors[6] =
+{
+  {
+    "nonce",
+    1,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_BYTES,
+    0,   /* quantifier_offset */
+    offsetof(Coord__V1__Announcement, nonce),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "node",
+    2,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_STRING,
+    0,   /* quantifier_offset */
+    offsetof(Coord__V1__Announcement, node),
+    NULL,
+    &protobuf_c_empty_string,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "endpoint",
+    3,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_STRING,
+    0,   /* quantifier_offset */
+    offsetof(Coord__V1__Announcement, endpoint),
+    NULL,
+    &protobuf_c_empty_string,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "cameras",
+    4,
+    PROTOBUF_C_LABEL_REPEATED,
+    PROTOBUF_C_TYPE_STRING,
+    offsetof(Coord__V1__Announcement, n_cameras),
+    offsetof(Coord__V1__Announcement, cameras),
+    NULL,
+    &protobuf_c_empty_string,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "agent_version",
+    5,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_STRING,
+    0,   /* quantifier_offset */
+    offsetof(Coord__V1__Announcement, agent_version),
+    NULL,
+    &protobuf_c_empty_string,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "public_key",
+    6,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_STRING,
+    0,   /* quantifier_offset */
+    offsetof(Coord__V1__Announcement, public_key),
+    NULL,
+    &protobuf_c_empty_string,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+};
+static const unsigned coord__v1__announcement__field_indices_by_name[] = {
+  4,   /* field[4] = agent_version */
+  3,   /* field[3] = cameras */
+  2,   /* field[2] = endpoint */
+  1,   /* field[1] = node */
+  0,   /* field[0] = nonce */
+  5,   /* field[5] = public_key */
+};
+static const ProtobufCIntRange coord__v1__announcement__number_ranges[1 + 1] =
+{
+  { 1, 0 },
+  { 0, 6 }
+};
+const ProtobufCMessageDescriptor coord__v1__announcement__descriptor =
+{
+  PROTOBUF_C__MESSAGE_DESCRIPTOR_MAGIC,
+  "coord.v1.Announcement",
+  "Announcement",
+  "Coord__V1__Announcement",
+  "coord.v1",
+  sizeof(Coord__V1__Announcement),
+  6,
+  coord__v1__announcement__field_descriptors,
+  coord__v1__announcement__field_indices_by_name,
+  1,  coord__v1__announcement__number_ranges,
+  (ProtobufCMessageInit) coord__v1__announcement__init,
   NULL,NULL,NULL    /* reserved[123] */
 };
 static const ProtobufCEnumValue coord__v1__protocol_version__enum_values_by_number[2] =

@@ -55,6 +55,9 @@ typedef struct Coord__V1__Chunk Coord__V1__Chunk;
 typedef struct Coord__V1__ConfirmCollected Coord__V1__ConfirmCollected;
 typedef struct Coord__V1__Ack Coord__V1__Ack;
 typedef struct Coord__V1__Error Coord__V1__Error;
+typedef struct Coord__V1__Discovery Coord__V1__Discovery;
+typedef struct Coord__V1__DiscoveryQuery Coord__V1__DiscoveryQuery;
+typedef struct Coord__V1__Announcement Coord__V1__Announcement;
 
 
 /* --- enums --- */
@@ -1055,6 +1058,72 @@ struct  Coord__V1__Error
     , COORD__V1__ERROR__CODE__CODE_UNSPECIFIED, (char *)protobuf_c_empty_string }
 
 
+typedef enum {
+  COORD__V1__DISCOVERY__BODY__NOT_SET = 0,
+  COORD__V1__DISCOVERY__BODY_QUERY = 2,
+  COORD__V1__DISCOVERY__BODY_ANNOUNCEMENT = 3
+    PROTOBUF_C__FORCE_ENUM_TO_BE_INT_SIZE(COORD__V1__DISCOVERY__BODY__CASE)
+} Coord__V1__Discovery__BodyCase;
+
+/*
+ * ---- discovery (`coord discover`): one UDP datagram each way, not an Envelope ----
+ * The coordinator broadcasts a query on each local network (UDP port 5710 unless told otherwise); every node whose
+ * control endpoint other machines can reach answers the sender with one announcement. An announcement says only
+ * what a stranger may see: no file names, no takes.
+ */
+struct  Coord__V1__Discovery
+{
+  ProtobufCMessage base;
+  /*
+   * 1
+   */
+  uint32_t protocol_version;
+  Coord__V1__Discovery__BodyCase body_case;
+  union {
+    Coord__V1__DiscoveryQuery *query;
+    Coord__V1__Announcement *announcement;
+  };
+};
+#define COORD__V1__DISCOVERY__INIT \
+ { PROTOBUF_C_MESSAGE_INIT (&coord__v1__discovery__descriptor) \
+    , 0, COORD__V1__DISCOVERY__BODY__NOT_SET, {0} }
+
+
+struct  Coord__V1__DiscoveryQuery
+{
+  ProtobufCMessage base;
+  /*
+   * echoed, so replies to an earlier query are told apart; at most 32 bytes
+   */
+  ProtobufCBinaryData nonce;
+};
+#define COORD__V1__DISCOVERY_QUERY__INIT \
+ { PROTOBUF_C_MESSAGE_INIT (&coord__v1__discovery_query__descriptor) \
+    , {0,NULL} }
+
+
+struct  Coord__V1__Announcement
+{
+  ProtobufCMessage base;
+  ProtobufCBinaryData nonce;
+  char *node;
+  /*
+   * The control endpoint as bound; a 0.0.0.0 or * host means the address this announcement came from.
+   */
+  char *endpoint;
+  size_t n_cameras;
+  char **cameras;
+  char *agent_version;
+  /*
+   * the node's CURVE public key (Z85); empty when it has no keys
+   */
+  char *public_key;
+};
+#define COORD__V1__ANNOUNCEMENT__INIT \
+ { PROTOBUF_C_MESSAGE_INIT (&coord__v1__announcement__descriptor) \
+    , {0,NULL}, (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string, 0,NULL, (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string }
+
+
 /* Coord__V1__Envelope methods */
 void   coord__v1__envelope__init
                      (Coord__V1__Envelope         *message);
@@ -1815,6 +1884,63 @@ Coord__V1__Error *
 void   coord__v1__error__free_unpacked
                      (Coord__V1__Error *message,
                       ProtobufCAllocator *allocator);
+/* Coord__V1__Discovery methods */
+void   coord__v1__discovery__init
+                     (Coord__V1__Discovery         *message);
+size_t coord__v1__discovery__get_packed_size
+                     (const Coord__V1__Discovery   *message);
+size_t coord__v1__discovery__pack
+                     (const Coord__V1__Discovery   *message,
+                      uint8_t             *out);
+size_t coord__v1__discovery__pack_to_buffer
+                     (const Coord__V1__Discovery   *message,
+                      ProtobufCBuffer     *buffer);
+Coord__V1__Discovery *
+       coord__v1__discovery__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data);
+void   coord__v1__discovery__free_unpacked
+                     (Coord__V1__Discovery *message,
+                      ProtobufCAllocator *allocator);
+/* Coord__V1__DiscoveryQuery methods */
+void   coord__v1__discovery_query__init
+                     (Coord__V1__DiscoveryQuery         *message);
+size_t coord__v1__discovery_query__get_packed_size
+                     (const Coord__V1__DiscoveryQuery   *message);
+size_t coord__v1__discovery_query__pack
+                     (const Coord__V1__DiscoveryQuery   *message,
+                      uint8_t             *out);
+size_t coord__v1__discovery_query__pack_to_buffer
+                     (const Coord__V1__DiscoveryQuery   *message,
+                      ProtobufCBuffer     *buffer);
+Coord__V1__DiscoveryQuery *
+       coord__v1__discovery_query__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data);
+void   coord__v1__discovery_query__free_unpacked
+                     (Coord__V1__DiscoveryQuery *message,
+                      ProtobufCAllocator *allocator);
+/* Coord__V1__Announcement methods */
+void   coord__v1__announcement__init
+                     (Coord__V1__Announcement         *message);
+size_t coord__v1__announcement__get_packed_size
+                     (const Coord__V1__Announcement   *message);
+size_t coord__v1__announcement__pack
+                     (const Coord__V1__Announcement   *message,
+                      uint8_t             *out);
+size_t coord__v1__announcement__pack_to_buffer
+                     (const Coord__V1__Announcement   *message,
+                      ProtobufCBuffer     *buffer);
+Coord__V1__Announcement *
+       coord__v1__announcement__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data);
+void   coord__v1__announcement__free_unpacked
+                     (Coord__V1__Announcement *message,
+                      ProtobufCAllocator *allocator);
 /* --- per-message closures --- */
 
 typedef void (*Coord__V1__Envelope_Closure)
@@ -1937,6 +2063,15 @@ typedef void (*Coord__V1__Ack_Closure)
 typedef void (*Coord__V1__Error_Closure)
                  (const Coord__V1__Error *message,
                   void *closure_data);
+typedef void (*Coord__V1__Discovery_Closure)
+                 (const Coord__V1__Discovery *message,
+                  void *closure_data);
+typedef void (*Coord__V1__DiscoveryQuery_Closure)
+                 (const Coord__V1__DiscoveryQuery *message,
+                  void *closure_data);
+typedef void (*Coord__V1__Announcement_Closure)
+                 (const Coord__V1__Announcement *message,
+                  void *closure_data);
 
 /* --- services --- */
 
@@ -1988,6 +2123,9 @@ extern const ProtobufCMessageDescriptor coord__v1__confirm_collected__descriptor
 extern const ProtobufCMessageDescriptor coord__v1__ack__descriptor;
 extern const ProtobufCMessageDescriptor coord__v1__error__descriptor;
 extern const ProtobufCEnumDescriptor    coord__v1__error__code__descriptor;
+extern const ProtobufCMessageDescriptor coord__v1__discovery__descriptor;
+extern const ProtobufCMessageDescriptor coord__v1__discovery_query__descriptor;
+extern const ProtobufCMessageDescriptor coord__v1__announcement__descriptor;
 
 PROTOBUF_C__END_DECLS
 

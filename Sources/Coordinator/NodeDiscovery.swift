@@ -1,0 +1,81 @@
+import CoordCore
+import CoordWire
+import Foundation
+import Platform
+import SwiftProtobuf
+import ZeroMQ
+
+/// `coord discover`: broadcasts a query on every local IPv4 network (and to any address given) and gathers the
+/// nodes' announcements for `timeout` seconds. The query is sent three times (UDP may lose one); every reply is
+/// checked at the edge, and one that is not what a node sends is set aside with the reason.
+public enum NodeDiscovery {
+    public struct Result: Sendable {
+        public var nodes: [DiscoveredNode] = []
+        /// One sentence per announcement that was set aside.
+        public var ignored: [String] = []
+        /// Where the query went.
+        public var targets: [String] = []
+    }
+
+    public static let defaultPort: UInt16 = 5710
+
+    public static func find(port: UInt16 = defaultPort, timeout: Double, addresses: [String] = []) throws(UDPError) -> Result {
+        let socket = try UDPSocket(port: 0, broadcast: true)
+        var result = Result()
+        result.targets = addresses.isEmpty ? UDPSocket.broadcastAddresses() : addresses
+        let nonce = (0..<16).map { _ in UInt8.random(in: 0...255) }
+        var query = Coord_V1_Discovery()
+        query.protocolVersion = Wire.protocolVersion
+        var q = Coord_V1_DiscoveryQuery()
+        q.nonce = Data(nonce)
+        query.body = .query(q)
+        let datagram: [UInt8] = (try? query.serializedBytes()) ?? []
+        let start = MonotonicClock.now()
+        let end = start + Int64(timeout * 1e6)
+        var sends = 0
+        var seen = Set<String>()
+        while true {
+            let now = MonotonicClock.now()
+            // Three queries spread over the first half of the wait.
+            if sends < 3, now >= start + Int64(Double(sends) * timeout * 1e6 / 6) {
+                for target in result.targets { socket.send(datagram, to: .init(host: target, port: port)) }
+                sends += 1
+            }
+            guard now < end else { break }
+            let wait = Int32(max(1, min(100, (end - now) / 1000)))
+            guard let (bytes, peer, truncated) = socket.receive(timeoutMilliseconds: wait, limit: 4096) else { continue }
+            guard !truncated, let reply = try? Coord_V1_Discovery(serializedBytes: bytes),
+                  case .announcement(let a)? = reply.body else {
+                result.ignored.append("\(peer.host):\(peer.port) answered with something that is not a coord announcement (\(bytes.count) bytes).")
+                continue
+            }
+            guard reply.protocolVersion == Wire.protocolVersion else {
+                result.ignored.append("\(peer.host) speaks discovery version \(reply.protocolVersion), this coord \(Wire.protocolVersion).")
+                continue
+            }
+            guard a.nonce == Data(nonce) else { continue }  // an answer to someone else's query
+            let checked = DiscoveredNode.checked(name: a.node, endpoint: a.endpoint, cameras: a.cameras, version: a.agentVersion,
+                                                 publicKey: a.publicKey, from: peer.host, isKey: CurveKeyPair.isZ85Key)
+            guard let node = checked.node else {
+                result.ignored.append("\(peer.host) was set aside: \(checked.problem ?? "its announcement is not valid").")
+                continue
+            }
+            if seen.insert("\(node.name) \(node.endpoint)").inserted { result.nodes.append(node) }
+        }
+        result.nodes.sort { ($0.name, $0.endpoint) < ($1.name, $1.endpoint) }
+        return result
+    }
+
+    /// The nodes as `coord discover` prints them.
+    public static func table(_ nodes: [DiscoveredNode]) -> String {
+        var rows = [["node", "endpoint", "cameras", "version", "public key"]]
+        for n in nodes {
+            rows.append([n.name, n.endpoint, n.cameras.isEmpty ? "-" : n.cameras.joined(separator: ","), n.version, n.publicKey ?? "(none: no keys)"])
+        }
+        let widths = (0..<5).map { i in rows.map { $0[i].count }.max() ?? 0 }
+        return rows.map { row in
+            row.enumerated().map { i, cell in i == 4 ? cell : cell.padding(toLength: widths[i], withPad: " ", startingAt: 0) }
+                .joined(separator: "  ")
+        }.joined(separator: "\n")
+    }
+}

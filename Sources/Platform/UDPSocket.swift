@@ -1,0 +1,113 @@
+// One IPv4 UDP socket (POSIX): `coord discover`'s query and each node's announcement. Every call that could wait
+// takes a timeout.
+import Foundation
+#if canImport(Glibc)
+import Glibc
+#endif
+
+public struct UDPError: Error, CustomStringConvertible {
+    public let description: String
+}
+
+public final class UDPSocket: Sendable {
+    /// An address and port, the host in dotted form.
+    public struct Peer: Hashable, Sendable {
+        public var host: String
+        public var port: UInt16
+        public init(host: String, port: UInt16) { self.host = host; self.port = port }
+    }
+
+    private let fd: Int32
+
+    /// A socket bound to 0.0.0.0:`port` (0: any free port). `shared` lets several processes on one host bind the
+    /// same port (each gets every broadcast); `broadcast` allows sending to broadcast addresses.
+    public init(port: UInt16, shared: Bool = false, broadcast: Bool = false) throws(UDPError) {
+        fd = socket(AF_INET, Int32(SOCK_DGRAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
+        guard fd >= 0 else { throw UDPError(description: "cannot open a UDP socket: \(String(cString: strerror(errno))).") }
+        var on: Int32 = 1
+        if shared { setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &on, socklen_t(MemoryLayout<Int32>.size)) }
+        if broadcast { setsockopt(fd, SOL_SOCKET, SO_BROADCAST, &on, socklen_t(MemoryLayout<Int32>.size)) }
+        var address = sockaddr_in()
+        address.sin_family = sa_family_t(AF_INET)
+        address.sin_port = port.bigEndian
+        address.sin_addr.s_addr = INADDR_ANY
+        let bound = withUnsafePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
+        }
+        guard bound == 0 else {
+            let why = String(cString: strerror(errno))
+            close(fd)
+            throw UDPError(description: "cannot bind UDP port \(port): \(why).")
+        }
+    }
+
+    deinit { close(fd) }
+
+    /// The port actually bound.
+    public var port: UInt16 {
+        var address = sockaddr_in()
+        var length = socklen_t(MemoryLayout<sockaddr_in>.size)
+        _ = withUnsafeMutablePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { getsockname(fd, $0, &length) }
+        }
+        return UInt16(bigEndian: address.sin_port)
+    }
+
+    /// Sends one datagram; false if it could not be sent (no route, a bad address).
+    @discardableResult
+    public func send(_ bytes: [UInt8], to peer: Peer) -> Bool {
+        var address = sockaddr_in()
+        address.sin_family = sa_family_t(AF_INET)
+        address.sin_port = peer.port.bigEndian
+        guard inet_pton(AF_INET, peer.host, &address.sin_addr) == 1 else { return false }
+        let sent = withUnsafePointer(to: &address) { pointer in
+            pointer.withMemoryRebound(to: sockaddr.self, capacity: 1) { sa in
+                bytes.withUnsafeBytes { sendto(fd, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL), sa, socklen_t(MemoryLayout<sockaddr_in>.size)) }
+            }
+        }
+        return sent == bytes.count
+    }
+
+    /// One datagram of at most `limit` bytes (longer ones are cut), or nil when none arrives within `timeoutMilliseconds`.
+    public func receive(timeoutMilliseconds: Int32, limit: Int = 2048) -> (bytes: [UInt8], from: Peer, truncated: Bool)? {
+        var poller = pollfd(fd: fd, events: Int16(POLLIN), revents: 0)
+        guard poll(&poller, 1, timeoutMilliseconds) == 1 else { return nil }
+        var buffer = [UInt8](repeating: 0, count: limit + 1)
+        var address = sockaddr_in()
+        var length = socklen_t(MemoryLayout<sockaddr_in>.size)
+        let count = buffer.withUnsafeMutableBytes { raw in
+            withUnsafeMutablePointer(to: &address) {
+                $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { recvfrom(fd, raw.baseAddress, raw.count, Int32(MSG_DONTWAIT), $0, &length) }
+            }
+        }
+        guard count >= 0 else { return nil }
+        var host = [CChar](repeating: 0, count: Int(INET_ADDRSTRLEN))
+        inet_ntop(AF_INET, &address.sin_addr, &host, socklen_t(INET_ADDRSTRLEN))
+        let peer = Peer(host: String(cString: host), port: UInt16(bigEndian: address.sin_port))
+        return (Array(buffer.prefix(min(count, limit))), peer, count > limit)
+    }
+
+    /// The broadcast address of every IPv4 interface that is up and can broadcast (loopback cannot).
+    public static func broadcastAddresses() -> [String] {
+        var list: UnsafeMutablePointer<ifaddrs>?
+        guard getifaddrs(&list) == 0, let first = list else { return [] }
+        defer { freeifaddrs(list) }
+        var found: [String] = []
+        var cursor: UnsafeMutablePointer<ifaddrs>? = first
+        while let entry = cursor {
+            defer { cursor = entry.pointee.ifa_next }
+            let flags = entry.pointee.ifa_flags
+            guard flags & UInt32(IFF_UP) != 0, flags & UInt32(IFF_BROADCAST) != 0,
+                  let broadcast = entry.pointee.ifa_ifu.ifu_broadaddr, broadcast.pointee.sa_family == sa_family_t(AF_INET)
+            else { continue }
+            let text = broadcast.withMemoryRebound(to: sockaddr_in.self, capacity: 1) { b -> String in
+                var addr = b.pointee.sin_addr
+                var host = [CChar](repeating: 0, count: Int(INET_ADDRSTRLEN))
+                inet_ntop(AF_INET, &addr, &host, socklen_t(INET_ADDRSTRLEN))
+                return String(cString: host)
+            }
+            if !found.contains(text) { found.append(text) }
+        }
+        return found
+    }
+}
