@@ -330,8 +330,8 @@ public final class NodeAgent: @unchecked Sendable {
 
     /// Bad input is logged once a minute per kind of fault, with how many like it were not logged: a stream of
     /// garbage cannot fill the disk or the journal.
-    private func logBadInput(_ what: String, _ failure: NodeFailure) {
-        let admission = badInputLog.withLock { $0.admit("\(what) \(failure.code)", now: MonotonicClock.now()) }
+    private func logBadInput(_ what: String, _ failure: NodeFailure, request: String = "") {
+        let admission = badInputLog.withLock { $0.admit("\(what) \(request) \(failure.code)", now: MonotonicClock.now()) }
         guard case .log(let heldBack) = admission else { return }
         var metadata: Logger.Metadata = ["reason": "\(failure.message)"]
         if heldBack > 0 { metadata["like_it_since_last_line"] = "\(heldBack)" }
@@ -350,7 +350,10 @@ public final class NodeAgent: @unchecked Sendable {
         do {
             return try reply(to: envelope, receivedLocal: receivedLocal)
         } catch {
-            logger.warning("request refused", metadata: ["reason": "\(error.message)"])
+            // Limited like bad input (a peer can send a refused request in a loop), per kind of request, so a
+            // refusal of one kind is never hidden behind a stream of another.
+            let request = envelope.body.map { Mirror(reflecting: $0).children.first?.label ?? "request" } ?? "none"
+            logBadInput("request refused", error, request: request)
             return Wire.error(envelope.requestID, error)
         }
     }

@@ -281,3 +281,14 @@ def test_repeated_bad_input_is_logged_once_a_minute_per_kind(node, client, pb):
     client.hello()
     rejected = [l for l in node.stderr_path.read_text().splitlines() if "rejected a message" in l]
     assert len(rejected) == 1, f"{len(rejected)} log lines for 200 bad messages"
+
+
+def test_repeated_refused_requests_are_logged_once_a_minute_per_kind(node, client, pb):
+    """Well-formed requests the node refuses (found by the soak: 75 000 lines in 10 minutes before): a StartAt with
+    nothing armed, 200 times, is one line; a refusal of another kind right after still gets its own line."""
+    for _ in range(200):
+        client.request("start_at", pb.StartAt(take_id=new_take_id(), start_group=0, stop_group=15))
+    client.request("stop_at", pb.StopAt(take_id=new_take_id(), stop_group=15))
+    client.hello()
+    lines = [l for l in node.stderr_path.read_text().splitlines() if "request refused" in l]
+    assert len(lines) == 2, f"{len(lines)} log lines for 201 refused requests: {lines[:5]}"
