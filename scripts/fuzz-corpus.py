@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Writes the seed corpus for coord-fuzz into Tests/fuzz-corpus/: one valid example of every request and reply
 the wire carries (for the edge alone, selector 0, and through the node's handling, selector 1), the example rig
-file and a few variations (selector 2), a manifest (selector 3) and node files (selector 4). Run after changing the protocol:
+file and a few variations (selector 2), a manifest (selector 3), node files (selector 4) and discovery datagrams (selector 5). Run after changing the protocol:
     $(scripts/python-env.sh) scripts/fuzz-corpus.py
 """
 import importlib
@@ -78,6 +78,12 @@ def main():
     (OUT / "nodefile-synthetic").write_bytes(b"\x04" + b"version: 1\nname: n\nendpoint: tcp://127.0.0.1:*\ncameras:\n"
                                             b"  - {name: a, synthetic: true, bus: usb1}\n  - {name: b, v4l2: /dev/video0}\n"
                                             b"buses: {usb1: 5000}\ninsecure: true\nlog_level: debug\n")
+    query = pb.Discovery(protocol_version=1, query=pb.DiscoveryQuery(nonce=b"0123456789abcdef"))
+    (OUT / "discovery-query").write_bytes(b"\x05" + query.SerializeToString())
+    announcement = pb.Discovery(protocol_version=1, announcement=pb.Announcement(
+        nonce=b"0123456789abcdef", node="box-1", endpoint="tcp://0.0.0.0:5710", cameras=["cam0", "cam1"],
+        agent_version="0.1.0", public_key="rq:rM>}U?@Lns47E1%kR.o@n%FcmmsL/@{H8]yf7"))
+    (OUT / "discovery-announcement").write_bytes(b"\x05" + announcement.SerializeToString())
     print(f"wrote {len(list(OUT.iterdir()))} seeds to {OUT}")
 
 

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Builds coord-fuzz for libFuzzer and fuzzes for SECONDS (default 60) from the committed corpus:
 #   scripts/fuzz.sh [SECONDS] [TARGET [RUNS]]
-# TARGET (edge, node, rig, manifest) sends every input to that target alone, stopping after RUNS inputs if given
+# TARGET (edge, node, rig, manifest, nodefile, discovery) sends every input to that target alone, stopping after RUNS inputs if given
 # (as well as after SECONDS); without it the first byte of each input picks the target.
 # New inputs go to .build-fuzz/corpus, crashes to .build-fuzz/artifacts (add a crash's file to Tests/fuzz-corpus
 # once fixed: the suite replays that corpus). SwiftPM links executables with `--defsym main=<module>_main`,

@@ -1,5 +1,5 @@
 // Coverage-guided fuzzing of what a peer or a file can feed coord (issue 14, item 3): the wire envelope through
-// the node's whole request handling, the rig-file parser and the manifest reader. The first byte of an input
+// the node's whole request handling, the rig-file, node-file and manifest readers, and discovery datagrams. The first byte of an input
 // picks the target. Built for libFuzzer with -DFUZZING (see docs/tests.md); built normally it replays inputs:
 //   coord-fuzz FILE|DIR...   runs every file through the same targets (the committed corpus, or a crash).
 import CoordCore
@@ -25,12 +25,12 @@ enum FuzzTarget {
         return agent
     }
 
-    /// Inputs run per target (edge, node, rig file, manifest, node file), printed when the process exits.
-    nonisolated(unsafe) static var counts = [0, 0, 0, 0, 0]
+    /// Inputs run per target (edge, node, rig file, manifest, node file, discovery), printed when the process exits.
+    nonisolated(unsafe) static var counts = [0, 0, 0, 0, 0, 0]
     nonisolated(unsafe) static var reporting = false
 
-    static let names = ["edge", "node", "rig", "manifest", "nodefile"]
-    /// COORD_FUZZ_TARGET=edge|node|rig|manifest|nodefile sends every input to one target (its first byte is still dropped,
+    static let names = ["edge", "node", "rig", "manifest", "nodefile", "discovery"]
+    /// COORD_FUZZ_TARGET=edge|node|rig|manifest|nodefile|discovery sends every input to one target (its first byte is still dropped,
     /// so the shared corpus seeds it), for a run of a given number of inputs per target.
     static let fixed: UInt8? = ProcessInfo.processInfo.environment["COORD_FUZZ_TARGET"].flatMap { names.firstIndex(of: $0) }.map(UInt8.init)
 
@@ -41,12 +41,12 @@ enum FuzzTarget {
             reporting = true
             atexit {
                 let c = FuzzTarget.counts
-                FileHandle.standardError.write(Data("coord-fuzz: inputs per target: envelope at the edge \(c[0]), through the node \(c[1]), rig file \(c[2]), manifest \(c[3]), node file \(c[4])\n".utf8))
+                FileHandle.standardError.write(Data("coord-fuzz: inputs per target: envelope at the edge \(c[0]), through the node \(c[1]), rig file \(c[2]), manifest \(c[3]), node file \(c[4]), discovery \(c[5])\n".utf8))
             }
         }
-        counts[Int(selector % 5)] += 1
+        counts[Int(selector % 6)] += 1
         let input = Array(bytes.dropFirst())
-        switch selector % 5 {
+        switch selector % 6 {
         case 0:
             // The edge alone: parse, version, names, fields, and the coordinator's own conversions of replies.
             guard let envelope = try? Wire.parse(input) else { return }
@@ -66,6 +66,13 @@ enum FuzzTarget {
             _ = try? RigFile.parse(String(decoding: input, as: UTF8.self), path: "fuzz.yaml")
         case 4:
             _ = try? NodeFile.parse(String(decoding: input, as: UTF8.self), path: "fuzz.yaml")
+        case 5:
+            // A discovery datagram, as the node's responder and coord discover read one.
+            guard let datagram = try? Coord_V1_Discovery(serializedBytes: input) else { return }
+            if case .announcement(let a)? = datagram.body {
+                _ = DiscoveredNode.checked(name: a.node, endpoint: a.endpoint, cameras: a.cameras, version: a.agentVersion,
+                                           publicKey: a.publicKey, from: "10.0.0.1", isKey: { $0.utf8.count == 40 })
+            }
         default:
             if let manifest = try? JSONDecoder().decode(TakeManifest.self, from: Data(input)) {
                 _ = manifest.partialCause
