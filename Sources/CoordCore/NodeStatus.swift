@@ -45,7 +45,8 @@ public struct NodeStatus: Sendable, Equatable {
         TakeConductor.NodeReport(takeID: takeID, state: state, stopGroup: stopGroup, detail: detail,
                                  cameraErrors: cameras.map { ($0.camera, $0.error) },
                                  disabledCameras: cameras.filter(\.disabled).map(\.camera),
-                                 lastGroup: cameras.map(\.lastGroup).max() ?? -1)
+                                 lastGroup: cameras.map(\.lastGroup).max() ?? -1,
+                                 camerasFinished: !cameras.isEmpty && cameras.allSatisfy(\.finished))
     }
 }
 

@@ -11,6 +11,9 @@ public struct TakeConductor: Sendable {
         public var silentAfter: Int64 = 5_000_000
         /// Nodes finish on their own at the stop group; this allows for encoders to drain and files to be hashed.
         public var finishAllowance: Int64 = 30_000_000
+        /// A node whose cameras have all ended is checksumming its files (gigabytes after a long take: found by
+        /// the 30-minute soak, which gave up on both nodes after 30 s); it is waited for this long.
+        public var checksumAllowance: Int64 = 600_000_000
         public init() {}
     }
 
@@ -31,12 +34,15 @@ public struct TakeConductor: Sendable {
         public var disabledCameras: [String]
         /// The last group any of the node's cameras has written (-1: none yet).
         public var lastGroup: Int64
+        /// Every camera of the node has ended its files: while still recording, the node is checksumming them.
+        public var camerasFinished: Bool
 
         public init(takeID: String, state: NodeState, stopGroup: Int64 = 0, detail: String = "",
                     cameraErrors: [(camera: String, error: String)] = [], disabledCameras: [String] = [],
-                    lastGroup: Int64 = -1) {
+                    lastGroup: Int64 = -1, camerasFinished: Bool = false) {
             self.takeID = takeID; self.state = state; self.stopGroup = stopGroup; self.detail = detail
             self.cameraErrors = cameraErrors; self.disabledCameras = disabledCameras; self.lastGroup = lastGroup
+            self.camerasFinished = camerasFinished
         }
 
         public static func == (a: NodeReport, b: NodeReport) -> Bool {
@@ -99,6 +105,8 @@ public struct TakeConductor: Sendable {
     public private(set) var disabledElsewhere: Set<String> = []
     /// Nodes that no longer hold this take: someone else aborted it there.
     public private(set) var lost: Set<String> = []
+    /// Nodes whose cameras have ended and which are checksumming their files.
+    public private(set) var checksumming: Set<String> = []
 
     public init(takeID: String, nodes: [String], grid: FrameGrid, groups: Int64, now: Int64, timing: Timing = Timing()) {
         self.takeID = takeID
@@ -151,7 +159,8 @@ public struct TakeConductor: Sendable {
             return [.say("node \(node) did not acknowledge the stop yet; retrying")]
         case .tick(let now):
             let pending = nodes.filter { !finished.contains($0) && !silent.contains($0) }
-            if pending.isEmpty || now > deadline { return finish(now: now) }
+            let waitedFor = pending.filter { now <= (checksumming.contains($0) ? stopInstant + timing.checksumAllowance : deadline) }
+            if waitedFor.isEmpty { return finish(now: now) }
             var directives: [Directive] = []
             let toStop = nodes.filter { unstopped.contains($0) && !silent.contains($0) }
             if !toStop.isEmpty {
@@ -193,6 +202,9 @@ public struct TakeConductor: Sendable {
                                     detail: "stopped by coord stop-take after group \(report.stopGroup - 1)")
         }
         if report.state == .finished { finished.insert(node) }
+        if report.state == .recording, report.camerasFinished, checksumming.insert(node).inserted {
+            directives.append(.say("node \(node): every camera has ended; checksumming its files"))
+        }
         if report.state == .failed, finished.insert(node).inserted {
             failed.insert(node)
             directives.append(.record(TakeEvent(.nodeFailed, at: now, node: node, report.detail)))
@@ -220,6 +232,7 @@ public struct TakeConductor: Sendable {
         let missing = Set(nodes).subtracting(finished)
         for node in nodes where missing.contains(node) {
             let detail = silent.contains(node) ? "node \(node) stopped answering after the stop; its files could not be collected then"
+                : checksumming.contains(node) ? "node \(node) did not finish checksumming its files within \(timing.checksumAllowance / 1_000_000) s of the stop instant"
                 : "node \(node) did not report its files final within \(timing.finishAllowance / 1_000_000) s of the stop instant"
             directives.append(.record(TakeEvent(.nodeUnfinished, at: now, node: node, detail)))
         }
@@ -251,6 +264,14 @@ public struct TakeStart: Sendable {
 
     public let nodes: [String]
     public private(set) var isDone = false
+
+    /// How far ahead of the arm command group 0 is placed: 2 s for the cameras' phase loops to settle on the grid,
+    /// plus room for arming every node at once, from the slowest configure round trip just measured (configure
+    /// fans out to the nodes the same way). It does not grow with the number of nodes, only with how slow they
+    /// answer; at most 5 s.
+    public static func groupZeroLead(slowestConfigure: Int64) -> Int64 {
+        2_000_000 + min(3_000_000, max(100_000, 3 * slowestConfigure))
+    }
 
     public init(nodes: [String]) { self.nodes = nodes }
 

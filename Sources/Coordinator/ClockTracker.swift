@@ -13,10 +13,10 @@ final class ClockTracker: @unchecked Sendable {
         var link: NodeLink
     }
 
-    /// Pause between probes: 100 a second. Many exchanges matter more than which are kept: with jitter on
-    /// the path the fastest of many are nearly symmetric (bench/results/README.md: lab offset error p99 went
-    /// from 37 to 29 µs going from 50 to 100 a second).
-    static let probeInterval: UInt64 = 10_000_000
+    /// Pause between probes: ClockProbePolicy (100 a second until a clock is known, then a share of a rig-wide
+    /// budget). Many exchanges matter more than which are kept: with jitter on the path the fastest of many are
+    /// nearly symmetric (bench/results/README.md: lab offset error p99 went from 37 to 29 µs going from 50 to 100
+    /// a second), so small rigs keep 100 a second throughout.
     static let pushInterval: Int64 = 500_000
 
     private let nodes: [Node]
@@ -29,6 +29,7 @@ final class ClockTracker: @unchecked Sendable {
     private var inForce: [String: [(t: Int64, mapping: ClockMapping)]] = [:]
     private var pushFailures: [String: String] = [:]
     private var heldUpdates: [String: Int] = [:]
+    private var probesSent: [String: Int] = [:]
 
     init(nodes: [Node]) {
         self.nodes = nodes
@@ -136,6 +137,9 @@ final class ClockTracker: @unchecked Sendable {
                                          timeService: timeService)
     }
 
+    /// Clock probes sent so far, over the whole rig.
+    var probes: Int { lock.withLock { probesSent.values.reduce(0, +) } }
+
     /// Clock updates a node refused or missed, by node (one sentence each).
     var failures: [String: String] {
         lock.lock()
@@ -159,6 +163,7 @@ final class ClockTracker: @unchecked Sendable {
                     if firstProbe[node.name] == nil { firstProbe[node.name] = began }
                 }
             }
+            lock.withLock { probesSent[node.name, default: 0] += 1 }
             let take = lock.withLock { armedTake }
             let now = MonotonicClock.now()
             if let take, now - lastPush >= Self.pushInterval, let mapping = estimate(node.name, ahead: Self.pushInterval / 2) {
@@ -170,8 +175,13 @@ final class ClockTracker: @unchecked Sendable {
                     await push(mapping, to: node, take: take, at: now)
                 }
             }
+            let known = lock.withLock { () -> Bool in
+                let probedFor = firstProbe[node.name].map { now - $0 } ?? 0
+                let uncertainty = estimators[node.name]?.estimate(atRig: now + Self.pushInterval)?.uncertaintyMicroseconds
+                return ClockProbePolicy.isKnown(probedFor: probedFor, uncertainty: uncertainty, target: Self.alignedUncertainty)
+            }
             do {
-                try await Task.sleep(nanoseconds: Self.probeInterval)
+                try await Task.sleep(nanoseconds: UInt64(ClockProbePolicy.interval(nodes: nodes.count, known: known)) * 1000)
             } catch {
                 return
             }

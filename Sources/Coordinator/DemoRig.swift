@@ -158,7 +158,7 @@ public final class DemoRig: @unchecked Sendable {
 
     /// Starts every node and returns their endpoints once each has said READY.
     public func start() throws -> [String] {
-        guard (1...64).contains(settings.nodes) else { throw CoordError(.usage, "--nodes must be between 1 and 64 (got \(settings.nodes)).") }
+        guard (1...128).contains(settings.nodes) else { throw CoordError(.usage, "--nodes must be between 1 and 128 (got \(settings.nodes)).") }
         guard (1...16).contains(settings.camerasPerNode) else {
             throw CoordError(.usage, "--cameras-per-node must be between 1 and 16 (got \(settings.camerasPerNode)).")
         }

@@ -179,6 +179,7 @@ public final class TakeSession: @unchecked Sendable {
         console.step("aligning clocks")
         let tracker = ClockTracker(nodes: plans.map { ClockTracker.Node(name: $0.name, link: $0.link) })
         async let tracking: Void = tracker.run()
+        let trackingSince = MonotonicClock.now()
         defer { tracker.stop() }
         let mappings: [String: ClockMapping]
         let aligning = MonotonicClock.now()
@@ -202,7 +203,8 @@ public final class TakeSession: @unchecked Sendable {
         let plannedGroups = Int64((request.seconds * 1_000_000 / Double(period)).rounded())
         guard plannedGroups >= 1 else { throw CoordError(.usage, "--seconds \(request.seconds) is shorter than one frame.") }
         // Group 0 leaves time to arm every node and for each camera's phase loop to settle on the grid.
-        let lead = 2_000_000 + Int64(plans.count) * 100_000
+        var lead: Int64 = 0
+        var slowestConfigure: Int64 = 0
         let margin = max(200_000, 3 * period)
         var grid = FrameGrid(t0: 0, periodMicroseconds: period)
         var t0Date = Date()
@@ -217,21 +219,24 @@ public final class TakeSession: @unchecked Sendable {
         startLoop: while true {
             switch directive {
             case .configure(let nodes):
+                let began = MonotonicClock.now()
                 let results = await eachNodeResult(nodes.compactMap { byName[$0] }) { plan in
                     var c = Coord_V1_Configure()
                     c.takeID = takeID
                     c.cameras = plan.cameras.map(\.wire)
                     _ = try await plan.link.request(.configure(c), timeout: 5, what: "the configuration")
                 }
+                slowestConfigure = max(slowestConfigure, MonotonicClock.now() - began)
                 directive = start.configured(nodes, failures: failures(nodes, results))
             case .arm(let nodes):
+                lead = TakeStart.groupZeroLead(slowestConfigure: slowestConfigure)
                 grid = FrameGrid(t0: MonotonicClock.now() + lead, periodMicroseconds: period)
                 console.step("arming; group 0 in \(lead / 1000) ms")
                 // Group 0's local time of day, for every file's timecode tag and the editorial timeline.
                 // One reading of the wall clock at t0 gives both the manifest's start_wallclock and the timecode.
                 t0Date = Date(timeIntervalSinceNow: Double(grid.t0 - MonotonicClock.now()) / 1e6)
                 timecode = Timecode(date: t0Date, fps: request.fps, timeZone: TimeZone.current).description
-                let (armGrid, armTimecode) = (grid, timecode)
+                let (armGrid, armTimecode, armLead) = (grid, timecode, lead)
                 let results = await eachNodeResult(nodes.compactMap { byName[$0] }) { plan -> Int64 in
                     let began = MonotonicClock.now()
                     var a = Coord_V1_Arm()
@@ -245,7 +250,7 @@ public final class TakeSession: @unchecked Sendable {
                         a.preview.fps = UInt32(self.request.preview.fps)
                     }
                     tracker.armed(plan.name, at: began, with: plan.mapping)
-                    let (reply, _) = try await plan.link.request(.arm(a), timeout: Double(lead) / 1e6, what: "arming")
+                    let (reply, _) = try await plan.link.request(.arm(a), timeout: Double(armLead) / 1e6, what: "arming")
                     if case .armed(let armed) = reply.body {
                         self.shared.withLock { shared in
                             for c in armed.controls { shared.controls["\(plan.name)/\(c.camera)"] = CameraControls(wire: c.controls) }
@@ -296,6 +301,10 @@ public final class TakeSession: @unchecked Sendable {
         setRecording(false)
         tracker.stop()
         await tracking
+        let tracked = Double(MonotonicClock.now() - trackingSince) / 1e6
+        console.step(String(format: "clock probes: %d in %.1f s, %.0f a second for %d node(s) (100 a second each until a clock is known, then %.0f)",
+                            tracker.probes, tracked, Double(tracker.probes) / max(tracked, 0.001), plans.count,
+                            1e6 / Double(ClockProbePolicy.interval(nodes: plans.count, known: true))))
         for (node, failure) in tracker.failures {
             addEvent(TakeEvent(.clockUpdateFailed, at: MonotonicClock.now(), node: node, failure))
         }

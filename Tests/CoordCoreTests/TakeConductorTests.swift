@@ -229,3 +229,32 @@ struct TakeStartTests {
                 .abandon(reason: "a node did not accept the start", failure: "nothing was recorded: start group 0 begins 5 ms from now"))
     }
 }
+
+extension TakeConductorTests {
+    @Test func aNodeChecksummingGigabytesIsWaitedForAndAStuckOneIsNot() {
+        // Found by the 30-minute soak: both nodes spent more than 30 s hashing 3.3 GB after their last frame, and
+        // the take was given up as partial while every frame was on disk.
+        var c = conductor(groups: 30)
+        let stop = grid.instant(ofGroup: 30)
+        let hashing = TakeConductor.NodeReport(takeID: "T", state: .recording, lastGroup: 29, camerasFinished: true)
+        let out = c.handle(.status(node: "n1", hashing, now: stop + 1_000_000))
+        #expect(out.contains(.say("node n1: every camera has ended; checksumming its files")))
+        _ = c.handle(.status(node: "n2", .init(takeID: "T", state: .recording, lastGroup: 20), now: stop + 1_000_000))
+        // Past the usual allowance: n2 (cameras still running) is given up on only once n1 is done or out of time.
+        #expect(finish(c.handle(.tick(now: stop + 31_000_000))) == nil)
+        _ = c.handle(.status(node: "n1", .init(takeID: "T", state: .finished), now: stop + 90_000_000))
+        let done = c.handle(.tick(now: stop + 90_000_000))
+        #expect(finish(done) == .init(groups: 30, unfinished: ["n2"]))
+        #expect(events(done).contains { $0.kind == .nodeUnfinished && $0.node == "n2" })
+    }
+
+    @Test func checksummingHasItsOwnLimit() {
+        var c = conductor(groups: 30, nodes: ["n1"])
+        let stop = grid.instant(ofGroup: 30)
+        _ = c.handle(.status(node: "n1", .init(takeID: "T", state: .recording, lastGroup: 29, camerasFinished: true), now: stop))
+        #expect(finish(c.handle(.tick(now: stop + 599_000_000))) == nil)
+        let out = c.handle(.tick(now: stop + 601_000_000))
+        #expect(finish(out) == .init(groups: 30, unfinished: ["n1"]))
+        #expect(events(out).first { $0.kind == .nodeUnfinished }?.detail.contains("checksumming") == true)
+    }
+}
