@@ -9,7 +9,9 @@ packages=(pkg-config libzmq3-dev libprotobuf-c-dev protobuf-c-compiler libv4l-de
           # and chromium-driver lets Selenium drive the live console's page (test_console_page.py)
           chromium chromium-driver
           # a real Prometheus scrapes two nodes in Tests/python/test_metrics.py (promtool lints the exposition)
-          prometheus)
+          prometheus
+          # Tests/python/test_packages.py: a clean Debian 12 root (debootstrap), lintian, systemd-analyze verify and systemd-sysusers
+          debootstrap lintian systemd)
 missing=()
 for p in "${packages[@]}"; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
