@@ -84,7 +84,8 @@ public struct NodeConfiguration: Sendable {
         if Set(names).count != names.count { return "camera names must be unique on node \(name)." }
         if names.isEmpty { return "node \(name) has no cameras: give --synthetic NAME[,NAME…] or --v4l2 NAME=/dev/videoN." }
         if security == nil && !insecure {
-            for endpoint in [endpoint] + [previewBindEndpoint].compactMap({ $0 }) where !Self.isLoopback(endpoint) {
+            // An empty endpoint binds nothing (calibration, the fuzzer's agent): nothing to refuse.
+            for endpoint in [endpoint] + [previewBindEndpoint].compactMap({ $0 }) where !endpoint.isEmpty && !Self.isLoopback(endpoint) {
                 return "node \(name) would serve \(endpoint), which other machines can reach, without keys: give --cert NAME.key_secret "
                     + "and --authorized DIR (see the README's \"Keys\"), or --insecure to serve anyone who can reach it."
             }
