@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Scale (issue 15): one coordinator driving N real coord-node processes on this machine.
 
-    .venv/bin/python bench/scale.py [--nodes 8,32,64,128] [--seconds 8] [--size 160x120] [--fps 10]
+    .venv/bin/python bench/scale.py [--nodes 8,32,64,128] [--seconds 8] [--size 320x240] [--fps 10]
                                     [--build-dir .build-release/release] [--out bench/results/scale.json]
 
 For each N: starts N coord-node processes (one synthetic camera each, loopback, no keys), waits until each said
@@ -154,7 +154,7 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--nodes", default="8,32,64,128")
     ap.add_argument("--seconds", type=float, default=8)
-    ap.add_argument("--size", default="160x120")
+    ap.add_argument("--size", default="320x240")
     ap.add_argument("--fps", type=int, default=10)
     ap.add_argument("--build-dir", default=str(ROOT / ".build-release/release"))
     ap.add_argument("--calibration", default=os.environ.get("COORD_CALIBRATION"))

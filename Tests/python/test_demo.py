@@ -113,7 +113,7 @@ def test_a_64_node_demo_is_complete_and_its_stripes_check(tmp_path):
     """Issue 15: one coordinator drives 64 coord-node processes on this 2-core machine (small frames, low rate so
     the nodes fit); every camera's stripes decode, every file holds every group, and the lead to group 0 does not
     grow 0.1 s per node (it was 8.4 s at 64 nodes)."""
-    proc, takes = run_demo(tmp_path, "--nodes", "64", "--seconds", "4", "--size", "160x120", "--fps", "10",
+    proc, takes = run_demo(tmp_path, "--nodes", "64", "--seconds", "4", "--size", "320x240", "--fps", "10",
                            timeout=900)
     assert proc.returncode == 0, proc.stderr[-3000:]
     take = only_take(takes)
