@@ -70,10 +70,18 @@ struct FileStore {
     @discardableResult
     func index(takeID: String) throws(NodeFailure) -> (files: [TakeManifest.File], unsaved: String?) {
         let directory = try existingTakeDirectory(takeID)
+        let files = try filesOnDisk(directory, takeID: takeID)
+        // Every file at once: after a long take the node is final only once gigabytes are hashed.
+        let hashed = Mutex([Result<(UInt64, String), NodeFailure>?](repeating: nil, count: files.count))
+        DispatchQueue.concurrentPerform(iterations: files.count) { i in
+            let result: Result<(UInt64, String), NodeFailure>
+            do throws(NodeFailure) { result = .success(try Self.hash(files[i].1)) } catch { result = .failure(error) }
+            hashed.withLock { $0[i] = result }
+        }
         var entries: [Index.Entry] = []
-        for (path, url) in try filesOnDisk(directory, takeID: takeID) {
-            let (bytes, sha) = try Self.hash(url)
-            entries.append(Index.Entry(path: path, bytes: bytes, sha256: sha))
+        for (i, result) in hashed.withLock({ $0 }).enumerated() {
+            let (bytes, sha) = try result!.get()
+            entries.append(Index.Entry(path: files[i].0, bytes: bytes, sha256: sha))
         }
         let index = Index(files: entries)
         var problem: String?
