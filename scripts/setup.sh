@@ -11,7 +11,9 @@ packages=(pkg-config libzmq3-dev libprotobuf-c-dev protobuf-c-compiler libv4l-de
           # a real Prometheus scrapes two nodes in Tests/python/test_metrics.py (promtool lints the exposition)
           prometheus
           # Tests/python/test_packages.py: a clean Debian 12 root (debootstrap), lintian, systemd-analyze verify and systemd-sysusers
-          debootstrap lintian systemd)
+          debootstrap lintian systemd
+          # bench/collect.py compares coord collect with rsync
+          rsync)
 missing=()
 for p in "${packages[@]}"; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
