@@ -184,13 +184,10 @@ struct PreviewOptions: ParsableArguments {
 
 /// HOST:PORT for the console; a usage error naming the flag otherwise.
 func parseListen(_ text: String) throws -> (host: String, port: Int) {
-    guard let colon = text.lastIndex(of: ":"), let port = Int(text[text.index(after: colon)...]), (0...65535).contains(port),
-          colon > text.startIndex else {
+    guard let address = HostPort.parse(text) else {
         throw usageError("--listen must be HOST:PORT, e.g. 127.0.0.1:8080 (got \(Echo.short(text))).")
     }
-    var host = String(text[..<colon])
-    if host.hasPrefix("["), host.hasSuffix("]") { host = String(host.dropFirst().dropLast()) }
-    return (host, port)
+    return address
 }
 
 /// Runs the live console over `spec` until Ctrl-C (SIGINT/SIGTERM through ServiceLifecycle).

@@ -71,3 +71,15 @@ public enum Echo {
         }.joined(separator: " ")
     }
 }
+
+/// `HOST:PORT` as the console's --listen and the node's --metrics take it (`[::1]:9710` for IPv6); nil when it is not
+/// one, so each flag can say so in its own sentence.
+public enum HostPort {
+    public static func parse(_ text: String) -> (host: String, port: Int)? {
+        guard let colon = text.lastIndex(of: ":"), colon > text.startIndex,
+              let port = Int(text[text.index(after: colon)...]), (0...65535).contains(port) else { return nil }
+        var host = String(text[..<colon])
+        if host.hasPrefix("["), host.hasSuffix("]") { host = String(host.dropFirst().dropLast()) }
+        return (host, port)
+    }
+}

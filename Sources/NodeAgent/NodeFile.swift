@@ -114,7 +114,7 @@ public struct NodeFile: Decodable, Equatable, Sendable {
                 return (at, "\(at) (camera \(camera.name)) needs v4l2: /dev/… or synthetic: true.")
             }
         }
-        if let metrics, !metrics.contains(":") || Int(metrics.split(separator: ":").last ?? "") == nil {
+        if let metrics, HostPort.parse(metrics) == nil {
             return ("metrics", "metrics must be HOST:PORT such as 127.0.0.1:9710 (got \"\(Echo.short(metrics))\").")
         }
         if let level = logLevel, !Self.logLevels.contains(level) {

@@ -10,13 +10,8 @@ import RigMetrics
 enum MetricsEndpoint {
     /// HOST:PORT, or one sentence naming the flag.
     static func parse(_ text: String) throws -> (host: String, port: Int) {
-        guard let colon = text.lastIndex(of: ":"), colon > text.startIndex,
-              let port = Int(text[text.index(after: colon)...]), (0...65535).contains(port) else {
-            throw MetricsAddressError(text: text)
-        }
-        var host = String(text[..<colon])
-        if host.hasPrefix("["), host.hasSuffix("]") { host = String(host.dropFirst().dropLast()) }
-        return (host, port)
+        guard let address = HostPort.parse(text) else { throw MetricsAddressError(text: text) }
+        return address
     }
 
     struct MetricsAddressError: Error, CustomStringConvertible {
