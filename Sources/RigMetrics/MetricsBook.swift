@@ -10,6 +10,8 @@ public final class MetricsBook: Sendable {
     private let registry = PrometheusCollectorRegistry()
     /// The last value seen of every running total, and for per-take counts the take it belonged to.
     private let seen = Mutex<[String: (take: String, value: UInt64)]>([:])
+    /// Cameras given a phase gauge, by node: one absent from a later sample has its phase set to NaN (unknown).
+    private let phased = Mutex<[String: Set<String>]>([:])
 
     public init() {}
 
@@ -23,9 +25,9 @@ public final class MetricsBook: Sendable {
         let node = [("node", s.node)]
         gauge("coord_node_up", "1 when the node answers (a node scraped directly always does)", node).set(to: s.reachable ? 1 : 0)
         gauge("coord_node_recording", "1 while the node records a take", node).set(to: s.recording ? 1 : 0)
-        if let u = s.clockUncertaintyMicroseconds {
-            gauge("coord_node_clock_uncertainty_seconds", "One-sigma uncertainty of the node's rig-clock mapping", node).set(to: u / 1e6)
-        }
+        // Known only while a take is armed or recording; NaN otherwise, never the last take's figure.
+        gauge("coord_node_clock_uncertainty_seconds", "One-sigma uncertainty of the node's rig-clock mapping (NaN: no take)", node)
+            .set(to: s.clockUncertaintyMicroseconds.map { $0 / 1e6 } ?? .nan)
         if let p = s.pressure {
             gauge("coord_node_pressure_level", "System pressure: 1 nominal, 2 fair, 3 serious, 4 critical, 5 shutdown", node).set(to: Double(p.rawValue))
         }
@@ -45,10 +47,19 @@ public final class MetricsBook: Sendable {
             total("coord_node_camera_dups_total", "Groups filled with a repeated frame", labels, key: key + "|dups", to: c.dups, take: c.takeID)
             total("coord_node_camera_drops_total", "Frames the sensor lost", labels, key: key + "|drops", to: c.drops, take: c.takeID)
             total("coord_node_camera_written_bytes_total", "Bytes of the camera's .mkv written", labels, key: key + "|bytes", to: c.bytesWritten, take: c.takeID)
-            if let phase = c.phaseErrorMicroseconds {
-                gauge("coord_node_camera_phase_error_seconds", "The newest frame's centre minus its grid instant", labels).set(to: phase / 1e6)
-            }
+            phaseGauge(labels).set(to: c.phaseErrorMicroseconds.map { $0 / 1e6 } ?? .nan)
         }
+        let current = Set(s.cameras.map(\.camera))
+        let gone = phased.withLock { phased -> Set<String> in
+            defer { phased[s.node, default: []].formUnion(current) }
+            return phased[s.node, default: []].subtracting(current)
+        }
+        for camera in gone { phaseGauge([("node", s.node), ("camera", camera)]).set(to: .nan) }
+    }
+
+    /// A camera's phase: NaN while it records no take, never a stale figure.
+    private func phaseGauge(_ labels: [(String, String)]) -> Gauge {
+        gauge("coord_node_camera_phase_error_seconds", "The newest frame's centre minus its grid instant (NaN: not recording)", labels)
     }
 
     private func gauge(_ name: String, _ help: String, _ labels: [(String, String)]) -> Gauge {

@@ -38,4 +38,18 @@ struct MetricsBookTests {
         #expect(value(text, "coord_node_pressure_level{node=\"n1\"}") == 3)
         #expect(text.split(separator: "\n").allSatisfy { $0.hasPrefix("#") || $0.hasPrefix("coord_node_") })
     }
+
+    @Test func afterTheTakeThePhaseAndClockAreUnknownNotTheLastFigures() {
+        let book = MetricsBook()
+        var recording = sample(take: "t1", frames: 5)
+        recording.clockUncertaintyMicroseconds = 4
+        _ = book.exposition([recording])
+        var idle = NodeMetricsSample(node: "n1")
+        idle.takesRecorded = 1
+        let text = book.exposition([idle])
+        #expect(value(text, "coord_node_camera_phase_error_seconds{node=\"n1\",camera=\"cam0\"}")?.isNaN == true)
+        #expect(value(text, "coord_node_clock_uncertainty_seconds{node=\"n1\"}")?.isNaN == true)
+        // The counters keep their totals.
+        #expect(value(text, "coord_node_camera_frames_total{node=\"n1\",camera=\"cam0\"}") == 5)
+    }
 }

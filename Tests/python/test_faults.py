@@ -61,12 +61,15 @@ def test_a_staging_disk_gone_read_only_mid_take_ends_that_nodes_cameras_and_lose
         takes = tmp_path / "takes"
         proc = subprocess.Popen([str(COORD), "start-take", "--rig", str(rig), "--seconds", "8", "--size", "320x240",
                                  "--takes-dir", str(takes)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-        # Wait until left has written a few seconds of frames, then fail its disk.
-        deadline = time.monotonic() + 30
-        while not list((disk / "staging").rglob("cam0.mkv")) or list((disk / "staging").rglob("cam0.mkv"))[0].stat().st_size < 100_000:
-            assert time.monotonic() < deadline and proc.poll() is None, "left never recorded"
+        # Wait until left's frames.csv holds 60 rows (2 s of frames), then fail its disk.
+        deadline = time.monotonic() + 60
+
+        def rows() -> int:
+            found = list((disk / "staging").rglob("cam0.frames.csv"))
+            return max(0, len(found[0].read_text().splitlines()) - 1) if found else 0
+        while rows() < 60:
+            assert time.monotonic() < deadline and proc.poll() is None, "left never recorded 60 frames"
             time.sleep(0.2)
-        time.sleep(2)
         trigger.write_text("1")
         try:
             out, err = proc.communicate(timeout=120)

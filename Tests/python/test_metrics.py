@@ -113,8 +113,15 @@ def test_prometheus_scrapes_two_nodes_through_a_take(tmp_path):
             assert proc.returncode == 0, err
             take = next(d for d in takes.iterdir() if d.is_dir())
             manifest = json.loads((take / "manifest.json").read_text())
-            # Two more scrapes after the take's end, then Prometheus' own view of the counters.
-            time.sleep(2.5)
+            # Prometheus' own view of the counters, once every series has a sample scraped after the take ended.
+            ended = time.time()
+            deadline = time.monotonic() + 20
+            while True:
+                results = prom.query("timestamp(coord_node_camera_frames_total)")
+                if results and all(float(r["value"][1]) > ended for r in results):
+                    break
+                assert time.monotonic() < deadline, f"no scrape after the take's end: {results}"
+                time.sleep(0.2)
             found = {(r["metric"]["node"], r["metric"]["camera"]): float(r["value"][1])
                      for r in prom.query("coord_node_camera_frames_total")}
             expected = {(c["node"], c["camera"]): c["frames"] for c in manifest["cameras"]}
