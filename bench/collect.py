@@ -78,6 +78,7 @@ from sync import HostLoad, _busy_ticks, _proc_table, binary_identity, wait_quiet
 
 NODES = 4
 NODE_PORT = 5710
+LOOPBACK_NODE_PORT = 5711
 RSYNC_PORT = 873
 TICK = os.sysconf("SC_CLK_TCK")
 GIB = 1 << 30
@@ -146,6 +147,23 @@ class CPUMeter:
         return out
 
 
+class Loopback:
+    """The lab's interface over plain loopback (no namespaces, no packet delayer): node i serves on 127.0.1.i,
+    so each node and each rsync daemon has its own address on the one host."""
+    prefix = "127.0.1.0/24"
+    seed = None
+    delayer_pids: list[int] = []
+
+    def node_address(self, i: int) -> str:
+        return f"127.0.1.{i}"
+
+    def netns(self, i: int) -> str:
+        return "host"
+
+    def start_node(self, i: int, argv: list[str], **popen_kwargs) -> subprocess.Popen:
+        return subprocess.Popen(argv, **popen_kwargs)
+
+
 class Bench:
     def __init__(self, args):
         self.args = args
@@ -170,6 +188,10 @@ class Bench:
         self.node_procs: list[subprocess.Popen] = []
         self.rsyncd: list[subprocess.Popen] = []
         self.lab: Lab | None = None
+        # --network both: the same take served a second time by nodes and rsync daemons on loopback.
+        self.loop = Loopback()
+        self.loop_node_procs: list[subprocess.Popen] = []
+        self.loop_rsyncd: list[subprocess.Popen] = []
 
     # -- setup
 
@@ -188,26 +210,34 @@ class Bench:
         shutil.rmtree(self.work / "cal-staging", ignore_errors=True)
         return str(path)
 
-    def start_nodes(self, lab: Lab, calibration: str):
-        self.node_cmds = []
+    def start_nodes(self, lab, calibration: str, loopback: bool = False):
+        """One coord-node per node; with loopback=True a second set on 127.0.1.i serving the same staging
+        directories (the lab's nodes stay up, idle)."""
+        procs = self.loop_node_procs if loopback else self.node_procs
+        port = LOOPBACK_NODE_PORT if loopback else NODE_PORT
+        cmds = []
         for i in range(1, NODES + 1):
             name = f"node-{i}"
             staging = self.work / "staging" / name
-            staging.mkdir(parents=True)
-            argv = [self.node, "--name", name, "--endpoint", f"tcp://{lab.node_address(i)}:{NODE_PORT}",
+            staging.mkdir(parents=True, exist_ok=True)
+            argv = [self.node, "--name", name, "--endpoint", f"tcp://{lab.node_address(i)}:{port}",
                     "--staging", str(staging), "--synthetic", "cam0", "--synthetic-grain", str(self.args.grain),
                     "--calibration", calibration, "--seed", str(i), "--parent-pid", str(os.getpid()),
                     "--log-level", "warning"]
             argv += self.node_keys(name)
-            self.node_cmds.append(f"[{lab.netns(i)}] " + shlex.join(argv))
-            err = open(self.work / f"{name}.stderr", "w")
-            self.node_procs.append(lab.start_node(i, argv, stdout=subprocess.PIPE, stderr=err))
+            cmds.append(f"[{lab.netns(i)}] " + shlex.join(argv))
+            err = open(self.work / f"{name}{'-loopback' if loopback else ''}.stderr", "w")
+            procs.append(lab.start_node(i, argv, stdout=subprocess.PIPE, stderr=err))
             err.close()
-        for i, p in enumerate(self.node_procs, 1):
+        for i, p in enumerate(procs, 1):
             line = _read_line(p, 15)
             if not line or not line.startswith("READY"):
                 raise SystemExit(f"collect: node-{i} did not print READY (got {line!r}); "
                                  f"see {self.work / f'node-{i}.stderr'}")
+        if loopback:
+            self.loop_node_cmds = cmds
+        else:
+            self.node_cmds = cmds
 
     def node_keys(self, name: str) -> list[str]:
         """--secure: the node's own certificate (pyzmq's zmq.auth) serving only the coordinator's; else --insecure
@@ -223,13 +253,15 @@ class Bench:
         zmq.auth.create_certificates(str(keys), name)
         return ["--cert", str(keys / f"{name}.key_secret"), "--authorized", str(authorized)]
 
-    def rig_file(self, path: Path, window: int | None = None, chunk_kib: int | None = None) -> Path:
+    def rig_file(self, path: Path, window: int | None = None, chunk_kib: int | None = None,
+                 loopback: bool = False) -> Path:
+        net, port = (self.loop, LOOPBACK_NODE_PORT) if loopback else (self.lab, NODE_PORT)
         lines = ["version: 1"]
         if self.args.secure:
             lines += ["security:", f"  cert: {self.work / 'keys' / 'coordinator.key_secret'}"]
         lines += ["nodes:"]
         for i in range(1, NODES + 1):
-            lines += [f"  - name: node-{i}", f"    endpoint: tcp://{self.lab.node_address(i)}:{NODE_PORT}"]
+            lines += [f"  - name: node-{i}", f"    endpoint: tcp://{net.node_address(i)}:{port}"]
             if self.args.secure:
                 lines += [f"    cert: {self.work / 'keys' / f'node-{i}.key'}"]
         a = self.args
@@ -242,18 +274,24 @@ class Bench:
         path.write_text("\n".join(lines) + "\n")
         return path
 
-    def start_rsyncd(self, lab: Lab):
-        self.rsyncd_cmds = []
+    def start_rsyncd(self, lab, loopback: bool = False):
+        daemons = self.loop_rsyncd if loopback else self.rsyncd
+        cmds = []
         for i in range(1, NODES + 1):
-            conf = self.work / f"rsyncd-node-{i}.conf"
+            tag = f"node-{i}{'-loopback' if loopback else ''}"
+            conf = self.work / f"rsyncd-{tag}.conf"
             conf.write_text("\n".join([
-                "use chroot = no", "max connections = 16", f"log file = {self.work / f'rsyncd-node-{i}.log'}",
+                "use chroot = no", "max connections = 16", f"log file = {self.work / f'rsyncd-{tag}.log'}",
                 "[staging]", f"    path = {self.work / 'staging' / f'node-{i}'}", "    read only = yes",
                 "    uid = root", "    gid = root"]) + "\n")
             argv = [self.rsync, "--daemon", "--no-detach", f"--config={conf}", f"--address={lab.node_address(i)}",
                     f"--port={RSYNC_PORT}"]
-            self.rsyncd_cmds.append(f"[{lab.netns(i)}] " + shlex.join(argv))
-            self.rsyncd.append(lab.start_node(i, argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
+            cmds.append(f"[{lab.netns(i)}] " + shlex.join(argv))
+            daemons.append(lab.start_node(i, argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
+        if loopback:
+            self.loop_rsyncd_cmds = cmds
+        else:
+            self.rsyncd_cmds = cmds
         deadline = time.monotonic() + 10
         for i in range(1, NODES + 1):
             while True:
@@ -301,14 +339,18 @@ class Bench:
 
     # -- one timed run of each tool
 
-    def zero_counters(self):
+    def zero_counters(self, loopback: bool = False):
+        if loopback:
+            return
         for i in range(1, NODES + 1):
             self.lab.exec(i, ["iptables", "-w", "5", "-Z"], check=True)
 
-    def counters(self) -> dict:
+    def counters(self, loopback: bool = False) -> dict | None:
         """The NFQUEUE rules' packet and byte counters since zero_counters(), each direction summed over the
         nodes. A GSO super-packet (up to 64 KiB) counts once here; the kernel hands the delayer each of its
         MTU-sized segments, so the delayer handles about bytes / 1448 packets."""
+        if loopback:
+            return None
         out = {"to_nodes_packets": 0, "to_nodes_bytes": 0, "from_nodes_packets": 0, "from_nodes_bytes": 0}
         for i in range(1, NODES + 1):
             text = self.lab.exec(i, ["iptables-save", "-c"], check=True).stdout
@@ -322,10 +364,11 @@ class Bench:
         out["from_nodes_bytes_per_rule_hit"] = round(out["from_nodes_bytes"] / max(1, out["from_nodes_packets"]))
         return out
 
-    def cpu_groups(self, with_rsyncd: bool) -> dict[str, list[int]]:
-        g = {"delayers_cpu_s": self.lab.delayer_pids, "nodes_cpu_s": [p.pid for p in self.node_procs]}
+    def cpu_groups(self, with_rsyncd: bool, loopback: bool = False) -> dict[str, list[int]]:
+        nodes, daemons = (self.loop_node_procs, self.loop_rsyncd) if loopback else (self.node_procs, self.rsyncd)
+        g = {"delayers_cpu_s": [] if loopback else self.lab.delayer_pids, "nodes_cpu_s": [p.pid for p in nodes]}
         if with_rsyncd:
-            g["rsync_daemons_cpu_s"] = [p.pid for p in self.rsyncd]
+            g["rsync_daemons_cpu_s"] = [p.pid for p in daemons]
         return g
 
     def warm(self) -> float:
@@ -352,7 +395,8 @@ class Bench:
             return q
         return None
 
-    def coord_run(self, label: str, rig: Path, pending: Path, take_id: str, truth: dict[str, str]) -> dict:
+    def coord_run(self, label: str, rig: Path, pending: Path, take_id: str, truth: dict[str, str],
+                  loopback: bool = False) -> dict:
         dest = self.dest_root / label / take_id
         dest.mkdir(parents=True)
         shutil.copy2(pending / "manifest.json", dest / "manifest.json")
@@ -360,12 +404,13 @@ class Bench:
         warm = self.warm()
         os.sync()
         argv = [self.coord, "collect", "--rig", str(rig), str(dest)]
-        self.zero_counters()
-        cpu = CPUMeter(self.cpu_groups(False))
+        self.zero_counters(loopback)
+        cpu = CPUMeter(self.cpu_groups(False, loopback))
         cpu.start()
         rc, wall = self.run_coord(argv, 1800, self.work / f"{label}.log")
         usage = cpu.finish("coord_cpu_s")
-        res = {"tool": "coord", "seconds": round(wall, 3), "rc": rc, "cpu": usage, "lab_rule_counters": self.counters(),
+        res = {"tool": "coord", "seconds": round(wall, 3), "rc": rc, "cpu": usage,
+               "lab_rule_counters": self.counters(loopback),
                "staging_cached_before_warming": warm}
         if q is not None:
             res["waited_for_quiet"] = q
@@ -394,16 +439,20 @@ class Bench:
                            "dropped": c.get("dropped")} for c in m.get("cameras", [])]
         return res
 
-    def rsync_run(self, label: str, take_id: str, truth: dict[str, str]) -> dict:
+    def rsync_run(self, label: str, take_id: str, truth: dict[str, str], loopback: bool = False,
+                  then_sync: bool = False) -> dict:
+        """then_sync: `sync` right after the last client exits, inside the timed span: the same durability as
+        coord's fsync of every file."""
+        net = self.loop if loopback else self.lab
         dest = self.dest_root / label / take_id
         dest.mkdir(parents=True)
         q = self.quiet()
         warm = self.warm()
         os.sync()
-        cmds = [[self.rsync, "-a", *self.rsync_extra, f"rsync://{self.lab.node_address(i)}/staging/{take_id}/", f"{dest}/"]
+        cmds = [[self.rsync, "-a", *self.rsync_extra, f"rsync://{net.node_address(i)}/staging/{take_id}/", f"{dest}/"]
                 for i in range(1, NODES + 1)]
-        self.zero_counters()
-        cpu = CPUMeter(self.cpu_groups(True))
+        self.zero_counters(loopback)
+        cpu = CPUMeter(self.cpu_groups(True, loopback))
         cpu.start()
         t = time.monotonic()
         procs = [subprocess.Popen(c, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
@@ -412,11 +461,13 @@ class Bench:
         for p in procs:
             out, _ = p.communicate(timeout=1800)
             outs.append((p.returncode, out))
+        if then_sync:
+            os.sync()
         wall = time.monotonic() - t
         usage = cpu.finish("rsync_clients_cpu_s")
-        res = {"tool": "rsync", "seconds": round(wall, 3), "rc": [rc for rc, _ in outs], "cpu": usage,
-               "lab_rule_counters": self.counters(), "staging_cached_before_warming": warm,
-               "command": shlex.join(cmds[0]).replace(self.lab.node_address(1), "<node>")}
+        res = {"tool": "rsync+sync" if then_sync else "rsync", "seconds": round(wall, 3), "rc": [rc for rc, _ in outs],
+               "cpu": usage, "lab_rule_counters": self.counters(loopback), "staging_cached_before_warming": warm,
+               "command": shlex.join(cmds[0]).replace(net.node_address(1), "<node>") + ("; sync" if then_sync else "")}
         if q is not None:
             res["waited_for_quiet"] = q
         problems = [f"rsync from node-{i} exited {rc}: {out.strip()[-500:]}"
@@ -449,7 +500,10 @@ def cpu_summary(rounds: list[dict], total: int) -> dict:
     (SCHED_FIFO, so served first) held while each tool ran."""
     gb = total / 1e9
     out = {}
-    for tool, own in (("coord", ["coord_cpu_s", "nodes_cpu_s"]), ("rsync", ["rsync_clients_cpu_s", "rsync_daemons_cpu_s"])):
+    for tool, own in (("coord", ["coord_cpu_s", "nodes_cpu_s"]), ("rsync", ["rsync_clients_cpu_s", "rsync_daemons_cpu_s"]),
+                      ("rsync+sync", ["rsync_clients_cpu_s", "rsync_daemons_cpu_s"])):
+        if tool not in rounds[0]:
+            continue
         runs = [rd[tool] for rd in rounds]
         med = lambda xs: round(statistics.median(xs), 3)
         out[tool] = {
@@ -489,6 +543,10 @@ def main() -> int:
     ap.add_argument("--dest", help="where the copies go (default: the work directory, on disk)")
     ap.add_argument("--keep", action="store_true", help="keep the work directory (take, copies, logs)")
     ap.add_argument("--secure", action="store_true", help="CURVE on every coord link (each node keyed; rsync stays plain)")
+    ap.add_argument("--network", choices=["lab", "loopback", "both"], default="both",
+                    help="lab: the namespace lab with packet delayers; loopback: nodes and rsync daemons on "
+                         "127.0.1.x, no delayer (rsync + sync timed too); both (default): the same take, both, "
+                         "in every round")
     ap.add_argument("--out", default=str(ROOT / "bench/results/collect.json"))
     args = ap.parse_args()
     if os.geteuid() != 0:
@@ -553,53 +611,85 @@ def main() -> int:
             if total < args.target_gib * GIB:
                 log(f"warning: the take is {total / GIB:.2f} GiB, under the {args.target_gib:g} GiB target")
 
-            b.start_rsyncd(lab)
-            doc["rsync_daemon_commands"] = b.rsyncd_cmds
+            nets = ["lab", "loopback"] if args.network == "both" else [args.network]
+            if "lab" in nets:
+                b.start_rsyncd(lab)
+                doc["rsync_daemon_commands"] = b.rsyncd_cmds
+            loop_rig = None
+            if "loopback" in nets:
+                b.start_nodes(b.loop, calibration, loopback=True)
+                b.start_rsyncd(b.loop, loopback=True)
+                loop_rig = b.rig_file(b.work / "rig-loopback.yaml", loopback=True)
+                doc["loopback"] = {"node_commands": b.loop_node_cmds, "rsync_daemon_commands": b.loop_rsyncd_cmds,
+                                   "rig_file": loop_rig.read_text(),
+                                   "what": "the same take's staging directories served a second time by coord-node "
+                                           "and rsync --daemon on 127.0.1.1-4: no namespace, no packet delayer"}
 
-            # -- rounds
+            # -- rounds: in each, every tool once on each network, the order alternating round to round
             rounds = []
             for r in range(1, args.rounds + 1):
-                order = ["coord", "rsync"] if r % 2 == 1 else ["rsync", "coord"]
-                rd = {"round": r, "order": order}
-                for tool in order:
-                    label = f"round{r}-{tool}"
-                    log(f"round {r}: {tool}")
-                    if tool == "coord":
-                        res = b.coord_run(label, rig, pending, take_id, truth)
-                    else:
-                        res = b.rsync_run(label, take_id, truth)
-                    res.pop("manifest_sha256", None)
-                    if tool == "coord" and "cameras" not in doc["take"]:
-                        doc["take"]["cameras"] = res["cameras"]
-                    res.pop("cameras", None)
-                    res["mb_per_s"] = mbps(total, res["seconds"])
-                    rd[tool] = res
-                    log(f"round {r}: {tool} {res['seconds']:.2f} s, {res['mb_per_s']} MB/s, verified {res['verified']}; "
-                        f"cpu {res['cpu']}")
-                    b.drop(label)
-                rd["ratio"] = round(rd["rsync"]["seconds"] / rd["coord"]["seconds"], 3)
-                log(f"round {r}: ratio (rsync time / coord time) {rd['ratio']}")
+                rd = {"round": r}
+                for net in nets:
+                    tools = ["coord", "rsync"] if net == "lab" else ["coord", "rsync", "rsync+sync"]
+                    order = tools if r % 2 == 1 else list(reversed(tools))
+                    part = {"order": order}
+                    for tool in order:
+                        label = f"round{r}-{net}-{tool.replace('+', '-')}"
+                        log(f"round {r}, {net}: {tool}")
+                        loopback = net == "loopback"
+                        if tool == "coord":
+                            res = b.coord_run(label, loop_rig if loopback else rig, pending, take_id, truth, loopback)
+                        else:
+                            res = b.rsync_run(label, take_id, truth, loopback, then_sync=tool == "rsync+sync")
+                        res.pop("manifest_sha256", None)
+                        if tool == "coord" and "cameras" not in doc["take"]:
+                            doc["take"]["cameras"] = res["cameras"]
+                        res.pop("cameras", None)
+                        res["mb_per_s"] = mbps(total, res["seconds"])
+                        part[tool] = res
+                        log(f"round {r}, {net}: {tool} {res['seconds']:.2f} s, {res['mb_per_s']} MB/s, "
+                            f"verified {res['verified']}; cpu {res['cpu']}")
+                        b.drop(label)
+                    part["ratio"] = round(part["rsync"]["seconds"] / part["coord"]["seconds"], 3)
+                    if "rsync+sync" in part:
+                        part["ratio_to_rsync_sync"] = round(part["rsync+sync"]["seconds"] / part["coord"]["seconds"], 3)
+                    log(f"round {r}, {net}: ratio (rsync time / coord time) {part['ratio']}"
+                        + (f", to rsync+sync {part['ratio_to_rsync_sync']}" if "ratio_to_rsync_sync" in part else ""))
+                    rd[net] = part
                 rounds.append(rd)
             doc["rounds"] = rounds
-            ratios = [rd["ratio"] for rd in rounds]
-            verified = all(rd["coord"]["verified"] and rd["rsync"]["verified"] for rd in rounds)
-            doc["result"] = {
-                "take_bytes": total,
-                "coord_seconds": [rd["coord"]["seconds"] for rd in rounds],
-                "rsync_seconds": [rd["rsync"]["seconds"] for rd in rounds],
-                "coord_mb_per_s": [rd["coord"]["mb_per_s"] for rd in rounds],
-                "rsync_mb_per_s": [rd["rsync"]["mb_per_s"] for rd in rounds],
-                "ratios": ratios,
-                "median_ratio": round(statistics.median(ratios), 3),
-                "target": 0.9,
-                "every_copy_verified": verified,
-                "cpu_per_gb": cpu_summary(rounds, total),
-                "passed": verified and statistics.median(ratios) >= 0.9,
-            }
-            log(f"median ratio {doc['result']['median_ratio']} (target ≥ 0.9); every copy verified: {verified}")
+            med = lambda xs: round(statistics.median(xs), 3)
+            result = {"take_bytes": total, "every_copy_verified": True, "passed": True}
+            for net in nets:
+                parts = [rd[net] for rd in rounds]
+                tools = [t for t in parts[0]["order"]]
+                verified = all(p[t]["verified"] for p in parts for t in tools)
+                r_net = {f"{t}_seconds": [p[t]["seconds"] for p in parts] for t in tools}
+                r_net.update({f"{t}_mb_per_s": [p[t]["mb_per_s"] for p in parts] for t in tools})
+                r_net["ratios"] = [p["ratio"] for p in parts]
+                r_net["median_ratio"] = med(r_net["ratios"])
+                r_net["cpu_per_gb"] = cpu_summary(parts, total)
+                r_net["every_copy_verified"] = verified
+                if net == "lab":
+                    r_net["target"] = "coord ≥ 0.9 × rsync's throughput"
+                    r_net["passed"] = verified and r_net["median_ratio"] >= 0.9
+                else:
+                    r_net["ratios_to_rsync_sync"] = [p["ratio_to_rsync_sync"] for p in parts]
+                    r_net["median_ratio_to_rsync_sync"] = med(r_net["ratios_to_rsync_sync"])
+                    r_net["target"] = "coord ≥ rsync + sync (same durability); 0.9 × plain rsync reported"
+                    r_net["passed"] = verified and r_net["median_ratio_to_rsync_sync"] >= 1.0
+                result[net] = r_net
+                result["every_copy_verified"] &= verified
+                result["passed"] &= r_net["passed"]
+                log(f"{net}: median ratio {r_net['median_ratio']}"
+                    + (f", to rsync+sync {r_net['median_ratio_to_rsync_sync']}" if net == "loopback" else "")
+                    + f"; every copy verified: {verified}")
+            # The sweep below reads the lab's median ratio when the lab ran.
+            result["median_ratio"] = result.get("lab", result.get("loopback"))["median_ratio"]
+            doc["result"] = result
 
             # -- sweep
-            if args.sweep == "always" or (args.sweep == "auto" and doc["result"]["median_ratio"] < 0.9):
+            if "lab" in nets and (args.sweep == "always" or (args.sweep == "auto" and doc["result"]["median_ratio"] < 0.9)):
                 sweep = {"rsync_before": None, "runs": [], "rsync_after": None}
                 log("sweep: rsync reference")
                 res = b.rsync_run("sweep-rsync-before", take_id, truth)
@@ -626,6 +716,10 @@ def main() -> int:
                 doc["sweep"] = sweep
         doc["lab"]["delayer_stats"] = {str(k): v for k, v in lab.delayer_stats.items()}
     finally:
+        for p in b.loop_node_procs + b.loop_rsyncd:
+            with contextlib.suppress(Exception):
+                p.terminate()
+                p.wait(timeout=10)
         if not args.keep:
             shutil.rmtree(b.work, ignore_errors=True)
     doc["wall_s"] = round(time.monotonic() - t_start, 1)

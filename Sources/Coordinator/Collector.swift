@@ -260,6 +260,8 @@ final class Collector: @unchecked Sendable {
         var handle: FileHandle?
         var hasher = SHA256()
         var written: UInt64 = 0
+        /// Up to where the kernel was asked to start writing the copy to the disk.
+        var writebackStarted: UInt64 = 0
         var fetchedBytes: UInt64 = 0
         var attempts = 1
         /// Where this run really started: the partial copy's usable length (0 if it could not be read).
@@ -307,6 +309,7 @@ final class Collector: @unchecked Sendable {
                         f.path = path
                         f.offset = request.offset
                         f.length = UInt32(request.length)
+                        f.rawFrame = true
                         do {
                             let (reply, _) = try await link.request(.fetchChunk(f), timeout: 20, what: "bytes \(request.offset)… of \(path)")
                             guard case .chunk(let chunk) = reply.body, chunk.offset == request.offset, chunk.path == path else {
@@ -390,6 +393,7 @@ final class Collector: @unchecked Sendable {
                 }
                 try handle.truncate(atOffset: sink.written)
                 try handle.seek(toOffset: sink.written)
+                sink.writebackStarted = sink.written
             } catch {
                 try? handle.close()
                 throw CoordError(.failure, "cannot read the partial copy \(partial.path): \(reason(error)).")
@@ -415,7 +419,15 @@ final class Collector: @unchecked Sendable {
             sink.hasher.update(data: data)
             sink.written += UInt64(data.count)
         }
+        // The disk writes while the network brings the rest: the fsync at the end has little left to wait for.
+        if let fd = sink.handle?.fileDescriptor, sink.written - sink.writebackStarted >= Self.writebackStep {
+            Writeback.start(fd: fd, offset: Int64(sink.writebackStarted), length: Int64(sink.written - sink.writebackStarted))
+            sink.writebackStarted = sink.written
+        }
     }
+
+    /// How much of a copy is written between two requests to start its writeback.
+    private static let writebackStep: UInt64 = 8 << 20
 
     /// The file is whole: verify and rename it into place, or fetch it once more, or give it up as damaged.
     private func finish(_ sink: Sink, index: Int, schedule: inout ChunkSchedule, into result: inout NodeResult, node: String) {
@@ -435,6 +447,7 @@ final class Collector: @unchecked Sendable {
                 sink.attempts += 1
                 sink.hasher = SHA256()
                 sink.written = 0
+                sink.writebackStarted = 0
                 sink.pending = [:]
                 do {
                     try sink.handle?.truncate(atOffset: 0)

@@ -182,9 +182,14 @@ public final class NodeLink: @unchecked Sendable {
             do { ready = try socket.poll(timeoutMs: timeoutMs, wakeFD: wake.fd) } catch { return }
             if ready.wake { wake.drain() }
             if ready.socket {
-                while let frames = try? socket.receive() {
+                while let frames = try? socket.receiveData() {
                     let received = MonotonicClock.now()
-                    guard let payload = frames.last, let reply = try? Envelope(serializedBytes: payload) else { continue }
+                    guard let payload = frames.first, var reply = try? Envelope(serializedBytes: payload) else { continue }
+                    // A chunk asked for as a raw frame: its bytes are the second frame, kept as libzmq received them.
+                    if frames.count == 2, case .chunk(var chunk) = reply.body, chunk.data.isEmpty {
+                        chunk.data = frames[1]
+                        reply.body = .chunk(chunk)
+                    }
                     if var probe = warming.removeValue(forKey: reply.requestID) {
                         var p = Coord_V1_ClockProbe()
                         p.t1Us = MonotonicClock.now()

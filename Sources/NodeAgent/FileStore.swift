@@ -2,6 +2,10 @@ import CoordCore
 import Foundation
 import Platform
 import Synchronization
+import ZeroMQ
+#if canImport(Glibc)
+import Glibc
+#endif
 
 /// The node's staging area: `<staging>/<take-id>/<node>/<camera>.{mkv,frames.csv}`. Files stay here until
 /// the coordinator confirms their checksums.
@@ -165,6 +169,43 @@ struct FileStore {
         } catch {
             throw NodeFailure(.io, "reading \(path) of take \(takeID) failed: \(reason(error)).")
         }
+    }
+
+    /// Reads up to `length` bytes at `offset` with one `pread` straight into memory the socket hands to libzmq
+    /// (no second copy); safe to run on several threads at once. The caller owns the bytes.
+    func readOwned(takeID: String, path: String, offset: UInt64, length: Int) throws(NodeFailure) -> (OwnedBytes, eof: Bool) {
+        let url = try resolve(takeID: takeID, path: path)
+        let fd = open(url.path, O_RDONLY | O_CLOEXEC)
+        guard fd >= 0 else {
+            if errno == ENOENT { throw NodeFailure(.notFound, "no file \(path) in take \(takeID) on this node.") }
+            throw NodeFailure(.io, "cannot open \(path) of take \(takeID): \(String(cString: strerror(errno))).")
+        }
+        defer { close(fd) }
+        var info = stat()
+        guard fstat(fd, &info) == 0 else {
+            throw NodeFailure(.io, "cannot read \(path) of take \(takeID): \(String(cString: strerror(errno))).")
+        }
+        let size = UInt64(info.st_size)
+        guard offset <= size else {
+            throw NodeFailure(.badConfig, "offset \(offset) is past the end of \(path) (\(size) bytes).")
+        }
+        let want = Int(min(UInt64(length), size - offset))
+        guard let bytes = OwnedBytes.allocate(want) else {
+            throw NodeFailure(.io, "no memory for \(want) bytes of \(path).")
+        }
+        var done = 0
+        while done < want {
+            let n = pread(fd, bytes.base + done, want - done, off_t(offset) + off_t(done))
+            if n < 0 && errno == EINTR { continue }
+            if n < 0 {
+                let reason = String(cString: strerror(errno))
+                bytes.free()
+                throw NodeFailure(.io, "reading \(path) of take \(takeID) failed: \(reason).")
+            }
+            if n == 0 { break }  // the file shrank since fstat
+            done += n
+        }
+        return (bytes.prefix(done), offset + UInt64(done) >= size)
     }
 
     /// Deletes exactly the confirmed files whose size and checksum match the take's index (never hashed here: this

@@ -131,6 +131,8 @@ public final class NodeAgent: @unchecked Sendable {
     /// Life totals for the metrics: takes recorded to the end, bytes of take files served to collection.
     private var takesRecorded: UInt64 = 0
     private var bytesServed: UInt64 = 0
+    /// When the last chunk was read (host µs); nil once its buffers were returned after a collection.
+    private var lastChunkServed: Int64?
     /// Why a take's files could not be checksummed, said once to the next list request (which then tries again).
     private var indexFailures: [String: String] = [:]
     private let indexQueue = DispatchQueue(label: "coord-node.index")
@@ -288,8 +290,14 @@ public final class NodeAgent: @unchecked Sendable {
     public enum Lane: Sendable {
         /// Opening cameras and probing the host (Arm, Hello): up to seconds.
         case control
-        /// Reading and deleting take files (ListFiles, FetchChunk, ConfirmCollected).
+        /// Listing and deleting take files (ListFiles, ConfirmCollected, and FetchChunk asked for inline bytes).
         case files
+    }
+
+    /// A reply and, for a chunk asked for as a raw frame, its bytes to send after it without a copy.
+    public struct Reply: Sendable {
+        public var envelope: Envelope
+        public var rawFrame: OwnedBytes?
     }
 
     /// What the socket thread does with one request.
@@ -299,6 +307,8 @@ public final class NodeAgent: @unchecked Sendable {
         /// Work that may take long, done on its lane; the socket thread sends its reply when it is ready, so clock
         /// probes are stamped and answered meanwhile.
         case deferred(Lane, @Sendable () -> Envelope)
+        /// A chunk read: served several at a time off the socket thread, its bytes sent as a raw frame.
+        case chunk(@Sendable () -> Reply)
     }
 
     /// Checks one request and says how it is served. `receivedLocal` is the local time the bytes came off the
@@ -322,6 +332,8 @@ public final class NodeAgent: @unchecked Sendable {
         switch envelope.body {
         case .hello, .arm, .startPreview, .setControls:
             return .deferred(.control) { [self] in respond(to: envelope, receivedLocal: receivedLocal) }
+        case .fetchChunk(let fetch) where fetch.rawFrame:
+            return .chunk { [self] in chunkReply(envelope.requestID, fetch) }
         case .listFiles, .fetchChunk, .confirmCollected:
             return .deferred(.files) { [self] in respond(to: envelope, receivedLocal: receivedLocal) }
         default:
@@ -344,6 +356,38 @@ public final class NodeAgent: @unchecked Sendable {
         switch receive(bytes, receivedLocal: receivedLocal) {
         case .reply(let reply): return reply
         case .deferred(_, let work): return work()
+        case .chunk(let work):
+            // No socket here: the bytes go back inline.
+            var reply = work()
+            if let raw = reply.rawFrame, case .chunk(var chunk) = reply.envelope.body {
+                chunk.data = Data(bytes: raw.base, count: raw.count)
+                raw.free()
+                reply.envelope.body = .chunk(chunk)
+            }
+            return reply.envelope
+        }
+    }
+
+    /// A FetchChunk with `raw_frame`: the envelope says where, the bytes follow as their own frame.
+    private func chunkReply(_ id: UInt64, _ fetch: Coord_V1_FetchChunk) -> Reply {
+        do throws(NodeFailure) {
+            guard fetch.length > 0, fetch.length <= Wire.maxChunkBytes else {
+                throw NodeFailure(.badConfig, "chunk length \(fetch.length) must be between 1 and \(Wire.maxChunkBytes) bytes.")
+            }
+            try requireCollectable(fetch.takeID)
+            let (bytes, eof) = try store.readOwned(takeID: fetch.takeID, path: fetch.path, offset: fetch.offset, length: Int(fetch.length))
+            lock.holding {
+                bytesServed += UInt64(bytes.count)
+                lastChunkServed = MonotonicClock.now()
+            }
+            var r = Coord_V1_Chunk()
+            r.path = fetch.path
+            r.offset = fetch.offset
+            r.eof = eof
+            return Reply(envelope: Wire.envelope(id, .chunk(r)), rawFrame: bytes)
+        } catch {
+            logBadInput("request refused", error, request: "fetchChunk")
+            return Reply(envelope: Wire.error(id, error), rawFrame: nil)
         }
     }
 
@@ -900,6 +944,13 @@ public final class NodeAgent: @unchecked Sendable {
             return now > Double(armedGrid.grid.t0) + 5_000_000 ? takeID : nil
         }
         let leaseOver = lock.holding { previewRun.map { MonotonicClock.now() > $0.leaseUntil } ?? false }
+        // Chunk buffers are kept for the next chunk while a collection runs, and returned 10 s after it.
+        let collectionOver = lock.holding {
+            guard let last = lastChunkServed, MonotonicClock.now() - last > 10_000_000 else { return false }
+            lastChunkServed = nil
+            return true
+        }
+        if collectionOver { ChunkBuffers.shared.trim() }
         if leaseOver { pressureQueue.async { [weak self] in self?.stopPreview() } }
         guard let takeID = overdue else { return }
         logger.warning("take \(takeID) was armed but never started; its start instant passed 5 s ago, so it is dropped")

@@ -19,8 +19,9 @@ public final class NodeServer: Service, Sendable {
     private let wake = WakeSignal()
     private struct State {
         var stopRequested = false
-        /// Replies made off the socket thread, waiting for it to send them (frames: identity, [empty,] payload).
-        var outbox: [[[UInt8]]] = []
+        /// Replies made off the socket thread, waiting for it to send them (frames: identity, [empty,] payload;
+        /// and a chunk's bytes to follow them without a copy).
+        var outbox: [(frames: [[UInt8]], raw: OwnedBytes?)] = []
         /// Requests handed to a lane whose reply has not been sent yet: bounded, so a flood cannot grow memory.
         var inFlight = 0
     }
@@ -28,6 +29,9 @@ public final class NodeServer: Service, Sendable {
     private static let maxInFlight = 64
     private let controlLane = DispatchQueue(label: "coord-node.control")
     private let filesLane = DispatchQueue(label: "coord-node.files")
+    /// Chunk reads, several at once (the coordinator keeps a window of them in flight): each is a pread into
+    /// memory that libzmq then sends as it is.
+    private let chunkPool = DispatchQueue(label: "coord-node.chunks", attributes: .concurrent)
     /// Called once with the endpoint actually bound (a `*` port resolved).
     private let onReady: @Sendable (String) -> Void
     /// systemd (Type=notify): READY once bound with the cameras found, WATCHDOG from the socket thread, STATUS,
@@ -174,23 +178,35 @@ public final class NodeServer: Service, Sendable {
         case .reply(let reply):
             send(head + [Wire.encode(reply)], on: socket)
         case .deferred(let lane, let work):
-            let admitted = state.withLock { state in
-                guard state.inFlight < Self.maxInFlight else { return false }
-                state.inFlight += 1
-                return true
-            }
-            guard admitted else {
-                let id = (try? Wire.parse(payload))?.requestID ?? 0
-                let busy = NodeFailure(.badState, "node \(agent.configuration.name) has \(Self.maxInFlight) requests in progress; ask again once they are answered.")
-                send(head + [Wire.encode(Wire.error(id, busy))], on: socket)
-                return
-            }
+            guard admit(payload, head: head, on: socket) else { return }
             (lane == .control ? controlLane : filesLane).async { [self] in
                 let reply = Wire.encode(work())
-                state.withLock { $0.outbox.append(head + [reply]) }
+                state.withLock { $0.outbox.append((head + [reply], nil)) }
+                wake.signal()
+            }
+        case .chunk(let work):
+            guard admit(payload, head: head, on: socket) else { return }
+            chunkPool.async { [self] in
+                let reply = work()
+                state.withLock { $0.outbox.append((head + [Wire.encode(reply.envelope)], reply.rawFrame)) }
                 wake.signal()
             }
         }
+    }
+
+    /// Counts one more request in progress, or answers it at once that the node is busy.
+    private func admit(_ payload: [UInt8], head: [[UInt8]], on socket: ZMQSocket) -> Bool {
+        let admitted = state.withLock { state in
+            guard state.inFlight < Self.maxInFlight else { return false }
+            state.inFlight += 1
+            return true
+        }
+        if !admitted {
+            let id = (try? Wire.parse(payload))?.requestID ?? 0
+            let busy = NodeFailure(.badState, "node \(agent.configuration.name) has \(Self.maxInFlight) requests in progress; ask again once they are answered.")
+            send(head + [Wire.encode(Wire.error(id, busy))], on: socket)
+        }
+        return admitted
     }
 
     /// Sends the replies the lanes have made (only this thread touches the socket).
@@ -200,12 +216,13 @@ public final class NodeServer: Service, Sendable {
             state.inFlight -= state.outbox.count
             return state.outbox
         }
-        for frames in ready { send(frames, on: socket) }
+        for (frames, raw) in ready { send(frames, raw: raw, on: socket) }
     }
 
-    private func send(_ frames: [[UInt8]], on socket: ZMQSocket) {
+    private func send(_ frames: [[UInt8]], raw: OwnedBytes? = nil, on socket: ZMQSocket) {
         do {
-            if try !socket.send(frames) {
+            let sent = if let raw { try socket.send(frames, tail: raw) } else { try socket.send(frames) }
+            if !sent {
                 logger.warning("reply dropped: the peer is not reading")
             }
         } catch {

@@ -1,7 +1,9 @@
 // The only file in coord that calls libzmq. Every call goes through `check`, which retries EINTR and
 // turns a failure into a `ZMQError` carrying the real errno.
 import CZeroMQ
+import Foundation
 import Platform
+import Synchronization
 #if canImport(Glibc)
 import Glibc
 #endif
@@ -206,6 +208,67 @@ public final class ZMQSocket: @unchecked Sendable {
         return true
     }
 
+    /// Sends `frames` and then `tail` as the last frame without copying it: libzmq takes the buffer and frees it
+    /// once sent (or at once when the send fails). Returns false if the first frame timed out.
+    @discardableResult
+    public func send(_ frames: [[UInt8]], tail: OwnedBytes) throws(ZMQError) -> Bool {
+        var tailTaken = false
+        defer { if !tailTaken { tail.free() } }
+        for (index, frame) in frames.enumerated() {
+            let rc = frame.withUnsafeBytes { bytes in sendRetryingEINTR(bytes.baseAddress, bytes.count, ZMQ_SNDMORE) }
+            if rc < 0 {
+                let code = zmq_errno()
+                if code == czmq_EAGAIN && index == 0 { return false }
+                throw ZMQError(operation: "zmq_send", endpoint: lastEndpointDescription, code: code)
+            }
+        }
+        var message = zmq_msg_t()
+        // From here on libzmq owns the buffer: zmq_msg_close frees it if the send fails.
+        tailTaken = true
+        _ = zmq_msg_init_data(&message, tail.base, tail.count, { data, _ in
+            if let data { ChunkBuffers.shared.giveBack(data) }
+        }, nil)
+        while true {
+            if zmq_msg_send(&message, raw, 0) >= 0 { return true }
+            let code = zmq_errno()
+            if code == czmq_EINTR { continue }
+            zmq_msg_close(&message)
+            throw ZMQError(operation: "zmq_msg_send", endpoint: lastEndpointDescription, code: code)
+        }
+    }
+
+    /// Receives one multipart message as `Data`, each frame of 64 KiB or more without a copy (the `Data` keeps
+    /// libzmq's message until it is released); nil when the receive timeout passed with nothing to read.
+    public func receiveData() throws(ZMQError) -> [Data]? {
+        var frames: [Data] = []
+        while true {
+            let message = UnsafeMutablePointer<zmq_msg_t>.allocate(capacity: 1)
+            _ = zmq_msg_init(message)
+            let rc = zmq_msg_recv(message, raw, 0)
+            if rc < 0 {
+                zmq_msg_close(message)
+                message.deallocate()
+                let code = zmq_errno()
+                if code == czmq_EINTR { continue }
+                if code == czmq_EAGAIN && frames.isEmpty { return nil }
+                throw ZMQError(operation: "zmq_msg_recv", endpoint: lastEndpointDescription, code: code)
+            }
+            let size = zmq_msg_size(message)
+            let more = zmq_msg_more(message) != 0
+            if size >= 64 << 10, let data = zmq_msg_data(message) {
+                frames.append(Data(bytesNoCopy: data, count: size, deallocator: .custom { _, _ in
+                    zmq_msg_close(message)
+                    message.deallocate()
+                }))
+            } else {
+                frames.append(size > 0 ? Data(bytes: zmq_msg_data(message)!, count: size) : Data())
+                zmq_msg_close(message)
+                message.deallocate()
+            }
+            if !more { return frames }
+        }
+    }
+
     private func sendRetryingEINTR(_ base: UnsafeRawPointer?, _ count: Int, _ flags: Int32) -> Int32 {
         while true {
             let rc = zmq_send(raw, base, count, flags)
@@ -262,6 +325,84 @@ public final class ZMQSocket: @unchecked Sendable {
             self.raw = nil
         }
     }
+}
+
+/// Bytes in a buffer of `ChunkBuffers`, handed to libzmq to send without a copy (`ZMQSocket.send(_:tail:)`),
+/// which gives the buffer back once the bytes are on their way.
+public struct OwnedBytes: @unchecked Sendable {
+    public let base: UnsafeMutableRawPointer
+    public let count: Int
+
+    /// Room for `count` bytes (at least 1, so the pointer is never null).
+    public static func allocate(_ count: Int) -> OwnedBytes? {
+        ChunkBuffers.shared.take(count).map { OwnedBytes(base: $0, count: count) }
+    }
+
+    /// These bytes with `count` cut to `n` (n ≤ count).
+    public func prefix(_ n: Int) -> OwnedBytes { OwnedBytes(base: base, count: min(n, count)) }
+
+    /// Gives the buffer back; only for bytes that were never given to `send(_:tail:)`.
+    public func free() { ChunkBuffers.shared.giveBack(base) }
+}
+
+/// Buffers for chunks being sent, reused: a fresh megabyte from the system costs 256 page faults and as many
+/// zeroed pages (a node serving a take spent a fifth of its CPU on that), so up to `keep` given-back buffers are
+/// held for the next chunk, and `trim()` returns them when collection is over.
+public final class ChunkBuffers: Sendable {
+    public static let shared = ChunkBuffers(keep: 16)
+    private let keep: Int
+    // Addresses as integers: raw pointers are not Sendable, and the pool only ever hands them back.
+    private struct State {
+        var capacity: [UInt: Int] = [:]
+        var idle: [UInt] = []
+    }
+    private let state = Mutex(State())
+
+    init(keep: Int) { self.keep = keep }
+
+    /// A buffer of at least `count` bytes.
+    public func take(_ count: Int) -> UnsafeMutableRawPointer? {
+        let want = max(1, count)
+        let reused: UInt? = state.withLock { s in
+            guard let i = s.idle.firstIndex(where: { s.capacity[$0]! >= want }) else { return nil }
+            return s.idle.remove(at: i)
+        }
+        if let reused { return UnsafeMutableRawPointer(bitPattern: reused) }
+        guard let base = Glibc.malloc(want) else { return nil }
+        state.withLock { $0.capacity[UInt(bitPattern: base)] = want }
+        return base
+    }
+
+    /// Takes a buffer back (any thread, libzmq's I/O thread included).
+    public func giveBack(_ base: UnsafeMutableRawPointer) {
+        let address = UInt(bitPattern: base)
+        let drop: UInt? = state.withLock { s in
+            s.idle.append(address)
+            guard s.idle.count > keep else { return nil }
+            // Full: free the smallest, so the pool follows the chunk size in use.
+            let smallest = s.idle.indices.min { s.capacity[s.idle[$0]]! < s.capacity[s.idle[$1]]! }!
+            let victim = s.idle.remove(at: smallest)
+            s.capacity[victim] = nil
+            return victim
+        }
+        if let drop { Glibc.free(UnsafeMutableRawPointer(bitPattern: drop)) }
+    }
+
+    /// Frees every idle buffer; how many were freed.
+    @discardableResult
+    public func trim() -> Int {
+        let freed: [UInt] = state.withLock { s in
+            let idle = s.idle
+            s.idle.removeAll()
+            for p in idle { s.capacity[p] = nil }
+            return idle
+        }
+        for p in freed { Glibc.free(UnsafeMutableRawPointer(bitPattern: p)) }
+        return freed.count
+    }
+
+    /// Buffers idle in the pool.
+    public var idleCount: Int { state.withLock { $0.idle.count } }
 }
 
 /// libzmq's version, e.g. "4.3.4".

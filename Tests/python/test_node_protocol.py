@@ -274,3 +274,37 @@ def test_status_and_probes_are_answered_while_cameras_open(tmp_path, zctx, pb):
         armer.close()
         other.close()
         n.cleanup()
+
+
+def test_raw_frame_chunks_in_flight_together(client, pb):
+    """FetchChunk with raw_frame: the node answers [Envelope, bytes] with Chunk.data empty; several asked at once
+    come back (in any order) and put together make the listed file; a refused one is a single Error frame."""
+    take_id = new_take_id()
+    record_take(client, take_id, groups=GROUPS)
+    listing = client.call("list_files", pb.ListFiles(take_id=take_id), "file_list")
+    mkv = next(f for f in listing.files if f.path.endswith(".mkv"))
+    chunk = 16 * 1024
+    asked = {}
+    for offset in range(0, mkv.bytes, chunk):
+        env = client.envelope("fetch_chunk", pb.FetchChunk(take_id=take_id, path=mkv.path, offset=offset,
+                                                           length=chunk, raw_frame=True))
+        asked[env.request_id] = offset
+        client.send_raw(env.SerializeToString())
+    pieces = {}
+    while len(pieces) < len(asked):
+        frames = client.sock.recv_multipart()
+        assert len(frames) == 2, f"a raw-frame chunk came as {len(frames)} frames"
+        env = pb.Envelope()
+        env.ParseFromString(frames[0])
+        assert env.WhichOneof("body") == "chunk", f"answered with {env}"
+        offset = asked[env.request_id]
+        assert env.chunk.offset == offset and env.chunk.path == mkv.path
+        assert env.chunk.data == b"", "the bytes must be in the second frame only"
+        assert env.chunk.eof == (offset + len(frames[1]) >= mkv.bytes)
+        pieces[offset] = frames[1]
+    data = b"".join(pieces[o] for o in sorted(pieces))
+    assert len(data) == mkv.bytes and hashlib.sha256(data).hexdigest() == mkv.sha256
+
+    missing = client.request("fetch_chunk", pb.FetchChunk(take_id=take_id, path="node-0/nope.mkv", offset=0,
+                                                          length=chunk, raw_frame=True))
+    assert missing.WhichOneof("body") == "error" and "nope.mkv" in missing.error.message

@@ -1404,6 +1404,10 @@ public nonisolated struct Coord_V1_FetchChunk: Sendable {
   /// at most 4 MiB
   public var length: UInt32 = 0
 
+  /// The reply's bytes travel as a second ZeroMQ frame after the Envelope (its Chunk.data left empty), so the node
+  /// sends them without copying them into the message; a node that predates this field puts them in Chunk.data.
+  public var rawFrame: Bool = false
+
   public var unknownFields = SwiftProtobuf.UnknownStorage()
 
   public init() {}
@@ -3883,7 +3887,7 @@ nonisolated extension Coord_V1_FileInfo: SwiftProtobuf.Message, SwiftProtobuf._M
 
 nonisolated extension Coord_V1_FetchChunk: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
   public static let protoMessageName: String = _protobuf_package + ".FetchChunk"
-  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{3}take_id\0\u{1}path\0\u{1}offset\0\u{1}length\0")
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{3}take_id\0\u{1}path\0\u{1}offset\0\u{1}length\0\u{3}raw_frame\0")
 
   public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
     while let fieldNumber = try decoder.nextFieldNumber() {
@@ -3895,6 +3899,7 @@ nonisolated extension Coord_V1_FetchChunk: SwiftProtobuf.Message, SwiftProtobuf.
       case 2: try { try decoder.decodeSingularStringField(value: &self.path) }()
       case 3: try { try decoder.decodeSingularUInt64Field(value: &self.offset) }()
       case 4: try { try decoder.decodeSingularUInt32Field(value: &self.length) }()
+      case 5: try { try decoder.decodeSingularBoolField(value: &self.rawFrame) }()
       default: break
       }
     }
@@ -3913,6 +3918,9 @@ nonisolated extension Coord_V1_FetchChunk: SwiftProtobuf.Message, SwiftProtobuf.
     if self.length != 0 {
       try visitor.visitSingularUInt32Field(value: self.length, fieldNumber: 4)
     }
+    if self.rawFrame != false {
+      try visitor.visitSingularBoolField(value: self.rawFrame, fieldNumber: 5)
+    }
     try unknownFields.traverse(visitor: &visitor)
   }
 
@@ -3921,6 +3929,7 @@ nonisolated extension Coord_V1_FetchChunk: SwiftProtobuf.Message, SwiftProtobuf.
     if lhs.path != rhs.path {return false}
     if lhs.offset != rhs.offset {return false}
     if lhs.length != rhs.length {return false}
+    if lhs.rawFrame != rhs.rawFrame {return false}
     if lhs.unknownFields != rhs.unknownFields {return false}
     return true
   }

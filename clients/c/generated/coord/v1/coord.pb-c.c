@@ -5219,7 +5219,7 @@ const ProtobufCMessageDescriptor coord__v1__file_info__descriptor =
   (ProtobufCMessageInit) coord__v1__file_info__init,
   NULL,NULL,NULL    /* reserved[123] */
 };
-static const ProtobufCFieldDescriptor coord__v1__fetch_chunk__field_descriptors[4] =
+static const ProtobufCFieldDescriptor coord__v1__fetch_chunk__field_descriptors[5] =
 {
   {
     "take_id",
@@ -5269,17 +5269,30 @@ static const ProtobufCFieldDescriptor coord__v1__fetch_chunk__field_descriptors[
     0,             /* flags */
     0,NULL,NULL    /* reserved1,reserved2, etc */
   },
+  {
+    "raw_frame",
+    5,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_BOOL,
+    0,   /* quantifier_offset */
+    offsetof(Coord__V1__FetchChunk, raw_frame),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
 };
 static const unsigned coord__v1__fetch_chunk__field_indices_by_name[] = {
   3,   /* field[3] = length */
   2,   /* field[2] = offset */
   1,   /* field[1] = path */
+  4,   /* field[4] = raw_frame */
   0,   /* field[0] = take_id */
 };
 static const ProtobufCIntRange coord__v1__fetch_chunk__number_ranges[1 + 1] =
 {
   { 1, 0 },
-  { 0, 4 }
+  { 0, 5 }
 };
 const ProtobufCMessageDescriptor coord__v1__fetch_chunk__descriptor =
 {
@@ -5289,7 +5302,7 @@ const ProtobufCMessageDescriptor coord__v1__fetch_chunk__descriptor =
   "Coord__V1__FetchChunk",
   "coord.v1",
   sizeof(Coord__V1__FetchChunk),
-  4,
+  5,
   coord__v1__fetch_chunk__field_descriptors,
   coord__v1__fetch_chunk__field_indices_by_name,
   1,  coord__v1__fetch_chunk__number_ranges,

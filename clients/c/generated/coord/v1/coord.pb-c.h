@@ -996,10 +996,15 @@ struct  Coord__V1__FetchChunk
    * at most 4 MiB
    */
   uint32_t length;
+  /*
+   * The reply's bytes travel as a second ZeroMQ frame after the Envelope (its Chunk.data left empty), so the node
+   * sends them without copying them into the message; a node that predates this field puts them in Chunk.data.
+   */
+  protobuf_c_boolean raw_frame;
 };
 #define COORD__V1__FETCH_CHUNK__INIT \
  { PROTOBUF_C_MESSAGE_INIT (&coord__v1__fetch_chunk__descriptor) \
-    , (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string, 0, 0 }
+    , (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string, 0, 0, 0 }
 
 
 struct  Coord__V1__Chunk
