@@ -69,6 +69,7 @@ struct Demo: AsyncParsableCommand {
     @Option(help: "Node clock drifts are drawn from ±this many ppm.") var driftPpm: Double = 50
     @Option(help: "Buffer timestamp noise, µs standard deviation.") var timestampJitterUs: Double = 30
     @Option(help: "Seed for the simulation's draws (random if not given).") var seed: UInt64?
+    @Flag(help: "Record no sound (by default every node records one synthetic microphone, CONTRACT §9).") var noAudio = false
     @Option(help: "Take name.") var name: String = "demo"
     @Option(help: ArgumentHelp("Write the simulated clocks' truth here, for benchmarks that score the clock estimates.",
                                visibility: .hidden)) var truthFile: String?
@@ -107,8 +108,9 @@ struct Demo: AsyncParsableCommand {
                                         driftPPM: driftPpm, timestampJitterMicroseconds: timestampJitterUs, seed: seed)
         if let calibration { settings.calibrationFile = URL(fileURLWithPath: calibration) }
         settings.secure = secure
+        settings.audio = !noAudio
         let rig = DemoRig(settings: settings, nodeBinary: nodeBinary, console: console)
-        console.step("starting \(nodes) coord-node process(es) with \(camerasPerNode) synthetic camera(s) each (seed \(seed))")
+        console.step("starting \(nodes) coord-node process(es) with \(camerasPerNode) synthetic camera(s)\(noAudio ? "" : " and a synthetic microphone") each (seed \(seed))")
         if withConsole {
             do {
                 try rig.ensureCalibration()

@@ -141,6 +141,8 @@ public struct TakeManifest: Codable, Equatable, Sendable {
     /// Whether every file arrived verified, what is missing, and what each collection run fetched. Not a
     /// contract key.
     public var collection: CollectionRecord?
+    /// Every microphone of the take (CONTRACT §9); nil: a take recorded without sound.
+    public var audio: [Audio]?
 
     /// The hardware cost per node and resource, and the longest take the nodes could sustain, as planned.
     public struct BudgetSummary: Codable, Equatable, Sendable {
@@ -177,10 +179,48 @@ public struct TakeManifest: Codable, Equatable, Sendable {
         }
     }
 
+    /// One microphone's sound (CONTRACT §9): `<node>/<mic>.mka`, one PCM stream starting at `start_us` (group 0's
+    /// instant) on the rig's sample grid; `av_offset_us` and `rate_error_ppm` are the node's own figures.
+    public struct Audio: Codable, Equatable, Sendable {
+        public struct Offsets: Codable, Equatable, Sendable {
+            public var p50: Double
+            public var p99: Double
+            public init(p50: Double, p99: Double) { self.p50 = p50; self.p99 = p99 }
+        }
+        public var node: String
+        public var mic: String
+        public var path: String
+        public var streamIndex: Int
+        public var sampleRate: Int
+        public var channels: Int
+        public var startMicroseconds: Int64
+        public var frames: Int64
+        public var avOffsetMicroseconds: Offsets
+        public var rateErrorPPM: Double
+        /// Empty until collection verified the file.
+        public var sha256: String
+        /// Not a contract key: the file's size once collected.
+        public var bytes: UInt64?
+        /// Not a contract key: why the sound ended before the take did (the microphone went away).
+        public var ended: String?
+        enum CodingKeys: String, CodingKey {
+            case node, mic, path, streamIndex = "stream_index", sampleRate = "sample_rate", channels
+            case startMicroseconds = "start_us", frames, avOffsetMicroseconds = "av_offset_us", rateErrorPPM = "rate_error_ppm"
+            case sha256, bytes, ended
+        }
+        public init(node: String, mic: String, sampleRate: Int, channels: Int, startMicroseconds: Int64, frames: Int64,
+                    avOffsetMicroseconds: Offsets, rateErrorPPM: Double) {
+            self.node = node; self.mic = mic; self.path = "\(node)/\(mic).mka"; self.streamIndex = 0
+            self.sampleRate = sampleRate; self.channels = channels; self.startMicroseconds = startMicroseconds
+            self.frames = frames; self.avOffsetMicroseconds = avOffsetMicroseconds; self.rateErrorPPM = rateErrorPPM
+            self.sha256 = ""
+        }
+    }
+
     enum CodingKeys: String, CodingKey {
         case format, takeID = "take_id", name, status, t0Microseconds = "t0_us", framePeriodMicroseconds = "frame_period_us"
         case groups, startWallclock = "start_wallclock", cameras, events, clockTrack = "clock_track", budget
-        case timecode, collection
+        case timecode, collection, audio
     }
 
     public init(takeID: String, name: String, status: Status, t0Microseconds: Int64, framePeriodMicroseconds: Int64,

@@ -19,8 +19,26 @@ public struct NodeStatus: Sendable, Equatable {
         public init(camera: String) { self.camera = camera }
     }
 
+    /// One microphone's sound so far (CONTRACT §9).
+    public struct Mic: Sendable, Equatable {
+        public var mic: String
+        public var frames: Int64 = 0
+        public var sampleRate = 48_000
+        public var channels = 1
+        public var startMicroseconds: Int64 = 0
+        public var offsetP50Microseconds: Double = 0
+        public var offsetP99Microseconds: Double = 0
+        public var rateErrorPPM: Double = 0
+        public var finished = false
+        public var error = ""
+        public var levelDBFS: Double = -100
+        public var bytesWritten: UInt64 = 0
+        public init(mic: String) { self.mic = mic }
+    }
+
     public var node: String
     public var state: TakeConductor.NodeState
+    public var mics: [Mic] = []
     public var takeID: String
     public var cameras: [Camera]
     /// Why the node failed, when it did.

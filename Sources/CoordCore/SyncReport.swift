@@ -71,6 +71,22 @@ public struct SyncReport: Codable, Equatable, Sendable {
     /// Nodes whose clock updates stopped well before the end, in one sentence: the bound was widened for them.
     public var clockNote: String?
 
+    /// How well each microphone's sound agrees with the pictures (CONTRACT §9): the node's A/V offset figures and
+    /// the device's rate error against the rig clock, which the node measured and corrected.
+    public struct Audio: Codable, Equatable, Sendable {
+        public var node: String
+        public var mic: String
+        public var avOffsetMicroseconds: TakeManifest.Audio.Offsets
+        public var rateErrorPPM: Double
+        enum CodingKeys: String, CodingKey {
+            case node, mic, avOffsetMicroseconds = "av_offset_us", rateErrorPPM = "rate_error_ppm"
+        }
+        public init(_ a: TakeManifest.Audio) {
+            node = a.node; mic = a.mic; avOffsetMicroseconds = a.avOffsetMicroseconds; rateErrorPPM = a.rateErrorPPM
+        }
+    }
+    public var audio: [Audio]?
+
     /// The event kinds the report repeats from the manifest: budget, pressure and collection problems.
     public static let reportedEventKinds: Set<TakeEvent.Kind> = [
         .fit, .pressure, .pressureShutdown, .cameraSlowed, .cameraRestored, .cameraDisabled, .cameraSlowedFailed,
@@ -80,7 +96,7 @@ public struct SyncReport: Codable, Equatable, Sendable {
     enum CodingKeys: String, CodingKey {
         case groups, spreadMicroseconds = "spread_us", cameras, groupsMeasured = "groups_measured"
         case spreadBoundMicroseconds = "spread_bound_us", events, budget, missingFiles = "missing_files"
-        case repeatedFraction = "repeated_fraction", repeatsNote = "repeats_note", clockNote = "clock_note"
+        case repeatedFraction = "repeated_fraction", repeatsNote = "repeats_note", clockNote = "clock_note", audio
     }
 
     public init(from decoder: Decoder) throws {
@@ -97,6 +113,7 @@ public struct SyncReport: Codable, Equatable, Sendable {
         repeatedFraction = try c.decodeIfPresent(Double.self, forKey: .repeatedFraction)
         repeatsNote = try c.decodeIfPresent(String.self, forKey: .repeatsNote)
         clockNote = try c.decodeIfPresent(String.self, forKey: .clockNote)
+        audio = try c.decodeIfPresent([Audio].self, forKey: .audio)
     }
 
     /// One camera's rows with the identity and clock figures the report needs.

@@ -43,6 +43,8 @@ public struct TakeEvent: Equatable, Sendable {
         public static let takeAborted = Kind(rawValue: "take-aborted")
         public static let cameraError = Kind(rawValue: "camera-error")
         public static let cameraEnded = Kind(rawValue: "camera-ended")
+        /// A microphone went away mid-take: its sound file ends there, the cameras go on (CONTRACT §9).
+        public static let microphoneEnded = Kind(rawValue: "microphone-ended")
         /// A camera's files were deleted from the node's staging directory while it recorded.
         public static let stagingLost = Kind(rawValue: "staging-lost")
         /// A camera's file could not be written (a full or read-only disk, an I/O error): the camera ended there, its

@@ -326,6 +326,23 @@ extension NodeStatus {
             return camera
         })
         detail = wire.detail
+        // A node's figures are kept only when they are numbers in range: the manifest must stay valid JSON.
+        func finite(_ x: Double, _ limit: Double) -> Double { x.isFinite ? min(max(x, -limit), limit) : 0 }
+        mics = wire.mics.filter { RigName.isValid($0.mic) }.map { m in
+            var mic = NodeStatus.Mic(mic: m.mic)
+            mic.frames = Int64(clamping: m.frames)
+            mic.sampleRate = Int(m.sampleRate)
+            mic.channels = Int(m.channels)
+            mic.startMicroseconds = min(max(m.startUs, Wire.timeRange.lowerBound), Wire.timeRange.upperBound)
+            mic.offsetP50Microseconds = finite(m.avOffsetP50Us, 1e9)
+            mic.offsetP99Microseconds = finite(m.avOffsetP99Us, 1e9)
+            mic.rateErrorPPM = finite(m.rateErrorPpm, 1e6)
+            mic.finished = m.finished
+            mic.error = m.error
+            mic.levelDBFS = finite(m.levelDbfs, 200)
+            mic.bytesWritten = m.bytesWritten
+            return mic
+        }
         pressure = PressureLevel(rawValue: Int(wire.pressure.rawValue))
         pressureCause = wire.pressureCause
         // A node's own event keeps its kind as the node named it (a newer node's kind is kept as it is).

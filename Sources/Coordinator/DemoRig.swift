@@ -24,6 +24,9 @@ public final class DemoRig: @unchecked Sendable {
         /// CURVE on every link, as on a real rig: each node gets its own certificate and serves only the demo's
         /// coordinator key (`coord demo --secure`).
         public var secure = false
+        /// One synthetic microphone (`mic0`, SYNCCLICK v1) per node, its sample clock off by a rate drawn from
+        /// ±`driftPPM` (CONTRACT §9); `coord demo --no-audio` leaves them out.
+        public var audio = true
         public init(nodes: Int, camerasPerNode: Int, clockOffsetMilliseconds: Double, driftPPM: Double,
                     timestampJitterMicroseconds: Double, seed: UInt64) {
             self.nodes = nodes; self.camerasPerNode = camerasPerNode; self.clockOffsetMilliseconds = clockOffsetMilliseconds
@@ -36,6 +39,8 @@ public final class DemoRig: @unchecked Sendable {
         public var name: String
         public var clockOffsetMicroseconds: Int64
         public var driftPPM: Double
+        /// The synthetic microphone's sample-clock rate error, ppm; nil: no microphone.
+        public var micRateErrorPPM: Double?
     }
 
     let settings: Settings
@@ -165,12 +170,15 @@ public final class DemoRig: @unchecked Sendable {
         try FileManager.default.createDirectory(at: staging, withIntermediateDirectories: true)
         let authorized = settings.secure ? try makeKeys() : nil
         var random = SeededRandom(seed: settings.seed)
+        // The microphones' draws come from their own sequence, so a seed gives the same clocks with sound or without.
+        var micRandom = SeededRandom(seed: settings.seed ^ 0x6D69_6372_6F70_686F)
         var readiness: [(String, ReadyLine)] = []
         for index in 1...settings.nodes {
             let name = "node-\(index)"
             let offset = Int64((Double.random(in: -1...1, using: &random) * settings.clockOffsetMilliseconds * 1000).rounded())
             let drift = Double.random(in: -1...1, using: &random) * settings.driftPPM
-            simulated.append(SimulatedNode(name: name, clockOffsetMicroseconds: offset, driftPPM: drift))
+            let micRate = settings.audio ? Double.random(in: -1...1, using: &micRandom) * settings.driftPPM : nil
+            simulated.append(SimulatedNode(name: name, clockOffsetMicroseconds: offset, driftPPM: drift, micRateErrorPPM: micRate))
             let process = Process()
             let exited = DispatchSemaphore(value: 0)
             process.terminationHandler = { _ in exited.signal() }
@@ -189,6 +197,9 @@ public final class DemoRig: @unchecked Sendable {
                 "--seed", "\(settings.seed &+ UInt64(index) &* 7_919)",
                 "--parent-pid", "\(getpid())",
             ] + (authorized.map { ["--cert", keysDirectory.appendingPathComponent("\(name).key_secret").path, "--authorized", $0.path] } ?? [])
+            if let micRate {
+                process.arguments! += ["--synthetic-mic", "mic0", "--mic-rate-error-ppm=\(micRate)"]
+            }
             let out = Pipe()
             process.standardOutput = out
             let logURL = staging.appendingPathComponent("\(name).log")
@@ -222,7 +233,11 @@ public final class DemoRig: @unchecked Sendable {
 
     /// The simulation's truth as JSON, for benchmarks that score the clock estimates (`coord demo --truth-file`).
     public func truthJSON() -> Data {
-        let nodes = simulated.map { ["name": $0.name, "clock_offset_us": $0.clockOffsetMicroseconds, "drift_ppm": $0.driftPPM] as [String: Any] }
+        let nodes = simulated.map { node -> [String: Any] in
+            var n: [String: Any] = ["name": node.name, "clock_offset_us": node.clockOffsetMicroseconds, "drift_ppm": node.driftPPM]
+            if let rate = node.micRateErrorPPM { n["mics"] = [["mic": "mic0", "rate_error_ppm": rate]] }
+            return n
+        }
         let object: [String: Any] = ["clock_reference_us": clockReference, "nodes": nodes]
         return (try? JSONSerialization.data(withJSONObject: object, options: [.prettyPrinted, .sortedKeys])) ?? Data()
     }

@@ -29,8 +29,10 @@ public enum TakeCollection {
         for camera in pending.cameras where !nodeNames.contains(camera.node) { nodeNames.append(camera.node) }
         let nodes = nodeNames.map { name in
             let cameras = pending.cameras.filter { $0.node == name }
-            return Collector.Node(name: name, link: links[name], expected: cameras.flatMap(paths(of:)),
-                                  known: cameras.flatMap(\.files),
+            let sound = (pending.audio ?? []).filter { $0.node == name }
+            let knownSound = sound.compactMap { a in a.sha256.isEmpty ? nil : TakeManifest.File(path: a.path, bytes: a.bytes ?? 0, sha256: a.sha256) }
+            return Collector.Node(name: name, link: links[name], expected: cameras.flatMap(paths(of:)) + sound.map(\.path),
+                                  known: cameras.flatMap(\.files) + knownSound,
                                   unreachable: unreachable[name] ?? "node \(name) is not in the rig file.")
         }
         let collector = Collector(directory: directory, takeID: pending.takeID, policy: policy, console: console)
@@ -66,7 +68,9 @@ public enum TakeCollection {
         var manifest = pending
         var events = pending.events.filter { !derivedKinds.contains($0.kind) }
         var inputs: [SyncReport.Input] = []
-        var complete = outcome.missing.isEmpty
+        // A sound file that did not arrive is said, but the pictures decide whether the take is complete.
+        let soundPaths = Set((pending.audio ?? []).map(\.path))
+        var complete = outcome.missing.allSatisfy { soundPaths.contains($0.path) }
         for (index, var camera) in pending.cameras.enumerated() {
             let paths = paths(of: camera)
             let files = paths.compactMap { outcome.verified[$0] }
@@ -109,6 +113,17 @@ public enum TakeCollection {
                                            centerUncertaintyMicroseconds: camera.centerUncertaintyMicroseconds, held: held,
                                            clockUpdatedUntil: lastUpdate))
         }
+        // Sound: each microphone's file with its checksum once verified. A missing one is said, but the take's pictures
+        // decide whether it is complete (sound never fails a take on its own).
+        if var audio = manifest.audio {
+            for i in audio.indices {
+                if let file = outcome.verified[audio[i].path] {
+                    audio[i].sha256 = file.sha256
+                    audio[i].bytes = file.bytes
+                }
+            }
+            manifest.audio = audio
+        }
         for (node, reason) in outcome.nodeFailures {
             events.append(.init(tMicroseconds: end, node: node, camera: "", kind: .collectFailed, detail: reason))
         }
@@ -133,6 +148,7 @@ public enum TakeCollection {
         let reported = manifest.events.filter { SyncReport.reportedEventKinds.contains($0.kind) }
         report.events = reported.isEmpty ? nil : reported
         report.missingFiles = outcome.missing.isEmpty ? nil : outcome.missing
+        report.audio = manifest.audio.map { $0.map(SyncReport.Audio.init) }
         return (manifest, report)
     }
 }

@@ -374,6 +374,19 @@ public final class TakeSession: @unchecked Sendable {
             cameras: cameras, events: sortedEvents())
         manifest.clockTrack = tracker.clockTrack
         manifest.budget = budgetSummary
+        // Every microphone the nodes recorded (CONTRACT §9), with the node's own figures; checksums come with collection.
+        let audio = plans.flatMap { plan in
+            (finalStatus[plan.name]?.mics ?? []).map { m in
+                var a = TakeManifest.Audio(node: plan.name, mic: m.mic, sampleRate: m.sampleRate, channels: m.channels,
+                                           startMicroseconds: m.startMicroseconds, frames: m.frames,
+                                           avOffsetMicroseconds: .init(p50: (m.offsetP50Microseconds * 10).rounded() / 10,
+                                                                       p99: (m.offsetP99Microseconds * 10).rounded() / 10),
+                                           rateErrorPPM: (m.rateErrorPPM * 100).rounded() / 100)
+                a.ended = m.error.isEmpty ? nil : m.error
+                return a
+            }
+        }
+        manifest.audio = audio.isEmpty ? nil : audio
         manifest.collection = CollectionRecord(state: .pending, afterConfirm: request.collectPolicy.afterConfirm.rawValue)
         return manifest
     }

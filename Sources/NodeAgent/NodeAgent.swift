@@ -8,6 +8,22 @@ import Synchronization
 import ZeroMQ
 
 /// How a node agent is set up (from flags or its config file).
+/// A microphone of the node: a synthetic one (SYNCCLICK v1, its sample clock off by `rateErrorPPM`) or an ALSA
+/// capture device (`hw:1,0`, `default`, a plugin name).
+public struct MicrophoneEntry: Sendable, Equatable {
+    public enum Device: Sendable, Equatable {
+        case synthetic(rateErrorPPM: Double)
+        case alsa(String)
+    }
+    public var name: String
+    public var device: Device
+    /// A synthetic microphone that goes away this long after it starts (tests of a lost microphone).
+    public var endsAfterMicroseconds: Int64?
+    public init(name: String, device: Device, endsAfterMicroseconds: Int64? = nil) {
+        self.name = name; self.device = device; self.endsAfterMicroseconds = endsAfterMicroseconds
+    }
+}
+
 public struct NodeConfiguration: Sendable {
     public var name: String
     public var endpoint: String
@@ -53,6 +69,8 @@ public struct NodeConfiguration: Sendable {
     public var insecure = false
     /// UDP port `coord discover`'s queries are answered on (0: not at all); only for an endpoint others can reach.
     public var discoveryPort: UInt16 = 5710
+    /// Microphones recorded with every take (CONTRACT §9): `--synthetic-mic NAME` and `--audio NAME=DEVICE`.
+    public var microphones: [MicrophoneEntry] = []
 
     /// The preview endpoint to bind: the one given, or the control endpoint's host on a free port (an ipc path
     /// gets `.preview` appended); nil: none.
@@ -62,6 +80,9 @@ public struct NodeConfiguration: Sendable {
         guard endpoint.hasPrefix("tcp://"), let colon = endpoint.lastIndex(of: ":"), colon > endpoint.index(endpoint.startIndex, offsetBy: 5) else { return nil }
         return endpoint[..<colon] + ":*"
     }
+
+    /// Every microphone's name.
+    public var micNames: [String] { microphones.map(\.name) }
 
     /// Every camera's name: the synthetic ones, then the V4L2 ones.
     public var cameraNames: [String] { syntheticCameras + v4l2Cameras.map(\.name) }
@@ -82,6 +103,11 @@ public struct NodeConfiguration: Sendable {
         let names = cameraNames
         for camera in names { if let p = RigName.problem(with: camera, kind: "camera") { return p } }
         if Set(names).count != names.count { return "camera names must be unique on node \(name)." }
+        for mic in micNames { if let p = RigName.problem(with: mic, kind: "microphone") { return p } }
+        if Set(micNames).count != micNames.count { return "microphone names must be unique on node \(name)." }
+        if let clash = micNames.first(where: names.contains) {
+            return "node \(name) has a camera and a microphone both named \(clash); every file of a node needs its own name."
+        }
         if names.isEmpty { return "node \(name) has no cameras: give --synthetic NAME[,NAME…] or --v4l2 NAME=/dev/videoN." }
         if security == nil && !insecure {
             // An empty endpoint binds nothing (calibration, the fuzzer's agent): nothing to refuse.
@@ -126,6 +152,8 @@ public final class NodeAgent: @unchecked Sendable {
     private var machine = NodeTakeMachine()
     private var settings: [CameraSettings] = []
     private var recorders: [CameraRecorder] = []
+    /// The take's microphones (CONTRACT §9), recorded beside the cameras; one that fails never fails the take.
+    private var mics: [MicrophoneRecorder] = []
     /// Takes whose files are being checksummed on `indexQueue`.
     private var indexing: Set<String> = []
     /// Life totals for the metrics: takes recorded to the end, bytes of take files served to collection.
@@ -415,6 +443,7 @@ public final class NodeAgent: @unchecked Sendable {
             r.host = ProcessInfo.processInfo.hostName
             r.instanceID = instanceID
             r.previewEndpoint = preview?.endpoint ?? ""
+            r.mics = configuration.micNames
             r.timeService = TimeService.describe()
             r.resources = probe.resources(staging: configuration.staging, calibration: calibration(),
                                           buses: buses).wire
@@ -588,15 +617,18 @@ public final class NodeAgent: @unchecked Sendable {
         if let failure = made.lazy.compactMap({ $0.waitUntilStarted(deadline: startDeadline) }).first {
             throw failed(NodeFailure(.io, failure.hasSuffix(".") ? failure : failure + "."), made)
         }
+        let madeMics = armMicrophones(directory: directory, grid: grid, mapping: mapping, metadata: metadata)
         let kept = lock.holding {
             guard machine.takeID == takeID, machine.state == .armed else { return false }
             recorders = made
+            mics = madeMics
             armedGrid = (grid, mapping)
             store.markRecording(takeID, .init(t0: grid.t0, periodMicroseconds: grid.periodMicroseconds, startGroup: 0))
             return true
         }
         guard kept else {
             made.forEach { $0.abandonRecording() }
+            madeMics.forEach { $0.abandonRecording() }
             throw abortedWhileOpening
         }
         logger.info("armed", metadata: ["take": "\(takeID)", "t0_us": "\(message.t0Us)"])
@@ -707,6 +739,7 @@ public final class NodeAgent: @unchecked Sendable {
         for recorder in recorders {
             recorder.start(group: message.startGroup, stop: message.stopGroup == 0 ? nil : message.stopGroup)
         }
+        for mic in mics { mic.start(group: message.startGroup, stop: message.stopGroup == 0 ? nil : message.stopGroup) }
         logger.info("recording", metadata: ["take": "\(message.takeID)", "start_group": "\(message.startGroup)",
                                             "stop_group": "\(message.stopGroup)"])
         return recorders.allSatisfy { $0.snapshot.finished }
@@ -760,6 +793,7 @@ public final class NodeAgent: @unchecked Sendable {
         defer { lock.unlock() }
         try machine.stop(takeID: message.takeID)
         recorders.forEach { $0.stop(at: message.stopGroup) }
+        mics.forEach { $0.stop(at: message.stopGroup) }
         stopGroup = stopGroup == 0 ? message.stopGroup : min(stopGroup, message.stopGroup)
     }
 
@@ -771,10 +805,11 @@ public final class NodeAgent: @unchecked Sendable {
             try machine.abort(takeID: message.takeID)
             // Status says so until the next take: a coordinator whose take this was learns why it is gone.
             failureDetail = "take \(message.takeID) was aborted (\(Echo.short(message.reason.isEmpty ? "no reason given" : message.reason)))"
-            defer { recorders = []; armedGrid = nil }
-            return (wasRecording, recorders)
+            defer { recorders = []; mics = []; armedGrid = nil }
+            return (wasRecording, (recorders, mics))
         }
-        toStop.forEach { $0.abandonRecording() }
+        toStop.0.forEach { $0.abandonRecording() }
+        toStop.1.forEach { $0.abandonRecording() }
         logger.warning("take aborted", metadata: ["take": "\(message.takeID)", "reason": "\(message.reason)"])
         if !wasRecording {
             // Nothing was recorded: the empty files go. A take that had started keeps whatever it captured.
@@ -786,7 +821,8 @@ public final class NodeAgent: @unchecked Sendable {
     /// stores them in the take's index, so listing never hashes on the request thread.
     private func cameraFinished() {
         let takeID: String? = lock.holding {
-            guard machine.state == .recording, recorders.allSatisfy({ $0.snapshot.finished }) else { return nil }
+            guard machine.state == .recording, recorders.allSatisfy({ $0.snapshot.finished }),
+                  mics.allSatisfy({ $0.snapshot.finished }) else { return nil }
             return machine.takeID
         }
         guard let takeID else { return }
@@ -884,7 +920,60 @@ public final class NodeAgent: @unchecked Sendable {
             c.bytesWritten = p.bytesWritten
             return c
         }
+        s.mics = mics.map { mic in
+            let p = mic.snapshot
+            var m = Coord_V1_MicStatus()
+            m.mic = mic.mic
+            m.frames = UInt64(p.frames)
+            m.sampleRate = UInt32(mic.sampleRate)
+            m.channels = 1
+            m.startUs = p.startMicroseconds
+            m.avOffsetP50Us = p.offsetP50
+            m.avOffsetP99Us = p.offsetP99
+            m.rateErrorPpm = p.rateErrorPPM
+            m.finished = p.finished
+            m.error = p.error ?? ""
+            m.levelDbfs = p.levelDBFS
+            m.bytesWritten = p.bytesWritten
+            return m
+        }
         return s
+    }
+
+    /// Opens every microphone for the take; one that cannot start is left out with an event (sound never fails
+    /// a take on its own).
+    private func armMicrophones(directory: URL, grid: FrameGrid, mapping: ClockMappingBox,
+                                metadata: [String: String]) -> [MicrophoneRecorder] {
+        var made: [MicrophoneRecorder] = []
+        for (index, entry) in configuration.microphones.enumerated() {
+            let mic = entry.name
+            do throws(NodeFailure) {
+                let recorder = try MicrophoneRecorder(
+                    mic: mic, node: configuration.name, directory: directory, source: try audioSource(entry, index: index),
+                    grid: grid, clock: mapping, metadata: metadata.merging(["coord_mic": mic]) { $1 }, logger: logger,
+                    onFinish: { [weak self] in self?.cameraFinished() },
+                    onEvent: { [weak self] kind, detail in self?.cameraEvent(camera: mic, kind: kind, detail: detail) })
+                try recorder.arm()
+                made.append(recorder)
+            } catch {
+                logger.warning("microphone left out of the take", metadata: ["mic": "\(mic)", "why": "\(error.message)"])
+                lock.holding { addNodeEvent(camera: mic, kind: .microphoneEnded, detail: error.message + " The take goes on without it.") }
+            }
+        }
+        return made
+    }
+
+    private func audioSource(_ entry: MicrophoneEntry, index: Int) throws(NodeFailure) -> AudioSource {
+        switch entry.device {
+        case .synthetic(let ppm):
+            var spec = SyntheticMicrophone.Spec(rateErrorPPM: ppm, timestampJitterMicroseconds: configuration.timestampJitterMicroseconds,
+                                                seed: configuration.seed &* 2_000_003 &+ UInt64(index))
+            spec.endsAfterMicroseconds = entry.endsAfterMicroseconds
+            let clock = simulatedClock
+            return SyntheticMicrophone(spec: spec) { host in clock.local(fromHost: host) }
+        case .alsa(let device):
+            throw NodeFailure(.badConfig, "microphone \(configuration.name)/\(entry.name): ALSA device \(device) cannot be opened: this build has no ALSA capture yet.")
+        }
     }
 
     private func requireCollectable(_ takeID: String) throws(NodeFailure) {
@@ -990,6 +1079,7 @@ public final class NodeAgent: @unchecked Sendable {
             let rigNow = armedGrid.clock.current.rig(fromLocal: Double(localNow()))
             let stop = armedGrid.grid.nearestGroup(to: Int64(rigNow)) + 2
             recorders.forEach { $0.stop(at: stop) }
+            mics.forEach { $0.stop(at: stop) }
             let detail = "node \(configuration.name) stopped its cameras after group \(stop - 1) with their files finalized: \(reading.cause)"
             logger.error("\(detail)")
             addNodeEvent(camera: "", kind: .pressureShutdown, detail: detail)

@@ -95,3 +95,17 @@ public struct V4L2CameraEntry: Equatable, Sendable {
         }
     }
 }
+
+extension MicrophoneEntry {
+    /// Parses the repeatable `--audio NAME=DEVICE` flag (an ALSA capture device: `hw:1,0`, `default`, `pulse`).
+    public static func parseALSA(_ entries: [String]) throws -> [MicrophoneEntry] {
+        try entries.map { raw in
+            let entry = raw.trimmingCharacters(in: .whitespaces)
+            let parts = entry.split(separator: "=", maxSplits: 1, omittingEmptySubsequences: false).map(String.init)
+            guard parts.count == 2, !parts[0].isEmpty, !parts[1].isEmpty else {
+                throw SyntheticCameraSpecError(option: "--audio", entry: raw, reason: "expected NAME=DEVICE, e.g. mic0=hw:1,0 or mic0=default")
+            }
+            return MicrophoneEntry(name: parts[0], device: .alsa(parts[1]))
+        }
+    }
+}

@@ -53,6 +53,13 @@ public struct Serve: AsyncParsableCommand {
     @Option(help: "Synthetic cameras to offer, comma-separated NAME or NAME@BUS (BUS declared by --synthetic-bus).") var synthetic: String?
     @Option(help: "A bus synthetic cameras can share, ID=MBITS (e.g. usb1=5000); repeatable.") var syntheticBus: [String] = []
     @Option(help: "A V4L2 camera to record, NAME=/dev/videoN (see --list-cameras); repeatable.") var v4l2: [String] = []
+    @Option(help: "A microphone to record with every take, NAME=DEVICE (an ALSA capture device: hw:1,0, default); repeatable.")
+    var audio: [String] = []
+    @Option(help: "A synthetic microphone (SYNCCLICK v1: a 1 ms 4 kHz click at every whole second) to record with every take.")
+    var syntheticMic: String?
+    @Option(help: "The synthetic microphone's sample-clock rate error, ppm.") var micRateErrorPpm: Double = 0
+    // Tests only: the synthetic microphone goes away this many ms after it starts.
+    @Option(help: .hidden) var syntheticMicEndsAfterMs: Int64?
     @Flag(help: "Print the V4L2 devices this machine has (driver, card, bus, formats) or why each was skipped, and exit.")
     var listCameras = false
     // Tests only: every V4L2 access goes through a scripted webcam described by this JSON file.
@@ -156,6 +163,11 @@ public struct Serve: AsyncParsableCommand {
             config.syntheticCameraBus = spec.cameraBus
             config.syntheticBuses = spec.buses
             config.v4l2Cameras = try V4L2CameraEntry.parse(v4l2)
+            config.microphones = try MicrophoneEntry.parseALSA(audio)
+            if let syntheticMic {
+                config.microphones.insert(MicrophoneEntry(name: syntheticMic, device: .synthetic(rateErrorPPM: micRateErrorPpm),
+                                                          endsAfterMicroseconds: syntheticMicEndsAfterMs.map { $0 * 1000 }), at: 0)
+            }
             config.v4l2 = access
         } catch {
             FileHandle.standardError.write(Data("coord-node: \(error)\n".utf8))

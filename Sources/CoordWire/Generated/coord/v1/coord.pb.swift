@@ -434,6 +434,12 @@ public nonisolated struct Coord_V1_HelloReply: @unchecked Sendable {
     set {_uniqueStorage()._previewEndpoint = newValue}
   }
 
+  /// the microphones it records with every take (CONTRACT §9)
+  public var mics: [String] {
+    get {_storage._mics}
+    set {_uniqueStorage()._mics = newValue}
+  }
+
   public var unknownFields = SwiftProtobuf.UnknownStorage()
 
   public init() {}
@@ -1184,6 +1190,12 @@ public nonisolated struct Coord_V1_Status: @unchecked Sendable {
     set {_uniqueStorage()._stopGroup = newValue}
   }
 
+  /// every microphone of the take (CONTRACT §9)
+  public var mics: [Coord_V1_MicStatus] {
+    get {_storage._mics}
+    set {_uniqueStorage()._mics = newValue}
+  }
+
   public var unknownFields = SwiftProtobuf.UnknownStorage()
 
   public nonisolated enum State: SwiftProtobuf.Enum, Swift.CaseIterable {
@@ -1245,6 +1257,47 @@ public nonisolated struct Coord_V1_Status: @unchecked Sendable {
   public init() {}
 
   fileprivate var _storage = _StorageClass.defaultInstance
+}
+
+/// One microphone's sound in the take: `<node>/<mic>.mka`, 16-bit PCM on the rig's sample grid from start_us.
+public nonisolated struct Coord_V1_MicStatus: Sendable {
+  // SwiftProtobuf.Message conformance is added in an extension below. See the
+  // `Message` and `Message+*Additions` files in the SwiftProtobuf library for
+  // methods supported on all messages.
+
+  public var mic: String = String()
+
+  /// sample frames written so far
+  public var frames: UInt64 = 0
+
+  public var sampleRate: UInt32 = 0
+
+  public var channels: UInt32 = 0
+
+  /// rig time of the first sample (the start group's instant)
+  public var startUs: Int64 = 0
+
+  /// |buffer stamp on the rig clock − where the file puts it|, the node's own figures
+  public var avOffsetP50Us: Double = 0
+
+  public var avOffsetP99Us: Double = 0
+
+  /// the device's sample clock against the rig clock (measured, corrected in the file)
+  public var rateErrorPpm: Double = 0
+
+  public var finished: Bool = false
+
+  /// why the sound ended early (the microphone went away)
+  public var error: String = String()
+
+  /// peak of the newest buffer: the console's meter
+  public var levelDbfs: Double = 0
+
+  public var bytesWritten: UInt64 = 0
+
+  public var unknownFields = SwiftProtobuf.UnknownStorage()
+
+  public init() {}
 }
 
 public nonisolated struct Coord_V1_NodeEvent: Sendable {
@@ -2148,7 +2201,7 @@ nonisolated extension Coord_V1_Hello: SwiftProtobuf.Message, SwiftProtobuf._Mess
 
 nonisolated extension Coord_V1_HelloReply: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
   public static let protoMessageName: String = _protobuf_package + ".HelloReply"
-  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}node\0\u{3}agent_version\0\u{1}cameras\0\u{1}host\0\u{3}time_service\0\u{1}resources\0\u{3}instance_id\0\u{3}preview_endpoint\0")
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}node\0\u{3}agent_version\0\u{1}cameras\0\u{1}host\0\u{3}time_service\0\u{1}resources\0\u{3}instance_id\0\u{3}preview_endpoint\0\u{1}mics\0")
 
   fileprivate class _StorageClass {
     var _node: String = String()
@@ -2159,6 +2212,7 @@ nonisolated extension Coord_V1_HelloReply: SwiftProtobuf.Message, SwiftProtobuf.
     var _resources: Coord_V1_NodeResources? = nil
     var _instanceID: String = String()
     var _previewEndpoint: String = String()
+    var _mics: [String] = []
 
       // This property is used as the initial default value for new instances of the type.
       // The type itself is protecting the reference to its storage via CoW semantics.
@@ -2177,6 +2231,7 @@ nonisolated extension Coord_V1_HelloReply: SwiftProtobuf.Message, SwiftProtobuf.
       _resources = source._resources
       _instanceID = source._instanceID
       _previewEndpoint = source._previewEndpoint
+      _mics = source._mics
     }
   }
 
@@ -2203,6 +2258,7 @@ nonisolated extension Coord_V1_HelloReply: SwiftProtobuf.Message, SwiftProtobuf.
         case 6: try { try decoder.decodeSingularMessageField(value: &_storage._resources) }()
         case 7: try { try decoder.decodeSingularStringField(value: &_storage._instanceID) }()
         case 8: try { try decoder.decodeSingularStringField(value: &_storage._previewEndpoint) }()
+        case 9: try { try decoder.decodeRepeatedStringField(value: &_storage._mics) }()
         default: break
         }
       }
@@ -2239,6 +2295,9 @@ nonisolated extension Coord_V1_HelloReply: SwiftProtobuf.Message, SwiftProtobuf.
       if !_storage._previewEndpoint.isEmpty {
         try visitor.visitSingularStringField(value: _storage._previewEndpoint, fieldNumber: 8)
       }
+      if !_storage._mics.isEmpty {
+        try visitor.visitRepeatedStringField(value: _storage._mics, fieldNumber: 9)
+      }
     }
     try unknownFields.traverse(visitor: &visitor)
   }
@@ -2256,6 +2315,7 @@ nonisolated extension Coord_V1_HelloReply: SwiftProtobuf.Message, SwiftProtobuf.
         if _storage._resources != rhs_storage._resources {return false}
         if _storage._instanceID != rhs_storage._instanceID {return false}
         if _storage._previewEndpoint != rhs_storage._previewEndpoint {return false}
+        if _storage._mics != rhs_storage._mics {return false}
         return true
       }
       if !storagesAreEqual {return false}
@@ -3407,7 +3467,7 @@ nonisolated extension Coord_V1_StatusRequest: SwiftProtobuf.Message, SwiftProtob
 
 nonisolated extension Coord_V1_Status: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
   public static let protoMessageName: String = _protobuf_package + ".Status"
-  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}node\0\u{1}state\0\u{3}take_id\0\u{1}cameras\0\u{3}local_now_us\0\u{1}detail\0\u{1}pressure\0\u{3}pressure_cause\0\u{1}events\0\u{1}resources\0\u{3}t0_us\0\u{3}frame_period_us\0\u{3}rig_now_us\0\u{3}stop_group\0")
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}node\0\u{1}state\0\u{3}take_id\0\u{1}cameras\0\u{3}local_now_us\0\u{1}detail\0\u{1}pressure\0\u{3}pressure_cause\0\u{1}events\0\u{1}resources\0\u{3}t0_us\0\u{3}frame_period_us\0\u{3}rig_now_us\0\u{3}stop_group\0\u{1}mics\0")
 
   fileprivate class _StorageClass {
     var _node: String = String()
@@ -3424,6 +3484,7 @@ nonisolated extension Coord_V1_Status: SwiftProtobuf.Message, SwiftProtobuf._Mes
     var _framePeriodUs: UInt64 = 0
     var _rigNowUs: Int64 = 0
     var _stopGroup: Int64 = 0
+    var _mics: [Coord_V1_MicStatus] = []
 
       // This property is used as the initial default value for new instances of the type.
       // The type itself is protecting the reference to its storage via CoW semantics.
@@ -3448,6 +3509,7 @@ nonisolated extension Coord_V1_Status: SwiftProtobuf.Message, SwiftProtobuf._Mes
       _framePeriodUs = source._framePeriodUs
       _rigNowUs = source._rigNowUs
       _stopGroup = source._stopGroup
+      _mics = source._mics
     }
   }
 
@@ -3480,6 +3542,7 @@ nonisolated extension Coord_V1_Status: SwiftProtobuf.Message, SwiftProtobuf._Mes
         case 12: try { try decoder.decodeSingularUInt64Field(value: &_storage._framePeriodUs) }()
         case 13: try { try decoder.decodeSingularInt64Field(value: &_storage._rigNowUs) }()
         case 14: try { try decoder.decodeSingularInt64Field(value: &_storage._stopGroup) }()
+        case 15: try { try decoder.decodeRepeatedMessageField(value: &_storage._mics) }()
         default: break
         }
       }
@@ -3534,6 +3597,9 @@ nonisolated extension Coord_V1_Status: SwiftProtobuf.Message, SwiftProtobuf._Mes
       if _storage._stopGroup != 0 {
         try visitor.visitSingularInt64Field(value: _storage._stopGroup, fieldNumber: 14)
       }
+      if !_storage._mics.isEmpty {
+        try visitor.visitRepeatedMessageField(value: _storage._mics, fieldNumber: 15)
+      }
     }
     try unknownFields.traverse(visitor: &visitor)
   }
@@ -3557,6 +3623,7 @@ nonisolated extension Coord_V1_Status: SwiftProtobuf.Message, SwiftProtobuf._Mes
         if _storage._framePeriodUs != rhs_storage._framePeriodUs {return false}
         if _storage._rigNowUs != rhs_storage._rigNowUs {return false}
         if _storage._stopGroup != rhs_storage._stopGroup {return false}
+        if _storage._mics != rhs_storage._mics {return false}
         return true
       }
       if !storagesAreEqual {return false}
@@ -3568,6 +3635,91 @@ nonisolated extension Coord_V1_Status: SwiftProtobuf.Message, SwiftProtobuf._Mes
 
 nonisolated extension Coord_V1_Status.State: SwiftProtobuf._ProtoNameProviding {
   public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{2}\0STATE_UNSPECIFIED\0\u{1}IDLE\0\u{1}CONFIGURED\0\u{1}ARMED\0\u{1}RECORDING\0\u{1}FINISHED\0\u{1}FAILED\0")
+}
+
+nonisolated extension Coord_V1_MicStatus: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
+  public static let protoMessageName: String = _protobuf_package + ".MicStatus"
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}mic\0\u{1}frames\0\u{3}sample_rate\0\u{1}channels\0\u{3}start_us\0\u{3}av_offset_p50_us\0\u{3}av_offset_p99_us\0\u{3}rate_error_ppm\0\u{1}finished\0\u{1}error\0\u{3}level_dbfs\0\u{3}bytes_written\0")
+
+  public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
+    while let fieldNumber = try decoder.nextFieldNumber() {
+      // The use of inline closures is to circumvent an issue where the compiler
+      // allocates stack space for every case branch when no optimizations are
+      // enabled. https://github.com/apple/swift-protobuf/issues/1034
+      switch fieldNumber {
+      case 1: try { try decoder.decodeSingularStringField(value: &self.mic) }()
+      case 2: try { try decoder.decodeSingularUInt64Field(value: &self.frames) }()
+      case 3: try { try decoder.decodeSingularUInt32Field(value: &self.sampleRate) }()
+      case 4: try { try decoder.decodeSingularUInt32Field(value: &self.channels) }()
+      case 5: try { try decoder.decodeSingularInt64Field(value: &self.startUs) }()
+      case 6: try { try decoder.decodeSingularDoubleField(value: &self.avOffsetP50Us) }()
+      case 7: try { try decoder.decodeSingularDoubleField(value: &self.avOffsetP99Us) }()
+      case 8: try { try decoder.decodeSingularDoubleField(value: &self.rateErrorPpm) }()
+      case 9: try { try decoder.decodeSingularBoolField(value: &self.finished) }()
+      case 10: try { try decoder.decodeSingularStringField(value: &self.error) }()
+      case 11: try { try decoder.decodeSingularDoubleField(value: &self.levelDbfs) }()
+      case 12: try { try decoder.decodeSingularUInt64Field(value: &self.bytesWritten) }()
+      default: break
+      }
+    }
+  }
+
+  public func traverse<V: SwiftProtobuf.Visitor>(visitor: inout V) throws {
+    if !self.mic.isEmpty {
+      try visitor.visitSingularStringField(value: self.mic, fieldNumber: 1)
+    }
+    if self.frames != 0 {
+      try visitor.visitSingularUInt64Field(value: self.frames, fieldNumber: 2)
+    }
+    if self.sampleRate != 0 {
+      try visitor.visitSingularUInt32Field(value: self.sampleRate, fieldNumber: 3)
+    }
+    if self.channels != 0 {
+      try visitor.visitSingularUInt32Field(value: self.channels, fieldNumber: 4)
+    }
+    if self.startUs != 0 {
+      try visitor.visitSingularInt64Field(value: self.startUs, fieldNumber: 5)
+    }
+    if self.avOffsetP50Us.bitPattern != 0 {
+      try visitor.visitSingularDoubleField(value: self.avOffsetP50Us, fieldNumber: 6)
+    }
+    if self.avOffsetP99Us.bitPattern != 0 {
+      try visitor.visitSingularDoubleField(value: self.avOffsetP99Us, fieldNumber: 7)
+    }
+    if self.rateErrorPpm.bitPattern != 0 {
+      try visitor.visitSingularDoubleField(value: self.rateErrorPpm, fieldNumber: 8)
+    }
+    if self.finished != false {
+      try visitor.visitSingularBoolField(value: self.finished, fieldNumber: 9)
+    }
+    if !self.error.isEmpty {
+      try visitor.visitSingularStringField(value: self.error, fieldNumber: 10)
+    }
+    if self.levelDbfs.bitPattern != 0 {
+      try visitor.visitSingularDoubleField(value: self.levelDbfs, fieldNumber: 11)
+    }
+    if self.bytesWritten != 0 {
+      try visitor.visitSingularUInt64Field(value: self.bytesWritten, fieldNumber: 12)
+    }
+    try unknownFields.traverse(visitor: &visitor)
+  }
+
+  public static func ==(lhs: Coord_V1_MicStatus, rhs: Coord_V1_MicStatus) -> Bool {
+    if lhs.mic != rhs.mic {return false}
+    if lhs.frames != rhs.frames {return false}
+    if lhs.sampleRate != rhs.sampleRate {return false}
+    if lhs.channels != rhs.channels {return false}
+    if lhs.startUs != rhs.startUs {return false}
+    if lhs.avOffsetP50Us != rhs.avOffsetP50Us {return false}
+    if lhs.avOffsetP99Us != rhs.avOffsetP99Us {return false}
+    if lhs.rateErrorPpm != rhs.rateErrorPpm {return false}
+    if lhs.finished != rhs.finished {return false}
+    if lhs.error != rhs.error {return false}
+    if lhs.levelDbfs != rhs.levelDbfs {return false}
+    if lhs.bytesWritten != rhs.bytesWritten {return false}
+    if lhs.unknownFields != rhs.unknownFields {return false}
+    return true
+  }
 }
 
 nonisolated extension Coord_V1_NodeEvent: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {

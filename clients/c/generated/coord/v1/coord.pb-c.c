@@ -1267,6 +1267,51 @@ void   coord__v1__status__free_unpacked
   assert(message->base.descriptor == &coord__v1__status__descriptor);
   protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
 }
+void   coord__v1__mic_status__init
+                     (Coord__V1__MicStatus         *message)
+{
+  static const Coord__V1__MicStatus init_value = COORD__V1__MIC_STATUS__INIT;
+  *message = init_value;
+}
+size_t coord__v1__mic_status__get_packed_size
+                     (const Coord__V1__MicStatus *message)
+{
+  assert(message->base.descriptor == &coord__v1__mic_status__descriptor);
+  return protobuf_c_message_get_packed_size ((const ProtobufCMessage*)(message));
+}
+size_t coord__v1__mic_status__pack
+                     (const Coord__V1__MicStatus *message,
+                      uint8_t       *out)
+{
+  assert(message->base.descriptor == &coord__v1__mic_status__descriptor);
+  return protobuf_c_message_pack ((const ProtobufCMessage*)message, out);
+}
+size_t coord__v1__mic_status__pack_to_buffer
+                     (const Coord__V1__MicStatus *message,
+                      ProtobufCBuffer *buffer)
+{
+  assert(message->base.descriptor == &coord__v1__mic_status__descriptor);
+  return protobuf_c_message_pack_to_buffer ((const ProtobufCMessage*)message, buffer);
+}
+Coord__V1__MicStatus *
+       coord__v1__mic_status__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data)
+{
+  return (Coord__V1__MicStatus *)
+     protobuf_c_message_unpack (&coord__v1__mic_status__descriptor,
+                                allocator, len, data);
+}
+void   coord__v1__mic_status__free_unpacked
+                     (Coord__V1__MicStatus *message,
+                      ProtobufCAllocator *allocator)
+{
+  if(!message)
+    return;
+  assert(message->base.descriptor == &coord__v1__mic_status__descriptor);
+  protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
+}
 void   coord__v1__node_event__init
                      (Coord__V1__NodeEvent         *message)
 {
@@ -2357,7 +2402,7 @@ const ProtobufCMessageDescriptor coord__v1__hello__descriptor =
   (ProtobufCMessageInit) coord__v1__hello__init,
   NULL,NULL,NULL    /* reserved[123] */
 };
-static const ProtobufCFieldDescriptor coord__v1__hello_reply__field_descriptors[8] =
+static const ProtobufCFieldDescriptor coord__v1__hello_reply__field_descriptors[9] =
 {
   {
     "node",
@@ -2455,12 +2500,25 @@ static const ProtobufCFieldDescriptor coord__v1__hello_reply__field_descriptors[
     0,             /* flags */
     0,NULL,NULL    /* reserved1,reserved2, etc */
   },
+  {
+    "mics",
+    9,
+    PROTOBUF_C_LABEL_REPEATED,
+    PROTOBUF_C_TYPE_STRING,
+    offsetof(Coord__V1__HelloReply, n_mics),
+    offsetof(Coord__V1__HelloReply, mics),
+    NULL,
+    &protobuf_c_empty_string,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
 };
 static const unsigned coord__v1__hello_reply__field_indices_by_name[] = {
   1,   /* field[1] = agent_version */
   2,   /* field[2] = cameras */
   3,   /* field[3] = host */
   6,   /* field[6] = instance_id */
+  8,   /* field[8] = mics */
   0,   /* field[0] = node */
   7,   /* field[7] = preview_endpoint */
   5,   /* field[5] = resources */
@@ -2469,7 +2527,7 @@ static const unsigned coord__v1__hello_reply__field_indices_by_name[] = {
 static const ProtobufCIntRange coord__v1__hello_reply__number_ranges[1 + 1] =
 {
   { 1, 0 },
-  { 0, 8 }
+  { 0, 9 }
 };
 const ProtobufCMessageDescriptor coord__v1__hello_reply__descriptor =
 {
@@ -2479,7 +2537,7 @@ const ProtobufCMessageDescriptor coord__v1__hello_reply__descriptor =
   "Coord__V1__HelloReply",
   "coord.v1",
   sizeof(Coord__V1__HelloReply),
-  8,
+  9,
   coord__v1__hello_reply__field_descriptors,
   coord__v1__hello_reply__field_indices_by_name,
   1,  coord__v1__hello_reply__number_ranges,
@@ -4473,7 +4531,7 @@ const ProtobufCEnumDescriptor coord__v1__status__state__descriptor =
   coord__v1__status__state__value_ranges,
   NULL,NULL,NULL,NULL   /* reserved[1234] */
 };
-static const ProtobufCFieldDescriptor coord__v1__status__field_descriptors[14] =
+static const ProtobufCFieldDescriptor coord__v1__status__field_descriptors[15] =
 {
   {
     "node",
@@ -4643,6 +4701,18 @@ static const ProtobufCFieldDescriptor coord__v1__status__field_descriptors[14] =
     0,             /* flags */
     0,NULL,NULL    /* reserved1,reserved2, etc */
   },
+  {
+    "mics",
+    15,
+    PROTOBUF_C_LABEL_REPEATED,
+    PROTOBUF_C_TYPE_MESSAGE,
+    offsetof(Coord__V1__Status, n_mics),
+    offsetof(Coord__V1__Status, mics),
+    &coord__v1__mic_status__descriptor,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
 };
 static const unsigned coord__v1__status__field_indices_by_name[] = {
   3,   /* field[3] = cameras */
@@ -4650,6 +4720,7 @@ static const unsigned coord__v1__status__field_indices_by_name[] = {
   8,   /* field[8] = events */
   11,   /* field[11] = frame_period_us */
   4,   /* field[4] = local_now_us */
+  14,   /* field[14] = mics */
   0,   /* field[0] = node */
   6,   /* field[6] = pressure */
   7,   /* field[7] = pressure_cause */
@@ -4663,7 +4734,7 @@ static const unsigned coord__v1__status__field_indices_by_name[] = {
 static const ProtobufCIntRange coord__v1__status__number_ranges[1 + 1] =
 {
   { 1, 0 },
-  { 0, 14 }
+  { 0, 15 }
 };
 const ProtobufCMessageDescriptor coord__v1__status__descriptor =
 {
@@ -4673,11 +4744,192 @@ const ProtobufCMessageDescriptor coord__v1__status__descriptor =
   "Coord__V1__Status",
   "coord.v1",
   sizeof(Coord__V1__Status),
-  14,
+  15,
   coord__v1__status__field_descriptors,
   coord__v1__status__field_indices_by_name,
   1,  coord__v1__status__number_ranges,
   (ProtobufCMessageInit) coord__v1__status__init,
+  NULL,NULL,NULL    /* reserved[123] */
+};
+static const ProtobufCFieldDescriptor coord__v1__mic_status__field_descriptors[12] =
+{
+  {
+    "mic",
+    1,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_STRING,
+    0,   /* quantifier_offset */
+    offsetof(Coord__V1__MicStatus, mic),
+    NULL,
+    &protobuf_c_empty_string,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "frames",
+    2,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_UINT64,
+    0,   /* quantifier_offset */
+    offsetof(Coord__V1__MicStatus, frames),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "sample_rate",
+    3,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_UINT32,
+    0,   /* quantifier_offset */
+    offsetof(Coord__V1__MicStatus, sample_rate),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "channels",
+    4,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_UINT32,
+    0,   /* quantifier_offset */
+    offsetof(Coord__V1__MicStatus, channels),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "start_us",
+    5,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_INT64,
+    0,   /* quantifier_offset */
+    offsetof(Coord__V1__MicStatus, start_us),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "av_offset_p50_us",
+    6,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_DOUBLE,
+    0,   /* quantifier_offset */
+    offsetof(Coord__V1__MicStatus, av_offset_p50_us),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "av_offset_p99_us",
+    7,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_DOUBLE,
+    0,   /* quantifier_offset */
+    offsetof(Coord__V1__MicStatus, av_offset_p99_us),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "rate_error_ppm",
+    8,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_DOUBLE,
+    0,   /* quantifier_offset */
+    offsetof(Coord__V1__MicStatus, rate_error_ppm),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "finished",
+    9,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_BOOL,
+    0,   /* quantifier_offset */
+    offsetof(Coord__V1__MicStatus, finished),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "error",
+    10,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_STRING,
+    0,   /* quantifier_offset */
+    offsetof(Coord__V1__MicStatus, error),
+    NULL,
+    &protobuf_c_empty_string,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "level_dbfs",
+    11,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_DOUBLE,
+    0,   /* quantifier_offset */
+    offsetof(Coord__V1__MicStatus, level_dbfs),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "bytes_written",
+    12,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_UINT64,
+    0,   /* quantifier_offset */
+    offsetof(Coord__V1__MicStatus, bytes_written),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+};
+static const unsigned coord__v1__mic_status__field_indices_by_name[] = {
+  5,   /* field[5] = av_offset_p50_us */
+  6,   /* field[6] = av_offset_p99_us */
+  11,   /* field[11] = bytes_written */
+  3,   /* field[3] = channels */
+  9,   /* field[9] = error */
+  8,   /* field[8] = finished */
+  1,   /* field[1] = frames */
+  10,   /* field[10] = level_dbfs */
+  0,   /* field[0] = mic */
+  7,   /* field[7] = rate_error_ppm */
+  2,   /* field[2] = sample_rate */
+  4,   /* field[4] = start_us */
+};
+static const ProtobufCIntRange coord__v1__mic_status__number_ranges[1 + 1] =
+{
+  { 1, 0 },
+  { 0, 12 }
+};
+const ProtobufCMessageDescriptor coord__v1__mic_status__descriptor =
+{
+  PROTOBUF_C__MESSAGE_DESCRIPTOR_MAGIC,
+  "coord.v1.MicStatus",
+  "MicStatus",
+  "Coord__V1__MicStatus",
+  "coord.v1",
+  sizeof(Coord__V1__MicStatus),
+  12,
+  coord__v1__mic_status__field_descriptors,
+  coord__v1__mic_status__field_indices_by_name,
+  1,  coord__v1__mic_status__number_ranges,
+  (ProtobufCMessageInit) coord__v1__mic_status__init,
   NULL,NULL,NULL    /* reserved[123] */
 };
 static const ProtobufCFieldDescriptor coord__v1__node_event__field_descriptors[4] =

@@ -43,6 +43,7 @@ typedef struct Coord__V1__SetControls Coord__V1__SetControls;
 typedef struct Coord__V1__ControlsApplied Coord__V1__ControlsApplied;
 typedef struct Coord__V1__StatusRequest Coord__V1__StatusRequest;
 typedef struct Coord__V1__Status Coord__V1__Status;
+typedef struct Coord__V1__MicStatus Coord__V1__MicStatus;
 typedef struct Coord__V1__NodeEvent Coord__V1__NodeEvent;
 typedef struct Coord__V1__CameraStatus Coord__V1__CameraStatus;
 typedef struct Coord__V1__ClockProbe Coord__V1__ClockProbe;
@@ -268,10 +269,15 @@ struct  Coord__V1__HelloReply
    * host the coordinator reached the control socket on). Empty: this node has no preview.
    */
   char *preview_endpoint;
+  /*
+   * the microphones it records with every take (CONTRACT §9)
+   */
+  size_t n_mics;
+  char **mics;
 };
 #define COORD__V1__HELLO_REPLY__INIT \
  { PROTOBUF_C_MESSAGE_INIT (&coord__v1__hello_reply__descriptor) \
-    , (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string, 0,NULL, (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string, NULL, (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string }
+    , (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string, 0,NULL, (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string, NULL, (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string, 0,NULL }
 
 
 /*
@@ -837,10 +843,57 @@ struct  Coord__V1__Status
   uint64_t frame_period_us;
   int64_t rig_now_us;
   int64_t stop_group;
+  /*
+   * every microphone of the take (CONTRACT §9)
+   */
+  size_t n_mics;
+  Coord__V1__MicStatus **mics;
 };
 #define COORD__V1__STATUS__INIT \
  { PROTOBUF_C_MESSAGE_INIT (&coord__v1__status__descriptor) \
-    , (char *)protobuf_c_empty_string, COORD__V1__STATUS__STATE__STATE_UNSPECIFIED, (char *)protobuf_c_empty_string, 0,NULL, 0, (char *)protobuf_c_empty_string, COORD__V1__PRESSURE_LEVEL__PRESSURE_LEVEL_UNSPECIFIED, (char *)protobuf_c_empty_string, 0,NULL, NULL, 0, 0, 0, 0 }
+    , (char *)protobuf_c_empty_string, COORD__V1__STATUS__STATE__STATE_UNSPECIFIED, (char *)protobuf_c_empty_string, 0,NULL, 0, (char *)protobuf_c_empty_string, COORD__V1__PRESSURE_LEVEL__PRESSURE_LEVEL_UNSPECIFIED, (char *)protobuf_c_empty_string, 0,NULL, NULL, 0, 0, 0, 0, 0,NULL }
+
+
+/*
+ * One microphone's sound in the take: `<node>/<mic>.mka`, 16-bit PCM on the rig's sample grid from start_us.
+ */
+struct  Coord__V1__MicStatus
+{
+  ProtobufCMessage base;
+  char *mic;
+  /*
+   * sample frames written so far
+   */
+  uint64_t frames;
+  uint32_t sample_rate;
+  uint32_t channels;
+  /*
+   * rig time of the first sample (the start group's instant)
+   */
+  int64_t start_us;
+  /*
+   * |buffer stamp on the rig clock − where the file puts it|, the node's own figures
+   */
+  double av_offset_p50_us;
+  double av_offset_p99_us;
+  /*
+   * the device's sample clock against the rig clock (measured, corrected in the file)
+   */
+  double rate_error_ppm;
+  protobuf_c_boolean finished;
+  /*
+   * why the sound ended early (the microphone went away)
+   */
+  char *error;
+  /*
+   * peak of the newest buffer: the console's meter
+   */
+  double level_dbfs;
+  uint64_t bytes_written;
+};
+#define COORD__V1__MIC_STATUS__INIT \
+ { PROTOBUF_C_MESSAGE_INIT (&coord__v1__mic_status__descriptor) \
+    , (char *)protobuf_c_empty_string, 0, 0, 0, 0, 0, 0, 0, 0, (char *)protobuf_c_empty_string, 0, 0 }
 
 
 struct  Coord__V1__NodeEvent
@@ -1661,6 +1714,25 @@ Coord__V1__Status *
 void   coord__v1__status__free_unpacked
                      (Coord__V1__Status *message,
                       ProtobufCAllocator *allocator);
+/* Coord__V1__MicStatus methods */
+void   coord__v1__mic_status__init
+                     (Coord__V1__MicStatus         *message);
+size_t coord__v1__mic_status__get_packed_size
+                     (const Coord__V1__MicStatus   *message);
+size_t coord__v1__mic_status__pack
+                     (const Coord__V1__MicStatus   *message,
+                      uint8_t             *out);
+size_t coord__v1__mic_status__pack_to_buffer
+                     (const Coord__V1__MicStatus   *message,
+                      ProtobufCBuffer     *buffer);
+Coord__V1__MicStatus *
+       coord__v1__mic_status__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data);
+void   coord__v1__mic_status__free_unpacked
+                     (Coord__V1__MicStatus *message,
+                      ProtobufCAllocator *allocator);
 /* Coord__V1__NodeEvent methods */
 void   coord__v1__node_event__init
                      (Coord__V1__NodeEvent         *message);
@@ -2032,6 +2104,9 @@ typedef void (*Coord__V1__StatusRequest_Closure)
 typedef void (*Coord__V1__Status_Closure)
                  (const Coord__V1__Status *message,
                   void *closure_data);
+typedef void (*Coord__V1__MicStatus_Closure)
+                 (const Coord__V1__MicStatus *message,
+                  void *closure_data);
 typedef void (*Coord__V1__NodeEvent_Closure)
                  (const Coord__V1__NodeEvent *message,
                   void *closure_data);
@@ -2115,6 +2190,7 @@ extern const ProtobufCMessageDescriptor coord__v1__controls_applied__descriptor;
 extern const ProtobufCMessageDescriptor coord__v1__status_request__descriptor;
 extern const ProtobufCMessageDescriptor coord__v1__status__descriptor;
 extern const ProtobufCEnumDescriptor    coord__v1__status__state__descriptor;
+extern const ProtobufCMessageDescriptor coord__v1__mic_status__descriptor;
 extern const ProtobufCMessageDescriptor coord__v1__node_event__descriptor;
 extern const ProtobufCMessageDescriptor coord__v1__camera_status__descriptor;
 extern const ProtobufCMessageDescriptor coord__v1__clock_probe__descriptor;

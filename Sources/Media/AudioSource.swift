@@ -1,0 +1,156 @@
+import CoordCore
+import Foundation
+import Platform
+
+/// One buffer of sound as a capture device delivers it: interleaved 16-bit samples and the node's local time
+/// (µs) at which its first sample was captured, as the driver stamps it (with the driver's noise).
+public struct AudioBuffer: Sendable {
+    public var samples: [Int16]
+    /// Node-local capture time of the first sample frame.
+    public var localTimestamp: Int64
+    /// Sample frames before this buffer since the source started (gaps the device reported count too).
+    public var firstFrame: Int64
+}
+
+public enum AudioRead: Sendable {
+    case buffer(AudioBuffer)
+    case timeout
+    /// The device is gone for good (unplugged, the sound server ended): one sentence.
+    case ended(String)
+}
+
+/// A microphone the node records beside its cameras: a synthetic one (SYNCCLICK v1) or an ALSA device.
+public protocol AudioSource: AnyObject, Sendable {
+    var sampleRate: Int { get }
+    var channels: Int { get }
+    /// Starts capturing; throws one sentence when the device cannot.
+    func start() throws
+    /// The next buffer, waiting at most `timeoutMicroseconds`.
+    func next(timeoutMicroseconds: Int64) -> AudioRead
+    /// Stops capturing and lets go of the device; safe to call repeatedly.
+    func stop()
+}
+
+/// A synthetic microphone carrying SYNCCLICK v1 (CONTRACT §9): mono, near silence except a 1 ms burst of a 4 kHz
+/// sine at −6 dBFS beginning at every whole second of the host's CLOCK_MONOTONIC (true time, never read by the
+/// node). Its sample clock runs on the host's real time with its own rate error; the node sees each buffer only
+/// through its (simulated) local clock and a noisy timestamp, as from ALSA.
+// @unchecked: the queue is under `available`; the generator state belongs to the microphone's thread.
+public final class SyntheticMicrophone: AudioSource, @unchecked Sendable {
+    public struct Spec: Sendable {
+        public var sampleRate = 48_000
+        /// Sample frames per buffer (10 ms at 48 kHz, as a typical ALSA period).
+        public var framesPerBuffer = 480
+        /// The sample clock's own rate error: it makes rate × (1 + ppm·1e-6) samples a true second.
+        public var rateErrorPPM: Double
+        /// Standard deviation of each buffer timestamp's noise, µs.
+        public var timestampJitterMicroseconds: Double
+        public var seed: UInt64
+        /// Ends the microphone (as if unplugged) this long after it started; nil: never. For tests of a lost mic.
+        public var endsAfterMicroseconds: Int64?
+
+        public init(rateErrorPPM: Double, timestampJitterMicroseconds: Double = 30, seed: UInt64) {
+            self.rateErrorPPM = rateErrorPPM
+            self.timestampJitterMicroseconds = timestampJitterMicroseconds
+            self.seed = seed
+        }
+    }
+
+    /// The burst: 1 ms of 4 kHz at −6 dBFS (amplitude 0.501 of full scale).
+    public static let burstMicroseconds: Double = 1000
+    public static let burstHertz: Double = 4000
+    public static let burstAmplitude: Double = 0.501 * 32767
+
+    public let spec: Spec
+    public var sampleRate: Int { spec.sampleRate }
+    public var channels: Int { 1 }
+    private let localClock: @Sendable (Int64) -> Int64
+    private let available = NSCondition()
+    private var queue: [AudioRead] = []
+    private var running = false
+    private var thread: Thread?
+
+    public init(spec: Spec, localClock: @escaping @Sendable (Int64) -> Int64) {
+        self.spec = spec
+        self.localClock = localClock
+    }
+
+    public func start() throws {
+        available.lock()
+        defer { available.unlock() }
+        guard !running else { return }
+        running = true
+        let t = Thread { [self] in generate() }
+        t.name = "synthetic-mic"
+        thread = t
+        t.start()
+    }
+
+    public func stop() {
+        available.lock()
+        running = false
+        available.broadcast()
+        available.unlock()
+    }
+
+    public func next(timeoutMicroseconds: Int64) -> AudioRead {
+        available.lock()
+        defer { available.unlock() }
+        let deadline = Date(timeIntervalSinceNow: Double(timeoutMicroseconds) / 1e6)
+        while queue.isEmpty {
+            if !running { return .ended("the synthetic microphone was stopped") }
+            if !available.wait(until: deadline) { return .timeout }
+        }
+        return queue.removeFirst()
+    }
+
+    /// The true time (host µs, fractional) of sample frame `n`, for a clock started at `start`.
+    private func trueTime(_ n: Int64, start: Double) -> Double {
+        start + Double(n) * 1e6 / (Double(spec.sampleRate) * (1 + spec.rateErrorPPM * 1e-6))
+    }
+
+    /// One sample at true time `t` (µs): the burst if `t` is within 1 ms after a whole second, else faint noise.
+    private static func sample(atTrue t: Double, noise: inout SeededRandom) -> Int16 {
+        let sinceSecond = t.truncatingRemainder(dividingBy: 1_000_000)
+        var v = Double.random(in: -30...30, using: &noise)  // about −60 dBFS
+        if sinceSecond >= 0 && sinceSecond < burstMicroseconds {
+            v += burstAmplitude * sin(2 * Double.pi * burstHertz * sinceSecond / 1e6)
+        }
+        return Int16(clamping: Int(v.rounded()))
+    }
+
+    private func generate() {
+        var noise = SeededRandom(seed: spec.seed)
+        var jitter = SeededRandom(seed: spec.seed ^ 0x6D69_6300)
+        let start = Double(MonotonicClock.now())
+        let frames = spec.framesPerBuffer
+        var n: Int64 = 0
+        while true {
+            // A buffer is delivered once its last sample has been captured, as a driver's period.
+            let due = trueTime(n + Int64(frames), start: start)
+            let wait = due - Double(MonotonicClock.now())
+            if wait > 0 { usleep(UInt32(min(wait, 100_000))) }
+            if Double(MonotonicClock.now()) < due { continue }
+            var samples = [Int16](repeating: 0, count: frames)
+            for i in 0..<frames {
+                samples[i] = Self.sample(atTrue: trueTime(n + Int64(i), start: start), noise: &noise)
+            }
+            let stamp = trueTime(n, start: start) + jitter.gaussian(standardDeviation: spec.timestampJitterMicroseconds)
+            let buffer = AudioBuffer(samples: samples, localTimestamp: localClock(Int64(stamp.rounded())), firstFrame: n)
+            n += Int64(frames)
+            available.lock()
+            defer { available.unlock() }
+            if !running { return }
+            if let ends = spec.endsAfterMicroseconds, Double(MonotonicClock.now()) - start > Double(ends) {
+                queue.append(.ended("the microphone stopped delivering sound (simulated unplug)"))
+                running = false
+                available.broadcast()
+                return
+            }
+            // A reader that stops reading loses the oldest sound, never grows memory: at most 2 s queued.
+            if queue.count > 2 * spec.sampleRate / frames { queue.removeFirst() }
+            queue.append(.buffer(buffer))
+            available.broadcast()
+        }
+    }
+}

@@ -1,0 +1,188 @@
+import CoordCore
+import Foundation
+import Logging
+import Media
+import Platform
+
+/// Records one microphone of a take into `<node>/<mic>.mka`: maps every buffer's capture time onto the rig
+/// timebase through the node's clock mapping, measures the device's rate against the rig clock, and writes the
+/// sound retimed onto the rig's sample grid from the start group's instant to the stop group's, so the file starts
+/// and ends on the same instants as the pictures (CONTRACT §9). Runs on its own thread. A microphone that goes
+/// away ends its file where it is, with an event; the cameras go on.
+// @unchecked: requests and progress are under `lock`; the retimer and writer belong to the recorder's thread.
+final class MicrophoneRecorder: @unchecked Sendable {
+    struct Progress: Sendable {
+        var frames: Int64 = 0
+        var finished = false
+        var error: String?
+        var rateErrorPPM: Double = 0
+        var offsetP50: Double = 0
+        var offsetP99: Double = 0
+        var startMicroseconds: Int64 = 0
+        /// Peak level of the newest buffer, dBFS (−100 for silence): the console's meter.
+        var levelDBFS: Double = -100
+        var bytesWritten: UInt64 = 0
+    }
+
+    let mic: String
+    let node: String
+    let url: URL
+    private let source: AudioSource
+    private let writer: MatroskaAudioWriter
+    private let grid: FrameGrid
+    private let clock: ClockMappingBox
+    private let logger: Logger
+    private let onFinish: @Sendable () -> Void
+    private let onEvent: @Sendable (TakeEvent.Kind, String) -> Void
+
+    private let lock = NSLock()
+    private var progress = Progress()
+    private var requestedStart: (start: Int64, stop: Int64?)?
+    private var requestedStop: Int64?
+    private var abandon = false
+    private let running = DispatchGroup()
+
+    init(mic: String, node: String, directory: URL, source: AudioSource, grid: FrameGrid, clock: ClockMappingBox,
+         metadata: [String: String], logger: Logger, onFinish: @escaping @Sendable () -> Void,
+         onEvent: @escaping @Sendable (TakeEvent.Kind, String) -> Void) throws(NodeFailure) {
+        self.mic = mic
+        self.node = node
+        self.source = source
+        self.grid = grid
+        self.clock = clock
+        self.logger = logger
+        self.onFinish = onFinish
+        self.onEvent = onEvent
+        url = directory.appendingPathComponent("\(mic).mka")
+        guard source.channels == 1 else {
+            throw NodeFailure(.badConfig, "microphone \(node)/\(mic) has \(source.channels) channels; coord records mono microphones.")
+        }
+        do {
+            writer = try MatroskaAudioWriter(path: url.path, sampleRate: source.sampleRate, channels: 1, metadata: metadata)
+        } catch {
+            throw NodeFailure(.io, "microphone \(node)/\(mic): \(error)")
+        }
+    }
+
+    var snapshot: Progress { lock.holding { progress } }
+    var sampleRate: Int { source.sampleRate }
+
+    /// Starts capturing (sound before the start group is used only to measure the device's clock).
+    func arm() throws(NodeFailure) {
+        do {
+            try source.start()
+        } catch {
+            try? writer.finish()
+            try? FileManager.default.removeItem(at: url)
+            throw NodeFailure(.io, "microphone \(node)/\(mic) cannot start: \(error)")
+        }
+        running.enter()
+        let thread = Thread { [self] in
+            run()
+            running.leave()
+        }
+        thread.name = "mic-\(mic)"
+        thread.start()
+    }
+
+    func start(group: Int64, stop: Int64?) { lock.holding { requestedStart = (group, stop) } }
+    func stop(at group: Int64) { lock.holding { requestedStop = group } }
+
+    /// Ends without keeping anything (an abort before the start).
+    func abandonRecording() {
+        lock.holding { abandon = true }
+        source.stop()
+    }
+
+    func waitUntilFinished(deadline: DispatchTime) -> Bool { running.wait(timeout: deadline) == .success }
+
+    private func run() {
+        var retimer: AudioRetimer?
+        var earlyBuffers: [(AudioBuffer, Double)] = []
+        var stopInstant: Int64?
+        var lastSound = MonotonicClock.now()
+        var endReason: String?
+        loop: while true {
+            let (start, stopGroup, abandoned) = lock.holding { (requestedStart, requestedStop, abandon) }
+            if abandoned { break }
+            if let stopGroup { stopInstant = grid.instant(ofGroup: stopGroup) }
+            if retimer == nil, let start {
+                var r = AudioRetimer(rate: source.sampleRate, startMicroseconds: grid.instant(ofGroup: start.start))
+                // The buffers heard since arm: they fix the device's clock before the first output sample.
+                for (b, t) in earlyBuffers { r.add(samples: b.samples, firstFrame: b.firstFrame, rigTime: t) }
+                earlyBuffers = []
+                retimer = r
+                if let s = start.stop { stopInstant = grid.instant(ofGroup: s) }
+                lock.holding { progress.startMicroseconds = r.startMicroseconds }
+            }
+            switch source.next(timeoutMicroseconds: 100_000) {
+            case .buffer(let b):
+                lastSound = MonotonicClock.now()
+                let rig = clock.current.rig(fromLocal: Double(b.localTimestamp))
+                let peak = b.samples.reduce(0) { max($0, abs(Int($1))) }
+                let level = peak == 0 ? -100 : 20 * log10(Double(peak) / 32767)
+                if var r = retimer {
+                    r.add(samples: b.samples, firstFrame: b.firstFrame, rigTime: rig)
+                    retimer = r
+                } else {
+                    // Before the start: keep the last few seconds only.
+                    earlyBuffers.append((b, rig))
+                    if earlyBuffers.count > 1000 { earlyBuffers.removeFirst(earlyBuffers.count - 1000) }
+                }
+                lock.holding { progress.levelDBFS = level }
+            case .timeout:
+                if MonotonicClock.now() - lastSound > 3_000_000 { endReason = "no sound arrived for 3 s" }
+            case .ended(let why):
+                endReason = why
+            }
+            guard var r = retimer else {
+                if endReason != nil { break loop }
+                continue
+            }
+            // Sound up to the device's newest sample (the retimer waits for it), never past the stop instant.
+            let until = Double(stopInstant ?? .max)
+            let limit: Int64 = stopInstant.map { Int64((Double($0 - r.startMicroseconds) * Double(r.rate) / 1e6).rounded()) } ?? .max
+            let out = r.produce(until: until, limit: limit)
+            retimer = r
+            if !out.isEmpty {
+                do {
+                    try writer.write(out)
+                } catch {
+                    endReason = "writing \(url.lastPathComponent) failed: \(error)"
+                }
+            }
+            let (p50, p99) = r.offsetPercentiles
+            lock.holding {
+                progress.frames = r.produced
+                progress.rateErrorPPM = r.fit.rateErrorPPM
+                progress.offsetP50 = p50
+                progress.offsetP99 = p99
+            }
+            if r.produced >= limit { break }
+            if endReason != nil { break }
+        }
+        source.stop()
+        let abandoned = lock.holding { abandon }
+        do {
+            try writer.finish()
+        } catch {
+            endReason = endReason ?? "closing \(url.lastPathComponent) failed: \(error)"
+        }
+        if abandoned && retimer == nil {
+            try? FileManager.default.removeItem(at: url)
+        }
+        let bytes = (try? FileManager.default.attributesOfItem(atPath: url.path)[.size] as? UInt64) ?? 0
+        if let endReason, !abandoned {
+            let frames = lock.holding { progress.frames }
+            let detail = "microphone \(node)/\(mic) ended after \(frames) samples: \(endReason); its file ends there and the cameras go on."
+            logger.warning("microphone ended", metadata: ["mic": "\(mic)", "why": "\(endReason)"])
+            onEvent(.microphoneEnded, detail)
+            lock.holding { progress.error = endReason }
+        }
+        lock.holding {
+            progress.finished = true
+            progress.bytesWritten = bytes
+        }
+        onFinish()
+    }
+}
