@@ -5,7 +5,8 @@ import Foundation
 /// One video track per camera in manifest order, named `<node>/<camera>`, each holding one clip of the camera's
 /// `.mkv`. Everything runs at the grid's rate and starts at the group-0 timecode's frame of the day, and every clip
 /// covers groups `0..<groups`: since frame `i` of every file is group `i` (CONTRACT §4), the tracks line up frame for
-/// frame by group. A camera whose `.mkv` was not collected keeps its track with a missing media reference.
+/// frame by group. A camera whose `.mkv` was not collected keeps its track with a missing media reference. Then one
+/// audio track per microphone, at its sample rate, from the same instant.
 /// The JSON mirrors what opentimelineio 0.18 writes (`Timeline.1`, `Stack.1`, `Track.1`, `Clip.2`).
 public enum EditorialTimeline {
     /// The `.otio` file's bytes: JSON with sorted keys.
@@ -45,10 +46,27 @@ public enum EditorialTimeline {
                 .merging(["media_references": ["DEFAULT_MEDIA": media], "active_media_reference_key": "DEFAULT_MEDIA"]) { $1 }
             return item("Track.1", name: name).merging(["children": [clip], "kind": "Video"]) { $1 }
         }
+        // One audio track per microphone (CONTRACT §9), at its sample rate, starting at the same instant as the pictures.
+        let audioTracks: [[String: Any]] = (manifest.audio ?? []).map { a in
+            let name = "\(a.node)/\(a.mic)"
+            let startTime: [String: Any] = ["OTIO_SCHEMA": "RationalTime.1", "rate": Double(a.sampleRate),
+                                            "value": Double(start) * Double(a.sampleRate) / Double(rate)]
+            let span: [String: Any] = ["OTIO_SCHEMA": "TimeRange.1", "start_time": startTime,
+                                       "duration": time(a.frames, rate: a.sampleRate)]
+            let media: [String: Any] = a.sha256.isEmpty
+                ? ["OTIO_SCHEMA": "MissingReference.1", "metadata": ["coord": ["path": a.path]], "name": "",
+                   "available_range": NSNull(), "available_image_bounds": NSNull()]
+                : ["OTIO_SCHEMA": "ExternalReference.1", "metadata": [String: Any](), "name": "",
+                   "available_range": span, "available_image_bounds": NSNull(), "target_url": a.path]
+            let clip: [String: Any] = item("Clip.2", name: name, source: span,
+                                           metadata: ["coord": ["node": a.node, "mic": a.mic, "rate_error_ppm": a.rateErrorPPM]])
+                .merging(["media_references": ["DEFAULT_MEDIA": media], "active_media_reference_key": "DEFAULT_MEDIA"]) { $1 }
+            return item("Track.1", name: name).merging(["children": [clip], "kind": "Audio"]) { $1 }
+        }
         return [
             "OTIO_SCHEMA": "Timeline.1", "metadata": ["coord": coord], "name": manifest.takeID,
             "global_start_time": time(start, rate: rate),
-            "tracks": item("Stack.1", name: "tracks").merging(["children": tracks]) { $1 },
+            "tracks": item("Stack.1", name: "tracks").merging(["children": tracks + audioTracks]) { $1 },
         ]
     }
 

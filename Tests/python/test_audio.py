@@ -49,6 +49,17 @@ def test_every_demo_node_records_sound_on_the_rig_timebase(tmp_path):
         video_s = manifest["groups"] * manifest["frame_period_us"] / 1e6
         assert abs(float(info["format"]["duration"]) - video_s) <= 0.010 + 0.001, info["format"]
     assert {(r["node"], r["mic"]) for r in report["audio"]} == {(a["node"], a["mic"]) for a in audio}
+    # The editorial timeline gets one audio track per microphone, as long as the pictures (opentimelineio reads it).
+    import opentimelineio as otio
+    timeline = otio.adapters.read_from_file(str(take / f"{manifest['take_id']}.otio"))
+    sound = [t for t in timeline.tracks if t.kind == otio.schema.TrackKind.Audio]
+    pictures = [t for t in timeline.tracks if t.kind == otio.schema.TrackKind.Video]
+    assert sorted(t.name for t in sound) == ["node-1/mic0", "node-2/mic0", "node-3/mic0"]
+    for t in sound:
+        clip = t[0]
+        assert clip.media_reference.target_url == t.name + ".mka"
+        assert abs(clip.source_range.duration.to_seconds() - pictures[0][0].source_range.duration.to_seconds()) < 1e-3
+        assert abs(clip.source_range.start_time.to_seconds() - pictures[0][0].source_range.start_time.to_seconds()) < 1e-3
     result = checked(take, truth)
     assert result["passed"], result
     for mic in result["mics"]:
