@@ -97,7 +97,8 @@ def test_the_otio_timeline_lines_every_camera_up_by_group(take, manifest):
 
     tracks = timeline.video_tracks()
     assert [t.name for t in tracks] == [f"{c['node']}/{c['camera']}" for c in manifest["cameras"]]
-    assert timeline.audio_tracks() == []
+    # One audio track per microphone (CONTRACT §9), named like it.
+    assert [t.name for t in timeline.audio_tracks()] == [f"{a['node']}/{a['mic']}" for a in manifest.get("audio", [])]
     starts = set()
     for track, camera in zip(tracks, manifest["cameras"]):
         clips = list(track.find_clips())
