@@ -26,6 +26,7 @@ let package = Package(
         // C libraries, each behind a shim.h for what Swift cannot import (function-like macros, variadics).
         .systemLibrary(name: "CZeroMQ", path: "Sources/CZeroMQ", pkgConfig: "libzmq", providers: [.apt(["libzmq3-dev"])]),
         .systemLibrary(name: "CV4L2", path: "Sources/CV4L2", pkgConfig: "libv4l2", providers: [.apt(["libv4l-dev"])]),
+        .systemLibrary(name: "CALSA", path: "Sources/CALSA", pkgConfig: "alsa", providers: [.apt(["libasound2-dev"])]),
         .systemLibrary(name: "CFFmpeg", path: "Sources/CFFmpeg", pkgConfig: "libavformat libavcodec libavutil",
                        providers: [.apt(["libavformat-dev", "libavcodec-dev", "libavutil-dev"])]),
 
@@ -46,7 +47,7 @@ let package = Package(
         // Versioned YAML files (rig file, node file): one reader, one kind of error sentence.
         .target(name: "VersionedYAML", dependencies: ["CoordCore", "Platform", .product(name: "Yams", package: "Yams")]),
         // Camera sources, the SYNCSTRIPE painter/decoder, the libavformat writer.
-        .target(name: "Media", dependencies: ["CFFmpeg", "V4L2", "V4L2Simulator", "Platform", "CoordCore"]),
+        .target(name: "Media", dependencies: ["CFFmpeg", "CALSA", "V4L2", "V4L2Simulator", "Platform", "CoordCore"]),
 
         // sync-report.html: the SVG plots and the page, rendered from a Mustache template (pure, like CoordCore).
         .target(name: "TakeReport", dependencies: ["CoordCore", .product(name: "Mustache", package: "swift-mustache")]),

@@ -13,7 +13,10 @@ packages=(pkg-config libzmq3-dev libprotobuf-c-dev protobuf-c-compiler libv4l-de
           # Tests/python/test_packages.py: a clean Debian 12 root (debootstrap), lintian, systemd-analyze verify and systemd-sysusers
           debootstrap lintian systemd
           # bench/collect.py compares coord collect with rsync
-          rsync)
+          rsync
+          # ALSA capture for the node's microphones (libasound2-dev); Tests/python/test_alsa.py records a click train
+          # played into a PulseAudio null sink through ALSA's pulse plugin
+          libasound2-dev pulseaudio pulseaudio-utils libasound2-plugins alsa-utils)
 missing=()
 for p in "${packages[@]}"; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

@@ -77,12 +77,47 @@ public struct AudioRetimer: Sendable {
     /// The rig time of output frame `k`.
     public func rigTime(ofOutput k: Int64) -> Double { Double(startMicroseconds) + Double(k) * 1e6 / Double(rate) }
 
+    /// Times the fit started over because the device's stamps moved for good (see `add`).
+    public private(set) var restarts = 0
+    /// Stamps far off the fit, in a row: a late read is skipped, a lasting shift restarts the fit.
+    private var strays: [(frame: Int64, time: Double)] = []
+    /// How far off the fit a stamp may be before it is not believed (µs): at least this, and at least five times
+    /// the stamps' own scatter about the fit (a sound server's delivery wanders by milliseconds); and how many in a
+    /// row make a new regime.
+    public static let strayMicroseconds = 2_000.0
+    public static let straysForRestart = 20
+    /// Mean squared residual of the stamps the fit took (µs²), for the stray threshold.
+    private var scatter = SampleStats()
+    public var strayThreshold: Double { max(Self.strayMicroseconds, 5 * scatter.rms) }
+
     /// Takes one device buffer (its first frame's index and measured rig time).
+    ///
+    /// A stamp more than 2 ms off the fit is not used: a read that returned late (the thread was not scheduled)
+    /// would otherwise bend the line. When 20 in a row (200 ms) agree with each other but not with the fit, the
+    /// device's stamps have moved for good (ALSA's pulse plugin reports a half-second delay at start, then none): the
+    /// fit starts over from them, but only before the first sample is written; after that the samples are one
+    /// continuous stream and the mapping must not jump, so stamps that moved are skipped.
     public mutating func add(samples: [Int16], firstFrame: Int64, rigTime: Double) {
-        if let placed = fit.rigTime(ofFrame: Double(firstFrame)), fit.points >= 50 {
-            offsets.append(abs(rigTime - placed))
+        if let placed = fit.rigTime(ofFrame: Double(firstFrame)), fit.points >= 20, abs(rigTime - placed) > strayThreshold {
+            strays.append((firstFrame, rigTime))
+            // Once sound is written the stream is continuous: its mapping may not jump, so strays are only skipped.
+            if produced > 0 { strays.removeAll(keepingCapacity: true) }
+            if strays.count >= Self.straysForRestart {
+                fit = SampleClockFit(nominalRate: rate)
+                for p in strays { fit.add(frame: p.frame, rigTime: p.time) }
+                strays = []
+                offsets = []
+                scatter = SampleStats()
+                restarts += 1
+            }
+        } else {
+            if let placed = fit.rigTime(ofFrame: Double(firstFrame)), fit.points >= 50 {
+                offsets.append(abs(rigTime - placed))
+                scatter.add(rigTime - placed)
+            }
+            fit.add(frame: firstFrame, rigTime: rigTime)
+            strays = []
         }
-        fit.add(frame: firstFrame, rigTime: rigTime)
         if held.isEmpty { base = firstFrame }
         let expected = base + Int64(held.count)
         if firstFrame > expected {
@@ -133,4 +168,11 @@ public struct AudioRetimer: Sendable {
         func q(_ p: Double) -> Double { s[min(s.count - 1, Int((p * Double(s.count - 1)).rounded()))] }
         return (q(0.5), q(0.99))
     }
+}
+
+/// A running root-mean-square.
+struct SampleStats: Sendable {
+    private var count = 0.0, sumSquares = 0.0
+    mutating func add(_ x: Double) { count += 1; sumSquares += x * x }
+    var rms: Double { count > 0 ? (sumSquares / count).squareRoot() : 0 }
 }

@@ -122,7 +122,12 @@ final class MicrophoneRecorder: @unchecked Sendable {
                 let peak = b.samples.reduce(0) { max($0, abs(Int($1))) }
                 let level = peak == 0 ? -100 : 20 * log10(Double(peak) / 32767)
                 if var r = retimer {
+                    let before = r.restarts
                     r.add(samples: b.samples, firstFrame: b.firstFrame, rigTime: rig)
+                    if r.restarts != before {
+                        logger.notice("microphone timing moved; its clock fit started over", metadata: [
+                            "mic": "\(mic)", "frame": "\(b.firstFrame)", "restarts": "\(r.restarts)"])
+                    }
                     retimer = r
                 } else {
                     // Before the start: keep the last few seconds only.

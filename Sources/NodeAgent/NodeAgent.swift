@@ -154,6 +154,9 @@ public final class NodeAgent: @unchecked Sendable {
     private var recorders: [CameraRecorder] = []
     /// The take's microphones (CONTRACT §9), recorded beside the cameras; one that fails never fails the take.
     private var mics: [MicrophoneRecorder] = []
+    /// Microphones opened at configure, so their timing has settled and their clock fit has seconds of stamps by
+    /// group 0 (ALSA's pulse plugin reports a bogus half-second delay for its first second); taken by arm.
+    private var warmMics: [String: AudioSource] = [:]
     /// Takes whose files are being checksummed on `indexQueue`.
     private var indexing: Set<String> = []
     /// Life totals for the metrics: takes recorded to the end, bytes of take files served to collection.
@@ -539,6 +542,7 @@ public final class NodeAgent: @unchecked Sendable {
             nodeEvents = []
             pressureShutdown = false
         }
+        warmUpMicrophones()
         logger.info("configured", metadata: ["take": "\(message.takeID)", "cameras": "\(requested.map(\.camera))"])
     }
 
@@ -810,6 +814,7 @@ public final class NodeAgent: @unchecked Sendable {
         }
         toStop.0.forEach { $0.abandonRecording() }
         toStop.1.forEach { $0.abandonRecording() }
+        coolMicrophones()
         logger.warning("take aborted", metadata: ["take": "\(message.takeID)", "reason": "\(message.reason)"])
         if !wasRecording {
             // Nothing was recorded: the empty files go. A take that had started keeps whatever it captured.
@@ -948,8 +953,9 @@ public final class NodeAgent: @unchecked Sendable {
         for (index, entry) in configuration.microphones.enumerated() {
             let mic = entry.name
             do throws(NodeFailure) {
+                let source = lock.holding { warmMics.removeValue(forKey: mic) } ?? audioSource(entry, index: index)
                 let recorder = try MicrophoneRecorder(
-                    mic: mic, node: configuration.name, directory: directory, source: try audioSource(entry, index: index),
+                    mic: mic, node: configuration.name, directory: directory, source: source,
                     grid: grid, clock: mapping, metadata: metadata.merging(["coord_mic": mic]) { $1 }, logger: logger,
                     onFinish: { [weak self] in self?.cameraFinished() },
                     onEvent: { [weak self] kind, detail in self?.cameraEvent(camera: mic, kind: kind, detail: detail) })
@@ -963,7 +969,34 @@ public final class NodeAgent: @unchecked Sendable {
         return made
     }
 
-    private func audioSource(_ entry: MicrophoneEntry, index: Int) throws(NodeFailure) -> AudioSource {
+    /// Opens every microphone for the take just configured (a failure is said again, as an event, at arm).
+    private func warmUpMicrophones() {
+        let old = lock.holding { () -> [AudioSource] in
+            defer { warmMics = [:] }
+            return Array(warmMics.values)
+        }
+        old.forEach { $0.stop() }
+        for (index, entry) in configuration.microphones.enumerated() {
+            let source = audioSource(entry, index: index)
+            do {
+                try source.start()
+                lock.holding { warmMics[entry.name] = source }
+            } catch {
+                logger.warning("microphone cannot start", metadata: ["mic": "\(entry.name)", "why": "\(error)"])
+            }
+        }
+    }
+
+    /// Lets go of microphones opened for a take that will not record (aborted, or reconfigured).
+    private func coolMicrophones() {
+        let old = lock.holding { () -> [AudioSource] in
+            defer { warmMics = [:] }
+            return Array(warmMics.values)
+        }
+        old.forEach { $0.stop() }
+    }
+
+    private func audioSource(_ entry: MicrophoneEntry, index: Int) -> AudioSource {
         switch entry.device {
         case .synthetic(let ppm):
             var spec = SyntheticMicrophone.Spec(rateErrorPPM: ppm, timestampJitterMicroseconds: configuration.timestampJitterMicroseconds,
@@ -972,7 +1005,8 @@ public final class NodeAgent: @unchecked Sendable {
             let clock = simulatedClock
             return SyntheticMicrophone(spec: spec) { host in clock.local(fromHost: host) }
         case .alsa(let device):
-            throw NodeFailure(.badConfig, "microphone \(configuration.name)/\(entry.name): ALSA device \(device) cannot be opened: this build has no ALSA capture yet.")
+            let clock = simulatedClock
+            return ALSAMicrophone(device: device) { host in clock.local(fromHost: host) }
         }
     }
 
@@ -1204,7 +1238,13 @@ public final class NodeAgent: @unchecked Sendable {
         previewZAP?.stop()
         let active = lock.holding { recorders }
         active.forEach { $0.abandonRecording() }
+        let sound = lock.holding { mics }
+        sound.forEach { $0.abandonRecording() }
+        coolMicrophones()
         let deadline = DispatchTime.now() + .seconds(10)
+        for mic in sound where !mic.waitUntilFinished(deadline: deadline) {
+            logger.error("microphone \(mic.mic) did not finish its file within 10 s of shutdown")
+        }
         for recorder in active where !recorder.waitUntilFinished(deadline: deadline) {
             logger.error("camera \(recorder.settings.camera) did not finish its files within 10 s of shutdown")
         }

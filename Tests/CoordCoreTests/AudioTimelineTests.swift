@@ -95,4 +95,38 @@ struct AudioTimelineTests {
         #expect(out[500] == 0)  // in the gap
         #expect(out[479] == 479)
     }
+
+    @Test func aLateReadIsSkippedAndALastingShiftStartsTheFitOver() {
+        var device = Device(ppm: 0, start: 0, jitter: 10)
+        var retimer = AudioRetimer(rate: 48_000, startMicroseconds: 5_000_000)
+        for i in 0..<300 {
+            var b = device.buffer()
+            if i == 100 { b.stamp += 8_000 }          // one read 8 ms late: not believed
+            if i >= 150 { b.stamp += 500_000 }        // from here every stamp is half a second later, for good
+            retimer.add(samples: b.samples, firstFrame: b.first, rigTime: b.stamp)
+            if i == 120 {
+                #expect(retimer.restarts == 0)
+                #expect(abs(retimer.fit.rateErrorPPM) < 20, "a single late read bent the fit to \(retimer.fit.rateErrorPPM) ppm")
+            }
+        }
+        #expect(retimer.restarts == 1)
+        let t = retimer.fit.rigTime(ofFrame: Double(250 * 480))!
+        #expect(abs(t - (device.trueTime(Double(250 * 480)) + 500_000)) < 50)
+    }
+
+    @Test func onceSoundIsWrittenMovedStampsAreSkippedNotFollowed() {
+        var device = Device(ppm: 0, start: 0, jitter: 10)
+        var retimer = AudioRetimer(rate: 48_000, startMicroseconds: 1_000_000)
+        var out: [Int16] = []
+        for i in 0..<400 {
+            var b = device.buffer()
+            if i >= 200 { b.stamp += 50_000 }  // a sound server's delivery 50 ms later from here on
+            retimer.add(samples: b.samples, firstFrame: b.first, rigTime: b.stamp)
+            out += retimer.produce(until: 3_500_000)
+        }
+        #expect(retimer.restarts == 0)
+        #expect(out.count == 120_000)
+        let t = retimer.fit.rigTime(ofFrame: Double(300 * 480))!
+        #expect(abs(t - device.trueTime(Double(300 * 480))) < 50, "the mapping jumped by \(t - device.trueTime(Double(300 * 480))) µs")
+    }
 }
