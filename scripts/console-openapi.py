@@ -31,7 +31,12 @@ schemas = {
         "name": {"type": "string"}, "reachable": {"type": "boolean"},
         "state": {"type": "string", "enum": ["idle", "configured", "armed", "recording", "finished", "failed", "unreachable", "unknown"]},
         "pressure": {"type": "string", "enum": ["nominal", "fair", "serious", "critical", "shutdown"]},
-        "clock_uncertainty_us": nullable({"type": "number"}), "take_id": nullable({"type": "string"}), "message": nullable({"type": "string"})}},
+        "clock_uncertainty_us": nullable({"type": "number"}), "take_id": nullable({"type": "string"}), "message": nullable({"type": "string"}),
+        "mics": {"type": "array", "description": "the node's microphones while a take runs (CONTRACT §9): the level meter",
+                 "items": ref("Mic")}}},
+    "Mic": {"type": "object", "required": ["mic", "level_dbfs"], "properties": {
+        "mic": {"type": "string"}, "level_dbfs": {"type": "number", "description": "peak of the newest 10 ms, dBFS (-100: silence)"},
+        "error": nullable({"type": "string"})}},
     "Camera": {"type": "object", "required": ["node", "camera", "width", "height", "fps", "controls", "drops"], "properties": {
         "node": {"type": "string"}, "camera": {"type": "string"}, "width": {"type": "integer"}, "height": {"type": "integer"},
         "fps": {"type": "integer"}, "controls": ref("ControlValues"), "drops": {"type": "integer"},

@@ -76,7 +76,7 @@ enum ConsolePage {
     </section>
     <section>
       <h2>Nodes</h2>
-      <table><thead><tr><th>node</th><th>state</th><th>pressure</th><th>clock ±µs</th><th>take</th><th>message</th></tr></thead>
+      <table><thead><tr><th>node</th><th>state</th><th>pressure</th><th>clock ±µs</th><th>sound</th><th>take</th><th>message</th></tr></thead>
       <tbody id="nodes"></tbody></table>
     </section>
   </div>
@@ -202,6 +202,21 @@ function applyLayout() {
   }
 }
 
+// ---- sound: one level meter per microphone (-60 … 0 dBFS), shown while a take runs ----
+function soundCell(mics) {
+  const cell = el("td", mics.length ? null : "—");
+  for (const m of mics) {
+    const meter = document.createElement("meter");
+    meter.min = -60; meter.max = 0; meter.low = -20; meter.high = -6; meter.optimum = -30;
+    meter.value = Math.max(-60, Math.min(0, m.level_dbfs));
+    meter.className = "mic-level";
+    meter.dataset.mic = m.mic;
+    meter.title = m.mic + ": " + (m.error ? m.error : m.level_dbfs.toFixed(1) + " dBFS");
+    cell.append(el("span", m.mic + " "), meter, el("span", " " + (m.error ? "ended" : m.level_dbfs.toFixed(0) + " dB")));
+  }
+  return cell;
+}
+
 // ---- rig ----
 function showRig(rig) {
   state.rig = rig;
@@ -212,7 +227,7 @@ function showRig(rig) {
     row.dataset.node = n.name;
     row.append(el("td", n.name), el("td", n.state), el("td", n.pressure, "pressure-" + n.pressure),
                el("td", n.clock_uncertainty_us === null || n.clock_uncertainty_us === undefined ? "—" : n.clock_uncertainty_us),
-               el("td", n.take_id || ""), el("td", n.message || ""));
+               soundCell(n.mics || []), el("td", n.take_id || ""), el("td", n.message || ""));
     body.appendChild(row);
   }
   const reachable = rig.nodes.filter((n) => n.reachable).length;

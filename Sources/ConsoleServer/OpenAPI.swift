@@ -610,6 +610,33 @@ enum ConsoleOpenAPI {
      "message": {
       "type": "string",
       "nullable": true
+     },
+     "mics": {
+      "type": "array",
+      "description": "the node's microphones while a take runs (CONTRACT §9): the level meter",
+      "items": {
+       "$ref": "#/components/schemas/Mic"
+      }
+     }
+    }
+   },
+   "Mic": {
+    "type": "object",
+    "required": [
+     "mic",
+     "level_dbfs"
+    ],
+    "properties": {
+     "mic": {
+      "type": "string"
+     },
+     "level_dbfs": {
+      "type": "number",
+      "description": "peak of the newest 10 ms, dBFS (-100: silence)"
+     },
+     "error": {
+      "type": "string",
+      "nullable": true
      }
     }
    },

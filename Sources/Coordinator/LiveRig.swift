@@ -21,6 +21,8 @@ public final class LiveRig: Sendable {
         public var clockUncertaintyUs: Double?
         public var takeId: String?
         public var message: String?
+        /// The node's microphones while a take runs: the console's level meters (CONTRACT §9).
+        public var mics: [MicView] = []
 
         /// Absent values are written as null, so every key is always there.
         public func encode(to encoder: Encoder) throws {
@@ -32,7 +34,13 @@ public final class LiveRig: Sendable {
             try c.encode(clockUncertaintyUs, forKey: .clockUncertaintyUs)
             try c.encode(takeId, forKey: .takeId)
             try c.encode(message, forKey: .message)
+            try c.encode(mics, forKey: .mics)
         }
+    }
+    public struct MicView: Codable, Equatable, Sendable {
+        public var mic: String
+        public var levelDbfs: Double
+        public var error: String?
     }
     public typealias Controls = CameraControls
     public struct CameraControlsView: Codable, Equatable, Sendable {
@@ -413,6 +421,8 @@ public final class LiveRig: Sendable {
                     pressure: (status.pressure ?? .nominal).name, clockUncertaintyUs: uncertainty.map { ($0 * 10).rounded() / 10 },
                     takeId: status.takeID.isEmpty ? nil : status.takeID,
                     message: !status.detail.isEmpty ? status.detail : (status.pressure ?? .nominal) > .nominal && !status.pressureCause.isEmpty ? status.pressureCause : nil)
+                s.nodes[index].view.mics = status.mics.map { MicView(mic: $0.mic, levelDbfs: ($0.levelDBFS * 10).rounded() / 10,
+                                                                     error: $0.error.isEmpty ? nil : $0.error) }
                 for c in status.cameras {
                     s.nodes[index].cameraProgress[c.camera, default: (0, nil)].drops = c.dropped
                 }

@@ -171,7 +171,16 @@ def test_a_take_started_and_stopped_from_the_api_ends_every_file_on_one_group(de
     # Sets during the take come from the take's own grid.
     mv = demo.wait_multiview(take_id=recording["take_id"])
     assert {t["group"] for t in mv["tiles"]} == {mv["group"]}
-    time.sleep(1.5)  # let it record a little; the stop below is what is tested
+    # While it records, every node's microphone has a level meter (the synthetic microphone's floor is about
+    # -60 dBFS between its clicks).
+    deadline = time.monotonic() + 15
+    while True:
+        nodes = demo.get("/api/rig")["nodes"]
+        levels = {n["name"]: [m["level_dbfs"] for m in n.get("mics", []) if m["mic"] == "mic0"] for n in nodes}
+        if all(levels.values()) and all(-80 < v[0] <= 0 for v in levels.values()):
+            break
+        assert time.monotonic() < deadline, f"no level meter for every node: {levels}"
+        time.sleep(0.2)
     status, stopping = demo.send("POST", "/api/takes/stop")
     assert status == 202, stopping
     done = demo.wait_take({"done", "partial", "failed"})
