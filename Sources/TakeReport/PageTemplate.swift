@@ -77,6 +77,16 @@ extension SyncReportPage {
     <tr class="{{rowClass}}"><td class="l"><span class="chip" style="background:{{color}}"></span>{{node}}</td><td class="l">{{camera}}</td><td>{{frames}}</td><td>{{dropped}}</td><td>{{held}}</td><td>{{phaseP50}}</td><td>{{phaseP99}}</td><td>{{phaseMax}}</td><td>{{clock}}</td><td>{{centre}}</td><td class="l">{{state}}</td></tr>
     {{/cameras}}
     </table>
+    {{#sound}}
+    <h2>Sound</h2>
+    <p class="note">Each microphone's file starts at group 0's instant on the rig's sample grid. A/V offset: how far each buffer's timestamp lies from where the file puts it (the node's own figure, timestamp noise included); rate error: the device's sample clock against the rig clock, measured and corrected in the file.</p>
+    {{{soundPlot}}}
+    <table class="cameras"><tr><th class="l">node</th><th class="l">microphone</th><th>seconds</th><th>A/V offset p50 µs</th><th>A/V offset p99 µs</th><th>rate error ppm</th><th class="l">file</th><th class="l">state</th></tr>
+    {{#mics}}
+    <tr><td class="l">{{node}}</td><td class="l">{{mic}}</td><td>{{seconds}}</td><td>{{p50}}</td><td>{{p99}}</td><td>{{rate}}</td><td class="l">{{path}}</td><td class="l">{{state}}</td></tr>
+    {{/mics}}
+    </table>
+    {{/sound}}
     {{#budget}}
     <h2>Budget</h2>
     <p>Hardware cost <b>{{cost}}</b> (the most loaded node's; must stay under 1.00){{#longestTake}} · longest take the nodes sustain: {{longestTake}}{{/longestTake}}. Rows at 0.80 or more are highlighted.</p>

@@ -446,6 +446,9 @@ public enum SyncReportPage {
             var capacity: String; var cost: String; var note: String }
         struct BudgetSection { var cost: String; var longestTake: String?; var rows: [BudgetRow]; var hasChanges: Bool
             var changes: [String] }
+        struct MicRow { var node: String; var mic: String; var seconds: String; var p50: String; var p99: String; var rate: String
+            var path: String; var state: String }
+        struct SoundSection { var soundPlot: String; var mics: [MicRow] }
 
         var takeID: String
         var status: String
@@ -470,6 +473,7 @@ public enum SyncReportPage {
         var events: [EventRow]
         var cameras: [CameraRow]
         var budget: BudgetSection?
+        var sound: SoundSection?
     }
 
     /// The template's context for a take: the verdict, figures, the four plots' SVG and the tables' rows.
@@ -540,7 +544,32 @@ public enum SyncReportPage {
             spreadPlot: spreadPlot(manifest, report: report, traces: traces, spreads: spreads).render(cssClass: "spread"),
             clockPlot: clockPlot(manifest, traces: traces).render(cssClass: "clock"),
             timelinePlot: timelinePlot(manifest, traces: traces, numbered: numbered).render(cssClass: "timeline"),
-            events: events, cameras: cameras, budget: budget)
+            events: events, cameras: cameras, budget: budget, sound: soundSection(manifest))
+    }
+
+    /// The microphones' table and a plot of each one's A/V offset (p50 bar, p99 whisker) beside its rate error.
+    static func soundSection(_ manifest: TakeManifest) -> PageContext.SoundSection? {
+        guard let audio = manifest.audio, !audio.isEmpty else { return nil }
+        let rows = audio.map { a in
+            PageContext.MicRow(node: a.node, mic: a.mic, seconds: String(format: "%.3f", Double(a.frames) / Double(max(a.sampleRate, 1))),
+                               p50: fixed(a.avOffsetMicroseconds.p50), p99: fixed(a.avOffsetMicroseconds.p99),
+                               rate: String(format: "%+.2f", a.rateErrorPPM), path: a.path,
+                               state: a.ended.map { "ended early: \($0)" } ?? (a.sha256.isEmpty ? "not collected" : "complete"))
+        }
+        let width = 640.0, rowHeight = 22.0, left = 150.0, right = 120.0
+        let top = max(1, audio.map { max($0.avOffsetMicroseconds.p99, $0.avOffsetMicroseconds.p50) }.max() ?? 1)
+        let scale = (width - left - right) / top
+        var svg = "<svg class=\"sound\" width=\"\(Int(width))\" height=\"\(Int(rowHeight * Double(audio.count) + 24))\" role=\"img\" aria-label=\"A/V offset per microphone\">"
+        for (i, a) in audio.enumerated() {
+            let y = Double(i) * rowHeight + 4
+            let p50 = a.avOffsetMicroseconds.p50 * scale, p99 = a.avOffsetMicroseconds.p99 * scale
+            svg += "<text x=\"4\" y=\"\(y + 14)\" font-size=\"12\">\(htmlEscape("\(a.node)/\(a.mic)"))</text>"
+            svg += "<rect x=\"\(left)\" y=\"\(y + 4)\" width=\"\(max(1, p50))\" height=\"12\" fill=\"\(color(i))\"><title>p50 \(fixed(a.avOffsetMicroseconds.p50)) µs</title></rect>"
+            svg += "<line x1=\"\(left)\" y1=\"\(y + 10)\" x2=\"\(left + max(1, p99))\" y2=\"\(y + 10)\" stroke=\"\(color(i))\" stroke-width=\"2\"><title>p99 \(fixed(a.avOffsetMicroseconds.p99)) µs</title></line>"
+            svg += "<text x=\"\(width - right + 6)\" y=\"\(y + 14)\" font-size=\"12\">\(htmlEscape(String(format: "%+.1f ppm", a.rateErrorPPM)))</text>"
+        }
+        svg += "<text x=\"\(left)\" y=\"\(rowHeight * Double(audio.count) + 20)\" font-size=\"11\">A/V offset, 0 to \(htmlEscape(fixed(top))) µs (bar p50, line p99)</text></svg>"
+        return .init(soundPlot: svg, mics: rows)
     }
 
     /// The whole page. `rows` holds each camera's frames.csv rows keyed "node/camera"; a camera whose

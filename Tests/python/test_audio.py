@@ -49,6 +49,11 @@ def test_every_demo_node_records_sound_on_the_rig_timebase(tmp_path):
         video_s = manifest["groups"] * manifest["frame_period_us"] / 1e6
         assert abs(float(info["format"]["duration"]) - video_s) <= 0.010 + 0.001, info["format"]
     assert {(r["node"], r["mic"]) for r in report["audio"]} == {(a["node"], a["mic"]) for a in audio}
+    # The report page plots each microphone's A/V offset and lists its rate error.
+    page = (take / "sync-report.html").read_text()
+    assert "<h2>Sound</h2>" in page and 'class="sound"' in page
+    for a in audio:
+        assert f"{a['node']}/{a['mic']}" in page and f"{a['rate_error_ppm']:+.1f} ppm" in page
     # The editorial timeline gets one audio track per microphone, as long as the pictures (opentimelineio reads it).
     import opentimelineio as otio
     timeline = otio.adapters.read_from_file(str(take / f"{manifest['take_id']}.otio"))

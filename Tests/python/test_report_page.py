@@ -98,10 +98,15 @@ def demo_take(tmp_path_factory) -> Path:
     return dirs[0]
 
 
+def plots(take: Path) -> int:
+    """The page's plots: four, and the sound plot when the take has microphones."""
+    return 4 + bool(json.loads((take / "manifest.json").read_text()).get("audio"))
+
+
 def test_demo_page_shows_every_cameras_series(demo_take, tmp_path):
     html = (demo_take / "sync-report.html").read_text()
     assert_self_contained(html)
-    assert html.count("<svg") == 4
+    assert html.count("<svg") == plots(demo_take) == 5
     for title in TITLES:
         assert title in html, f"the page has no plot titled {title!r}"
     manifest = json.loads((demo_take / "manifest.json").read_text())
@@ -133,7 +138,7 @@ def test_report_html_renders_the_page_afresh(demo_take, tmp_path):
     assert demo_take.name in proc.stdout, "the summary names the take"
     page = out.read_text()
     original = (demo_take / "sync-report.html").read_text()
-    assert page.count("<svg") == original.count("<svg") == 4
+    assert page.count("<svg") == original.count("<svg") == plots(demo_take)
     assert page.count("<polyline") == original.count("<polyline")
     for title in TITLES:
         assert title in page
@@ -151,7 +156,7 @@ def test_report_html_without_frames_tables_still_renders(demo_take, tmp_path):
     proc = run_coord("report", str(take), "--html", str(out))
     assert proc.returncode == 0, proc.stderr
     page = out.read_text()
-    assert page.count("<svg") == 4
+    assert page.count("<svg") == plots(take)
     assert f"{gone['node']}/{gone['camera']}.frames.csv is missing" in page
 
 
