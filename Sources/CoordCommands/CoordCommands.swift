@@ -355,6 +355,7 @@ func takeRequest(_ file: RigFile, name: String?, seconds: Double, takesDir: Stri
     for node in spec.nodes { if let cameras = node.cameras { request.camerasByEndpoint[node.endpoint] = cameras } }
     request.pressurePolicy = spec.pressure
     request.collectPolicy = spec.collect
+    request.audioRequired = spec.take.audio == "required"
     if let problem = request.problem() { throw usageError(problem) }
     return request
 }

@@ -26,10 +26,17 @@ public struct PlannedNode: Equatable, Sendable {
     public var cameras: [PlannedCamera]
     /// Preview tiles its cameras also encode while recording (the live console's); off for a plain take.
     public var preview: PreviewSettings
+    /// Its microphones (CONTRACT §9), by name: each writes PCM to the same disk (no encoder).
+    public var microphones: [String]
 
-    public init(name: String, resources: NodeResources, cameras: [PlannedCamera], preview: PreviewSettings = .off) {
+    public init(name: String, resources: NodeResources, cameras: [PlannedCamera], preview: PreviewSettings = .off,
+                microphones: [String] = []) {
         self.name = name; self.resources = resources; self.cameras = cameras; self.preview = preview
+        self.microphones = microphones
     }
+
+    /// What one microphone writes: 48 kHz × 16-bit mono PCM, plus Matroska's framing (about 0.5 %).
+    public static let microphoneBytesPerSecond = 96_500.0
 }
 
 /// What one camera asks of its node's resources at its settings.
@@ -389,6 +396,9 @@ public enum Budget {
                     }
                     guard b > 0 else { continue }
                     cameras.append(camera.id); bytes.append(b)
+                }
+                for mic in nodes[n].microphones {
+                    cameras.append("\(nodes[n].name)/\(mic)"); bytes.append(PlannedNode.microphoneBytesPerSecond)
                 }
             }
             let demand = bytes.reduce(0, +)

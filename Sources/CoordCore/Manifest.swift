@@ -143,6 +143,8 @@ public struct TakeManifest: Codable, Equatable, Sendable {
     public var collection: CollectionRecord?
     /// Every microphone of the take (CONTRACT §9); nil: a take recorded without sound.
     public var audio: [Audio]?
+    /// The rig file said `take.audio: required`: the take is complete only with all its sound. Not a contract key.
+    public var audioRequired: Bool?
 
     /// The hardware cost per node and resource, and the longest take the nodes could sustain, as planned.
     public struct BudgetSummary: Codable, Equatable, Sendable {
@@ -220,7 +222,7 @@ public struct TakeManifest: Codable, Equatable, Sendable {
     enum CodingKeys: String, CodingKey {
         case format, takeID = "take_id", name, status, t0Microseconds = "t0_us", framePeriodMicroseconds = "frame_period_us"
         case groups, startWallclock = "start_wallclock", cameras, events, clockTrack = "clock_track", budget
-        case timecode, collection, audio
+        case timecode, collection, audio, audioRequired = "audio_required"
     }
 
     public init(takeID: String, name: String, status: Status, t0Microseconds: Int64, framePeriodMicroseconds: Int64,

@@ -125,13 +125,15 @@ public struct RigSpec: Decodable, Equatable, Sendable {
         public var name: String?
         /// Where take directories go; a relative path is taken from the rig file's directory.
         public var takesDir: String?
+        /// `optional` (default): sound never fails a take; `required`: the take is complete only with all its sound.
+        public var audio: String?
 
         public init(fps: Int? = nil, size: String? = nil, codec: String? = nil, name: String? = nil, takesDir: String? = nil) {
             self.fps = fps; self.size = size; self.codec = codec; self.name = name; self.takesDir = takesDir
         }
 
         public enum CodingKeys: String, CodingKey, CaseIterable {
-            case fps, size, codec, name
+            case fps, size, codec, name, audio
             case takesDir = "takes_dir"
         }
 
@@ -142,6 +144,7 @@ public struct RigSpec: Decodable, Equatable, Sendable {
             codec = try c.decodeIfPresent(String.self, forKey: .codec)
             name = try c.decodeIfPresent(String.self, forKey: .name)
             takesDir = try c.decodeIfPresent(String.self, forKey: .takesDir)
+            audio = try c.decodeIfPresent(String.self, forKey: .audio)
         }
     }
 
@@ -240,6 +243,9 @@ public struct RigSpec: Decodable, Equatable, Sendable {
         }
         if let size = take.size, Self.parseSize(size) == nil {
             return ("take.size", "take.size must be WxH, e.g. 640x480 (got \"\(size)\").")
+        }
+        if let audio = take.audio, !["optional", "required"].contains(audio) {
+            return ("take.audio", "take.audio must be optional or required (got \"\(audio.prefix(64))\").")
         }
         if let codec = take.codec, !Self.codecs.contains(codec) {
             return ("take.codec", "take.codec must be mjpeg, ffv1 or h264 (got \"\(codec)\").")

@@ -45,7 +45,9 @@ public enum RigPlanner {
                 cameras.append(PlannedCamera(node: name, settings: settings, capabilities: capability, priority: entry?.priority ?? 0))
             }
             let resources = hello.reply.hasResources ? NodeResources(wire: hello.reply.resources) : NodeResources()
-            nodes.append(PlannedNode(name: name, resources: resources, cameras: cameras, preview: request.preview))
+            // A node records its microphones with every take it has cameras in (a node left out records nothing).
+            let mics = cameras.isEmpty ? [] : hello.reply.mics.filter(RigName.isValid)
+            nodes.append(PlannedNode(name: name, resources: resources, cameras: cameras, preview: request.preview, microphones: mics))
         }
         return nodes
     }

@@ -123,6 +123,14 @@ public enum TakeCollection {
                 }
             }
             manifest.audio = audio
+            // Sound the rig file requires: a microphone that ended early or a file that did not arrive is a gap.
+            if pending.audioRequired == true {
+                for a in audio where a.ended != nil || a.sha256.isEmpty {
+                    complete = false
+                    events.append(.init(tMicroseconds: end, node: a.node, camera: a.mic, kind: .incomplete,
+                                        detail: "sound is required and microphone \(a.node)/\(a.mic) \(a.ended.map { "ended early: \($0)" } ?? "did not arrive")"))
+                }
+            }
         }
         for (node, reason) in outcome.nodeFailures {
             events.append(.init(tMicroseconds: end, node: node, camera: "", kind: .collectFailed, detail: reason))

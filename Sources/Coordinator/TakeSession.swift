@@ -30,6 +30,9 @@ public struct TakeRequest: Sendable {
     public var collectLater = false
     /// How files are collected and what nodes do with them afterwards (the rig file's `collect:`).
     public var collectPolicy = CollectPolicy()
+    /// Sound is part of the take (the rig file's `take.audio: required`): every recording node must have a
+    /// microphone, and a microphone that ends early or a sound file that does not arrive makes the take partial.
+    public var audioRequired = false
     /// What the refusal of an over-budget rig suggests, as the end of its sentence.
     public var overBudgetHint = "coord plan --fit proposes changes that fit"
 
@@ -156,6 +159,9 @@ public final class TakeSession: @unchecked Sendable {
                                   timeService: hello.reply.timeService.isEmpty ? "unknown" : hello.reply.timeService))
         }
         guard ordinal > 0 else { throw CoordError(.usage, "the rig has no cameras to record.") }
+        if request.audioRequired, let silent = checked.nodes.first(where: { !$0.cameras.isEmpty && $0.microphones.isEmpty }) {
+            throw CoordError(.usage, "the rig file requires sound (take.audio: required) but node \(silent.name) has no microphone: give it --audio NAME=DEVICE (or audio: in its node file), or make take.audio optional.", node: silent.name)
+        }
         guard ordinal <= 256 else { throw CoordError(.usage, "the rig has \(ordinal) cameras; at most 256 fit the stripe's ordinal.") }
         // Nodes left with no camera (all disabled by --fit) take no part.
         let idle = plans.filter { $0.cameras.isEmpty }
@@ -387,6 +393,7 @@ public final class TakeSession: @unchecked Sendable {
             }
         }
         manifest.audio = audio.isEmpty ? nil : audio
+        manifest.audioRequired = request.audioRequired ? true : nil
         manifest.collection = CollectionRecord(state: .pending, afterConfirm: request.collectPolicy.afterConfirm.rawValue)
         return manifest
     }

@@ -149,6 +149,15 @@ private func close(_ a: Double, _ b: Double) -> Bool { abs(a - b) <= 1e-9 * max(
         #expect(budget.refusal() == "node node-1 is over budget: disk write needs 27.6 MB/s where its calibration measured 20.0 MB/s, a hardware cost of 1.38 (it must stay below 1.0).")
     }
 
+    @Test func eachMicrophoneAddsItsPCMToTheDiskWrite() throws {
+        var n = node("node-1", calibration: calibration(disk: 20e6), cameras: [cam("node-1", "cam0", 1280, 720, codec: "ffv1")])
+        let without = try #require(load(Budget.evaluate([n]), "node-1", .disk))
+        n.microphones = ["mic0", "mic1"]
+        let with = try #require(load(Budget.evaluate([n]), "node-1", .disk))
+        #expect(close(with.demand - without.demand, 2 * PlannedNode.microphoneBytesPerSecond))
+        #expect(with.cameras.suffix(2) == ["node-1/mic0", "node-1/mic1"])
+    }
+
     @Test func heldGroupsCostAnIntraCodecItsWholePacketButH264AlmostNothing() throws {
         let ffv1 = Budget.evaluate([node("n", cameras: [cam("n", "cam0", codec: "ffv1", recordEvery: 2)])])
         #expect(try close(#require(load(ffv1, "n", .disk)).demand, 640 * 480 * 30 * 1.0))

@@ -114,3 +114,32 @@ def test_a_microphone_removed_mid_take_ends_cleanly_and_the_cameras_go_on(tmp_pa
     assert len(check_audio.decode(take / audio["lost"]["path"], 48000)) == audio["lost"]["frames"]
     assert audio["lost"].get("ended"), audio["lost"]
     assert abs(float(check_audio.probe(take / audio["kept"]["path"])["format"]["duration"]) - video_s) <= 0.011
+
+
+def test_required_sound_refuses_a_node_without_a_microphone_and_makes_a_lost_one_a_gap(tmp_path):
+    silent = Node(tmp_path / "silent", extra_args=["--name", "silent", "--synthetic", "cam0"])
+    lost = Node(tmp_path / "lost", extra_args=["--name", "lost", "--synthetic", "cam0", "--synthetic-mic", "mic0",
+                                               "--synthetic-mic-ends-after-ms", "3500"])
+    try:
+        takes = tmp_path / "takes"
+        refused_rig = tmp_path / "refused.yaml"
+        refused_rig.write_text(f"version: 1\nnodes:\n  - name: silent\n    endpoint: {silent.endpoint}\n"
+                               f"  - name: lost\n    endpoint: {lost.endpoint}\ntake:\n  audio: required\n")
+        out = subprocess.run([str(COORD), "start-take", "--rig", str(refused_rig), "--seconds", "3", "--size", "320x240",
+                              "--takes-dir", str(takes)], capture_output=True, text=True, timeout=120)
+        assert out.returncode == 2, out.stdout + out.stderr
+        assert "node silent has no microphone" in out.stderr and "take.audio" in out.stderr, out.stderr
+        assert not takes.exists() or not any(takes.iterdir()), "a refused take leaves no directory"
+
+        rig = tmp_path / "rig.yaml"
+        rig.write_text(f"version: 1\nnodes:\n  - name: lost\n    endpoint: {lost.endpoint}\ntake:\n  audio: required\n")
+        out = subprocess.run([str(COORD), "start-take", "--rig", str(rig), "--seconds", "6", "--size", "320x240",
+                              "--takes-dir", str(takes)], capture_output=True, text=True, timeout=180)
+        assert out.returncode != 0, "a required microphone that ended makes the take partial"
+    finally:
+        silent.terminate()
+        lost.terminate()
+    manifest = json.loads((only_take(takes) / "manifest.json").read_text())
+    assert manifest["status"] == "partial" and manifest["audio_required"] is True
+    assert any(e["kind"] == "incomplete" and "lost/mic0" in e["detail"] for e in manifest["events"]), manifest["events"]
+    assert all(c["frames"] == manifest["groups"] for c in manifest["cameras"]), "the pictures are whole"
