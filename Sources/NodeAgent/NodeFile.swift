@@ -14,6 +14,9 @@ import VersionedYAML
 ///       - {name: cam0, v4l2: /dev/v4l/by-id/usb-046d_HD_Pro_Webcam_C920-video-index0}
 ///       - {name: test, synthetic: true, bus: usb1}
 ///     buses: {usb1: 5000}            # buses synthetic cameras share, Mbit/s
+///     audio:                         # microphones recorded with every take (CONTRACT §9)
+///       - {name: mic0, alsa: "hw:1,0"}
+///       - {name: clicks, synthetic: true}
 ///     keys: {cert: /etc/coord-node/pi-left.key_secret, authorized: /etc/coord-node/authorized}
 public struct NodeFile: Decodable, Equatable, Sendable {
     public static let supportedVersion = 1
@@ -32,6 +35,14 @@ public struct NodeFile: Decodable, Equatable, Sendable {
     public var logLevel: String?
     public var metrics: String?
     public var discoveryPort: UInt16?
+    public var audio: [Microphone]?
+
+    public struct Microphone: Decodable, Equatable, Sendable {
+        public var name: String
+        public var alsa: String?
+        public var synthetic: Bool?
+        public enum CodingKeys: String, CodingKey, CaseIterable { case name, alsa, synthetic }
+    }
 
     public struct Camera: Decodable, Equatable, Sendable {
         public var name: String
@@ -48,7 +59,7 @@ public struct NodeFile: Decodable, Equatable, Sendable {
     }
 
     public enum CodingKeys: String, CodingKey, CaseIterable {
-        case version, name, endpoint, staging, calibration, cameras, buses, keys, insecure, metrics
+        case version, name, endpoint, staging, calibration, cameras, buses, keys, insecure, metrics, audio
         case previewEndpoint = "preview_endpoint"
         case keepAfterCollect = "keep_after_collect"
         case logLevel = "log_level"
@@ -71,12 +82,14 @@ public struct NodeFile: Decodable, Equatable, Sendable {
         logLevel = try c.decodeIfPresent(String.self, forKey: .logLevel)
         metrics = try c.decodeIfPresent(String.self, forKey: .metrics)
         discoveryPort = try c.decodeIfPresent(UInt16.self, forKey: .discoveryPort)
+        audio = try c.decodeIfPresent([Microphone].self, forKey: .audio)
     }
 
     public static let knownKeys: [String: Set<String>] = [
         "": Set(CodingKeys.allCases.map(\.rawValue)),
         "cameras[]": Set(Camera.CodingKeys.allCases.map(\.rawValue)),
         "keys": Set(Keys.CodingKeys.allCases.map(\.rawValue)),
+        "audio[]": Set(Microphone.CodingKeys.allCases.map(\.rawValue)),
     ]
 
     static let logLevels = ["trace", "debug", "info", "notice", "warning", "error", "critical"]
@@ -96,6 +109,16 @@ public struct NodeFile: Decodable, Equatable, Sendable {
         for (id, mbits) in (buses ?? [:]).sorted(by: { $0.key < $1.key }) {
             if !RigName.isValid(id) { return ("buses", "buses: the bus id \"\(Echo.short(id))\" is not allowed: use 1 to 64 of A-Z a-z 0-9 . _ -") }
             if !(1...100_000).contains(mbits) { return ("buses.\(id)", "buses.\(id) must be 1 to 100000 Mbit/s (got \(mbits)).") }
+        }
+        for (i, mic) in (audio ?? []).enumerated() {
+            let at = "audio[\(i)]"
+            if !RigName.isValid(mic.name) { return ("\(at).name", "\(at).name \"\(Echo.short(mic.name))\" is not allowed: use 1 to 64 of A-Z a-z 0-9 . _ -") }
+            switch (mic.alsa, mic.synthetic ?? false) {
+            case (let device?, false) where device.isEmpty: return ("\(at).alsa", "\(at).alsa is empty: give an ALSA device such as hw:1,0 or default.")
+            case (_?, true): return (at, "\(at) (microphone \(mic.name)) has both alsa and synthetic: a microphone is one or the other.")
+            case (nil, false): return (at, "\(at) (microphone \(mic.name)) needs alsa: DEVICE (hw:1,0, default) or synthetic: true.")
+            default: break
+            }
         }
         var seen = Set<String>()
         for (i, camera) in (cameras ?? []).enumerated() {
@@ -130,6 +153,9 @@ public struct NodeFile: Decodable, Equatable, Sendable {
         return cameras.filter { $0.synthetic == true }.map { c in c.bus.map { "\(c.name)@\($0)" } ?? c.name }.joined(separator: ",")
     }
     public var syntheticBusFlags: [String]? { buses.map { $0.sorted { $0.key < $1.key }.map { "\($0.key)=\($0.value)" } } }
+    /// The file's ALSA microphones as `--audio` entries, and its synthetic one's name (`--synthetic-mic`).
+    public var audioFlags: [String]? { audio.map { $0.compactMap { m in m.alsa.map { "\(m.name)=\($0)" } } } }
+    public var syntheticMicFlag: String? { audio?.first { $0.synthetic == true }?.name }
     public var v4l2Flags: [String]? { cameras.map { $0.compactMap { c in c.v4l2.map { "\(c.name)=\($0)" } } } }
 
     /// Reads and checks a node file; throws one sentence naming the file and the line at fault.

@@ -102,6 +102,11 @@ public struct Serve: AsyncParsableCommand {
             syntheticBus = file.syntheticBusFlags ?? []
             v4l2 = file.v4l2Flags ?? []
         }
+        // Microphones likewise: from the flags or from the file.
+        if audio.isEmpty && syntheticMic == nil {
+            audio = file.audioFlags ?? []
+            syntheticMic = file.syntheticMicFlag
+        }
         if cert == nil && authorized == nil {
             cert = file.keys?.cert
             authorized = file.keys?.authorized

@@ -107,7 +107,7 @@ import Testing
         #expect(RigSpec.knownKeys["nodes[].cameras[].controls"] == ["exposure_us", "gain_db", "white_balance_k", "focus"])
         #expect(RigSpec.knownKeys["pressure"] == ["serious", "critical", "slow_record_every", "repeat_seconds", "restore_seconds"])
         #expect(RigSpec.knownKeys["nodes[]"] == ["name", "endpoint", "cameras", "public_key", "cert"])
-        #expect(RigSpec.knownKeys["take"] == ["fps", "size", "codec", "name", "takes_dir"])
+        #expect(RigSpec.knownKeys["take"] == ["fps", "size", "codec", "name", "takes_dir", "audio"])
     }
 }
 

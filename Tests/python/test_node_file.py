@@ -47,6 +47,8 @@ cameras:
   - {{name: cam0, synthetic: true, bus: usb1}}
   - {{name: cam1, synthetic: true}}
 buses: {{usb1: 5000}}
+audio:
+  - {{name: mic0, synthetic: true}}
 log_level: info
 """)
     try:
@@ -59,6 +61,7 @@ log_level: info
         failures, _ = check_take.check(take)
         assert failures == [], failures
         assert sorted(p.name for p in (take / "from-file").glob("*.mkv")) == ["cam0.mkv", "cam1.mkv"]
+        assert [p.name for p in (take / "from-file").glob("*.mka")] == ["mic0.mka"], "the file's microphone records"
     finally:
         node.stop()
 
@@ -91,6 +94,8 @@ colour: blue
     ("cameras:\n  - {name: c, synthetic: true, bus: usb9}\n", "line 3: cameras[0].bus usb9 is not declared"),
     ("cameras:\n  - {name: c, synthetic: true}\n  - {name: c, synthetic: true}\n", "line 4: cameras[1].name c is listed twice"),
     ("log_level: loud\n", "line 2: log_level must be one of"),
+    ("audio:\n  - {name: m}\n", "line 3: audio[0] (microphone m) needs alsa"),
+    ("audio:\n  - {name: m, alsa: default, synthetic: true}\n", "line 3: audio[0] (microphone m) has both"),
     ("insecure: maybe\n", "line 2: insecure must be true or false"),
     ("keys: {cert: /x.key_secret}\n", "keys has no authorized"),
     ("version: 1:0:0:0:0:0:0:0:0:0:0:0\n", "base-60"),
