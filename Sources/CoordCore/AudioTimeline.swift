@@ -38,6 +38,14 @@ public struct SampleClockFit: Sendable {
         return origin.time + a + b * (frame - origin.frame)
     }
 
+    /// The fit as it stands, for mapping many times at once: frame = `frame0 + (t − time0) / microsecondsPerFrame`.
+    public var line: (frame0: Double, time0: Double, microsecondsPerFrame: Double)? {
+        guard let origin, count > 0 else { return nil }
+        let b = microsecondsPerFrame
+        let a = sumT / count - b * sumN / count
+        return (origin.frame, origin.time + a, b)
+    }
+
     /// The (fractional) sample frame captured at rig time `t`, nil before the first buffer.
     public func frame(atRigTime t: Double) -> Double? {
         guard let origin, count > 0 else { return nil }
@@ -133,9 +141,12 @@ public struct AudioRetimer: Sendable {
     public mutating func produce(until: Double, limit: Int64 = .max) -> [Int16] {
         var out: [Int16] = []
         let lastHeld = base + Int64(held.count) - 1
+        // One line for the whole call: the fit only changes when a buffer arrives.
+        guard let line = fit.line else { return out }
         while produced < limit {
             let t = rigTime(ofOutput: produced)
-            guard t < until, let x = fit.frame(atRigTime: t) else { break }
+            guard t < until else { break }
+            let x = line.frame0 + (t - line.time0) / line.microsecondsPerFrame
             // Wait for the sample after x, unless x is already past everything (then the device is behind).
             if x + 1 > Double(lastHeld) { break }
             let i = Int64(x.rounded(.down))

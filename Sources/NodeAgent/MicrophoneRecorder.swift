@@ -101,6 +101,7 @@ final class MicrophoneRecorder: @unchecked Sendable {
         var earlyBuffers: [(AudioBuffer, Double)] = []
         var stopInstant: Int64?
         var lastSound = MonotonicClock.now()
+        var figuresAt: Int64 = 0
         var endReason: String?
         loop: while true {
             let (start, stopGroup, abandoned) = lock.holding { (requestedStart, requestedStop, abandon) }
@@ -156,15 +157,19 @@ final class MicrophoneRecorder: @unchecked Sendable {
                     endReason = "writing \(url.lastPathComponent) failed: \(error)"
                 }
             }
-            let (p50, p99) = r.offsetPercentiles
+            let finishing = r.produced >= limit || endReason != nil
+            // The percentiles sort every offset so far: once a second, and at the end.
+            let figures = finishing || MonotonicClock.now() - figuresAt > 1_000_000 ? r.offsetPercentiles : nil
+            if figures != nil { figuresAt = MonotonicClock.now() }
             lock.holding {
                 progress.frames = r.produced
                 progress.rateErrorPPM = r.fit.rateErrorPPM
-                progress.offsetP50 = p50
-                progress.offsetP99 = p99
+                if let figures {
+                    progress.offsetP50 = figures.p50
+                    progress.offsetP99 = figures.p99
+                }
             }
-            if r.produced >= limit { break }
-            if endReason != nil { break }
+            if finishing { break }
         }
         source.stop()
         let abandoned = lock.holding { abandon }

@@ -123,6 +123,11 @@ def test_a_64_node_demo_is_complete_and_its_stripes_check(tmp_path):
     assert len(manifest["cameras"]) == 64 and all(c["frames"] == 40 for c in manifest["cameras"])
     lead = next(l for l in proc.stderr.splitlines() if l.startswith("arming; group 0 in"))
     assert int(lead.split()[-2]) <= 5000, lead
+    # Every node's microphone too: 64 files of sound whose clicks sit on the rig timebase (scripts/check-audio.py).
+    sound = subprocess.run(["python3", str(ROOT / "scripts/check-audio.py"), str(take), "--json"], capture_output=True,
+                           text=True, timeout=300)
+    verdict = json.loads(sound.stdout)
+    assert verdict["passed"] and len(verdict["mics"]) == 64, [m for m in verdict["mics"] if m["problems"]][:5]
 
 
 def start_demo_recording(takes: Path, *args: str) -> subprocess.Popen:
