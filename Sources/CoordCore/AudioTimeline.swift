@@ -74,7 +74,12 @@ public struct AudioRetimer: Sendable {
     public private(set) var filled: Int64 = 0
     /// |measured − placed| per buffer, µs: the node's own figure of how far the file's sound sits from where its
     /// buffers were stamped (timestamp noise included).
+    /// A uniform sample of them (at most `offsetSample` entries, reservoir sampling), so the percentiles of an
+    /// hours-long take cost the same as a minute's.
     public private(set) var offsets: [Double] = []
+    public static let offsetSample = 20_000
+    private var offsetCount = 0
+    private var reservoirState: UInt64 = 0x9E37_79B9_7F4A_7C15
 
     public init(rate: Int, startMicroseconds: Int64) {
         self.rate = rate
@@ -115,12 +120,13 @@ public struct AudioRetimer: Sendable {
                 for p in strays { fit.add(frame: p.frame, rigTime: p.time) }
                 strays = []
                 offsets = []
+                offsetCount = 0
                 scatter = SampleStats()
                 restarts += 1
             }
         } else {
             if let placed = fit.rigTime(ofFrame: Double(firstFrame)), fit.points >= 50 {
-                offsets.append(abs(rigTime - placed))
+                keepOffset(abs(rigTime - placed))
                 scatter.add(rigTime - placed)
             }
             fit.add(frame: firstFrame, rigTime: rigTime)
@@ -170,6 +176,18 @@ public struct AudioRetimer: Sendable {
             }
         }
         return out
+    }
+
+    /// Algorithm R: the n-th offset replaces a random kept one with probability sample / n.
+    private mutating func keepOffset(_ x: Double) {
+        offsetCount += 1
+        if offsets.count < Self.offsetSample {
+            offsets.append(x)
+            return
+        }
+        reservoirState ^= reservoirState << 13; reservoirState ^= reservoirState >> 7; reservoirState ^= reservoirState << 17
+        let slot = Int(reservoirState % UInt64(offsetCount))
+        if slot < Self.offsetSample { offsets[slot] = x }
     }
 
     /// p50 and p99 of the per-buffer offsets, µs (0 when none).

@@ -15,6 +15,12 @@ struct AudioTimelineTests {
         func trueTime(_ n: Double) -> Double { start + n * 1e6 / (Double(rate) * (1 + ppm * 1e-6)) }
         /// The sample at true time t: a ramp of the time itself (µs mod 20000), so a sample says where it was taken.
         func value(atTrue t: Double) -> Int16 { Int16(Int(t.truncatingRemainder(dividingBy: 20_000)) - 10_000) }
+        /// The next buffer's frame and stamp only (no samples), for long runs.
+        mutating func stampOnly() -> (first: Int64, stamp: Double) {
+            let stamp = trueTime(Double(frame)) + random.gaussian(standardDeviation: jitter)
+            defer { frame += 480 }
+            return (frame, stamp)
+        }
         mutating func buffer() -> (samples: [Int16], first: Int64, stamp: Double) {
             let samples = (0..<480).map { value(atTrue: trueTime(Double(frame) + Double($0))) }
             let stamp = trueTime(Double(frame)) + random.gaussian(standardDeviation: jitter)
@@ -128,5 +134,19 @@ struct AudioTimelineTests {
         #expect(out.count == 120_000)
         let t = retimer.fit.rigTime(ofFrame: Double(300 * 480))!
         #expect(abs(t - device.trueTime(Double(300 * 480))) < 50, "the mapping jumped by \(t - device.trueTime(Double(300 * 480))) µs")
+    }
+
+    @Test func longTakesOffsetsAreSampledNotKeptAndTheirPercentilesHold() {
+        // Ten minutes of 10 ms buffers: 60 000 offsets, of which a fixed-size sample is kept.
+        var device = Device(ppm: 20, start: 0, jitter: 30)
+        var retimer = AudioRetimer(rate: 48_000, startMicroseconds: 1_000_000)
+        for _ in 0..<60_000 {
+            let b = device.stampOnly()
+            retimer.add(samples: [], firstFrame: b.first, rigTime: b.stamp)
+        }
+        #expect(retimer.offsets.count == AudioRetimer.offsetSample)
+        // |N(0, 30 µs)|: p50 ≈ 0.674 σ = 20 µs, p99 ≈ 2.576 σ = 77 µs.
+        let (p50, p99) = retimer.offsetPercentiles
+        #expect(abs(p50 - 20.2) < 2 && abs(p99 - 77.3) < 5, "p50 \(p50) p99 \(p99)")
     }
 }
