@@ -45,6 +45,8 @@ public struct TakeEvent: Equatable, Sendable {
         public static let cameraEnded = Kind(rawValue: "camera-ended")
         /// A microphone went away mid-take: its sound file ends there, the cameras go on (CONTRACT §9).
         public static let microphoneEnded = Kind(rawValue: "microphone-ended")
+        /// Silence put in a microphone's file where its device delivered no sound (an overrun, or a late start).
+        public static let microphoneGap = Kind(rawValue: "microphone-gap")
         /// A camera's files were deleted from the node's staging directory while it recorded.
         public static let stagingLost = Kind(rawValue: "staging-lost")
         /// A camera's file could not be written (a full or read-only disk, an I/O error): the camera ended there, its

@@ -31,6 +31,77 @@ public protocol AudioSource: AnyObject, Sendable {
     func stop()
 }
 
+/// The buffers a source's capture thread has made, waiting for the recorder: bounded (a reader that stops reading
+/// loses the oldest sound, never grows memory), and the running flag both sides look at. Shared by every source.
+// @unchecked: everything is under `available`.
+final class AudioQueue: @unchecked Sendable {
+    private let available = NSCondition()
+    private var queue: [AudioRead] = []
+    private var running = false
+    private let capacity: Int
+    private let stoppedSentence: String
+
+    /// `capacity`: buffers kept at most; `stoppedSentence`: what `next` says once the source was stopped.
+    init(capacity: Int, stoppedSentence: String) {
+        self.capacity = capacity
+        self.stoppedSentence = stoppedSentence
+    }
+
+    /// Marks the source running; false if it already was.
+    func begin() -> Bool {
+        available.lock()
+        defer { available.unlock() }
+        guard !running else { return false }
+        running = true
+        return true
+    }
+
+    var isRunning: Bool {
+        available.lock()
+        defer { available.unlock() }
+        return running
+    }
+
+    func stop() {
+        available.lock()
+        running = false
+        available.broadcast()
+        available.unlock()
+    }
+
+    /// Adds a buffer; false once the source was stopped (the capture thread then ends).
+    @discardableResult
+    func push(_ buffer: AudioBuffer) -> Bool {
+        available.lock()
+        defer { available.unlock() }
+        guard running else { return false }
+        if queue.count >= capacity { queue.removeFirst() }
+        queue.append(.buffer(buffer))
+        available.broadcast()
+        return true
+    }
+
+    /// The device went away: the reader gets `why` after the buffers before it.
+    func end(_ why: String) {
+        available.lock()
+        queue.append(.ended(why))
+        running = false
+        available.broadcast()
+        available.unlock()
+    }
+
+    func next(timeoutMicroseconds: Int64) -> AudioRead {
+        available.lock()
+        defer { available.unlock() }
+        let deadline = Date(timeIntervalSinceNow: Double(timeoutMicroseconds) / 1e6)
+        while queue.isEmpty {
+            if !running { return .ended(stoppedSentence) }
+            if !available.wait(until: deadline) { return .timeout }
+        }
+        return queue.removeFirst()
+    }
+}
+
 /// A synthetic microphone carrying SYNCCLICK v1 (CONTRACT §9): mono, near silence except a 1 ms burst of a 4 kHz
 /// sine at −6 dBFS beginning at every whole second of the host's CLOCK_MONOTONIC (true time, never read by the
 /// node). Its sample clock runs on the host's real time with its own rate error; the node sees each buffer only
@@ -65,44 +136,25 @@ public final class SyntheticMicrophone: AudioSource, @unchecked Sendable {
     public var sampleRate: Int { spec.sampleRate }
     public var channels: Int { 1 }
     private let localClock: @Sendable (Int64) -> Int64
-    private let available = NSCondition()
-    private var queue: [AudioRead] = []
-    private var running = false
-    private var thread: Thread?
+    private let queue: AudioQueue
 
     public init(spec: Spec, localClock: @escaping @Sendable (Int64) -> Int64) {
         self.spec = spec
         self.localClock = localClock
+        // At most 2 s of sound queued.
+        queue = AudioQueue(capacity: 2 * spec.sampleRate / spec.framesPerBuffer, stoppedSentence: "the synthetic microphone was stopped")
     }
 
     public func start() throws {
-        available.lock()
-        defer { available.unlock() }
-        guard !running else { return }
-        running = true
+        guard queue.begin() else { return }
         let t = Thread { [self] in generate() }
         t.name = "synthetic-mic"
-        thread = t
         t.start()
     }
 
-    public func stop() {
-        available.lock()
-        running = false
-        available.broadcast()
-        available.unlock()
-    }
+    public func stop() { queue.stop() }
 
-    public func next(timeoutMicroseconds: Int64) -> AudioRead {
-        available.lock()
-        defer { available.unlock() }
-        let deadline = Date(timeIntervalSinceNow: Double(timeoutMicroseconds) / 1e6)
-        while queue.isEmpty {
-            if !running { return .ended("the synthetic microphone was stopped") }
-            if !available.wait(until: deadline) { return .timeout }
-        }
-        return queue.removeFirst()
-    }
+    public func next(timeoutMicroseconds: Int64) -> AudioRead { queue.next(timeoutMicroseconds: timeoutMicroseconds) }
 
     /// The true time (host µs, fractional) of sample frame `n`, for a clock started at `start`.
     private func trueTime(_ n: Int64, start: Double) -> Double {
@@ -141,19 +193,12 @@ public final class SyntheticMicrophone: AudioSource, @unchecked Sendable {
             let stamp = trueTime(n, start: start) + jitter.gaussian(standardDeviation: spec.timestampJitterMicroseconds)
             let buffer = AudioBuffer(samples: samples, localTimestamp: localClock(Int64(stamp.rounded())), firstFrame: n)
             n += Int64(frames)
-            available.lock()
-            defer { available.unlock() }
-            if !running { return }
+            if !queue.isRunning { return }
             if let ends = spec.endsAfterMicroseconds, Double(MonotonicClock.now()) - start > Double(ends) {
-                queue.append(.ended("the microphone stopped delivering sound (simulated unplug)"))
-                running = false
-                available.broadcast()
+                queue.end("the microphone stopped delivering sound (simulated unplug)")
                 return
             }
-            // A reader that stops reading loses the oldest sound, never grows memory: at most 2 s queued.
-            if queue.count > 2 * spec.sampleRate / frames { queue.removeFirst() }
-            queue.append(.buffer(buffer))
-            available.broadcast()
+            if !queue.push(buffer) { return }
         }
     }
 }

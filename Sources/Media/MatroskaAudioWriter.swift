@@ -125,9 +125,7 @@ public final class MatroskaAudioWriter {
     }
 
     private func avError(_ operation: String, _ call: String, _ code: Int32) -> MediaError {
-        var buffer = [CChar](repeating: 0, count: Int(cff_AV_ERROR_MAX_STRING_SIZE))
-        _ = cff_err2str(code, &buffer, buffer.count)
-        return MediaError(operation: operation, path: path, call: call, code: code, reason: String(cString: buffer))
+        MediaError(ffmpeg: code, operation: operation, path: path, call: call)
     }
 
     private func release() {

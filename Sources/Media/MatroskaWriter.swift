@@ -6,6 +6,15 @@ import Glibc
 import Darwin
 #endif
 
+extension MediaError {
+    /// A failed libav call as one sentence, with FFmpeg's own words for `code`.
+    init(ffmpeg code: Int32, operation: String, path: String, call: String) {
+        var buffer = [CChar](repeating: 0, count: Int(cff_AV_ERROR_MAX_STRING_SIZE))
+        _ = cff_err2str(code, &buffer, buffer.count)
+        self.init(operation: operation, path: path, call: call, code: code, reason: String(cString: buffer))
+    }
+}
+
 /// The encodings a recording can use.
 public enum VideoCodec: String, CaseIterable, Sendable {
     /// Motion JPEG, yuvj420p, fixed quantiser `quality` (like `ffmpeg -q:v`).
@@ -368,9 +377,7 @@ public final class MatroskaWriter {
     }
 
     private func avError(_ operation: String, _ call: String, _ code: Int32) -> MediaError {
-        var buffer = [CChar](repeating: 0, count: Int(cff_AV_ERROR_MAX_STRING_SIZE))
-        _ = cff_err2str(code, &buffer, buffer.count)
-        return MediaError(operation: operation, path: path, call: call, code: code, reason: String(cString: buffer))
+        MediaError(ffmpeg: code, operation: operation, path: path, call: call)
     }
 
     private func inputError(_ operation: String, _ reason: String) -> MediaError {

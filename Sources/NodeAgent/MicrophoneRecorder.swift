@@ -181,6 +181,11 @@ final class MicrophoneRecorder: @unchecked Sendable {
         if abandoned && retimer == nil {
             try? FileManager.default.removeItem(at: url)
         }
+        // Sound the device never delivered was written as silence: said, never hidden.
+        if let r = retimer, r.filled > 0, !abandoned {
+            let ms = Double(r.filled) * 1000 / Double(r.rate)
+            onEvent(.microphoneGap, "microphone \(node)/\(mic): \(String(format: "%.1f", ms)) ms of its file are silence put where the device delivered no sound (an overrun or a late start).")
+        }
         let bytes = (try? FileManager.default.attributesOfItem(atPath: url.path)[.size] as? UInt64) ?? 0
         if let endReason, !abandoned {
             let frames = lock.holding { progress.frames }

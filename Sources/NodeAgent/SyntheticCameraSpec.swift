@@ -83,11 +83,7 @@ public struct V4L2CameraEntry: Equatable, Sendable {
     /// Parses the repeatable `--v4l2 NAME=/dev/videoN` flag; the names are checked by `NodeConfiguration.problem()`.
     public static func parse(_ entries: [String]) throws -> [V4L2CameraEntry] {
         try entries.map { raw in
-            let entry = raw.trimmingCharacters(in: .whitespaces)
-            let parts = entry.split(separator: "=", maxSplits: 1, omittingEmptySubsequences: false).map(String.init)
-            guard parts.count == 2, !parts[0].isEmpty, !parts[1].isEmpty else {
-                throw SyntheticCameraSpecError(option: "--v4l2", entry: raw, reason: "expected NAME=/dev/videoN")
-            }
+            let parts = try nameAndValue(raw, option: "--v4l2", expected: "expected NAME=/dev/videoN")
             guard parts[1].hasPrefix("/") else {
                 throw SyntheticCameraSpecError(option: "--v4l2", entry: raw, reason: "the device must be an absolute path such as /dev/video0")
             }
@@ -100,12 +96,18 @@ extension MicrophoneEntry {
     /// Parses the repeatable `--audio NAME=DEVICE` flag (an ALSA capture device: `hw:1,0`, `default`, `pulse`).
     public static func parseALSA(_ entries: [String]) throws -> [MicrophoneEntry] {
         try entries.map { raw in
-            let entry = raw.trimmingCharacters(in: .whitespaces)
-            let parts = entry.split(separator: "=", maxSplits: 1, omittingEmptySubsequences: false).map(String.init)
-            guard parts.count == 2, !parts[0].isEmpty, !parts[1].isEmpty else {
-                throw SyntheticCameraSpecError(option: "--audio", entry: raw, reason: "expected NAME=DEVICE, e.g. mic0=hw:1,0 or mic0=default")
-            }
+            let parts = try nameAndValue(raw, option: "--audio", expected: "expected NAME=DEVICE, e.g. mic0=hw:1,0 or mic0=default")
             return MicrophoneEntry(name: parts[0], device: .alsa(parts[1]))
         }
     }
+}
+
+/// A repeatable `NAME=VALUE` flag's entry split in two, both non-empty; else one sentence naming the flag.
+func nameAndValue(_ raw: String, option: String, expected: String) throws -> [String] {
+    let entry = raw.trimmingCharacters(in: .whitespaces)
+    let parts = entry.split(separator: "=", maxSplits: 1, omittingEmptySubsequences: false).map(String.init)
+    guard parts.count == 2, !parts[0].isEmpty, !parts[1].isEmpty else {
+        throw SyntheticCameraSpecError(option: option, entry: raw, reason: expected)
+    }
+    return parts
 }
