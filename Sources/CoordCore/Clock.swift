@@ -36,8 +36,17 @@ public struct ClockProbeSample: Equatable, Sendable {
         self.t1 = t1; self.t2 = t2; self.t3 = t3; self.t4 = t4
     }
 
-    /// Network round trip, excluding the node's turnaround.
-    public var roundTrip: Int64 { (t4 - t1) - (t3 - t2) }
+    /// Times a sample may hold (µs, either clock): ±10¹⁶, about 300 years either way; the edge refuses others,
+    /// and the estimator drops them, so its arithmetic cannot overflow whatever a node sent.
+    public static let timeRange: ClosedRange<Int64> = -10_000_000_000_000_000...10_000_000_000_000_000
+
+    /// Whether every time is within `timeRange` and the node's send follows its receive.
+    public var isPlausible: Bool {
+        [t1, t2, t3, t4].allSatisfy(Self.timeRange.contains) && t3 >= t2 && t4 >= t1
+    }
+
+    /// Network round trip, excluding the node's turnaround (saturating: a sample from a lying node cannot trap).
+    public var roundTrip: Int64 { Saturating.subtract(Saturating.subtract(t4, t1), Saturating.subtract(t3, t2)) }
     /// rig − local at the node's midpoint, assuming a symmetric path.
     public var offset: Double { (Double(t1 - t2) + Double(t4 - t3)) / 2 }
     /// The node's local time at the exchange's midpoint.
@@ -63,11 +72,13 @@ public struct ClockEstimator: Sendable {
     }
 
     public mutating func add(_ sample: ClockProbeSample) {
-        guard sample.roundTrip >= 0 else { return }  // a sample that contradicts causality is dropped
+        // A sample that contradicts causality, or holds a time no clock reads, is dropped.
+        guard sample.isPlausible, sample.roundTrip >= 0 else { return }
         samples.append(sample)
         let newest = samples.map(\.t1).max() ?? sample.t1
-        if let first = samples.first, first.t1 < newest - windowMicroseconds {
-            samples.removeAll { $0.t1 < newest - windowMicroseconds }
+        let oldest = Saturating.subtract(newest, windowMicroseconds)
+        if let first = samples.first, first.t1 < oldest {
+            samples.removeAll { $0.t1 < oldest }
         }
     }
 
@@ -78,7 +89,8 @@ public struct ClockEstimator: Sendable {
     /// than the typical kept exchange.
     func selected() -> [ClockProbeSample] {
         var bins: [Int64: [ClockProbeSample]] = [:]
-        for s in samples { bins[s.t1 >= 0 ? s.t1 / binMicroseconds : (s.t1 + 1) / binMicroseconds - 1, default: []].append(s) }
+        let bin = max(1, binMicroseconds)
+        for s in samples { bins[s.t1 >= 0 ? s.t1 / bin : (s.t1 + 1) / bin - 1, default: []].append(s) }
         var kept: [ClockProbeSample] = []
         for (_, bin) in bins {
             let sorted = bin.sorted { $0.roundTrip < $1.roundTrip }
@@ -87,7 +99,7 @@ public struct ClockEstimator: Sendable {
         // A second in which every exchange was slow (a node busy hashing its files, a congested link) must
         // not pull the fit: its offsets may be off by up to half their round trip.
         let trips = kept.map(\.roundTrip).sorted()
-        let limit = 2 * trips[trips.count / 2] + 20
+        let limit = Saturating.add(Saturating.multiply(2, trips[trips.count / 2]), 20)
         return kept.filter { $0.roundTrip <= limit }
     }
 
@@ -95,7 +107,7 @@ public struct ClockEstimator: Sendable {
     public func estimate(atRig: Int64? = nil) -> ClockMapping? {
         guard let best = bestRoundTrip else { return nil }
         let kept = selected()
-        let reference = Int64(kept.map(\.localMidpoint).reduce(0, +) / Double(kept.count))
+        let reference = Saturating.int64(kept.map(\.localMidpoint).reduce(0, +) / Double(kept.count), .towardZero)
         let xs = kept.map { $0.localMidpoint - Double(reference) }
         let ys = kept.map(\.offset)
         let n = Double(kept.count)
@@ -125,6 +137,10 @@ public struct ClockEstimator: Sendable {
         var result = mapping
         result.uncertaintyMicroseconds = sigma * (1 / n + rateTerm).squareRoot()
         result.boundMicroseconds = result.uncertaintyMicroseconds * 3 + Double(best) / 2
+        // Samples in range can still fit a degenerate line (a rate of −10⁶ ppm divides by zero): no estimate then.
+        guard [result.offsetMicroseconds, result.ratePPM, result.uncertaintyMicroseconds, result.boundMicroseconds].allSatisfy(\.isFinite) else {
+            return nil
+        }
         return result
     }
 }
@@ -142,11 +158,45 @@ public struct SimulatedClock: Equatable, Sendable {
     }
 
     public func local(fromHost host: Int64) -> Int64 {
-        host + offsetMicroseconds + Int64((driftPPM * 1e-6 * Double(host - hostReference)).rounded())
+        Saturating.add(Saturating.add(host, offsetMicroseconds), Saturating.int64(driftPPM * 1e-6 * Double(Saturating.subtract(host, hostReference))))
     }
 
     public func host(fromLocal local: Int64) -> Int64 {
         let r = driftPPM * 1e-6
-        return Int64(((Double(local - offsetMicroseconds) + r * Double(hostReference)) / (1 + r)).rounded())
+        return Saturating.int64((Double(Saturating.subtract(local, offsetMicroseconds)) + r * Double(hostReference)) / (1 + r))
+    }
+}
+
+/// Integer arithmetic on figures a peer sent: the result saturates at the type's ends instead of trapping, and
+/// a Double that is no number (NaN) becomes 0. Used where a value crossed the wire or was derived from one.
+public enum Saturating {
+    public static func add(_ a: Int64, _ b: Int64) -> Int64 {
+        let (r, overflow) = a.addingReportingOverflow(b)
+        return overflow ? (b > 0 ? .max : .min) : r
+    }
+
+    public static func subtract(_ a: Int64, _ b: Int64) -> Int64 {
+        let (r, overflow) = a.subtractingReportingOverflow(b)
+        return overflow ? (b < 0 ? .max : .min) : r
+    }
+
+    public static func multiply(_ a: Int64, _ b: Int64) -> Int64 {
+        let (r, overflow) = a.multipliedReportingOverflow(by: b)
+        return overflow ? ((a < 0) == (b < 0) ? .max : .min) : r
+    }
+
+    public static func add(_ a: UInt64, _ b: UInt64) -> UInt64 {
+        let (r, overflow) = a.addingReportingOverflow(b)
+        return overflow ? .max : r
+    }
+
+    /// `x` rounded (to the nearest by default) to an Int64, clamped to its range; NaN is 0.
+    public static func int64(_ x: Double, _ rule: FloatingPointRoundingRule = .toNearestOrAwayFromZero) -> Int64 {
+        guard !x.isNaN else { return 0 }
+        let r = x.rounded(rule)
+        // 2^63 is exactly representable; anything at or beyond it does not fit.
+        if r >= 9_223_372_036_854_775_808.0 { return .max }
+        if r < -9_223_372_036_854_775_808.0 { return .min }
+        return Int64(r)
     }
 }

@@ -147,7 +147,7 @@ extension NodeFailure {
 extension CameraFormat {
     public init(wire: Coord_V1_CameraFormat) {
         self.init(pixelFormat: wire.pixelFormat, width: Int(wire.width), height: Int(wire.height),
-                  minFramePeriodMicroseconds: Int64(wire.minFramePeriodUs), maxFramePeriodMicroseconds: Int64(wire.maxFramePeriodUs))
+                  minFramePeriodMicroseconds: Int64(clamping: wire.minFramePeriodUs), maxFramePeriodMicroseconds: Int64(clamping: wire.maxFramePeriodUs))
     }
 
     public var wire: Coord_V1_CameraFormat {
@@ -208,7 +208,7 @@ extension ClockMapping {
 
     public var wire: Coord_V1_ClockMapping {
         var w = Coord_V1_ClockMapping()
-        w.offsetUs = Int64(offsetMicroseconds.rounded())
+        w.offsetUs = Saturating.int64(offsetMicroseconds)
         w.ratePpm = ratePPM
         w.refLocalUs = referenceLocal
         w.uncertaintyUs = uncertaintyMicroseconds

@@ -30,6 +30,8 @@ final class ClockTracker: @unchecked Sendable {
     private var pushFailures: [String: String] = [:]
     private var heldUpdates: [String: Int] = [:]
     private var probesSent: [String: Int] = [:]
+    /// The newest clock-probe reply each node sent that the coordinator could not use (one sentence naming the field).
+    private var probeFaults: [String: String] = [:]
 
     init(nodes: [Node]) {
         self.nodes = nodes
@@ -77,7 +79,10 @@ final class ClockTracker: @unchecked Sendable {
             if ready { break }
             if now > deadline {
                 if let node = silent.first {
-                    throw CoordError(.failure, "node \(node) answered no clock probe within \(Int(timeout)) s; its clock cannot be aligned.")
+                    if let fault = lock.withLock({ probeFaults[node] }) {
+                        throw CoordError(.failure, "node \(node)'s clock cannot be aligned: it answered no usable clock probe within \(Int(timeout)) s (\(fault.hasSuffix(".") ? String(fault.dropLast()) : fault)).", node: node)
+                    }
+                    throw CoordError(.failure, "node \(node) answered no clock probe within \(Int(timeout)) s; its clock cannot be aligned.", node: node)
                 }
                 break
             }
@@ -157,12 +162,16 @@ final class ClockTracker: @unchecked Sendable {
         var lastPush: Int64 = 0
         while !isStopped && !Task.isCancelled {
             let began = MonotonicClock.now()
-            if let sample = try? await node.link.probe(timeout: 0.5) {
+            do {
+                let sample = try await node.link.probe(timeout: 0.5)
                 lock.withLock {
                     estimators[node.name]?.add(sample)
                     if firstProbe[node.name] == nil { firstProbe[node.name] = began }
                 }
-            }
+            } catch let error as CoordError where error.subject.field != nil {
+                // A reply with times no clock reads (checked at the edge): never fitted, named if the clock stays unknown.
+                lock.withLock { probeFaults[node.name] = error.message }
+            } catch {}
             lock.withLock { probesSent[node.name, default: 0] += 1 }
             let take = lock.withLock { armedTake }
             let now = MonotonicClock.now()

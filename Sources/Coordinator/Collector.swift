@@ -4,11 +4,15 @@ import Crypto
 import Foundation
 import Synchronization
 import Platform
+#if canImport(Glibc)
+import Glibc
+#endif
 
 /// Brings every node's files home into the take directory, all nodes in parallel. Each node's fetcher keeps
 /// `window` chunk requests in flight (credit-based: a reply returns one credit), writes each file under a
-/// temporary name (`<node>/.<file>.part`), hashes it as it arrives and renames it into place only when its
-/// SHA-256 matches the node's. A partial copy left by an earlier run is resumed, not fetched again; a file
+/// temporary name in a folder of its own (`.coord~partial/<node>/.<file>.part`: `~` is outside CONTRACT §4's
+/// names, so no path a node lists can name a temporary copy), hashes it as it arrives and renames it into place
+/// only when its SHA-256 matches the node's. A partial copy left by an earlier run is resumed, not fetched again; a file
 /// that does not match is fetched once more, then reported as damaged.
 // @unchecked: per-node plans and sinks are owned by one node's task each; the shared tallies are under `lock`.
 final class Collector: @unchecked Sendable {
@@ -77,9 +81,9 @@ final class Collector: @unchecked Sendable {
         }
         lock.withLock {
             nodeOrder = work.map(\.0.name)
-            for (node, p) in work { meters[node.name] = TransferMeter(total: p.toFetch.reduce(0) { $0 + $1.file.bytes - $1.from }) }
+            for (node, p) in work { meters[node.name] = TransferMeter(total: Self.bytesToFetch(p.toFetch)) }
         }
-        let total = work.flatMap(\.1.toFetch).reduce(0) { $0 + $1.file.bytes - $1.from }
+        let total = Self.bytesToFetch(work.flatMap(\.1.toFetch))
         let had = work.reduce(0) { $0 + $1.1.have.count }
         if total > 0 {
             let resumed = work.flatMap(\.1.toFetch).filter { $0.from > 0 }.count
@@ -100,6 +104,10 @@ final class Collector: @unchecked Sendable {
         }
         let fetched = await eachNodeResult(work) { [self] entry in await fetchAll(entry.1, from: entry.0) }
         progress.cancel()
+        // Temporary folders left empty go (rmdir keeps any that still hold a partial copy to resume).
+        let partials = directory.appendingPathComponent(Self.partialFolder)
+        for node in nodes { _ = rmdir(partials.appendingPathComponent(node.name).path) }
+        _ = rmdir(partials.path)
         if total > 0 { showProgress() }
 
         for ((node, p), result) in zip(work, fetched) {
@@ -137,6 +145,11 @@ final class Collector: @unchecked Sendable {
     }
 
     // MARK: planning
+
+    /// The bytes still to fetch (sizes are checked at the edge; the sum saturates rather than trap).
+    static func bytesToFetch(_ fetches: [Fetch]) -> UInt64 {
+        fetches.reduce(UInt64(0)) { Saturating.add($0, $1.file.bytes - min($1.from, $1.file.bytes)) }
+    }
 
     struct Fetch {
         var file: TakeManifest.File
@@ -184,14 +197,11 @@ final class Collector: @unchecked Sendable {
         var plan = NodePlan(listed: true)
         var truth: [String: TakeManifest.File] = [:]
         for file in node.known { truth[file.path] = file }
-        for wire in list.files {
-            let file = TakeManifest.File(wire: wire)
-            guard Self.isOwnPath(file.path, node: node.name) else {
-                throw CoordError(.failure, "node \(node.name) listed a file outside its own folder: \"\(file.path)\".")
-            }
-            truth[file.path] = file
-        }
-        let listedPaths = Set(list.files.map(\.path))
+        // Every path in the node's own folder, listed once, sizes it can serve: else nothing of this node is fetched.
+        let listed: [TakeManifest.File]
+        do { listed = try NodeReply.fileList(list, node: node.name, takeID: takeID, from: "node \(node.name)") } catch { throw CoordError(error, node: node.name) }
+        for file in listed { truth[file.path] = file }
+        let listedPaths = Set(listed.map(\.path))
         for path in Set(node.expected).union(truth.keys).sorted() {
             guard let file = truth[path] else {
                 plan.missing.append(.init(path: path, node: node.name, reason: "node \(node.name) does not have \(path)"))
@@ -225,9 +235,13 @@ final class Collector: @unchecked Sendable {
 
     func finalURL(_ path: String) -> URL { directory.appendingPathComponent(path) }
 
+    /// The folder of every temporary copy: its name is no node's (`~` is outside CONTRACT §4's names).
+    static let partialFolder = ".coord~partial"
+
     func partialURL(_ path: String) -> URL {
         let parts = path.split(separator: "/")
-        return directory.appendingPathComponent(String(parts[0])).appendingPathComponent(".\(parts[1]).part")
+        return directory.appendingPathComponent(Self.partialFolder).appendingPathComponent(String(parts[0]))
+            .appendingPathComponent(".\(parts[1]).part")
     }
 
     static func size(_ url: URL) -> UInt64? {
@@ -312,10 +326,16 @@ final class Collector: @unchecked Sendable {
                         f.rawFrame = true
                         do {
                             let (reply, _) = try await link.request(.fetchChunk(f), timeout: 20, what: "bytes \(request.offset)… of \(path)")
-                            guard case .chunk(let chunk) = reply.body, chunk.offset == request.offset, chunk.path == path else {
+                            guard case .chunk(let chunk) = reply.body else {
                                 throw CoordError(.failure, "node \(node.name) answered a request for \(path) with something else.")
                             }
-                            return ChunkReply(request: request, result: .success(chunk.data))
+                            let data: Data
+                            do {
+                                data = try NodeReply.chunk(chunk, path: path, offset: request.offset, length: request.length, from: "node \(node.name)")
+                            } catch {
+                                throw CoordError(error, node: node.name)
+                            }
+                            return ChunkReply(request: request, result: .success(data))
                         } catch {
                             return ChunkReply(request: request, result: .failure(error))
                         }
@@ -402,10 +422,11 @@ final class Collector: @unchecked Sendable {
             sink.resumedFrom = sink.written
             return
         }
-        guard FileManager.default.createFile(atPath: partial.path, contents: nil), let handle = try? FileHandle(forWritingTo: partial) else {
-            throw CoordError(.failure, "cannot write \(partial.path) while collecting \(path) (is the disk full or read-only?).")
+        let fd = Glibc.open(partial.path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o644)
+        guard fd >= 0 else {
+            throw CoordError(.failure, "cannot create the copy of \(path) (\(partial.path)): \(Self.fileProblem(errno)).", file: path)
         }
-        sink.handle = handle
+        sink.handle = FileHandle(fileDescriptor: fd, closeOnDealloc: true)
     }
 
     /// Writes and hashes every chunk that is next in order.
@@ -414,7 +435,8 @@ final class Collector: @unchecked Sendable {
             do {
                 try sink.handle?.write(contentsOf: data)
             } catch {
-                throw CoordError(.failure, "writing \(partialURL(sink.fetch.file.path).path) failed: \(reason(error)).")
+                throw CoordError(.failure, "copying \(sink.fetch.file.path) failed: writing \(partialURL(sink.fetch.file.path).path): \(Self.fileProblem(error)).",
+                                 file: sink.fetch.file.path)
             }
             sink.hasher.update(data: data)
             sink.written += UInt64(data.count)
@@ -437,7 +459,7 @@ final class Collector: @unchecked Sendable {
         do {
             try sink.handle?.synchronize()
         } catch {
-            fail(sink, "writing \(partial.path) failed: \(reason(error))", into: &result, node: node)
+            fail(sink, "copying \(file.path) failed: writing \(partial.path): \(Self.fileProblem(error))", into: &result, node: node)
             return
         }
         guard sha == file.sha256 else {
@@ -470,19 +492,63 @@ final class Collector: @unchecked Sendable {
             console.step("\(file.path) is damaged: it did not match node \(node)'s checksum twice; the node keeps its copy")
             return
         }
+        // The copy that verified is this very file: checked again at its final name, by identity and size.
+        let written = sink.handle.flatMap { Self.identity(fd: $0.fileDescriptor) }
         try? sink.handle?.close()
         sink.handle = nil
         let final = finalURL(file.path)
         do {
+            try FileManager.default.createDirectory(at: final.deletingLastPathComponent(), withIntermediateDirectories: true)
             try? FileManager.default.removeItem(at: final)
             try FileManager.default.moveItem(at: partial, to: final)
         } catch {
             result.missing.append(.init(path: file.path, node: node, reason: "cannot move \(partial.path) into place: \(reason(error))"))
             return
         }
+        guard let written, written == Self.identity(path: final.path), written.bytes == file.bytes else {
+            result.runs.append(.init(path: file.path, fromOffset: sink.resumedFrom, fetchedBytes: sink.fetchedBytes,
+                                     attempts: sink.attempts, verified: false))
+            result.missing.append(.init(path: file.path, node: node,
+                                        reason: "\(file.path) here is not the copy that matched node \(node)'s checksum (it changed as it was moved into place); the node keeps its copy"))
+            return
+        }
         result.verified.append(file)
         result.runs.append(.init(path: file.path, fromOffset: sink.resumedFrom, fetchedBytes: sink.fetchedBytes,
                                  attempts: sink.attempts, verified: true))
+    }
+
+    /// A file's device, inode and size: the same three at the final name mean the verified copy is there.
+    struct Identity: Equatable {
+        var device: UInt64, inode: UInt64, bytes: UInt64
+    }
+
+    static func identity(fd: Int32) -> Identity? {
+        var st = stat()
+        guard fstat(fd, &st) == 0 else { return nil }
+        return Identity(device: UInt64(st.st_dev), inode: UInt64(st.st_ino), bytes: UInt64(max(0, st.st_size)))
+    }
+
+    static func identity(path: String) -> Identity? {
+        var st = stat()
+        guard lstat(path, &st) == 0, (st.st_mode & S_IFMT) == S_IFREG else { return nil }
+        return Identity(device: UInt64(st.st_dev), inode: UInt64(st.st_ino), bytes: UInt64(max(0, st.st_size)))
+    }
+
+    /// What went wrong writing a copy, in the operator's words: a full disk, a read-only one, or no descriptors left.
+    static func fileProblem(_ code: Int32) -> String {
+        switch code {
+        case EMFILE, ENFILE: return "the coordinator is out of file descriptors (errno \(code)); raise its limit (ulimit -n) or collect fewer nodes at once"
+        case ENOSPC, EDQUOT: return "the coordinator's disk is full (errno \(code))"
+        case EROFS: return "the coordinator's disk is read-only (errno \(code))"
+        default: return "\(String(cString: strerror(code))) (errno \(code))"
+        }
+    }
+
+    static func fileProblem(_ error: Error) -> String {
+        let ns = error as NSError
+        if let u = ns.userInfo[NSUnderlyingErrorKey] as? Error, (u as NSError).domain == NSPOSIXErrorDomain { return fileProblem(Int32((u as NSError).code)) }
+        if ns.domain == NSPOSIXErrorDomain { return fileProblem(Int32(ns.code)) }
+        return reason(error)
     }
 
     private func fail(_ sink: Sink, _ reason: String, into result: inout NodeResult, node: String) {

@@ -1,4 +1,5 @@
 import CoordCore
+import CoordWire
 
 /// A failure the operator sees: one sentence naming the node, camera, field or file at fault, and the exit code
 /// of CONTRACT §1. The subject's fields say the same for a program (a console, a script) that acts on them.
@@ -30,6 +31,12 @@ public struct CoordError: Error, CustomStringConvertible, Sendable {
         self.subject = Subject(node: node, camera: camera, file: file, field: field)
         // Whatever a sentence quotes back (a rig value, an endpoint, a node's reply) is cut short here, once.
         self.message = Echo.capWords(in: message)
+    }
+
+    /// A node's reply with a field the coordinator cannot act on (CoordWire's NodeReply checks): a failure naming
+    /// the node and the field.
+    public init(_ fault: FieldFault, node: String? = nil) {
+        self.init(.failure, fault.sentence, node: node, field: fault.field)
     }
 
     public var description: String { message }

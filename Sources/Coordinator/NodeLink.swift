@@ -108,7 +108,11 @@ public final class NodeLink: @unchecked Sendable {
         guard case .clockProbeReply(let r) = reply.body else {
             throw CoordError(.failure, "node \(name) answered a clock probe with something else.", node: named)
         }
-        return ClockProbeSample(t1: r.t1Us, t2: r.t2Us, t3: r.t3Us, t4: t4)
+        do {
+            return try NodeReply.clockProbe(r, receivedAt: t4, from: who)
+        } catch {
+            throw CoordError(error, node: named)
+        }
     }
 
     public func close() {

@@ -119,8 +119,8 @@ public final class PreviewReceiver: Sendable {
 
     private func take(_ frames: [[UInt8]]) {
         guard frames.count == 1, let envelope = try? Wire.parse(frames[0]), (try? Wire.checkVersion(envelope)) != nil,
-              case .previewFrame(let f) = envelope.body, RigName.isValid(f.node), RigName.isValid(f.camera),
-              !f.jpeg.isEmpty, f.takeID.isEmpty || RigName.isValid(f.takeID) else {
+              case .previewFrame(let wire) = envelope.body, let f = try? NodeReply.previewFrame(wire, from: "a preview publisher"),
+              !f.jpeg.isEmpty else {
             state.withLock { $0.refused += 1 }
             return
         }

@@ -49,9 +49,11 @@ public enum RigStatus {
             var hello = Coord_V1_Hello()
             hello.coordinator = ProcessInfo.processInfo.hostName
             let (reply, _) = try await link.request(.hello(hello), timeout: timeout, what: "the handshake")
-            guard case .helloReply(let h) = reply.body else {
+            guard case .helloReply(let wire) = reply.body else {
                 throw CoordError(.failure, "node at \(node.endpoint) answered the handshake with something else.")
             }
+            let h: Coord_V1_HelloReply
+            do { h = try NodeReply.hello(wire, from: "node at \(node.endpoint)") } catch { throw CoordError(error, node: node.name) }
             report.reportedName = h.node
             report.cameras = h.cameras.map(\.name)
             if h.node != node.name { report.notes.append("calls itself \(h.node)") }
@@ -62,7 +64,8 @@ public enum RigStatus {
             guard case .status(let wire) = statusReply.body else {
                 throw CoordError(.failure, "node at \(node.endpoint) answered a status request with something else.")
             }
-            let s = NodeStatus(wire: wire)
+            let s: NodeStatus
+            do { s = try NodeReply.status(wire, from: "node \(node.name) at \(node.endpoint)") } catch { throw CoordError(error, node: node.name) }
             report.state = s.state.name
             report.takeID = s.takeID.isEmpty ? nil : s.takeID
             if s.state == .failed && !s.detail.isEmpty { report.notes.append(s.detail) }

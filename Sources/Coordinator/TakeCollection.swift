@@ -38,10 +38,19 @@ public enum TakeCollection {
         let collector = Collector(directory: directory, takeID: pending.takeID, policy: policy, console: console)
         let outcome = await collector.collect(nodes)
         let (manifest, report) = finish(pending, outcome: outcome, directory: directory, afterConfirm: policy.afterConfirm)
-        try TakeDirectoryWriter(directory: directory).write(manifest: manifest, report: report)
+        do {
+            try TakeDirectoryWriter(directory: directory).write(manifest: manifest, report: report)
+        } catch {
+            // A full disk fails a copy first: that copy is what the operator must hear of, the manifest after it.
+            guard let first = outcome.missing.first(where: { $0.reason.hasPrefix("copying ") || $0.reason.hasPrefix("cannot create the copy") }) else { throw error }
+            throw CoordError(.failure, "\(first.reason.hasSuffix(".") ? String(first.reason.dropLast()) : first.reason); then \(error)", node: first.node, file: first.path)
+        }
 
-        // Only now, with the manifest on disk, may nodes let go of what arrived intact.
-        let confirmations = outcome.confirmable.filter { !$0.value.isEmpty }.compactMap { entry in links[entry.key].map { (entry.key, $0, entry.value) } }
+        // Only now, with the manifest on disk, may nodes let go of what arrived intact: each file only while its
+        // copy at its final name is there at its size (it verified there when it arrived).
+        let confirmations = outcome.confirmable.mapValues { files in
+            files.filter { Collector.identity(path: directory.appendingPathComponent($0.path).path)?.bytes == $0.bytes }
+        }.filter { !$0.value.isEmpty }.compactMap { entry in links[entry.key].map { (entry.key, $0, entry.value) } }
         let results = await eachNodeResult(confirmations) { entry in
             var confirm = Coord_V1_ConfirmCollected()
             confirm.takeID = pending.takeID

@@ -258,8 +258,10 @@ public final class TakeSession: @unchecked Sendable {
                     tracker.armed(plan.name, at: began, with: plan.mapping)
                     let (reply, _) = try await plan.link.request(.arm(a), timeout: Double(armLead) / 1e6, what: "arming")
                     if case .armed(let armed) = reply.body {
+                        let controls: [(camera: String, controls: CameraControls)]
+                        do { controls = try NodeReply.armed(armed, takeID: takeID, from: "node \(plan.name)") } catch { throw CoordError(error, node: plan.name) }
                         self.shared.withLock { shared in
-                            for c in armed.controls { shared.controls["\(plan.name)/\(c.camera)"] = CameraControls(wire: c.controls) }
+                            for c in controls { shared.controls["\(plan.name)/\(c.camera)"] = c.controls }
                         }
                         for warning in armed.warnings {
                             self.console.step("  warning: \(warning)")
@@ -407,12 +409,11 @@ public final class TakeSession: @unchecked Sendable {
             var hello = Coord_V1_Hello()
             hello.coordinator = ProcessInfo.processInfo.hostName
             let (reply, _) = try await link.request(.hello(hello), timeout: 5, what: "the handshake")
-            guard case .helloReply(let r) = reply.body else {
+            guard case .helloReply(let wire) = reply.body else {
                 throw CoordError(.failure, "\(link.who) answered the handshake with something else.", node: link.named)
             }
-            guard RigName.isValid(r.node) else {
-                throw CoordError(.failure, "\(link.who) calls itself \"\(r.node)\", which is not a valid node name.", node: link.named)
-            }
+            let r: Coord_V1_HelloReply
+            do { r = try NodeReply.hello(wire, from: link.who) } catch { throw CoordError(error, node: link.named) }
             link.setName(r.node)
             return RigPlanner.Hello(endpoint: link.endpoint, reply: r)
         }
@@ -516,12 +517,14 @@ public final class TakeSession: @unchecked Sendable {
                         }
                     }
                 case .requestStatus(let nodes):
+                    var faultSaid = Set<String>()
                     let pending = nodes.compactMap { byName[$0] }
                     let results = await eachNodeResult(pending) { plan -> NodeStatus in
                         let (reply, _) = try await plan.link.request(.statusRequest(Coord_V1_StatusRequest()), timeout: 2, what: "a status request")
                         guard case .status(let s) = reply.body else { throw CoordError(.failure, "node \(plan.name) answered status with something else.") }
                         // Events are the sender's: named after the node as this rig knows it.
-                        var status = NodeStatus(wire: s)
+                        var status: NodeStatus
+                        do { status = try NodeReply.status(s, from: "node \(plan.name)") } catch { throw CoordError(error, node: plan.name) }
                         status.node = plan.name
                         for i in status.events.indices { status.events[i].node = plan.name }
                         return status
@@ -536,6 +539,10 @@ public final class TakeSession: @unchecked Sendable {
                             for camera in disabled { conductor.disabledByPolicy(node: plan.name, camera: camera) }
                         case .failure(let error):
                             logger.warning("status failed", metadata: ["node": "\(plan.name)", "error": "\(error)"])
+                            // A reply the coordinator cannot use is said once: the node then counts as silent.
+                            if let e = error as? CoordError, e.subject.field != nil, faultSaid.insert(plan.name).inserted {
+                                console.step("  warning: \(e.message)")
+                            }
                             await perform(conductor.handle(.statusFailed(node: plan.name, now: now)))
                         }
                     }
