@@ -567,7 +567,8 @@ enum BudgetFigures {
 
     /// `45 s`, `12 min 30 s`, `2 h 5 min`; whole seconds rounded down, so a forecast never promises too much.
     static func duration(_ seconds: Double) -> String {
-        guard seconds.isFinite else { return "forever" }
+        // Beyond a million years (a node's figures can say so) is forever too; Int(_:) would trap far beyond it.
+        guard seconds.isFinite, seconds < 3e13 else { return "forever" }
         let t = max(0, Int(seconds.rounded(.down)))
         if t < 60 { return "\(t) s" }
         if t < 3600 { return t % 60 == 0 ? "\(t / 60) min" : "\(t / 60) min \(t % 60) s" }

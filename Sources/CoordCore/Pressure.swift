@@ -68,7 +68,7 @@ public enum PressureGauge {
         let seconds = (freeBytes - reserve) / writeBytesPerSecond
         let level: PressureLevel = seconds < 30 ? .critical : seconds < 120 ? .serious : seconds < 600 ? .fair : .nominal
         return PressureReading(level: level, factor: "disk",
-                               cause: "the staging disk has \(free), full in \(Int(seconds.rounded())) s at \(bytes(writeBytesPerSecond))/s")
+                               cause: "the staging disk has \(free), full in \(Saturating.int64(seconds)) s at \(bytes(writeBytesPerSecond))/s")
     }
 
     /// Load alone is at most fair (a busy CPU still records); frames the cameras could not deliver in time

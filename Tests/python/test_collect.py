@@ -163,8 +163,9 @@ def test_a_damaged_partial_copy_is_fetched_again_and_verifies(tmp_path, rig):
     rig_path, take = record_later(tmp_path, rig)
     take_id = manifest(take)["take_id"]
     # A partial copy whose bytes are wrong (a disk error, or someone's tool): resumed, it cannot match.
-    (take / "right").mkdir(exist_ok=True)
-    (take / "right" / ".cam0.mkv.part").write_bytes(b"\0" * 5000)
+    # Temporary copies live in their own folder, named outside the node names (.coord~partial/<node>/.<file>.part).
+    (take / ".coord~partial" / "right").mkdir(parents=True, exist_ok=True)
+    (take / ".coord~partial" / "right" / ".cam0.mkv.part").write_bytes(b"\0" * 5000)
 
     r = run_coord("collect", "--rig", rig_path, take)
     assert r.returncode == 0, r.stderr
