@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Writes the seed corpus for coord-fuzz into Tests/fuzz-corpus/: one valid example of every request and reply
 the wire carries (for the edge alone, selector 0, and through the node's handling, selector 1), the example rig
-file and a few variations (selector 2), a manifest (selector 3), node files (selector 4) and discovery datagrams (selector 5). Run after changing the protocol:
+file and a few variations (selector 2), a manifest (selector 3), node files (selector 4), discovery datagrams (selector 5) and every reply a node sends the coordinator (selectors 6…13). Run after changing the protocol:
     $(scripts/python-env.sh) scripts/fuzz-corpus.py
 """
 import importlib
@@ -62,6 +62,40 @@ def main():
         data = envelope.SerializeToString()
         (OUT / f"edge-{name}").write_bytes(b"\x00" + data)
         (OUT / f"node-{name}").write_bytes(b"\x01" + data)
+    # Every reply a node sends the coordinator (selectors 6…13, coord-fuzz's ReplyTarget), with the extremes that
+    # once trapped it (issue 23): a 2^64-1-byte file, a frame period of 2^64-1, clock readings at the int64 limits.
+    fmt = pb.CameraFormat(pixel_format="yuv420p", width=640, height=480, min_frame_period_us=16666, max_frame_period_us=1_000_000)
+    sha = "ab" * 32
+    replies = {
+        "hello_reply": [pb.HelloReply(node="fuzz", agent_version="0.1.0", host="box", instance_id="i1",
+                                      cameras=[pb.CameraInfo(name="cam0", source="synthetic", formats=[fmt], codecs=["mjpeg", "ffv1"])],
+                                      mics=["mic0"]),
+                        pb.HelloReply(node="fuzz", cameras=[pb.CameraInfo(name="cam0", formats=[pb.CameraFormat(
+                            width=640, height=480, min_frame_period_us=2**64 - 1, max_frame_period_us=2**64 - 1)])])],
+        "status": [pb.Status(node="fuzz", state=pb.Status.RECORDING, take_id="t1", t0_us=10**9, frame_period_us=33333,
+                             rig_now_us=10**9 + 5_000_000, stop_group=150,
+                             cameras=[pb.CameraStatus(camera="cam0", frames=12, dropped=1, last_group=11)],
+                             events=[pb.NodeEvent(t_us=10**9, camera="cam0", kind="pressure", detail="fair")])],
+        "file_list": [pb.FileList(take_id="t1", final=True, files=[pb.FileInfo(path="fuzz/cam0.mkv", bytes=1 << 24, sha256=sha),
+                                                                    pb.FileInfo(path="fuzz/frames.csv", bytes=4096, sha256=sha)]),
+                      pb.FileList(take_id="t1", files=[pb.FileInfo(path="fuzz/cam0.mkv", bytes=2**64 - 1, sha256=sha),
+                                                       pb.FileInfo(path="fuzz/.cam0.mkv.part", bytes=10, sha256=sha)])],
+        "chunk": [pb.Chunk(path="fuzz/cam0.mkv", offset=7 << 20, data=b"\x1a\x45\xdf\xa3" * 64, eof=False)],
+        "clock_probe_reply": [pb.ClockProbeReply(t1_us=10**9, t2_us=10**9 + 250_000, t3_us=10**9 + 250_040),
+                              pb.ClockProbeReply(t1_us=10**9, t2_us=-2**63, t3_us=10**9),
+                              pb.ClockProbeReply(t1_us=10**9, t2_us=2**63 - 1, t3_us=2**63 - 1)],
+        "armed": [pb.Armed(take_id="t1", cameras=["cam0"], warnings=["camera cam0 free-runs"],
+                           controls=[pb.ControlsApplied(camera="cam0", controls=pb.ControlValues(exposure_us=8000, gain_db=3.0))])],
+        "controls_applied": [pb.ControlsApplied(camera="cam0", controls=pb.ControlValues(exposure_us=8000, white_balance_k=4500, focus=0.5))],
+        "preview_frame": [pb.PreviewFrame(node="fuzz", camera="cam0", ordinal=0, group=42, center_us=10**9 + 1_400_000, width=160,
+                                          height=120, jpeg=b"\xff\xd8\xff\xe0" + b"\x00" * 60 + b"\xff\xd9", take_id="t1",
+                                          center_uncertainty_us=3.5, phase_error_us=-12)],
+    }
+    for selector, (name, examples) in enumerate(replies.items(), start=6):
+        for i, body in enumerate(examples):
+            envelope = pb.Envelope(protocol_version=1, request_id=7)
+            getattr(envelope, name).CopyFrom(body)
+            (OUT / f"reply-{name}-{i}").write_bytes(bytes([selector]) + envelope.SerializeToString())
     rig = (ROOT / "deploy" / "rig.example.yaml")
     if rig.exists():
         (OUT / "rig-example").write_bytes(b"\x02" + rig.read_bytes())

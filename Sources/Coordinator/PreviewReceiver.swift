@@ -118,17 +118,24 @@ public final class PreviewReceiver: Sendable {
     }
 
     private func take(_ frames: [[UInt8]]) {
-        guard frames.count == 1, let envelope = try? Wire.parse(frames[0]), (try? Wire.checkVersion(envelope)) != nil,
-              case .previewFrame(let wire) = envelope.body, let f = try? NodeReply.previewFrame(wire, from: "a preview publisher"),
-              !f.jpeg.isEmpty else {
+        guard let received = Self.received(frames) else {
             state.withLock { $0.refused += 1 }
             return
         }
         state.withLock { $0.received += 1 }
+        onTile(received)
+    }
+
+    /// One published message as a tile, or nil when it is not a checked PreviewFrame with a picture (the fuzzer
+    /// calls this as the receiver does).
+    public static func received(_ frames: [[UInt8]]) -> Received? {
+        guard frames.count == 1, let envelope = try? Wire.parse(frames[0]), (try? Wire.checkVersion(envelope)) != nil,
+              case .previewFrame(let wire) = envelope.body, let f = try? NodeReply.previewFrame(wire, from: "a preview publisher"),
+              !f.jpeg.isEmpty else { return nil }
         let tile = PreviewTile(key: CameraKey(node: f.node, camera: f.camera), group: f.group, centerMicroseconds: f.centerUs,
                                phaseErrorMicroseconds: f.phaseErrorUs, dropped: Int64(clamping: f.dropped),
                                width: Int(f.width), height: Int(f.height))
-        onTile(Received(tile: tile, takeID: f.takeID, centerUncertainty: f.centerUncertaintyUs.isFinite ? f.centerUncertaintyUs : 0,
-                        jpeg: [UInt8](f.jpeg)))
+        return Received(tile: tile, takeID: f.takeID, centerUncertainty: f.centerUncertaintyUs.isFinite ? f.centerUncertaintyUs : 0,
+                        jpeg: [UInt8](f.jpeg))
     }
 }

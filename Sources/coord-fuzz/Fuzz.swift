@@ -25,12 +25,13 @@ enum FuzzTarget {
         return agent
     }
 
-    /// Inputs run per target (edge, node, rig file, manifest, node file, discovery), printed when the process exits.
-    nonisolated(unsafe) static var counts = [0, 0, 0, 0, 0, 0]
+    /// Inputs run per target, printed when the process exits.
+    nonisolated(unsafe) static var counts = [Int](repeating: 0, count: names.count)
     nonisolated(unsafe) static var reporting = false
 
-    static let names = ["edge", "node", "rig", "manifest", "nodefile", "discovery"]
-    /// COORD_FUZZ_TARGET=edge|node|rig|manifest|nodefile|discovery sends every input to one target (its first byte is still dropped,
+    /// Selectors 0…5: what a coordinator or a file sends a node; 6…13: every reply a node sends the coordinator (ReplyTarget).
+    static let names = ["edge", "node", "rig", "manifest", "nodefile", "discovery"] + ReplyTarget.allCases.map(\.name)
+    /// COORD_FUZZ_TARGET=<one of names> sends every input to one target (its first byte is still dropped,
     /// so the shared corpus seeds it), for a run of a given number of inputs per target.
     static let fixed: UInt8? = ProcessInfo.processInfo.environment["COORD_FUZZ_TARGET"].flatMap { names.firstIndex(of: $0) }.map(UInt8.init)
 
@@ -40,13 +41,18 @@ enum FuzzTarget {
         if !reporting {
             reporting = true
             atexit {
-                let c = FuzzTarget.counts
-                FileHandle.standardError.write(Data("coord-fuzz: inputs per target: envelope at the edge \(c[0]), through the node \(c[1]), rig file \(c[2]), manifest \(c[3]), node file \(c[4]), discovery \(c[5])\n".utf8))
+                let counts = zip(FuzzTarget.names, FuzzTarget.counts).map { "\($0) \($1)" }.joined(separator: ", ")
+                FileHandle.standardError.write(Data("coord-fuzz: inputs per target: \(counts)\n".utf8))
             }
         }
-        counts[Int(selector % 6)] += 1
+        let target = Int(selector) % names.count
+        counts[target] += 1
         let input = Array(bytes.dropFirst())
-        switch selector % 6 {
+        if let reply = ReplyTarget(rawValue: target - 6) {
+            reply.run(input)
+            return
+        }
+        switch target {
         case 0:
             // The edge alone: parse, version, names, fields, and the coordinator's own conversions of replies.
             guard let envelope = try? Wire.parse(input) else { return }
