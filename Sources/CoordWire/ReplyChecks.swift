@@ -194,7 +194,8 @@ public enum NodeReply {
         try c.count(m.controls.count, maxCameras, "Armed.controls")
         var out: [(camera: String, controls: CameraControls)] = []
         for (i, applied) in m.controls.enumerated() {
-            out.append((applied.camera, try controls(applied, field: "Armed.controls[\(i)]", c)))
+            let values = try controls(applied, field: "Armed.controls[\(i)]", c)
+            out.append((applied.camera, values))
         }
         return out
     }

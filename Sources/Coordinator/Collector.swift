@@ -199,7 +199,7 @@ final class Collector: @unchecked Sendable {
         for file in node.known { truth[file.path] = file }
         // Every path in the node's own folder, listed once, sizes it can serve: else nothing of this node is fetched.
         let listed: [TakeManifest.File]
-        do { listed = try NodeReply.fileList(list, node: node.name, takeID: takeID, from: "node \(node.name)") } catch { throw CoordError(error, node: node.name) }
+        do throws(FieldFault) { listed = try NodeReply.fileList(list, node: node.name, takeID: takeID, from: "node \(node.name)") } catch { throw CoordError(error, node: node.name) }
         for file in listed { truth[file.path] = file }
         let listedPaths = Set(listed.map(\.path))
         for path in Set(node.expected).union(truth.keys).sorted() {
@@ -330,7 +330,7 @@ final class Collector: @unchecked Sendable {
                                 throw CoordError(.failure, "node \(node.name) answered a request for \(path) with something else.")
                             }
                             let data: Data
-                            do {
+                            do throws(FieldFault) {
                                 data = try NodeReply.chunk(chunk, path: path, offset: request.offset, length: request.length, from: "node \(node.name)")
                             } catch {
                                 throw CoordError(error, node: node.name)

@@ -394,7 +394,7 @@ public final class LiveRig: Sendable {
                 let (reply, _) = try await link.request(.hello(hello), timeout: 2, what: "the handshake")
                 guard case .helloReply(let wire) = reply.body else { throw CoordError(.failure, "node \(node.name) answered the handshake with something else.") }
                 let r: Coord_V1_HelloReply
-                do { r = try NodeReply.hello(wire, from: "node \(node.name)") } catch { throw CoordError(error, node: node.name) }
+                do throws(FieldFault) { r = try NodeReply.hello(wire, from: "node \(node.name)") } catch { throw CoordError(error, node: node.name) }
                 let settings = cameraSettings(node.spec, reply: r)
                 let endpoint = PreviewReceiver.endpoint(published: r.previewEndpoint, control: node.spec.endpoint)
                 if let endpoint { receiver.connect(endpoint, keys: spec.linkKeys(for: node.spec)) }
@@ -415,7 +415,7 @@ public final class LiveRig: Sendable {
             let (reply, _) = try await link.request(.statusRequest(Coord_V1_StatusRequest()), timeout: 1, what: "status")
             guard case .status(let wire) = reply.body else { return }
             let status: NodeStatus
-            do { status = try NodeReply.status(wire, from: "node \(node.name)") } catch { throw CoordError(error, node: node.name) }
+            do throws(FieldFault) { status = try NodeReply.status(wire, from: "node \(node.name)") } catch { throw CoordError(error, node: node.name) }
             let uncertainty = state.withLock { $0.tracker }?.estimate(node.name)?.uncertaintyMicroseconds
             state.withLock { s in
                 let wasReachable = s.nodes[index].view.reachable
@@ -577,7 +577,7 @@ public final class LiveRig: Sendable {
         do {
             let (reply, _) = try await link.request(.setControls(m), timeout: 3, what: "the controls")
             guard case .controlsApplied(let r) = reply.body else { throw Refusal(.conflict, "node \(node) answered the controls with something else.") }
-            do { applied = try NodeReply.controlsApplied(r, from: "node \(node)") } catch { throw Refusal(.conflict, error.sentence) }
+            do throws(FieldFault) { applied = try NodeReply.controlsApplied(r, from: "node \(node)") } catch { throw Refusal(.conflict, error.sentence) }
         } catch let refusal as Refusal {
             throw refusal
         } catch {

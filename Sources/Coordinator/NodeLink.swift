@@ -108,7 +108,7 @@ public final class NodeLink: @unchecked Sendable {
         guard case .clockProbeReply(let r) = reply.body else {
             throw CoordError(.failure, "node \(name) answered a clock probe with something else.", node: named)
         }
-        do {
+        do throws(FieldFault) {
             return try NodeReply.clockProbe(r, receivedAt: t4, from: who)
         } catch {
             throw CoordError(error, node: named)

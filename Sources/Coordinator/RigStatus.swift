@@ -53,7 +53,7 @@ public enum RigStatus {
                 throw CoordError(.failure, "node at \(node.endpoint) answered the handshake with something else.")
             }
             let h: Coord_V1_HelloReply
-            do { h = try NodeReply.hello(wire, from: "node at \(node.endpoint)") } catch { throw CoordError(error, node: node.name) }
+            do throws(FieldFault) { h = try NodeReply.hello(wire, from: "node at \(node.endpoint)") } catch { throw CoordError(error, node: node.name) }
             report.reportedName = h.node
             report.cameras = h.cameras.map(\.name)
             if h.node != node.name { report.notes.append("calls itself \(h.node)") }
@@ -65,7 +65,7 @@ public enum RigStatus {
                 throw CoordError(.failure, "node at \(node.endpoint) answered a status request with something else.")
             }
             let s: NodeStatus
-            do { s = try NodeReply.status(wire, from: "node \(node.name) at \(node.endpoint)") } catch { throw CoordError(error, node: node.name) }
+            do throws(FieldFault) { s = try NodeReply.status(wire, from: "node \(node.name) at \(node.endpoint)") } catch { throw CoordError(error, node: node.name) }
             report.state = s.state.name
             report.takeID = s.takeID.isEmpty ? nil : s.takeID
             if s.state == .failed && !s.detail.isEmpty { report.notes.append(s.detail) }

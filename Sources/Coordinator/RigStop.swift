@@ -37,7 +37,7 @@ public enum RigStop {
             guard case .status(let s) = reply.body else {
                 throw CoordError(.failure, "node \(node.name) answered a status request with something else.")
             }
-            do { return try NodeReply.status(s, from: "node \(node.name)") } catch { throw CoordError(error, node: node.name) }
+            do throws(FieldFault) { return try NodeReply.status(s, from: "node \(node.name)") } catch { throw CoordError(error, node: node.name) }
         }
         var byTake: [String: [(RigSpec.Node, NodeStatus, FrameGrid)]] = [:]
         for (node, result) in zip(spec.nodes, statuses) {

@@ -259,7 +259,7 @@ public final class TakeSession: @unchecked Sendable {
                     let (reply, _) = try await plan.link.request(.arm(a), timeout: Double(armLead) / 1e6, what: "arming")
                     if case .armed(let armed) = reply.body {
                         let controls: [(camera: String, controls: CameraControls)]
-                        do { controls = try NodeReply.armed(armed, takeID: takeID, from: "node \(plan.name)") } catch { throw CoordError(error, node: plan.name) }
+                        do throws(FieldFault) { controls = try NodeReply.armed(armed, takeID: takeID, from: "node \(plan.name)") } catch { throw CoordError(error, node: plan.name) }
                         self.shared.withLock { shared in
                             for c in controls { shared.controls["\(plan.name)/\(c.camera)"] = c.controls }
                         }
@@ -413,7 +413,7 @@ public final class TakeSession: @unchecked Sendable {
                 throw CoordError(.failure, "\(link.who) answered the handshake with something else.", node: link.named)
             }
             let r: Coord_V1_HelloReply
-            do { r = try NodeReply.hello(wire, from: link.who) } catch { throw CoordError(error, node: link.named) }
+            do throws(FieldFault) { r = try NodeReply.hello(wire, from: link.who) } catch { throw CoordError(error, node: link.named) }
             link.setName(r.node)
             return RigPlanner.Hello(endpoint: link.endpoint, reply: r)
         }
@@ -524,7 +524,7 @@ public final class TakeSession: @unchecked Sendable {
                         guard case .status(let s) = reply.body else { throw CoordError(.failure, "node \(plan.name) answered status with something else.") }
                         // Events are the sender's: named after the node as this rig knows it.
                         var status: NodeStatus
-                        do { status = try NodeReply.status(s, from: "node \(plan.name)") } catch { throw CoordError(error, node: plan.name) }
+                        do throws(FieldFault) { status = try NodeReply.status(s, from: "node \(plan.name)") } catch { throw CoordError(error, node: plan.name) }
                         status.node = plan.name
                         for i in status.events.indices { status.events[i].node = plan.name }
                         return status

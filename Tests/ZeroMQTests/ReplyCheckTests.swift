@@ -147,7 +147,7 @@ private func probe(_ t1: Int64, _ t2: Int64, _ t3: Int64) -> Coord_V1_ClockProbe
         #expect(field { $0.rigNowUs = .min } == "Status.rig_now_us")
         #expect(field { $0.cameras[0].frames = .max } == "Status.cameras[0].frames")
         #expect(field { $0.cameras[0].lastGroup = .max } == "Status.cameras[0].last_group")
-        #expect(field { $0.cameras.append($0.cameras[0]) } == "Status.cameras[1].camera")
+        #expect(field { let first = $0.cameras[0]; $0.cameras.append(first) } == "Status.cameras[1].camera")
         #expect(field { $0.cameras[0].camera = "" } == "Status.cameras[0].camera")
         #expect(field { $0.stopGroup = -1 } == "Status.stop_group")
     }
