@@ -29,7 +29,8 @@ public enum NodeDiscovery {
         var q = Coord_V1_DiscoveryQuery()
         q.nonce = Data(nonce)
         query.body = .query(q)
-        let datagram: [UInt8] = (try? query.serializedBytes()) ?? []
+        // Padded, so a node may answer with an announcement larger than 4 KiB (DiscoveryAnswerSize).
+        let datagram = DiscoveryAnswerSize.paddedQuery((try? query.serializedBytes()) ?? [])
         let start = MonotonicClock.now()
         let end = start + Int64(timeout * 1e6)
         var sends = 0
@@ -43,7 +44,7 @@ public enum NodeDiscovery {
             }
             guard now < end else { break }
             let wait = Int32(max(1, min(100, (end - now) / 1000)))
-            guard let (bytes, peer, truncated) = socket.receive(timeoutMilliseconds: wait, limit: 4096) else { continue }
+            guard let (bytes, peer, truncated) = socket.receive(timeoutMilliseconds: wait, limit: 65536) else { continue }
             guard !truncated, let reply = try? Coord_V1_Discovery(serializedBytes: bytes),
                   case .announcement(let a)? = reply.body else {
                 result.ignored.append("\(peer.host):\(peer.port) answered with something that is not a coord announcement (\(bytes.count) bytes).")
@@ -60,7 +61,8 @@ public enum NodeDiscovery {
                 result.ignored.append("\(peer.host) was set aside: \(checked.problem ?? "its announcement is not valid").")
                 continue
             }
-            if seen.insert("\(node.name) \(node.endpoint)").inserted { result.nodes.append(node) }
+            // Keyed too: a second key for one name is kept, so the command can tell the operator.
+            if seen.insert("\(node.name) \(node.endpoint) \(node.publicKey ?? "")").inserted { result.nodes.append(node) }
         }
         result.nodes.sort { ($0.name, $0.endpoint) < ($1.name, $1.endpoint) }
         return result
