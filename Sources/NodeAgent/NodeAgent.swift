@@ -255,7 +255,8 @@ public final class NodeAgent: @unchecked Sendable {
                 // The preview is guarded like the control socket: its handler is bound before the PUB socket.
                 previewZAP = try gatekeeper?.guardContext(previewContext)
                 preview = try PreviewPublisher(node: configuration.name, endpoint: endpoint, context: previewContext,
-                                               curve: gatekeeper?.serverCurve, logger: logger)
+                                               curve: gatekeeper?.serverCurve, logger: logger,
+                                               revocations: gatekeeper.map { keeper in { keeper.revocationCount } })
             } catch {
                 // The preview is a convenience: a node records without it rather than not at all.
                 logger.warning("no preview: \(error)")
