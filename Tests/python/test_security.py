@@ -167,6 +167,46 @@ def test_a_key_added_to_the_authorized_directory_is_served_without_a_restart(tmp
             after.close()
 
 
+def test_a_revoked_key_is_not_served_on_its_open_connection_within_a_second(tmp_path, keyed, zctx, pb):
+    """The coordinator's .key leaves --authorized while its connection is open and a take runs: within 1 s the same
+    socket gets no reply to anything, its Abort is not obeyed (another authorized coordinator sees the take finish
+    whole), and the node logs the revocation once, not once per message."""
+    public, secret = keys(tmp_path / "second-keys", "second")
+    (keyed.authorized / "second.key").write_bytes(public.read_bytes())
+    owner = keyed.client(zctx, pb)
+    witness = keyed.client(zctx, pb, secret=secret)
+    try:
+        live = new_take_id("revoked")
+        configure_and_arm(owner, live)
+        owner.call("start_at", pb.StartAt(take_id=live, start_group=0, stop_group=90), "ack")
+        assert witness.hello().node == "node-a"
+        for _ in range(3):
+            owner.call("status_request", pb.StatusRequest(), "status")
+        (keyed.authorized / "coordinator.key").unlink()
+        removed = time.monotonic()
+        # The same socket asks again and again; the first request left unanswered marks the revocation.
+        while True:
+            asked = time.monotonic()
+            try:
+                owner.request("status_request", pb.StatusRequest(), timeout_ms=100)
+            except NoReply:
+                break
+            assert asked - removed < 1.0, "the revoked key was still served more than 1 s after its removal"
+        latency = asked - removed
+        assert latency < 1.0, f"revocation took {latency:.3f} s"
+        print(f"revocation latency: {latency * 1000:.0f} ms")
+        assert_silent(owner, "status_request", pb.StatusRequest())
+        assert_silent(owner, "abort", pb.Abort(take_id=live, reason="a revoked coordinator"))
+        status = wait_finished(witness, live, deadline_s=20)
+        assert {cam.frames for cam in status.cameras} == {90}, [(cam.camera, cam.frames) for cam in status.cameras]
+    finally:
+        owner.close()
+        witness.close()
+    revoked = [l for l in keyed.node.stderr_path.read_text().splitlines() if "key left the authorized directory" in l]
+    assert len(revoked) == 1, revoked
+    assert z85(keyed.coordinator_secret)[0].decode() in revoked[0], revoked[0]
+
+
 def test_coord_keys_new_writes_certificates_pyzmq_reads(tmp_path):
     r = run_coord("keys", "new", "studio-a", "--dir", tmp_path / "k")
     assert r.returncode == 0, r.stderr
