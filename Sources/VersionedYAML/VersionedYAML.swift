@@ -123,12 +123,9 @@ public struct VersionedYAML {
     /// anchored value at each alias, so nested aliases grow a few hundred bytes into billions of values (an
     /// "alias bomb"); no rig or node file needs more than a handful.
     public static let aliasBudget = 10_000
-    /// Collections nested deeper than this are refused (Yams composes them by recursion).
-    public static let depthLimit = 256
-
     /// Reads the file's events once, in time linear in its size, and throws one sentence when its aliases would
-    /// expand it by more than `aliasBudget` values or it nests deeper than `depthLimit`: so nothing super-linear
-    /// runs before Yams composes it. Syntax errors are left to Yams, which words them.
+    /// expand it by more than `aliasBudget` values: so nothing super-linear runs before Yams composes it. Syntax
+    /// errors (libyaml's nesting limit among them) are left to Yams, which words them.
     static func checkAliases(_ text: String, path: String) throws(YAMLFileError) {
         var bytes = Array(text.utf8)
         let problem: String? = bytes.withUnsafeMutableBufferPointer { buffer in
@@ -163,9 +160,6 @@ public struct VersionedYAML {
                     let anchor = event.type == YAML_SEQUENCE_START_EVENT
                         ? anchorName(event.data.sequence_start.anchor) : anchorName(event.data.mapping_start.anchor)
                     open.append((1, anchor))
-                    if open.count > depthLimit {
-                        return "\(path) line \(line): lists and mappings nest deeper than \(depthLimit) levels; no rig or node file needs that."
-                    }
                 case YAML_SEQUENCE_END_EVENT, YAML_MAPPING_END_EVENT:
                     if let done = open.popLast() { finish(done.size, anchor: done.anchor) }
                 case YAML_ALIAS_EVENT:
