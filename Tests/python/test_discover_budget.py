@@ -130,11 +130,14 @@ def test_a_name_answered_under_two_keys_writes_no_rig_file(tmp_path, pb, udp_por
     _, impostor_secret = zmq.auth.create_certificates(str(tmp_path), "impostor")
     impostor_key = zmq.auth.load_certificate(impostor_secret)[0].decode()
     stop = threading.Event()
+    bound = threading.Event()
 
     def impostor():
         # Answers on 127.0.0.3 as box-1, with its own key.
         with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
+            s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # beside the node's 0.0.0.0 bind, as it shares
             s.bind(("127.0.0.3", udp_port))
+            bound.set()
             s.settimeout(0.1)
             while not stop.is_set():
                 try:
@@ -149,6 +152,7 @@ def test_a_name_answered_under_two_keys_writes_no_rig_file(tmp_path, pb, udp_por
 
     thread = threading.Thread(target=impostor, daemon=True)
     thread.start()
+    assert bound.wait(5), "the impostor could not bind its UDP port"
     rig = tmp_path / "found.yaml"
     try:
         run = discover(udp_port, "--write-rig", str(rig), addresses=("127.0.0.1", "127.0.0.3"))
