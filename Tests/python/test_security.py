@@ -17,8 +17,8 @@ import pytest
 import zmq
 import zmq.auth
 
-from conftest import (ARM_LEAD_US, FRAME_PERIOD_US, Client, NoReply, Node, configure_and_arm, fetch_file, new_take_id, node_binary, now_us,
-                      record_take, wait_finished)
+from conftest import (ARM_LEAD_US, FRAME_PERIOD_US, Client, NoReply, Node, configure_and_arm, fetch_file,
+                      new_take_id, node_binary, now_us, record_take, wait_finished)
 from test_budget_pressure import COORD, check_take, run_coord
 
 SILENCE_MS = 1500
