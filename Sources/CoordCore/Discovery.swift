@@ -98,7 +98,7 @@ extension DiscoveredNode {
 /// How big an answer to one discovery query may be. A query is a small UDP datagram whose source can be forged, so
 /// an answer is reflected at whoever the query names: the node answers with at most
 /// `max(floor, factor × query size)` bytes. A normal announcement fits in `floor`; a larger one (many cameras with
-/// long names) is answered only to a query padded to a quarter of its size, which `coord discover` always sends
+/// long names) is answered only to a query padded to a quarter of its size, which `coord discover` sends
 /// (`paddedQuery`), so no query buys more than 4 KiB of answer unless it pays for the rest itself.
 public enum DiscoveryAnswerSize {
     public static let floor = 4096

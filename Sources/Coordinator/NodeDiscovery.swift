@@ -29,8 +29,10 @@ public enum NodeDiscovery {
         var q = Coord_V1_DiscoveryQuery()
         q.nonce = Data(nonce)
         query.body = .query(q)
-        // Padded, so a node may answer with an announcement larger than 4 KiB (DiscoveryAnswerSize).
-        let datagram = DiscoveryAnswerSize.paddedQuery((try? query.serializedBytes()) ?? [])
+        // The first query as it always was (a node older than the padding reads at most 256 bytes); the other two
+        // padded, so a node may answer with an announcement larger than 4 KiB (DiscoveryAnswerSize).
+        let plain: [UInt8] = (try? query.serializedBytes()) ?? []
+        let padded = DiscoveryAnswerSize.paddedQuery(plain)
         let start = MonotonicClock.now()
         let end = start + Int64(timeout * 1e6)
         var sends = 0
@@ -39,7 +41,7 @@ public enum NodeDiscovery {
             let now = MonotonicClock.now()
             // Three queries spread over the first half of the wait.
             if sends < 3, now >= start + Int64(Double(sends) * timeout * 1e6 / 6) {
-                for target in result.targets { socket.send(datagram, to: .init(host: target, port: port)) }
+                for target in result.targets { socket.send(sends == 0 ? plain : padded, to: .init(host: target, port: port)) }
                 sends += 1
             }
             guard now < end else { break }
