@@ -44,11 +44,13 @@ final class DiscoveryResponder: Sendable {
             let now = MonotonicClock.now()
             let decision = budget.admit(sender: peer.host, now: now)
             guard decision == .answer else {
-                if case .log(let heldBack) = refusals.admit(decision == .senderOverBudget ? "sender \(peer.host)" : "node", now: now) {
+                let bySender = decision == .senderOverBudget
+                let why = bySender ? "this sender asks more than \(Int(budget.limits.senderPerSecond)) times a second"
+                    : "the node answers at most \(Int(budget.limits.totalPerSecond)) queries a second"
+                // Once a minute per flooding sender, and once for the node's own budget (forged sources are many).
+                if case .log(let heldBack) = refusals.admit(bySender ? "sender \(peer.host)" : "node", now: now) {
                     logger.warning("discovery queries not answered: over budget", metadata: [
-                        "address": "\(peer.host)",
-                        "why": "\(decision == .senderOverBudget ? "this sender asks more than \(Int(budget.limits.senderPerSecond)) times a second" : "the node answers at most \(Int(budget.limits.totalPerSecond)) queries a second")",
-                        "unanswered_since_last_line": "\(heldBack)",
+                        "address": "\(peer.host)", "why": "\(why)", "unanswered_since_last_line": "\(heldBack)",
                     ])
                 }
                 continue
