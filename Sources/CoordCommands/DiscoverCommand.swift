@@ -47,9 +47,17 @@ struct Discover: AsyncParsableCommand {
             let targets = result.targets.isEmpty ? "no broadcast-capable network found" : result.targets.joined(separator: ", ")
             throw CoordError(.failure, "no node answered on UDP port \(port) within \(timeout) s (query sent to \(targets)).")
         }
-        let names = Dictionary(grouping: result.nodes, by: \.name).filter { $0.value.count > 1 }.keys.sorted()
+        let conflicts = DiscoveredNode.keyConflicts(result.nodes)
+        for sentence in conflicts { FileHandle.standardError.write(Data("warning: \(sentence)\n".utf8)) }
+        // A name under two keys was just reported; one under one key at two endpoints is a different mistake.
+        let names = Dictionary(grouping: result.nodes, by: \.name)
+            .filter { $0.value.count > 1 && Set($0.value.map { $0.publicKey ?? "" }).count == 1 }.keys.sorted()
         if let name = names.first {
             FileHandle.standardError.write(Data("warning: more than one node calls itself \(name); a rig file needs each name once.\n".utf8))
+        }
+        if let writeRig, !conflicts.isEmpty {
+            // Pinning either key could pin an impostor's: the operator compares them with the nodes' own files.
+            throw CoordError(.failure, "\(writeRig) was not written: compare the keys above with each node's own /etc/coord-node/*.key and run coord discover again.")
         }
         if let writeRig {
             let text = DiscoveredNode.rigFile(result.nodes, coordinatorCert: cert)

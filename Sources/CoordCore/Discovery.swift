@@ -71,3 +71,124 @@ public struct DiscoveredNode: Sendable, Equatable, Codable {
         "\"" + s.replacingOccurrences(of: "\\", with: "\\\\").replacingOccurrences(of: "\"", with: "\\\"") + "\""
     }
 }
+
+extension DiscoveredNode {
+    /// A key as a sentence shows it: its first 8 characters.
+    public static func shortKey(_ key: String?) -> String {
+        guard let key else { return "(no key)" }
+        return key.count > 8 ? String(key.prefix(8)) + "…" : key
+    }
+
+    /// One sentence per node name answered under two or more different keys (a node and an impostor, or two
+    /// machines given one name): a rig file written from such answers could pin the wrong key.
+    public static func keyConflicts(_ nodes: [DiscoveredNode]) -> [String] {
+        let byName = Dictionary(grouping: nodes, by: \.name)
+        return byName.keys.sorted().compactMap { name in
+            var keys: [String?] = []
+            for node in byName[name]! where !keys.contains(node.publicKey) { keys.append(node.publicKey) }
+            guard keys.count > 1 else { return nil }
+            let shown = keys.map { key in
+                "\(shortKey(key)) (\(byName[name]!.first { $0.publicKey == key }!.endpoint))"
+            }
+            return "node \(name) answered with \(keys.count) different keys, \(shown.joined(separator: " and ")): one of them is not the node's own."
+        }
+    }
+}
+
+/// How big an answer to one discovery query may be. A query is a small UDP datagram whose source can be forged, so
+/// an answer is reflected at whoever the query names: the node answers with at most
+/// `max(floor, factor × query size)` bytes. A normal announcement fits in `floor`; a larger one (many cameras with
+/// long names) is answered only to a query padded to a quarter of its size, which `coord discover` sends
+/// (`paddedQuery`), so no query buys more than 4 KiB of answer unless it pays for the rest itself.
+public enum DiscoveryAnswerSize {
+    public static let floor = 4096
+    public static let factor = 4
+    /// The size `coord discover` pads its query to: answers up to 8 KiB, more than the largest announcement a
+    /// node can make (64 cameras of 64-character names).
+    public static let paddedQuerySize = 2048
+    /// A node never reads a larger query (a padded one is `paddedQuerySize`).
+    public static let largestQuery = 4096
+
+    public static func allows(answer: Int, query: Int) -> Bool {
+        answer <= max(floor, factor * query)
+    }
+
+    /// `query` (a serialized Discovery message) grown to `size` bytes with a length-delimited field numbered 15,
+    /// which no version of the message declares: every parser skips it as an unknown field.
+    public static func paddedQuery(_ query: [UInt8], to size: Int = paddedQuerySize) -> [UInt8] {
+        // tag (15 << 3 | 2) + a two-byte varint length + zeros; a length under 128 would take one byte.
+        let room = size - query.count - 3
+        guard room >= 128, room < 16384 else { return query }
+        return query + [0x7A, UInt8(room & 0x7F) | 0x80, UInt8(room >> 7)] + [UInt8](repeating: 0, count: room)
+    }
+}
+
+/// Which discovery queries a node answers: a token bucket per sender address (so one flooding sender spends only
+/// its own budget and a `coord discover` from anywhere else is still answered), and one for the node as a whole
+/// (so queries from forged, ever-changing sources cannot make it answer faster than `totalPerSecond`). The
+/// table of senders is bounded: when full, the sender heard from least recently is forgotten (it starts again
+/// with a full bucket, which costs at most its burst once more).
+public struct DiscoveryBudget: Sendable {
+    public struct Limits: Sendable {
+        /// Answers one sender may have in a row (`coord discover` sends three queries per run).
+        public var senderBurst: Double = 6
+        public var senderPerSecond: Double = 3
+        public var totalBurst: Double = 50
+        public var totalPerSecond: Double = 50
+        /// Senders remembered at once.
+        public var senders: Int = 256
+        public init() {}
+    }
+
+    public enum Decision: Sendable, Equatable {
+        case answer
+        /// This sender spent its own budget.
+        case senderOverBudget
+        /// The node answered `totalPerSecond` already.
+        case nodeOverBudget
+    }
+
+    private struct Bucket: Sendable {
+        var tokens: Double
+        var updated: Int64
+        mutating func refill(now: Int64, rate: Double, burst: Double) {
+            if now > updated { tokens = min(burst, tokens + Double(now - updated) / 1e6 * rate) }
+            updated = max(updated, now)
+        }
+    }
+
+    public let limits: Limits
+    private var senders: [String: Bucket] = [:]
+    private var total: Bucket
+
+    public init(limits: Limits = Limits(), now: Int64) {
+        self.limits = limits
+        total = Bucket(tokens: limits.totalBurst, updated: now)
+    }
+
+    /// Senders remembered now (never more than `limits.senders`).
+    public var sendersRemembered: Int { senders.count }
+
+    /// Whether to answer a query from `sender` (its address) at `now` (microseconds, monotonic).
+    public mutating func admit(sender: String, now: Int64) -> Decision {
+        var bucket = senders[sender] ?? Bucket(tokens: limits.senderBurst, updated: now)
+        bucket.refill(now: now, rate: limits.senderPerSecond, burst: limits.senderBurst)
+        total.refill(now: now, rate: limits.totalPerSecond, burst: limits.totalBurst)
+        let decision: Decision
+        if bucket.tokens < 1 {
+            decision = .senderOverBudget
+        } else if total.tokens < 1 {
+            decision = .nodeOverBudget
+        } else {
+            bucket.tokens -= 1
+            total.tokens -= 1
+            decision = .answer
+        }
+        if senders[sender] == nil, senders.count >= limits.senders,
+           let oldest = senders.min(by: { $0.value.updated < $1.value.updated })?.key {
+            senders[oldest] = nil
+        }
+        senders[sender] = bucket
+        return decision
+    }
+}

@@ -29,7 +29,10 @@ public enum NodeDiscovery {
         var q = Coord_V1_DiscoveryQuery()
         q.nonce = Data(nonce)
         query.body = .query(q)
-        let datagram: [UInt8] = (try? query.serializedBytes()) ?? []
+        // The first query as it always was (a node older than the padding reads at most 256 bytes); the other two
+        // padded, so a node may answer with an announcement larger than 4 KiB (DiscoveryAnswerSize).
+        let plain: [UInt8] = (try? query.serializedBytes()) ?? []
+        let padded = DiscoveryAnswerSize.paddedQuery(plain)
         let start = MonotonicClock.now()
         let end = start + Int64(timeout * 1e6)
         var sends = 0
@@ -38,12 +41,12 @@ public enum NodeDiscovery {
             let now = MonotonicClock.now()
             // Three queries spread over the first half of the wait.
             if sends < 3, now >= start + Int64(Double(sends) * timeout * 1e6 / 6) {
-                for target in result.targets { socket.send(datagram, to: .init(host: target, port: port)) }
+                for target in result.targets { socket.send(sends == 0 ? plain : padded, to: .init(host: target, port: port)) }
                 sends += 1
             }
             guard now < end else { break }
             let wait = Int32(max(1, min(100, (end - now) / 1000)))
-            guard let (bytes, peer, truncated) = socket.receive(timeoutMilliseconds: wait, limit: 4096) else { continue }
+            guard let (bytes, peer, truncated) = socket.receive(timeoutMilliseconds: wait, limit: 65536) else { continue }
             guard !truncated, let reply = try? Coord_V1_Discovery(serializedBytes: bytes),
                   case .announcement(let a)? = reply.body else {
                 result.ignored.append("\(peer.host):\(peer.port) answered with something that is not a coord announcement (\(bytes.count) bytes).")
@@ -60,7 +63,8 @@ public enum NodeDiscovery {
                 result.ignored.append("\(peer.host) was set aside: \(checked.problem ?? "its announcement is not valid").")
                 continue
             }
-            if seen.insert("\(node.name) \(node.endpoint)").inserted { result.nodes.append(node) }
+            // Keyed too: a second key for one name is kept, so the command can tell the operator.
+            if seen.insert("\(node.name) \(node.endpoint) \(node.publicKey ?? "")").inserted { result.nodes.append(node) }
         }
         result.nodes.sort { ($0.name, $0.endpoint) < ($1.name, $1.endpoint) }
         return result

@@ -25,9 +25,13 @@ public struct NodeSecurity: Sendable {
 }
 
 /// Decides, for every context's ZAP handler, which CURVE clients may talk to this node: those whose public key is
-/// in the authorized directory. The directory is read again when it changes (a key added or removed takes effect
-/// for the next connection, without a restart). A denied peer is logged once per address and key per minute.
+/// in the authorized directory. The directory is looked at again at most every `lookInterval` when asked (a key
+/// added or removed takes effect without a restart), and every message is judged again by the key it came under
+/// (`serves(userID:)`), so a key removed from the directory stops being served within a second on a connection
+/// that is already open. A denied peer is logged once per address and key per minute; a revoked key once.
 final class Gatekeeper: Sendable {
+    /// How stale the key set may be: revocation takes at most this (plus the time to read the directory).
+    static let lookInterval: Int64 = 200_000
     private let security: NodeSecurity
     private let logger: Logger
     private struct State {
@@ -35,6 +39,12 @@ final class Gatekeeper: Sendable {
         var directoryStamp: [Int64] = []
         var lastLook: Int64?
         var denials = RepeatLimiter()
+        /// Keys whose messages are being dropped since they left the directory (logged once each; bounded by the
+        /// keys ever admitted, and a key served again leaves it).
+        var revokedLogged: Set<String> = []
+        /// Counts key removals, so a socket that cannot judge each message (the preview's PUB) knows to make its
+        /// subscribers pass the ZAP handler again.
+        var revocations = 0
     }
     private let state = Mutex(State())
 
@@ -65,6 +75,32 @@ final class Gatekeeper: Sendable {
         return true
     }
 
+    /// Whether a message that came under `userID` (the key ZAP admitted its connection with) is still to be
+    /// served; a key no longer in the directory is logged once and its messages dropped.
+    func serves(userID: String?) -> Bool {
+        let keys = refresh(now: MonotonicClock.now())
+        let key = userID ?? ""
+        if keys.keys[key] != nil {
+            state.withLock { s in
+                if !s.revokedLogged.isEmpty { s.revokedLogged.remove(key) }
+            }
+            return true
+        }
+        let first = state.withLock { $0.revokedLogged.insert(key).inserted }
+        if first {
+            logger.warning("dropping the messages of a coordinator whose key left the authorized directory", metadata: [
+                "public_key": "\(key.isEmpty ? "-" : key)", "directory": "\(security.authorizedDirectory)",
+            ])
+        }
+        return false
+    }
+
+    /// How many times a key has left the directory (looked at now if due).
+    var revocationCount: Int {
+        _ = refresh(now: MonotonicClock.now())
+        return state.withLock { $0.revocations }
+    }
+
     private func deny(_ request: ZAPHandler.Request, why: String, now: Int64) {
         let key = request.publicKey ?? "-"
         let admission = state.withLock { $0.denials.admit("\(request.address) \(key)", now: now) }
@@ -75,12 +111,12 @@ final class Gatekeeper: Sendable {
         ])
     }
 
-    /// The authorized keys, read again when the directory's modification time or size changed (looked at
-    /// no more than once a second).
+    /// The authorized keys, read again when the directory's or a key file's modification time, size or inode
+    /// changed (looked at no more often than every `lookInterval`: a few stat calls).
     private func refresh(now: Int64) -> AuthorizedKeys {
         let (keys, due) = state.withLock { s -> (AuthorizedKeys, Bool) in
             guard let last = s.lastLook else { return (s.keys, true) }
-            return (s.keys, now - last >= 1_000_000)
+            return (s.keys, now - last >= Self.lookInterval)
         }
         guard due else { return keys }
         let stamp = Self.stamp(security.authorizedDirectory)
@@ -94,6 +130,7 @@ final class Gatekeeper: Sendable {
             for problem in fresh.problems { logger.warning("authorized key not used: \(problem)") }
             logger.info("authorized keys", metadata: ["directory": "\(security.authorizedDirectory)", "keys": "\(fresh.keys.count)"])
             state.withLock { s in
+                if s.keys.keys.keys.contains(where: { fresh.keys[$0] == nil }) { s.revocations += 1 }
                 s.keys = fresh
                 s.directoryStamp = stamp
             }
@@ -102,6 +139,7 @@ final class Gatekeeper: Sendable {
             // An unreadable directory admits nobody (never everybody).
             logger.error("\(error.description) No coordinator is admitted until it can be read.")
             state.withLock { s in
+                if !s.keys.keys.isEmpty { s.revocations += 1 }
                 s.keys = AuthorizedKeys.none
                 s.directoryStamp = stamp
             }

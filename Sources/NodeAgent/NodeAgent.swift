@@ -254,8 +254,10 @@ public final class NodeAgent: @unchecked Sendable {
             do {
                 // The preview is guarded like the control socket: its handler is bound before the PUB socket.
                 previewZAP = try gatekeeper?.guardContext(previewContext)
+                var revocations: (@Sendable () -> Int)?
+                if let keeper = gatekeeper { revocations = { keeper.revocationCount } }
                 preview = try PreviewPublisher(node: configuration.name, endpoint: endpoint, context: previewContext,
-                                               curve: gatekeeper?.serverCurve, logger: logger)
+                                               curve: gatekeeper?.serverCurve, logger: logger, revocations: revocations)
             } catch {
                 // The preview is a convenience: a node records without it rather than not at all.
                 logger.warning("no preview: \(error)")

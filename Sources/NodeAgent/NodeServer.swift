@@ -130,8 +130,11 @@ public final class NodeServer: Service, Sendable {
             sendReady(on: socket)
             if ready.socket {
                 // Drain everything readable before polling again.
-                while let frames = try socket.receive() {
+                var userID: String?
+                while let frames = try socket.receive(userID: &userID) {
                     let received = agent.localNow()
+                    // A key that left --authorized is not served even on a connection admitted before.
+                    if let gatekeeper = agent.gatekeeper, !gatekeeper.serves(userID: userID) { continue }
                     handle(frames, receivedLocal: received, on: socket)
                 }
             }

@@ -26,8 +26,19 @@ final class PreviewPublisher: Sendable {
     let endpoint: String
     private let node: String
     private let logger: Logger
-    // @unchecked in ZMQSocket: only the worker thread uses it after init.
-    private let socket: ZMQSocket
+    // @unchecked: only the worker thread uses the socket after init (and replaces it when a key is revoked).
+    private final class SocketBox: @unchecked Sendable {
+        var socket: ZMQSocket
+        init(_ socket: ZMQSocket) { self.socket = socket }
+    }
+    private let box: SocketBox
+    private var socket: ZMQSocket { box.socket }
+    private let context: ZMQContext
+    private let options: ZMQSocket.Options
+    /// The gatekeeper's count of revoked keys (nil without keys): a PUB socket cannot judge its subscribers'
+    /// messages one by one, so when a key leaves the directory the socket is bound again and every subscriber
+    /// passes the ZAP handler anew (an authorized one reconnects by itself within ZeroMQ's reconnect interval).
+    private let revocations: (@Sendable () -> Int)?
     private let wake = DispatchSemaphore(value: 0)
 
     private enum SlotState { case free, filling, pending, encoding }
@@ -52,7 +63,8 @@ final class PreviewPublisher: Sendable {
 
     /// Binds the PUB socket at `endpoint` (its port `*` for any); the worker starts at once.
     /// `curve`: the node's CURVE server keys (its context's ZAP handler admits only authorized subscribers).
-    init(node: String, endpoint requested: String, context: ZMQContext, curve: ZMQSocket.Curve?, logger: Logger) throws(ZMQError) {
+    init(node: String, endpoint requested: String, context: ZMQContext, curve: ZMQSocket.Curve?, logger: Logger,
+         revocations: (@Sendable () -> Int)? = nil) throws(ZMQError) {
         self.node = node
         self.logger = logger
         var options = ZMQSocket.Options()
@@ -61,8 +73,12 @@ final class PreviewPublisher: Sendable {
         // A subscriber that falls behind loses tiles instead of receiving stale ones later.
         options.sendHighWaterMark = 8
         options.curve = curve
-        socket = try context.makeSocket(.publisher, options: options)
+        let socket = try context.makeSocket(.publisher, options: options)
         endpoint = try socket.bind(requested)
+        box = SocketBox(socket)
+        self.context = context
+        self.options = options
+        self.revocations = revocations
         let thread = Thread { [self] in work() }
         thread.name = "preview"
         thread.start()
@@ -118,8 +134,13 @@ final class PreviewPublisher: Sendable {
     private func work() {
         ThreadPriority.makeCurrentThreadNormal()
         defer { socket.close() }
+        var revoked = revocations?() ?? 0
         while true {
             _ = wake.wait(timeout: .now() + .milliseconds(200))
+            if let count = revocations?(), count != revoked {
+                revoked = count
+                rebind()
+            }
             let (stopped, width, due): (Bool, Int, [Slot]) = state.withLock { s in
                 let due = s.slots.values.filter { $0.state == .pending }
                 due.forEach { $0.state = .encoding }
@@ -132,6 +153,33 @@ final class PreviewPublisher: Sendable {
                     slot.state = .free
                     s.published += 1
                 }
+            }
+        }
+    }
+
+    /// Closes the socket (dropping every subscriber) and binds a new one at the same endpoint; the port is free again
+    /// once libzmq's I/O thread has closed the old listener, so the bind is retried for up to a second.
+    private func rebind() {
+        socket.close()
+        let deadline = MonotonicClock.now() + 1_000_000
+        while true {
+            do {
+                let fresh = try context.makeSocket(.publisher, options: options)
+                do {
+                    try fresh.bind(endpoint)
+                    box.socket = fresh
+                    logger.info("preview subscribers dropped: a key left the authorized directory", metadata: ["endpoint": "\(endpoint)"])
+                    return
+                } catch {
+                    fresh.close()
+                    throw error
+                }
+            } catch {
+                guard MonotonicClock.now() < deadline else {
+                    logger.error("no preview from now on: cannot bind \(endpoint) again after a key was revoked: \(error)")
+                    return
+                }
+                Thread.sleep(forTimeInterval: 0.02)
             }
         }
     }

@@ -3,11 +3,18 @@ import Foundation
 import Hummingbird
 import Logging
 import NIOCore
+import NodeAgent
 import RigMetrics
 
 /// `coord-node --metrics HOST:PORT`: Prometheus text exposition at `/metrics` (CONTRACT §7), read from the agent at
 /// each scrape; runs in the node's service group, so SIGTERM ends it with the node.
 enum MetricsEndpoint {
+    /// Whether only this machine can reach `host` (a loopback address or localhost).
+    static func isLoopback(_ host: String) -> Bool {
+        let bare = host.trimmingCharacters(in: CharacterSet(charactersIn: "[]")).lowercased()
+        return bare == "::1" || NodeConfiguration.isLoopback("tcp://\(bare):1")
+    }
+
     /// HOST:PORT, or one sentence naming the flag.
     static func parse(_ text: String) throws -> (host: String, port: Int) {
         guard let address = HostPort.parse(text) else { throw MetricsAddressError(text: text) }

@@ -212,6 +212,10 @@ public struct Serve: AsyncParsableCommand {
                 FileHandle.standardError.write(Data("coord-node: \(error)\n".utf8))
                 throw ExitCode(2)
             }
+            if let address = metricsAddress, !MetricsEndpoint.isLoopback(address.host) {
+                // As the console warns about a LAN address: /metrics has no keys, whatever --cert says.
+                FileHandle.standardError.write(Data("coord-node: warning: /metrics listens on \(address.host), beyond this machine: anyone who reaches that network can read it, without keys (--cert does not cover it).\n".utf8))
+            }
         }
         if let problem = config.problem() {
             FileHandle.standardError.write(Data("coord-node: \(problem)\n".utf8))

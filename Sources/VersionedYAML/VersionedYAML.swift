@@ -2,6 +2,8 @@
 // the file, the key and the line; warn about keys this build does not know; and refuse what Yams cannot read
 // safely.
 import CoordCore
+// libyaml as Yams builds it: its event stream is read once before Yams composes the file (`checkAliases`).
+import CYaml
 import Foundation
 import Platform
 import Yams
@@ -44,6 +46,7 @@ public struct VersionedYAML {
     public init(text: String, path: String, kind: String, version supported: Int, topKeys: String,
                 knownKeys: [String: Set<String>]) throws(YAMLFileError) {
         self.path = path
+        try Self.checkAliases(text, path: path)
         let parsed: Node?
         do {
             parsed = try Yams.compose(yaml: text)
@@ -112,6 +115,67 @@ public struct VersionedYAML {
         case .alias:
             return nil
         }
+    }
+
+    // MARK: aliases
+
+    /// Values that aliases (`*name`) may add to a file by repeating what their anchor holds. Yams copies an
+    /// anchored value at each alias, so nested aliases grow a few hundred bytes into billions of values (an
+    /// "alias bomb"); no rig or node file needs more than a handful.
+    public static let aliasBudget = 10_000
+    /// Reads the file's events once, in time linear in its size, and throws one sentence when its aliases would
+    /// expand it by more than `aliasBudget` values: so nothing super-linear runs before Yams composes it. Syntax
+    /// errors (libyaml's nesting limit among them) are left to Yams, which words them.
+    static func checkAliases(_ text: String, path: String) throws(YAMLFileError) {
+        var bytes = Array(text.utf8)
+        let problem: String? = bytes.withUnsafeMutableBufferPointer { buffer in
+            var parser = yaml_parser_t()
+            guard yaml_parser_initialize(&parser) == 1 else { return nil }
+            defer { yaml_parser_delete(&parser) }
+            yaml_parser_set_input_string(&parser, buffer.baseAddress, buffer.count)
+            // Each open collection's size so far (in values, aliases expanded) and its anchor.
+            var open: [(size: Int, anchor: String?)] = []
+            var anchored: [String: Int] = [:]
+            var added = 0
+            let cap = aliasBudget + 1  // sizes are clamped here, so no sum can overflow
+            func anchorName(_ pointer: UnsafeMutablePointer<yaml_char_t>?) -> String? {
+                pointer.map { String(cString: $0) }
+            }
+            func finish(_ size: Int, anchor: String?) {
+                let size = min(size, cap)
+                if let anchor { anchored[anchor] = size }
+                if !open.isEmpty { open[open.count - 1].size = min(open[open.count - 1].size + size, cap) }
+            }
+            while true {
+                var event = yaml_event_t()
+                guard yaml_parser_parse(&parser, &event) == 1 else { return nil }
+                defer { yaml_event_delete(&event) }
+                let line = Int(event.start_mark.line) + 1
+                switch event.type {
+                case YAML_STREAM_END_EVENT:
+                    return nil
+                case YAML_SCALAR_EVENT:
+                    finish(1, anchor: anchorName(event.data.scalar.anchor))
+                case YAML_SEQUENCE_START_EVENT, YAML_MAPPING_START_EVENT:
+                    let anchor = event.type == YAML_SEQUENCE_START_EVENT
+                        ? anchorName(event.data.sequence_start.anchor) : anchorName(event.data.mapping_start.anchor)
+                    open.append((1, anchor))
+                case YAML_SEQUENCE_END_EVENT, YAML_MAPPING_END_EVENT:
+                    if let done = open.popLast() { finish(done.size, anchor: done.anchor) }
+                case YAML_ALIAS_EVENT:
+                    // An unknown alias counts as one value: Yams then names it as undefined.
+                    let size = anchorName(event.data.alias.anchor).flatMap { anchored[$0] } ?? 1
+                    added = min(added + size, cap)
+                    if added > aliasBudget {
+                        return "\(path) line \(line): its aliases (*name) would repeat more than \(aliasBudget) values, so it is refused unread; write the values out instead of nesting aliases."
+                    }
+                    finish(size, anchor: nil)
+                default:
+                    continue
+                }
+            }
+        }
+        if let problem { throw YAMLFileError(problem) }
     }
 
     // MARK: unknown keys

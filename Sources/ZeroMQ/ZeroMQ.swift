@@ -279,6 +279,15 @@ public final class ZMQSocket: @unchecked Sendable {
 
     /// Receives one multipart message; nil when the receive timeout passed with nothing to read.
     public func receive() throws(ZMQError) -> [[UInt8]]? {
+        var ignored: String?
+        return try receive(userID: &ignored)
+    }
+
+    /// Receives one multipart message and the User-Id its peer was admitted under (the ZAP handler's answer: the
+    /// client's public key for CURVE; nil for a peer no handler judged). Checked per message, so a key revoked
+    /// after its connection was admitted can be refused on that same connection.
+    public func receive(userID: inout String?) throws(ZMQError) -> [[UInt8]]? {
+        userID = nil
         var frames: [[UInt8]] = []
         var message = zmq_msg_t()
         _ = zmq_msg_init(&message)
@@ -298,6 +307,8 @@ public final class ZMQSocket: @unchecked Sendable {
             } else {
                 frames.append([])
             }
+            // A ROUTER's identity frame is made locally and carries no metadata; the peer's frames do.
+            if let id = zmq_msg_gets(&message, "User-Id") { userID = String(cString: id) }
             if zmq_msg_more(&message) == 0 { return frames }
         }
     }

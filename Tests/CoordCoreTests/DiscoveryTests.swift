@@ -38,4 +38,60 @@ struct DiscoveryTests {
         #expect(text.contains("  - name: b\n    endpoint: \"tcp://10.0.0.8:5710\"\n"))
         #expect(!DiscoveredNode.rigFile([nodes[1]], coordinatorCert: nil).contains("security"))
     }
+
+    @Test func aNameAnsweredUnderTwoKeysIsOneSentenceNamingBoth() {
+        let other = String(repeating: "b", count: 40)
+        let nodes = [DiscoveredNode(name: "box-1", endpoint: "tcp://10.0.0.7:5710", cameras: [], version: "1", publicKey: key),
+                     DiscoveredNode(name: "box-1", endpoint: "tcp://10.0.0.9:5710", cameras: [], version: "1", publicKey: other),
+                     DiscoveredNode(name: "box-2", endpoint: "tcp://10.0.0.8:5710", cameras: [], version: "1", publicKey: key)]
+        let sentences = DiscoveredNode.keyConflicts(nodes)
+        #expect(sentences == ["node box-1 answered with 2 different keys, aaaaaaaa… (tcp://10.0.0.7:5710) and bbbbbbbb… (tcp://10.0.0.9:5710): one of them is not the node's own."])
+        // One name at two endpoints under one key is not a key conflict.
+        #expect(DiscoveredNode.keyConflicts([nodes[0], DiscoveredNode(name: "box-1", endpoint: "tcp://10.0.0.9:5710", cameras: [], version: "1", publicKey: key)]).isEmpty)
+        // A keyless answer beside a keyed one is a conflict too (an impostor without keys).
+        #expect(DiscoveredNode.keyConflicts([nodes[0], DiscoveredNode(name: "box-1", endpoint: "tcp://10.0.0.7:5710", cameras: [], version: "1", publicKey: nil)]).count == 1)
+    }
+
+    @Test func oneFloodingSenderSpendsOnlyItsOwnBudget() {
+        var budget = DiscoveryBudget(now: 0)
+        var flooderAnswered = 0, otherAnswered = 0
+        // 200 queries a second from one sender for 10 s; another sender asks 3 times in each second.
+        for tick in 0..<2000 {
+            let now = Int64(tick) * 5_000
+            if budget.admit(sender: "10.0.0.66", now: now) == .answer { flooderAnswered += 1 }
+            if tick % 200 < 3, budget.admit(sender: "10.0.0.7", now: now) == .answer { otherAnswered += 1 }
+        }
+        #expect(otherAnswered == 30)
+        // Its burst, then its rate.
+        #expect(flooderAnswered <= 6 + 3 * 10 + 1, "\(flooderAnswered)")
+        #expect(flooderAnswered >= 30)
+    }
+
+    @Test func forgedSourcesMeetTheNodesBudgetAndCannotGrowTheTable() {
+        var limits = DiscoveryBudget.Limits()
+        limits.senders = 64
+        var budget = DiscoveryBudget(limits: limits, now: 0)
+        var answered = 0, largestTable = 0
+        // 20 000 queries in one second, each from a new address.
+        for i in 0..<20_000 {
+            if budget.admit(sender: "10.\(i >> 16).\((i >> 8) & 255).\(i & 255)", now: Int64(i) * 50) == .answer { answered += 1 }
+            largestTable = max(largestTable, budget.sendersRemembered)
+        }
+        #expect(largestTable == 64)
+        #expect(answered <= Int(limits.totalBurst + limits.totalPerSecond) + 1, "\(answered)")
+    }
+
+    @Test func anAnswerIsAtMostFourKiBOrFourTimesItsQuery() {
+        #expect(DiscoveryAnswerSize.allows(answer: 4096, query: 20))
+        #expect(!DiscoveryAnswerSize.allows(answer: 4097, query: 20))
+        #expect(DiscoveryAnswerSize.allows(answer: 8192, query: 2048))
+        #expect(!DiscoveryAnswerSize.allows(answer: 8193, query: 2048))
+        let query: [UInt8] = [0x08, 0x01, 0x12, 0x12, 0x0A, 0x10] + [UInt8](repeating: 7, count: 16)
+        let padded = DiscoveryAnswerSize.paddedQuery(query)
+        #expect(padded.count == DiscoveryAnswerSize.paddedQuerySize)
+        #expect(Array(padded.prefix(query.count)) == query)
+        // Field 15, length-delimited, with a varint length that covers the rest exactly.
+        let length = Int(padded[query.count + 1] & 0x7F) | Int(padded[query.count + 2]) << 7
+        #expect(padded[query.count] == 0x7A && query.count + 3 + length == padded.count)
+    }
 }

@@ -134,6 +134,35 @@ struct RigFileTests {
         #expect(try load("nodes:\n  - {name: a, endpoint: tcp://10.0.0.1:5710}\n").spec.nodes[0].endpoint == "tcp://10.0.0.1:5710")
     }
 
+    /// Nine levels of nine aliases each: some 350 bytes that Yams would expand into 9⁹ values (minutes of CPU).
+    static let aliasBomb: String = {
+        var text = "a: &a [\"lol\",\"lol\",\"lol\",\"lol\",\"lol\",\"lol\",\"lol\",\"lol\",\"lol\"]\n"
+        let names = ["a", "b", "c", "d", "e", "f", "g", "h", "i"]
+        for (previous, name) in zip(names, names.dropFirst()) {
+            text += "\(name): &\(name) [" + Array(repeating: "*\(previous)", count: 9).joined(separator: ",") + "]\n"
+        }
+        return text + "nodes: *i\n"
+    }()
+
+    @Test("an alias bomb is refused at once, in one sentence naming the line, before Yams expands anything")
+    func anAliasBombIsRefusedQuickly() throws {
+        let started = ContinuousClock.now
+        let message = try refusal(Self.aliasBomb)
+        #expect(ContinuousClock.now - started < .seconds(2), "took \(ContinuousClock.now - started)")
+        #expect(message.contains("aliases") && message.contains("line "), "\(message)")
+        // Deep nesting meets libyaml's own limit, in one sentence too.
+        let deep = try refusal("nodes: " + String(repeating: "[", count: 5000) + String(repeating: "]", count: 5000) + "\n")
+        #expect(deep.contains("nesting"), "\(deep)")
+        // A few aliases, as a hand-written file might use, still load.
+        let file = try load("""
+            defaults: &cams [cam0, cam1]
+            nodes:
+              - {name: a, endpoint: "tcp://h:1", cameras: *cams}
+              - {name: b, endpoint: "tcp://h:2", cameras: *cams}
+            """)
+        #expect(file.spec.nodes.map(\.cameraNames) == [["cam0", "cam1"], ["cam0", "cam1"]])
+    }
+
     @Test func unknownKeysAreWarnedAboutNotRefused() throws {
         let file = try load("""
             version: 1

@@ -55,6 +55,34 @@ import ZeroMQ
         #expect(!forged.answered && forged.asked.isEmpty)
     }
 
+    @Test("every message names the key its connection was admitted under (User-Id), so a revoked key can be refused per message")
+    func eachMessageCarriesItsClientsKey() throws {
+        let server = try CurveKeyPair.generate(), friend = try CurveKeyPair.generate()
+        let context = ZMQContext()
+        let zap = try ZAPHandler(context: context) { $0.publicKey == friend.publicKey }
+        defer { zap.stop() }
+        var serverOptions = ZMQSocket.Options()
+        serverOptions.curve = .server(secretKey: server.secretKey)
+        serverOptions.lingerMs = 0
+        let router = try context.makeSocket(.router, options: serverOptions)
+        defer { router.close() }
+        let endpoint = try router.bind("tcp://127.0.0.1:*")
+        var clientOptions = ZMQSocket.Options()
+        clientOptions.curve = .client(serverKey: server.publicKey, publicKey: friend.publicKey, secretKey: friend.secretKey)
+        clientOptions.lingerMs = 0
+        let client = try context.makeSocket(.dealer, options: clientOptions)
+        defer { client.close() }
+        try client.connect(endpoint)
+        for n in 0..<3 {
+            #expect(try client.send([Array("ping \(n)".utf8)]))
+            #expect(try router.poll(timeoutMs: 2000).socket)
+            var userID: String?
+            let frames = try router.receive(userID: &userID)
+            #expect(frames?.last == Array("ping \(n)".utf8))
+            #expect(userID == friend.publicKey)
+        }
+    }
+
     @Test func certificatesRoundTripAndReadPyzmqsLayout() throws {
         let pair = try CurveKeyPair.generate()
         let secret = CurveCertificate(publicKey: pair.publicKey, secretKey: pair.secretKey)

@@ -148,3 +148,18 @@ def test_a_bad_metrics_address_is_one_sentence(tmp_path):
     r = subprocess.run([str(node_binary()), "--name", "x", "--endpoint", "tcp://127.0.0.1:*", "--staging", str(tmp_path),
                         "--synthetic", "cam0", "--metrics", "nowhere"], capture_output=True, text=True, timeout=30)
     assert r.returncode == 2 and "--metrics must be HOST:PORT" in r.stderr, r.stderr
+
+
+def test_metrics_beyond_loopback_are_warned_about(tmp_path):
+    """/metrics has no keys: served on a network address, anyone there reads it, so the node says so (as the console
+    does for a LAN address); on loopback it says nothing."""
+    wide = Node(tmp_path / "wide", extra_args=["--metrics", "0.0.0.0:0"])
+    narrow = Node(tmp_path / "narrow", extra_args=["--metrics", "127.0.0.1:0"])
+    try:
+        warnings = [l for l in wide.stderr_tail(400).splitlines() if "/metrics listens on" in l]
+        assert len(warnings) == 1, wide.stderr_tail()
+        assert "0.0.0.0" in warnings[0] and "without keys" in warnings[0], warnings[0]
+        assert "/metrics listens on" not in narrow.stderr_tail(400), narrow.stderr_tail()
+    finally:
+        wide.cleanup()
+        narrow.cleanup()

@@ -7,6 +7,7 @@ import queue
 import re
 import subprocess
 import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -114,3 +115,29 @@ def test_a_bad_node_file_is_one_sentence_naming_its_line(tmp_path, body, needle)
 def test_a_missing_node_file_is_named(tmp_path):
     r = subprocess.run([str(node_binary()), "--config", str(tmp_path / "nope.yaml")], capture_output=True, text=True, timeout=30)
     assert r.returncode == 2 and "no such node file" in r.stderr, r.stderr
+
+
+def alias_bomb(top: str) -> str:
+    """Nine levels of nine aliases: a few hundred bytes that expand to 9⁹ values (minutes of CPU unguarded)."""
+    text = "a: &a [" + ",".join(['"lol"'] * 9) + "]\n"
+    names = "abcdefghi"
+    for previous, name in zip(names, names[1:]):
+        text += f"{name}: &{name} [" + ",".join([f"*{previous}"] * 9) + "]\n"
+    return text + f"{top}: *i\n"
+
+
+@pytest.mark.parametrize("reader", ["coord plan --rig", "coord-node --config"])
+def test_an_alias_bomb_is_refused_in_one_sentence_within_seconds(tmp_path, reader):
+    path = tmp_path / "bomb.yaml"
+    path.write_text(alias_bomb("nodes" if reader.startswith("coord plan") else "cameras"))
+    argv = ["plan", "--rig", str(path)] if reader.startswith("coord plan") else None
+    started = time.monotonic()
+    if argv:
+        r = run_coord(*argv, timeout=30)
+    else:
+        r = subprocess.run([str(node_binary()), "--config", str(path)], capture_output=True, text=True, timeout=30)
+    took = time.monotonic() - started
+    assert r.returncode == 2, (r.returncode, r.stderr)
+    assert took < 5, f"{reader} took {took:.1f} s to refuse the bomb"
+    assert "aliases" in r.stderr and str(path) in r.stderr and "line " in r.stderr, r.stderr
+    assert len(r.stderr.strip().splitlines()) == 1, r.stderr

@@ -17,8 +17,8 @@ import pytest
 import zmq
 import zmq.auth
 
-from conftest import (Client, NoReply, Node, configure_and_arm, fetch_file, new_take_id, node_binary, now_us,
-                      record_take, wait_finished)
+from conftest import (ARM_LEAD_US, FRAME_PERIOD_US, Client, NoReply, Node, configure_and_arm, fetch_file,
+                      new_take_id, node_binary, now_us, record_take, wait_finished)
 from test_budget_pressure import COORD, check_take, run_coord
 
 SILENCE_MS = 1500
@@ -165,6 +165,111 @@ def test_a_key_added_to_the_authorized_directory_is_served_without_a_restart(tmp
             assert time.monotonic() < deadline, "the new key was not served within 10 s of being added"
         finally:
             after.close()
+
+
+def test_a_revoked_key_is_not_served_on_its_open_connection_within_a_second(tmp_path, keyed, zctx, pb):
+    """The coordinator's .key leaves --authorized while its connection is open and a take runs: within 1 s the same
+    socket gets no reply to anything, its Abort is not obeyed (another authorized coordinator sees the take finish
+    whole), and the node logs the revocation once, not once per message."""
+    public, secret = keys(tmp_path / "second-keys", "second")
+    (keyed.authorized / "second.key").write_bytes(public.read_bytes())
+    owner = keyed.client(zctx, pb)
+    # A second coordinator, to watch the take; its key was just added (served from its next connection attempt).
+    deadline = time.monotonic() + 10
+    while True:
+        witness = keyed.client(zctx, pb, secret=secret, timeout_ms=1000)
+        try:
+            assert witness.hello().node == "node-a"
+            break
+        except NoReply:
+            witness.close()
+            assert time.monotonic() < deadline, "the second coordinator's key was not served within 10 s"
+    try:
+        live = new_take_id("revoked")
+        configure_and_arm(owner, live)
+        owner.call("start_at", pb.StartAt(take_id=live, start_group=0, stop_group=90), "ack")
+        for _ in range(3):
+            owner.call("status_request", pb.StatusRequest(), "status")
+        (keyed.authorized / "coordinator.key").unlink()
+        removed = time.monotonic()
+        # The same socket asks again and again; the first request never answered marks the revocation (one merely
+        # slow, answered within the next second, does not).
+        while True:
+            asked = time.monotonic()
+            owner.send_raw(owner.envelope("status_request", pb.StatusRequest()).SerializeToString())
+            try:
+                owner.recv_envelope(timeout_ms=100)
+            except NoReply:
+                try:
+                    owner.recv_envelope(timeout_ms=SILENCE_MS)
+                except NoReply:
+                    break
+            assert asked - removed < 1.0, "the revoked key was still served more than 1 s after its removal"
+        latency = asked - removed
+        assert latency < 1.0, f"revocation took {latency:.3f} s"
+        print(f"revocation latency: {latency * 1000:.0f} ms")
+        assert_silent(owner, "status_request", pb.StatusRequest())
+        assert_silent(owner, "abort", pb.Abort(take_id=live, reason="a revoked coordinator"))
+        status = wait_finished(witness, live, deadline_s=20)
+        assert {cam.frames for cam in status.cameras} == {90}, [(cam.camera, cam.frames) for cam in status.cameras]
+    finally:
+        owner.close()
+        witness.close()
+    revoked = [l for l in keyed.node.stderr_path.read_text().splitlines() if "dropping the messages of a coordinator" in l]
+    assert len(revoked) == 1, revoked
+    assert z85(keyed.coordinator_secret)[0].decode() in revoked[0], revoked[0]
+
+
+def test_a_revoked_key_stops_receiving_the_preview_within_a_second(tmp_path, keyed, zctx, pb):
+    """The preview PUB socket cannot judge its subscribers' messages, so a revocation binds it again: the revoked
+    coordinator's subscription goes quiet within 1 s while an authorized one is fed again."""
+    public, secret = keys(tmp_path / "second-keys", "second")
+    (keyed.authorized / "second.key").write_bytes(public.read_bytes())
+    deadline = time.monotonic() + 10
+    while True:
+        witness = keyed.client(zctx, pb, secret=secret, timeout_ms=1000)
+        try:
+            reply = witness.hello()
+            break
+        except NoReply:
+            witness.close()
+            assert time.monotonic() < deadline, "the second coordinator's key was not served within 10 s"
+    subscribers = {}
+    try:
+        assert reply.preview_endpoint, "the node has no preview"
+        for who, path in [("owner", keyed.coordinator_secret), ("witness", secret)]:
+            sub = zctx.socket(zmq.SUB)
+            sub.setsockopt(zmq.LINGER, 0)
+            sub.curve_serverkey = z85(keyed.node_public)[0]
+            sub.curve_publickey, sub.curve_secretkey = z85(path)
+            sub.setsockopt(zmq.SUBSCRIBE, b"")
+            sub.connect(reply.preview_endpoint)
+            subscribers[who] = sub
+        witness.call("start_preview", pb.StartPreview(
+            cameras=[pb.CameraConfig(camera="cam0", ordinal=0, width=320, height=240, fps=30, codec="mjpeg")],
+            clock=pb.ClockMapping(offset_us=0, rate_ppm=0, ref_local_us=0), t0_us=now_us() + ARM_LEAD_US,
+            frame_period_us=FRAME_PERIOD_US, preview=pb.PreviewSettings(width=160, fps=10), lease_ms=20000), "ack")
+        for who, sub in subscribers.items():
+            assert sub.poll(10_000), f"the {who} got no preview frame"
+            sub.recv()
+        (keyed.authorized / "coordinator.key").unlink()
+        removed = time.monotonic()
+        # Read both until the owner has been quiet for 1.5 s (or 6 s pass): when did its last frame come?
+        last = {"owner": removed, "witness": removed}
+        poller = zmq.Poller()
+        for sub in subscribers.values():
+            poller.register(sub, zmq.POLLIN)
+        while time.monotonic() - last["owner"] < 1.5 and time.monotonic() - removed < 6:
+            for sock, _ in poller.poll(100):
+                sock.recv()
+                who = next(w for w, s in subscribers.items() if s is sock)
+                last[who] = time.monotonic()
+        assert last["owner"] - removed < 1.0, f"the revoked key still got preview frames {last['owner'] - removed:.2f} s after its removal"
+        assert last["witness"] - removed > 1.0, "the authorized subscriber was not fed again after the revocation"
+    finally:
+        for sub in subscribers.values():
+            sub.close(linger=0)
+        witness.close()
 
 
 def test_coord_keys_new_writes_certificates_pyzmq_reads(tmp_path):
