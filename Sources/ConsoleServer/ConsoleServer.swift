@@ -5,17 +5,97 @@ import Hummingbird
 import HummingbirdWebSocket
 import Logging
 import NIOCore
+import NIOPosix
 import RigMetrics
 import ServiceLifecycle
+import Synchronization
+#if canImport(Glibc)
+import Glibc
+#endif
 
 /// The operator's console over HTTP: the page at `/`, the JSON API under `/api` (docs/console-api.md, described
 /// at `/openapi.json`), tiles under `/preview`, take files under `/takes`, and live changes over `/ws`.
 public enum ConsoleServer {
-    /// Serves `rig` on `host:port` until SIGINT/SIGTERM; `onReady` gets the address actually bound. Runs `rig`
-    /// and the HTTP server as one service group, so Ctrl-C ends both (ServiceLifecycle).
-    public static func run(rig: LiveRig, host: String, port: Int, logger: Logger,
+    /// How the console listens and whom it answers (CONTRACT §6b).
+    public struct Settings: Sendable {
+        public var host: String
+        public var port: Int
+        /// The token every request must carry.
+        public var token: String
+        /// Host names the console answers to besides its address (--allow-host).
+        public var allowedHosts: [String] = []
+        /// A request's head must arrive within this of the connection opening (or of the previous answer), and its
+        /// body within this of its head; else the connection is closed.
+        public var requestTimeout: TimeAmount = .seconds(10)
+        public init(host: String, port: Int, token: String) {
+            self.host = host; self.port = port; self.token = token
+        }
+        /// HOST:PORT as the operator wrote it.
+        public var shown: String { host.contains(":") ? "[\(host)]:\(port)" : "\(host):\(port)" }
+    }
+
+    /// Why the console cannot listen, as one sentence naming the address (`coord` exits 2 with it).
+    public struct ListenFailure: Error, Sendable, CustomStringConvertible {
+        public let sentence: String
+        public var description: String { sentence }
+    }
+
+    /// Resolves the listening address (at most 4 s) and checks it can be bound, before anything else starts (the
+    /// demo's nodes, the rig's links); the address to bind otherwise.
+    public static func preflight(_ settings: Settings) async throws(ListenFailure) -> SocketAddress {
+        let address = try await resolve(settings)
+        do {
+            let channel = try await ServerBootstrap(group: MultiThreadedEventLoopGroup.singleton)
+                .serverChannelOption(ChannelOptions.socketOption(.so_reuseaddr), value: 1)
+                .bind(to: address).get()
+            try? await channel.close()
+        } catch {
+            throw ListenFailure(sentence: listenSentence(settings, error))
+        }
+        return address
+    }
+
+    static func resolve(_ settings: Settings) async throws(ListenFailure) -> SocketAddress {
+        let (host, port) = (settings.host, settings.port)
+        let outcome: Result<SocketAddress, any Error>? = await withCheckedContinuation { continuation in
+            let once = Mutex(false)
+            let finish: @Sendable (Result<SocketAddress, any Error>?) -> Void = { result in
+                if once.withLock({ done in defer { done = true }; return !done }) { continuation.resume(returning: result) }
+            }
+            // getaddrinfo blocks and cannot be cancelled: it gets its own thread and a deadline.
+            Thread.detachNewThread { finish(Result { try SocketAddress.makeAddressResolvingHost(host, port: port) }) }
+            DispatchQueue.global().asyncAfter(deadline: .now() + 4) { finish(nil) }
+        }
+        switch outcome {
+        case .success(let address): return address
+        case .failure: throw ListenFailure(sentence: "the console cannot listen on \(settings.shown): \(Echo.short(host)) is not a known host name or address of this machine.")
+        case nil: throw ListenFailure(sentence: "the console cannot listen on \(settings.shown): looking up \(Echo.short(host)) took over 4 s.")
+        }
+    }
+
+    static func listenSentence(_ settings: Settings, _ error: any Error) -> String {
+        let prefix = "the console cannot listen on \(settings.shown)"
+        guard let io = error as? IOError else { return "\(prefix): \(error)." }
+        switch io.errnoCode {
+        case EADDRINUSE: return "\(prefix): the address is in use (another program listens there; choose another --listen)."
+        case EADDRNOTAVAIL: return "\(prefix): \(Echo.short(settings.host)) is not an address of this machine."
+        case EACCES: return "\(prefix): permission denied (a port below 1024 needs privileges)."
+        default: return "\(prefix): \(io.description)."
+        }
+    }
+
+    /// Where the console answers, once it listens: `url` carries the token (the CONSOLE line).
+    public struct Listening: Sendable {
+        public var url: String
+        public var address: String
+    }
+
+    /// Serves `rig` at `address` (from `preflight`) until SIGINT/SIGTERM; `onReady` gets the CONSOLE URL. Runs `rig`
+    /// and the HTTP server as one service group, so Ctrl-C ends both (ServiceLifecycle); a server that cannot listen
+    /// ends the group and throws ListenFailure.
+    public static func run(rig: LiveRig, settings: Settings, address: SocketAddress, logger: Logger,
                            alsoRun: [any Service] = [],
-                           onReady: @escaping @Sendable (String) -> Void) async throws {
+                           onReady: @escaping @Sendable (Listening) -> Void) async throws {
         let router = Router()
         routes(router, rig: rig)
         let wsRouter = Router(context: BasicWebSocketRequestContext.self)
@@ -26,17 +106,50 @@ public enum ConsoleServer {
                 try await outbound.write(.text(encode(message)))
             }
         }
+        let gate = GateInForce()
+        let wsResponder = wsRouter.buildResponder()
+        let configuration = HTTP1WebSocketUpgradeChannel.Configuration(http1: .init(idleTimeout: settings.requestTimeout))
+        let timeout = settings.requestTimeout
+        let server = HTTPServerBuilder { responder in
+            GatedChannel(base: HTTP1WebSocketUpgradeChannel(responder: responder, webSocketResponder: wsResponder, configuration: configuration),
+                         gate: gate, timeout: timeout, logger: logger)
+        }
+        let listening = Mutex(false)
+        let bindHost = address.ipAddress ?? settings.host
         let app = Application(
             router: router,
-            server: .http1WebSocketUpgrade(webSocketRouter: wsRouter),
-            configuration: .init(address: .hostname(host, port: port), serverName: "coord-console"),
+            server: server,
+            configuration: .init(address: .hostname(bindHost, port: settings.port), serverName: "coord-console"),
             services: [LiveRigService(rig: rig)] + alsoRun,
             onServerRunning: { channel in
-                let address = channel.localAddress.map { "\($0.ipAddress ?? host):\($0.port ?? port)" } ?? "\(host):\(port)"
-                onReady(address)
+                let port = channel.localAddress?.port ?? settings.port
+                gate.set(ConsoleGate(token: settings.token, port: port, listenHost: settings.host,
+                                     boundAddress: channel.localAddress?.ipAddress, allowedNames: settings.allowedHosts))
+                listening.withLock { $0 = true }
+                let host = urlHost(settings.host, bound: channel.localAddress?.ipAddress)
+                onReady(Listening(url: "http://\(host):\(port)/?token=\(settings.token)", address: "\(host):\(port)"))
             },
             logger: logger)
-        try await app.runService(gracefulShutdownSignals: [.sigint, .sigterm])
+        do {
+            try await app.runService(gracefulShutdownSignals: [.sigint, .sigterm])
+        } catch {
+            if listening.withLock({ $0 }) { throw error }
+            throw ListenFailure(sentence: listenSentence(settings, error))
+        }
+    }
+
+    /// The host the CONSOLE URL names: the name or address given, or for a wildcard this machine's first
+    /// non-loopback IPv4 address (127.0.0.1 when it has none).
+    static func urlHost(_ host: String, bound: String?) -> String {
+        var shown = host
+        if ["0.0.0.0", "::", "*", ""].contains(host) {
+            shown = ConsoleGateHandler.interfaceAddresses().first { !$0.contains(":") && !$0.hasPrefix("127.") } ?? "127.0.0.1"
+        }
+        return shown.contains(":") ? "[\(shown)]" : shown
+    }
+
+    static func errorJSON(_ sentence: String) -> String {
+        (try? String(data: json.encode(["error": sentence]), encoding: .utf8)) ?? "{}"
     }
 
     static let json: JSONEncoder = {
@@ -227,9 +340,15 @@ struct LiveRigService: Service {
     let rig: LiveRig
     func run() async throws {
         let task = Task { await rig.run() }
-        await withGracefulShutdownHandler {
-            await task.value
-        } onGracefulShutdown: {
+        // Cancelled too when another service of the group fails (the server cannot listen): else the group waits
+        // for ever and Ctrl-C is ignored.
+        await withTaskCancellationHandler {
+            await withGracefulShutdownHandler {
+                await task.value
+            } onGracefulShutdown: {
+                task.cancel()
+            }
+        } onCancel: {
             task.cancel()
         }
     }
