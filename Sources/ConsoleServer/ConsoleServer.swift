@@ -48,7 +48,7 @@ public enum ConsoleServer {
             let channel = try await ServerBootstrap(group: MultiThreadedEventLoopGroup.singleton)
                 .serverChannelOption(ChannelOptions.socketOption(.so_reuseaddr), value: 1)
                 .bind(to: address).get()
-            try? await channel.close()
+            try? await channel.close().get()
         } catch {
             throw ListenFailure(sentence: listenSentence(settings, error))
         }
@@ -58,9 +58,9 @@ public enum ConsoleServer {
     static func resolve(_ settings: Settings) async throws(ListenFailure) -> SocketAddress {
         let (host, port) = (settings.host, settings.port)
         let outcome: Result<SocketAddress, any Error>? = await withCheckedContinuation { continuation in
-            let once = Mutex(false)
+            let once = Once()
             let finish: @Sendable (Result<SocketAddress, any Error>?) -> Void = { result in
-                if once.withLock({ done in defer { done = true }; return !done }) { continuation.resume(returning: result) }
+                if once.first() { continuation.resume(returning: result) }
             }
             // getaddrinfo blocks and cannot be cancelled: it gets its own thread and a deadline.
             Thread.detachNewThread { finish(Result { try SocketAddress.makeAddressResolvingHost(host, port: port) }) }
@@ -114,7 +114,6 @@ public enum ConsoleServer {
             GatedChannel(base: HTTP1WebSocketUpgradeChannel(responder: responder, webSocketResponder: wsResponder, configuration: configuration),
                          gate: gate, timeout: timeout, logger: logger)
         }
-        let listening = Mutex(false)
         let bindHost = address.ipAddress ?? settings.host
         let app = Application(
             router: router,
@@ -125,7 +124,6 @@ public enum ConsoleServer {
                 let port = channel.localAddress?.port ?? settings.port
                 gate.set(ConsoleGate(token: settings.token, port: port, listenHost: settings.host,
                                      boundAddress: channel.localAddress?.ipAddress, allowedNames: settings.allowedHosts))
-                listening.withLock { $0 = true }
                 let host = urlHost(settings.host, bound: channel.localAddress?.ipAddress)
                 onReady(Listening(url: "http://\(host):\(port)/?token=\(settings.token)", address: "\(host):\(port)"))
             },
@@ -133,7 +131,7 @@ public enum ConsoleServer {
         do {
             try await app.runService(gracefulShutdownSignals: [.sigint, .sigterm])
         } catch {
-            if listening.withLock({ $0 }) { throw error }
+            if gate.current != nil { throw error }
             throw ListenFailure(sentence: listenSentence(settings, error))
         }
     }
@@ -333,6 +331,12 @@ public enum ConsoleServer {
             return Response(status: .ok, headers: [.contentType: type], body: .init(byteBuffer: ByteBuffer(bytes: data)))
         }
     }
+}
+
+/// True for the first caller only.
+final class Once: Sendable {
+    private let done = Mutex(false)
+    func first() -> Bool { done.withLock { done in defer { done = true }; return !done } }
 }
 
 /// The live rig as a service of the console's group: runs until the group shuts down.
