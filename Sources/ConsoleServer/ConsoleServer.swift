@@ -2,6 +2,7 @@ import CoordCore
 import Coordinator
 import Foundation
 import Hummingbird
+import HummingbirdCore
 import HummingbirdWebSocket
 import Logging
 import NIOCore
