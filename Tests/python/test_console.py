@@ -40,12 +40,13 @@ def read_console_line(proc: subprocess.Popen) -> tuple[str, str]:
 
 
 class ConsoleDemo:
-    def __init__(self, tmp_path: Path, nodes: int = 3, cameras: int = 2):
+    def __init__(self, tmp_path: Path, nodes: int = 3, cameras: int = 2, extra: tuple = ()):
         self.takes = tmp_path / "takes"
+        self.stderr = tmp_path / "coord.err"
         self.proc = subprocess.Popen(
             [COORD, "demo", "--console", "--listen", "127.0.0.1:0", "--nodes", str(nodes),
-             "--cameras-per-node", str(cameras), "--takes-dir", str(self.takes), "--seed", "7"],
-            stdout=subprocess.PIPE, stderr=open(tmp_path / "coord.err", "w"), text=True)
+             "--cameras-per-node", str(cameras), "--takes-dir", str(self.takes), "--seed", "7", *extra],
+            stdout=subprocess.PIPE, stderr=open(self.stderr, "w"), text=True)
         self.base, self.token = read_console_line(self.proc)
         self.url = f"{self.base}/?token={self.token}"
         self.cameras = nodes * cameras
