@@ -75,6 +75,8 @@ let package = Package(
             "Coordinator", "CoordCore", "RigMetrics",
             .product(name: "Hummingbird", package: "hummingbird"),
             .product(name: "HummingbirdWebSocket", package: "hummingbird-websocket"),
+            // --tls-cert/--tls-key (swift-nio-ssl).
+            .product(name: "HummingbirdTLS", package: "hummingbird"),
             .product(name: "Logging", package: "swift-log"),
         ]),
 

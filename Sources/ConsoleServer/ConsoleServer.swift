@@ -3,10 +3,12 @@ import Coordinator
 import Foundation
 import Hummingbird
 import HummingbirdCore
+import HummingbirdTLS
 import HummingbirdWebSocket
 import Logging
 import NIOCore
 import NIOPosix
+import NIOSSL
 import RigMetrics
 import ServiceLifecycle
 import Synchronization
@@ -28,6 +30,9 @@ public enum ConsoleServer {
         /// A request's head must arrive within this of the connection opening (or of the previous answer), and its
         /// body within this of its head; else the connection is closed.
         public var requestTimeout: TimeAmount = .seconds(10)
+        /// PEM files of the certificate (chain) and its private key: the console then speaks HTTPS only.
+        public var tls: (certificate: String, key: String)?
+        public var scheme: String { tls == nil ? "http" : "https" }
         public init(host: String, port: Int, token: String) {
             self.host = host; self.port = port; self.token = token
         }
@@ -35,15 +40,23 @@ public enum ConsoleServer {
         public var shown: String { host.contains(":") ? "[\(host)]:\(port)" : "\(host):\(port)" }
     }
 
-    /// Why the console cannot listen, as one sentence naming the address (`coord` exits 2 with it).
+    /// Why the console cannot listen (or use its TLS files), as one sentence naming the address or file (`coord`
+    /// exits 2 with it).
     public struct ListenFailure: Error, Sendable, CustomStringConvertible {
         public let sentence: String
         public var description: String { sentence }
     }
 
-    /// Resolves the listening address (at most 4 s) and checks it can be bound, before anything else starts (the
-    /// demo's nodes, the rig's links); the address to bind otherwise.
-    public static func preflight(_ settings: Settings) async throws(ListenFailure) -> SocketAddress {
+    /// What `preflight` found ready: the address to bind and the TLS configuration.
+    public struct Prepared: Sendable {
+        let address: SocketAddress
+        let tls: TLSConfiguration?
+    }
+
+    /// Loads the TLS files, resolves the listening address (at most 4 s) and checks it can be bound, before anything
+    /// else starts (the demo's nodes, the rig's links).
+    public static func preflight(_ settings: Settings) async throws(ListenFailure) -> Prepared {
+        let tls = try settings.tls.map { files throws(ListenFailure) in try tlsConfiguration(certificate: files.certificate, key: files.key) }
         let address = try await resolve(settings)
         do {
             let channel = try await ServerBootstrap(group: MultiThreadedEventLoopGroup.singleton)
@@ -53,7 +66,31 @@ public enum ConsoleServer {
         } catch {
             throw ListenFailure(sentence: listenSentence(settings, error))
         }
-        return address
+        return Prepared(address: address, tls: tls)
+    }
+
+    static func tlsConfiguration(certificate: String, key: String) throws(ListenFailure) -> TLSConfiguration {
+        let chain: [NIOSSLCertificate]
+        do {
+            chain = try NIOSSLCertificate.fromPEMFile(certificate)
+        } catch {
+            throw ListenFailure(sentence: "--tls-cert \(certificate) is not a readable PEM certificate (\(error)).")
+        }
+        guard !chain.isEmpty else { throw ListenFailure(sentence: "--tls-cert \(certificate) holds no PEM certificate.") }
+        let privateKey: NIOSSLPrivateKey
+        do {
+            privateKey = try NIOSSLPrivateKey(file: key, format: .pem)
+        } catch {
+            throw ListenFailure(sentence: "--tls-key \(key) is not a readable PEM private key (\(error)).")
+        }
+        let configuration = TLSConfiguration.makeServerConfiguration(certificateChain: chain.map { .certificate($0) }, privateKey: .privateKey(privateKey))
+        // A key that is not the certificate's fails here, not at the first visitor's handshake.
+        do {
+            _ = try NIOSSLContext(configuration: configuration)
+        } catch {
+            throw ListenFailure(sentence: "--tls-key \(key) does not fit --tls-cert \(certificate) (\(error)).")
+        }
+        return configuration
     }
 
     static func resolve(_ settings: Settings) async throws(ListenFailure) -> SocketAddress {
@@ -94,7 +131,7 @@ public enum ConsoleServer {
     /// Serves `rig` at `address` (from `preflight`) until SIGINT/SIGTERM; `onReady` gets the CONSOLE URL. Runs `rig`
     /// and the HTTP server as one service group, so Ctrl-C ends both (ServiceLifecycle); a server that cannot listen
     /// ends the group and throws ListenFailure.
-    public static func run(rig: LiveRig, settings: Settings, address: SocketAddress, logger: Logger,
+    public static func run(rig: LiveRig, settings: Settings, prepared: Prepared, logger: Logger,
                            alsoRun: [any Service] = [],
                            onReady: @escaping @Sendable (Listening) -> Void) async throws {
         let router = Router()
@@ -111,11 +148,14 @@ public enum ConsoleServer {
         let wsResponder = wsRouter.buildResponder()
         let configuration = HTTP1WebSocketUpgradeChannel.Configuration(http1: .init(idleTimeout: settings.requestTimeout))
         let timeout = settings.requestTimeout
+        let tls = prepared.tls
         let server = HTTPServerBuilder { responder in
-            GatedChannel(base: HTTP1WebSocketUpgradeChannel(responder: responder, webSocketResponder: wsResponder, configuration: configuration),
-                         gate: gate, timeout: timeout, logger: logger)
+            let gated = GatedChannel(base: HTTP1WebSocketUpgradeChannel(responder: responder, webSocketResponder: wsResponder, configuration: configuration),
+                                     gate: gate, timeout: timeout, logger: logger)
+            if let tls { return try TLSChannel(gated, tlsConfiguration: tls) }
+            return gated
         }
-        let bindHost = address.ipAddress ?? settings.host
+        let bindHost = prepared.address.ipAddress ?? settings.host
         let app = Application(
             router: router,
             server: server,
@@ -123,10 +163,10 @@ public enum ConsoleServer {
             services: [LiveRigService(rig: rig)] + alsoRun,
             onServerRunning: { channel in
                 let port = channel.localAddress?.port ?? settings.port
-                gate.set(ConsoleGate(token: settings.token, port: port, listenHost: settings.host,
+                gate.set(ConsoleGate(token: settings.token, scheme: settings.scheme, port: port, listenHost: settings.host,
                                      boundAddress: channel.localAddress?.ipAddress, allowedNames: settings.allowedHosts))
                 let host = urlHost(settings.host, bound: channel.localAddress?.ipAddress)
-                onReady(Listening(url: "http://\(host):\(port)/?token=\(settings.token)", address: "\(host):\(port)"))
+                onReady(Listening(url: "\(settings.scheme)://\(host):\(port)/?token=\(settings.token)", address: "\(host):\(port)"))
             },
             logger: logger)
         do {

@@ -5,7 +5,6 @@ import Coordinator
 import Foundation
 import Synchronization
 import Logging
-import NIOCore
 import Platform
 import TakeReport
 import UnixSignals
@@ -116,12 +115,12 @@ struct Demo: AsyncParsableCommand {
         if withConsole {
             // The console's address and token first: one that cannot listen says so before any node starts.
             let settings = try access.settings(address)
-            let bindAddress = try await preflightConsole(settings)
+            let prepared = try await preflightConsole(settings)
             do {
                 try rig.ensureCalibration()
                 let endpoints = try rig.start()
                 let spec = rig.spec(endpoints: endpoints)
-                try await serveConsole(spec: spec, template: request, settings: settings, bindAddress: bindAddress, preview: try preview.settings(), console: console)
+                try await serveConsole(spec: spec, template: request, settings: settings, prepared: prepared, preview: try preview.settings(), console: console)
             } catch {
                 rig.stop()
                 throw error
@@ -178,8 +177,8 @@ struct ConsoleCommand: AsyncParsableCommand {
         let file = try loadRig(rig)
         let request = try takeRequest(file, name: nil, seconds: 10, takesDir: takesDir, fps: nil, size: nil, codec: nil)
         let consoleSettings = try access.settings(address)
-        let bindAddress = try await preflightConsole(consoleSettings)
-        try await serveConsole(spec: file.spec, template: request, settings: consoleSettings, bindAddress: bindAddress, preview: settings, console: Console())
+        let prepared = try await preflightConsole(consoleSettings)
+        try await serveConsole(spec: file.spec, template: request, settings: consoleSettings, prepared: prepared, preview: settings, console: Console())
     }
 }
 
@@ -212,6 +211,10 @@ struct ConsoleAccessOptions: ParsableArguments {
     var allowHost: [String] = []
     @Option(help: ArgumentHelp("Seconds a request may take to arrive whole (head, then body) before its connection is closed.", visibility: .hidden))
     var requestTimeout: Double = 10
+    @Option(help: ArgumentHelp("Serve HTTPS only, with this PEM certificate (chain); needs --tls-key.", valueName: "FILE"))
+    var tlsCert: String?
+    @Option(help: ArgumentHelp("The PEM private key of --tls-cert.", valueName: "FILE"))
+    var tlsKey: String?
 
     func settings(_ address: (host: String, port: Int)) throws -> ConsoleServer.Settings {
         var settings = ConsoleServer.Settings(host: address.host, port: address.port, token: try token())
@@ -223,6 +226,11 @@ struct ConsoleAccessOptions: ParsableArguments {
         settings.allowedHosts = allowHost
         guard requestTimeout > 0, requestTimeout <= 3600 else { throw usageError("--request-timeout must be 0 < S ≤ 3600 seconds.") }
         settings.requestTimeout = .nanoseconds(Int64(requestTimeout * 1e9))
+        switch (tlsCert, tlsKey) {
+        case (let cert?, let key?): settings.tls = (cert, key)
+        case (nil, nil): break
+        default: throw usageError("--tls-cert and --tls-key go together: give both PEM files, or neither.")
+        }
         return settings
     }
 
@@ -255,7 +263,7 @@ struct ConsoleAccessOptions: ParsableArguments {
 }
 
 /// Checks the console can listen, before anything starts; exit 2 with the sentence naming the address otherwise.
-func preflightConsole(_ settings: ConsoleServer.Settings) async throws -> SocketAddress {
+func preflightConsole(_ settings: ConsoleServer.Settings) async throws -> ConsoleServer.Prepared {
     do {
         return try await ConsoleServer.preflight(settings)
     } catch {
@@ -264,15 +272,15 @@ func preflightConsole(_ settings: ConsoleServer.Settings) async throws -> Socket
 }
 
 /// Runs the live console over `spec` until Ctrl-C (SIGINT/SIGTERM through ServiceLifecycle).
-func serveConsole(spec: RigSpec, template: TakeRequest, settings: ConsoleServer.Settings, bindAddress: SocketAddress,
+func serveConsole(spec: RigSpec, template: TakeRequest, settings: ConsoleServer.Settings, prepared: ConsoleServer.Prepared,
                   preview: PreviewSettings, console: Console) async throws {
     let logger = Logger(label: "coord.console")
     let live = LiveRig(spec: spec, template: template, preview: preview, logger: logger)
     if !["127.0.0.1", "localhost", "::1"].contains(settings.host) {
-        console.step("warning: the console listens on \(settings.host), beyond this machine: anyone who reaches it with its token can start and stop takes, and the token crosses the network in clear text.")
+        console.step("warning: the console listens on \(settings.host), beyond this machine: anyone who reaches it with its token can start and stop takes\(settings.tls == nil ? ", and without --tls-cert the token crosses the network in clear text" : "").")
     }
     do {
-        try await ConsoleServer.run(rig: live, settings: settings, address: bindAddress, logger: logger) { listening in
+        try await ConsoleServer.run(rig: live, settings: settings, prepared: prepared, logger: logger) { listening in
             // One line scripts and tests read (CONTRACT §6b); the operator opens it.
             console.result("CONSOLE \(listening.url)")
             console.step("console: open the CONSOLE address above (Ctrl-C to stop)")

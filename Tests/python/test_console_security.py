@@ -342,3 +342,41 @@ def test_half_open_requests_are_closed_after_the_request_timeout(tmp_path):
         assert conn.getresponse().status == 200
     finally:
         stop_console(proc)
+
+
+def test_with_tls_the_console_speaks_https_only_and_its_cookie_is_secure(tmp_path):
+    import ssl
+    cert, key = tmp_path / "console.pem", tmp_path / "console.key"
+    subprocess.run(["openssl", "req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes",
+                    "-keyout", str(key), "-out", str(cert), "-days", "2", "-subj", "/CN=127.0.0.1",
+                    "-addext", "subjectAltName=IP:127.0.0.1"], check=True, capture_output=True)
+    proc = start_console(tmp_path, "--listen", "127.0.0.1:0", "--tls-cert", str(cert), "--tls-key", str(key))
+    try:
+        base, token = read_console_line(proc)
+        assert base.startswith("https://127.0.0.1:"), base
+        port = int(base.rsplit(":", 1)[1])
+        context = ssl.create_default_context(cafile=str(cert))
+        conn = http.client.HTTPSConnection("127.0.0.1", port, context=context, timeout=10)
+        conn.request("GET", f"/?token={token}")
+        response = conn.getresponse()
+        response.read()
+        assert response.status == 303 and "Secure" in response.getheader("Set-Cookie"), response.getheaders()
+        conn.request("GET", "/api/rig", headers={"Authorization": f"Bearer {token}"})
+        response = conn.getresponse()
+        assert response.status == 200 and "nodes" in json.loads(response.read())
+        conn.request("POST", "/api/takes", body=b"{}", headers={"Authorization": f"Bearer {token}", "Content-Type": "application/json",
+                                                                 "Origin": f"http://127.0.0.1:{port}"})
+        response = conn.getresponse()
+        assert response.status == 403, response.read()  # http:// is not the console's own origin
+        conn.close()
+        # Plain HTTP gets no HTTP answer.
+        plain = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
+        with pytest.raises((http.client.HTTPException, ConnectionError, OSError)):
+            plain.request("GET", "/api/rig", headers={"Authorization": f"Bearer {token}"})
+            plain.getresponse().read()
+    finally:
+        stop_console(proc)
+    # A key that is not a key: exit 2 naming the file, before listening.
+    done = subprocess.run([COORD, "console", "--rig", str(dead_rig(tmp_path)), "--listen", "127.0.0.1:0", "--tls-cert", str(cert),
+                           "--tls-key", str(cert)], capture_output=True, text=True, timeout=30)
+    assert done.returncode == 2 and str(cert) in done.stderr and "CONSOLE" not in done.stdout, done.stderr
