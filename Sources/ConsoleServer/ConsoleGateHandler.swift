@@ -55,7 +55,7 @@ final class ConsoleGateHandler: ChannelInboundHandler, RemovableChannelHandler {
         let timeout = self.timeout
         deadline = context.eventLoop.assumeIsolated().scheduleTask(in: timeout) { [logger] in
             logger.debug("closing a connection whose request did not arrive within \(timeout.nanoseconds / 1_000_000_000) s")
-            context.close(promise: nil)
+            Self.shut(context)
         }
     }
 
@@ -110,8 +110,15 @@ final class ConsoleGateHandler: ChannelInboundHandler, RemovableChannelHandler {
         context.write(wrapOutboundOut(.head(HTTPResponseHead(version: request.version, status: .init(statusCode: status), headers: headers))), promise: nil)
         if buffer.readableBytes > 0 { context.write(wrapOutboundOut(.body(.byteBuffer(buffer))), promise: nil) }
         context.writeAndFlush(wrapOutboundOut(.end(nil))).assumeIsolated().whenComplete { _ in
-            context.close(promise: nil)
+            Self.shut(context)
         }
+    }
+
+    /// Closes the connection as a client that went away would: the upgrader, still waiting for its first request,
+    /// is told the input closed (else it reports an error for every refused or timed-out connection).
+    private static func shut(_ context: ChannelHandlerContext) {
+        context.fireUserInboundEventTriggered(ChannelEvent.inputClosed)
+        context.close(promise: nil)
     }
 
     /// This machine's addresses now (a console on 0.0.0.0 answers to each).
