@@ -205,7 +205,7 @@ func parseListen(_ text: String) throws -> (host: String, port: Int) {
 
 /// Who may use the console (CONTRACT §6b): its token and the host names it answers to.
 struct ConsoleAccessOptions: ParsableArguments {
-    @Option(help: "Keep the console's token in FILE (made 0600 with a new random token if missing), so its address survives a restart; without it every start makes a new token.")
+    @Option(help: ArgumentHelp("Keep the console's token in FILE (made 0600 with a new random token if missing), so its address survives a restart; without it every start makes a new token.", valueName: "FILE"))
     var tokenFile: String?
     @Option(help: ArgumentHelp("A host name the console answers to besides its address (repeatable), e.g. the name in the operator's bookmark.", valueName: "NAME"))
     var allowHost: [String] = []
