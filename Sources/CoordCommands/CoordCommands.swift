@@ -111,11 +111,14 @@ struct Demo: AsyncParsableCommand {
         settings.secure = secure
         settings.audio = !noAudio
         let rig = DemoRig(settings: settings, nodeBinary: nodeBinary, console: console)
-        console.step("starting \(nodes) coord-node process(es) with \(camerasPerNode) synthetic camera(s)\(noAudio ? "" : " and a synthetic microphone") each (seed \(seed))")
+        // The console's address and token first: one that cannot listen says so before any node starts.
+        var consoleReady: (settings: ConsoleServer.Settings, prepared: ConsoleServer.Prepared)?
         if withConsole {
-            // The console's address and token first: one that cannot listen says so before any node starts.
             let settings = try access.settings(address)
-            let prepared = try await preflightConsole(settings)
+            consoleReady = (settings, try await preflightConsole(settings))
+        }
+        console.step("starting \(nodes) coord-node process(es) with \(camerasPerNode) synthetic camera(s)\(noAudio ? "" : " and a synthetic microphone") each (seed \(seed))")
+        if let (settings, prepared) = consoleReady {
             do {
                 try rig.ensureCalibration()
                 let endpoints = try rig.start()
