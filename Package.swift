@@ -75,6 +75,8 @@ let package = Package(
             "Coordinator", "CoordCore", "RigMetrics",
             .product(name: "Hummingbird", package: "hummingbird"),
             .product(name: "HummingbirdWebSocket", package: "hummingbird-websocket"),
+            // --tls-cert/--tls-key (swift-nio-ssl).
+            .product(name: "HummingbirdTLS", package: "hummingbird"),
             .product(name: "Logging", package: "swift-log"),
         ]),
 
@@ -107,6 +109,8 @@ let package = Package(
         .testTarget(name: "CoordCoreTests", dependencies: ["CoordCore"]),
         .testTarget(name: "TakeReportTests", dependencies: ["TakeReport", "CoordCore"]),
         .testTarget(name: "RigMetricsTests", dependencies: ["RigMetrics", "CoordCore"]),
+        // The console's gate (CONTRACT §6b): Host, Origin, token and JSON-only decisions.
+        .testTarget(name: "ConsoleServerTests", dependencies: ["ConsoleServer"]),
         // V4L2: the camera tests drive V4L2Camera through the scripted driver.
         .testTarget(name: "MediaTests", dependencies: ["Media", "V4L2", "V4L2Simulator", "CoordCore"]),
         .testTarget(name: "ZeroMQTests", dependencies: ["ZeroMQ", "CoordWire", "Platform"]),

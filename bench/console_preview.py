@@ -104,15 +104,23 @@ class Viewer:
                 return arrived, json.loads(payload)
 
 
+# Each console's token (CONTRACT §6b), by its base URL.
+TOKENS: dict[str, str] = {}
+
+
+def auth(base: str) -> dict:
+    return {"Authorization": f"Bearer {TOKENS[base]}"} if base in TOKENS else {}
+
+
 def get(base: str, path: str):
-    with urllib.request.urlopen(base + path, timeout=10) as r:
+    with urllib.request.urlopen(urllib.request.Request(base + path, headers=auth(base)), timeout=10) as r:
         body = r.read()
         return json.loads(body) if r.headers.get("Content-Type", "").startswith("application/json") else body
 
 
 def post(base: str, path: str, body: dict):
     request = urllib.request.Request(base + path, data=json.dumps(body).encode(), method="POST",
-                                     headers={"Content-Type": "application/json"})
+                                     headers={"Content-Type": "application/json", **auth(base)})
     with urllib.request.urlopen(request, timeout=10) as r:
         return json.loads(r.read())
 
@@ -120,10 +128,11 @@ def post(base: str, path: str, body: dict):
 def start_console(argv: list[str]) -> tuple[subprocess.Popen, str]:
     proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
     line = proc.stdout.readline()
-    match = re.search(r"console: (http://[\d.]+:\d+)/", line)
+    match = re.search(r"^CONSOLE (http://[\d.]+:\d+)/\?token=(\S+)$", line.strip())
     if not match:
         proc.kill()
         raise RuntimeError(f"the console printed {line!r}")
+    TOKENS[match.group(1)] = match.group(2)
     return proc, match.group(1)
 
 

@@ -100,6 +100,7 @@ paths = {
                  "responses": {"202": resp("the take, starting", ref("Take")), "409": err("a take is already running"),
                                "413": err("body over 64 KiB"), "422": err("a bad name or seconds")}}},
     "/api/takes/stop": {"post": {"summary": "Stop the take on one group, as coord stop-take does", "operationId": "stopTake",
+                                 "requestBody": {"required": False, **jsonbody({"type": "object", "description": "ignored; send {}"})},
                                  "responses": {"202": resp("the take, stopping", ref("Take")), "409": err("no take is recording")}}},
     "/takes/{take}/{file}": {"get": {"summary": "A file of a take directory (its report page, manifest, …)", "operationId": "takeFile",
         "parameters": [{"name": "take", "in": "path", "required": True, "schema": {"type": "string"}},
@@ -115,9 +116,28 @@ paths = {
     "/openapi.json": {"get": {"summary": "This document", "operationId": "openapi",
                               "responses": {"200": {"description": "OpenAPI 3.0", "content": {"application/json": {"schema": {"type": "object"}}}}}}},
 }
-doc = {"openapi": "3.0.3", "info": {"title": "coord console", "version": "1.1",
-       "description": "The live console's JSON API (CONTRACT §6). Live changes also arrive over the WebSocket at /ws (see docs/console-api.md)."},
-       "paths": paths, "components": {"schemas": schemas}}
+# CONTRACT §6b: every operation needs the token and passes the gate before any handling.
+paths["/"]["get"]["responses"]["303"] = {"description": "the first visit with ?token=: sets the session cookie and redirects to /",
+                                         "headers": {"Set-Cookie": {"schema": {"type": "string"}, "description": "coord_console_PORT=TOKEN; Path=/; HttpOnly; SameSite=Strict"}}}
+for path, operations in paths.items():
+    for method, operation in operations.items():
+        operation["responses"]["401"] = err("no token, or a wrong one")
+        operation["responses"]["403"] = err("a Host this console does not listen on, or (a state change or the WebSocket) another page's Origin")
+        if method in ("post", "put"):
+            operation["responses"]["415"] = err("the body is not Content-Type: application/json")
+security_schemes = {
+    "bearer": {"type": "http", "scheme": "bearer", "description": "the token the CONSOLE line printed"},
+    "cookie": {"type": "apiKey", "in": "cookie", "name": "coord_console_PORT",
+               "description": "the session cookie the first visit with ?token= sets (PORT: the console's port)"},
+    "query": {"type": "apiKey", "in": "query", "name": "token", "description": "the token in the URL"},
+}
+doc = {"openapi": "3.0.3", "info": {"title": "coord console", "version": "1.2",
+       "description": "The live console's JSON API (CONTRACT §6, §6b). Every request carries the console's token; a request "
+                      "whose Host is not the console's address, or a state change or WebSocket from another page's Origin, "
+                      "is refused with 403; a POST or PUT must be application/json (415). Live changes also arrive over the "
+                      "WebSocket at /ws (see docs/console-api.md)."},
+       "security": [{"bearer": []}, {"cookie": []}, {"query": []}],
+       "paths": paths, "components": {"schemas": schemas, "securitySchemes": security_schemes}}
 text = json.dumps(doc, indent=1, ensure_ascii=False)
 from openapi_spec_validator import validate
 validate(doc)

@@ -315,7 +315,7 @@ $("take-start").addEventListener("click", async () => {
   catch (e) { say("take-message", e.message, true); }
 });
 $("take-stop").addEventListener("click", async () => {
-  try { showTake(await api("POST", "/api/takes/stop")); } catch (e) { say("take-message", e.message, true); }
+  try { showTake(await api("POST", "/api/takes/stop", {})); } catch (e) { say("take-message", e.message, true); }
 });
 $("control-apply").addEventListener("click", async () => {
   const [node, camera] = $("control-camera").value.split("/");

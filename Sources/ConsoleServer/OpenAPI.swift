@@ -5,9 +5,20 @@ enum ConsoleOpenAPI {
  "openapi": "3.0.3",
  "info": {
   "title": "coord console",
-  "version": "1.1",
-  "description": "The live console's JSON API (CONTRACT §6). Live changes also arrive over the WebSocket at /ws (see docs/console-api.md)."
+  "version": "1.2",
+  "description": "The live console's JSON API (CONTRACT §6, §6b). Every request carries the console's token; a request whose Host is not the console's address, or a state change or WebSocket from another page's Origin, is refused with 403; a POST or PUT must be application/json (415). Live changes also arrive over the WebSocket at /ws (see docs/console-api.md)."
  },
+ "security": [
+  {
+   "bearer": []
+  },
+  {
+   "cookie": []
+  },
+  {
+   "query": []
+  }
+ ],
  "paths": {
   "/": {
    "get": {
@@ -20,6 +31,37 @@ enum ConsoleOpenAPI {
        "text/html": {
         "schema": {
          "type": "string"
+        }
+       }
+      }
+     },
+     "303": {
+      "description": "the first visit with ?token=: sets the session cookie and redirects to /",
+      "headers": {
+       "Set-Cookie": {
+        "schema": {
+         "type": "string"
+        },
+        "description": "coord_console_PORT=TOKEN; Path=/; HttpOnly; SameSite=Strict"
+       }
+      }
+     },
+     "401": {
+      "description": "no token, or a wrong one",
+      "content": {
+       "application/json": {
+        "schema": {
+         "$ref": "#/components/schemas/Error"
+        }
+       }
+      }
+     },
+     "403": {
+      "description": "a Host this console does not listen on, or (a state change or the WebSocket) another page's Origin",
+      "content": {
+       "application/json": {
+        "schema": {
+         "$ref": "#/components/schemas/Error"
         }
        }
       }
@@ -41,6 +83,26 @@ enum ConsoleOpenAPI {
         }
        }
       }
+     },
+     "401": {
+      "description": "no token, or a wrong one",
+      "content": {
+       "application/json": {
+        "schema": {
+         "$ref": "#/components/schemas/Error"
+        }
+       }
+      }
+     },
+     "403": {
+      "description": "a Host this console does not listen on, or (a state change or the WebSocket) another page's Origin",
+      "content": {
+       "application/json": {
+        "schema": {
+         "$ref": "#/components/schemas/Error"
+        }
+       }
+      }
      }
     }
    }
@@ -56,6 +118,26 @@ enum ConsoleOpenAPI {
        "application/yaml": {
         "schema": {
          "type": "string"
+        }
+       }
+      }
+     },
+     "401": {
+      "description": "no token, or a wrong one",
+      "content": {
+       "application/json": {
+        "schema": {
+         "$ref": "#/components/schemas/Error"
+        }
+       }
+      }
+     },
+     "403": {
+      "description": "a Host this console does not listen on, or (a state change or the WebSocket) another page's Origin",
+      "content": {
+       "application/json": {
+        "schema": {
+         "$ref": "#/components/schemas/Error"
         }
        }
       }
@@ -80,6 +162,26 @@ enum ConsoleOpenAPI {
      },
      "404": {
       "description": "no complete set yet",
+      "content": {
+       "application/json": {
+        "schema": {
+         "$ref": "#/components/schemas/Error"
+        }
+       }
+      }
+     },
+     "401": {
+      "description": "no token, or a wrong one",
+      "content": {
+       "application/json": {
+        "schema": {
+         "$ref": "#/components/schemas/Error"
+        }
+       }
+      }
+     },
+     "403": {
+      "description": "a Host this console does not listen on, or (a state change or the WebSocket) another page's Origin",
       "content": {
        "application/json": {
         "schema": {
@@ -136,6 +238,26 @@ enum ConsoleOpenAPI {
      },
      "404": {
       "description": "no such tile (kept for the last 64 groups)",
+      "content": {
+       "application/json": {
+        "schema": {
+         "$ref": "#/components/schemas/Error"
+        }
+       }
+      }
+     },
+     "401": {
+      "description": "no token, or a wrong one",
+      "content": {
+       "application/json": {
+        "schema": {
+         "$ref": "#/components/schemas/Error"
+        }
+       }
+      }
+     },
+     "403": {
+      "description": "a Host this console does not listen on, or (a state change or the WebSocket) another page's Origin",
       "content": {
        "application/json": {
         "schema": {
@@ -229,6 +351,36 @@ enum ConsoleOpenAPI {
         }
        }
       }
+     },
+     "401": {
+      "description": "no token, or a wrong one",
+      "content": {
+       "application/json": {
+        "schema": {
+         "$ref": "#/components/schemas/Error"
+        }
+       }
+      }
+     },
+     "403": {
+      "description": "a Host this console does not listen on, or (a state change or the WebSocket) another page's Origin",
+      "content": {
+       "application/json": {
+        "schema": {
+         "$ref": "#/components/schemas/Error"
+        }
+       }
+      }
+     },
+     "415": {
+      "description": "the body is not Content-Type: application/json",
+      "content": {
+       "application/json": {
+        "schema": {
+         "$ref": "#/components/schemas/Error"
+        }
+       }
+      }
      }
     }
    }
@@ -277,6 +429,36 @@ enum ConsoleOpenAPI {
         }
        }
       }
+     },
+     "401": {
+      "description": "no token, or a wrong one",
+      "content": {
+       "application/json": {
+        "schema": {
+         "$ref": "#/components/schemas/Error"
+        }
+       }
+      }
+     },
+     "403": {
+      "description": "a Host this console does not listen on, or (a state change or the WebSocket) another page's Origin",
+      "content": {
+       "application/json": {
+        "schema": {
+         "$ref": "#/components/schemas/Error"
+        }
+       }
+      }
+     },
+     "415": {
+      "description": "the body is not Content-Type: application/json",
+      "content": {
+       "application/json": {
+        "schema": {
+         "$ref": "#/components/schemas/Error"
+        }
+       }
+      }
      }
     }
    }
@@ -292,6 +474,26 @@ enum ConsoleOpenAPI {
        "application/json": {
         "schema": {
          "$ref": "#/components/schemas/Takes"
+        }
+       }
+      }
+     },
+     "401": {
+      "description": "no token, or a wrong one",
+      "content": {
+       "application/json": {
+        "schema": {
+         "$ref": "#/components/schemas/Error"
+        }
+       }
+      }
+     },
+     "403": {
+      "description": "a Host this console does not listen on, or (a state change or the WebSocket) another page's Origin",
+      "content": {
+       "application/json": {
+        "schema": {
+         "$ref": "#/components/schemas/Error"
         }
        }
       }
@@ -351,6 +553,36 @@ enum ConsoleOpenAPI {
         }
        }
       }
+     },
+     "401": {
+      "description": "no token, or a wrong one",
+      "content": {
+       "application/json": {
+        "schema": {
+         "$ref": "#/components/schemas/Error"
+        }
+       }
+      }
+     },
+     "403": {
+      "description": "a Host this console does not listen on, or (a state change or the WebSocket) another page's Origin",
+      "content": {
+       "application/json": {
+        "schema": {
+         "$ref": "#/components/schemas/Error"
+        }
+       }
+      }
+     },
+     "415": {
+      "description": "the body is not Content-Type: application/json",
+      "content": {
+       "application/json": {
+        "schema": {
+         "$ref": "#/components/schemas/Error"
+        }
+       }
+      }
      }
     }
    }
@@ -359,6 +591,17 @@ enum ConsoleOpenAPI {
    "post": {
     "summary": "Stop the take on one group, as coord stop-take does",
     "operationId": "stopTake",
+    "requestBody": {
+     "required": false,
+     "content": {
+      "application/json": {
+       "schema": {
+        "type": "object",
+        "description": "ignored; send {}"
+       }
+      }
+     }
+    },
     "responses": {
      "202": {
       "description": "the take, stopping",
@@ -372,6 +615,36 @@ enum ConsoleOpenAPI {
      },
      "409": {
       "description": "no take is recording",
+      "content": {
+       "application/json": {
+        "schema": {
+         "$ref": "#/components/schemas/Error"
+        }
+       }
+      }
+     },
+     "401": {
+      "description": "no token, or a wrong one",
+      "content": {
+       "application/json": {
+        "schema": {
+         "$ref": "#/components/schemas/Error"
+        }
+       }
+      }
+     },
+     "403": {
+      "description": "a Host this console does not listen on, or (a state change or the WebSocket) another page's Origin",
+      "content": {
+       "application/json": {
+        "schema": {
+         "$ref": "#/components/schemas/Error"
+        }
+       }
+      }
+     },
+     "415": {
+      "description": "the body is not Content-Type: application/json",
       "content": {
        "application/json": {
         "schema": {
@@ -434,6 +707,26 @@ enum ConsoleOpenAPI {
         }
        }
       }
+     },
+     "401": {
+      "description": "no token, or a wrong one",
+      "content": {
+       "application/json": {
+        "schema": {
+         "$ref": "#/components/schemas/Error"
+        }
+       }
+      }
+     },
+     "403": {
+      "description": "a Host this console does not listen on, or (a state change or the WebSocket) another page's Origin",
+      "content": {
+       "application/json": {
+        "schema": {
+         "$ref": "#/components/schemas/Error"
+        }
+       }
+      }
      }
     }
    }
@@ -452,6 +745,26 @@ enum ConsoleOpenAPI {
         }
        }
       }
+     },
+     "401": {
+      "description": "no token, or a wrong one",
+      "content": {
+       "application/json": {
+        "schema": {
+         "$ref": "#/components/schemas/Error"
+        }
+       }
+      }
+     },
+     "403": {
+      "description": "a Host this console does not listen on, or (a state change or the WebSocket) another page's Origin",
+      "content": {
+       "application/json": {
+        "schema": {
+         "$ref": "#/components/schemas/Error"
+        }
+       }
+      }
      }
     }
    }
@@ -467,6 +780,26 @@ enum ConsoleOpenAPI {
        "application/json": {
         "schema": {
          "type": "object"
+        }
+       }
+      }
+     },
+     "401": {
+      "description": "no token, or a wrong one",
+      "content": {
+       "application/json": {
+        "schema": {
+         "$ref": "#/components/schemas/Error"
+        }
+       }
+      }
+     },
+     "403": {
+      "description": "a Host this console does not listen on, or (a state change or the WebSocket) another page's Origin",
+      "content": {
+       "application/json": {
+        "schema": {
+         "$ref": "#/components/schemas/Error"
         }
        }
       }
@@ -898,6 +1231,25 @@ enum ConsoleOpenAPI {
       }
      }
     }
+   }
+  },
+  "securitySchemes": {
+   "bearer": {
+    "type": "http",
+    "scheme": "bearer",
+    "description": "the token the CONSOLE line printed"
+   },
+   "cookie": {
+    "type": "apiKey",
+    "in": "cookie",
+    "name": "coord_console_PORT",
+    "description": "the session cookie the first visit with ?token= sets (PORT: the console's port)"
+   },
+   "query": {
+    "type": "apiKey",
+    "in": "query",
+    "name": "token",
+    "description": "the token in the URL"
    }
   }
  }

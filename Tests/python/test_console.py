@@ -28,27 +28,42 @@ check_take = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(check_take)
 
 
+CONSOLE_RE = re.compile(r"^CONSOLE (https?://[^/\s]+)/\?token=([A-Za-z0-9._~-]+)$")
+
+
+def read_console_line(proc: subprocess.Popen) -> tuple[str, str]:
+    """The console's base URL and token from its one CONSOLE line on stdout (CONTRACT §6b)."""
+    line = proc.stdout.readline().strip()
+    match = CONSOLE_RE.match(line)
+    assert match, f"the console printed {line!r}"
+    return match.group(1), match.group(2)
+
+
 class ConsoleDemo:
-    def __init__(self, tmp_path: Path, nodes: int = 3, cameras: int = 2):
+    def __init__(self, tmp_path: Path, nodes: int = 3, cameras: int = 2, extra: tuple = ()):
         self.takes = tmp_path / "takes"
+        self.stderr = tmp_path / "coord.err"
         self.proc = subprocess.Popen(
             [COORD, "demo", "--console", "--listen", "127.0.0.1:0", "--nodes", str(nodes),
-             "--cameras-per-node", str(cameras), "--takes-dir", str(self.takes), "--seed", "7"],
-            stdout=subprocess.PIPE, stderr=open(tmp_path / "coord.err", "w"), text=True)
-        line = self.proc.stdout.readline()
-        match = re.search(r"console: (http://[\d.]+:\d+)/", line)
-        assert match, f"coord demo --console printed {line!r}"
-        self.base = match.group(1)
+             "--cameras-per-node", str(cameras), "--takes-dir", str(self.takes), "--seed", "7", *extra],
+            stdout=subprocess.PIPE, stderr=open(self.stderr, "w"), text=True)
+        self.base, self.token = read_console_line(self.proc)
+        self.url = f"{self.base}/?token={self.token}"
         self.cameras = nodes * cameras
 
+    @property
+    def auth(self) -> dict:
+        return {"Authorization": f"Bearer {self.token}"}
+
     def get(self, path: str):
-        with urllib.request.urlopen(self.base + path, timeout=10) as r:
+        with urllib.request.urlopen(urllib.request.Request(self.base + path, headers=self.auth), timeout=10) as r:
             body = r.read()
             return json.loads(body) if r.headers.get("Content-Type", "").startswith("application/json") else body
 
     def send(self, method: str, path: str, body=None):
         data = None if body is None else json.dumps(body).encode()
-        request = urllib.request.Request(self.base + path, data=data, method=method, headers={"Content-Type": "application/json"})
+        request = urllib.request.Request(self.base + path, data=b"{}" if data is None else data, method=method,
+                                         headers={"Content-Type": "application/json", **self.auth})
         try:
             with urllib.request.urlopen(request, timeout=10) as r:
                 return r.status, json.loads(r.read())
@@ -211,21 +226,30 @@ def test_bad_take_requests_get_one_sentence(shared_demo):
     assert status == 422 and "seconds" in body["error"]
 
 
-def open_stalled_websocket(base: str) -> socket.socket:
-    """A viewer that completes the WebSocket handshake and then never reads."""
+def websocket_handshake(base: str, token: str, origin: str | None = None) -> tuple[socket.socket, bytes]:
+    """Sends a WebSocket upgrade for /ws as the page would (its own Origin unless told otherwise, the token in
+    the session cookie); the socket and the first bytes of the answer."""
     host, port = base.removeprefix("http://").split(":")
     s = socket.create_connection((host, int(port)))
     s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
     key = base64.b64encode(os.urandom(16)).decode()
     s.sendall((f"GET /ws HTTP/1.1\r\nHost: {host}:{port}\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
+               f"Origin: {origin or base}\r\nCookie: coord_console_{port}={token}\r\n"
                f"Sec-WebSocket-Key: {key}\r\nSec-WebSocket-Version: 13\r\n\r\n").encode())
-    answer = s.recv(1024)
+    s.settimeout(10)
+    return s, s.recv(1024)
+
+
+def open_stalled_websocket(base: str, token: str) -> socket.socket:
+    """A viewer that completes the WebSocket handshake and then never reads."""
+    s, answer = websocket_handshake(base, token)
     assert answer.startswith(b"HTTP/1.1 101"), answer[:200]
+    s.settimeout(None)
     return s
 
 
 def test_a_stalled_viewer_costs_the_take_nothing(demo):
-    stalled = [open_stalled_websocket(demo.base) for _ in range(3)]
+    stalled = [open_stalled_websocket(demo.base, demo.token) for _ in range(3)]
     try:
         demo.wait_multiview()
         status, _ = demo.send("POST", "/api/takes", {"name": "stalled", "seconds": 20})
@@ -349,16 +373,17 @@ def test_schemathesis_finds_no_server_error(shared_demo, tmp_path):
     demo = shared_demo
     demo.wait_multiview()
     run = subprocess.run(
-        [str(SCHEMATHESIS), "run", demo.base + "/openapi.json", "--url", demo.base, "--checks", "not_a_server_error",
+        [str(SCHEMATHESIS), "run", demo.base + f"/openapi.json?token={demo.token}", "--url", demo.base,
+         "--header", f"Authorization: Bearer {demo.token}", "--checks", "not_a_server_error",
          "--max-examples", "30", "--exclude-operation-id", "startTake", "--workers", "1",
          "--report-dir", str(tmp_path)],
         capture_output=True, text=True, timeout=600)
     assert run.returncode == 0, run.stdout[-4000:] + run.stderr[-2000:]
 
 
-def ws_messages(base: str):
+def ws_messages(base: str, token: str):
     """Yields the console's WebSocket messages as JSON (a minimal RFC 6455 reader; server frames are unmasked)."""
-    s = open_stalled_websocket(base)
+    s = open_stalled_websocket(base, token)
     s.settimeout(30)
     buffer = b""
 
@@ -401,7 +426,7 @@ def test_a_node_that_goes_away_is_unreachable_and_the_other_tiles_go_on(demo):
     assert nodes["node-1"]["reachable"] and nodes["node-3"]["reachable"]
     # The other cameras' tiles keep coming, in sets that mark node-2's cameras missing.
     groups = []
-    for message in ws_messages(demo.base):
+    for message in ws_messages(demo.base, demo.token):
         if message.get("type") != "multiview":
             continue
         tiles = {(t["node"], t["camera"]): t for t in message["tiles"]}

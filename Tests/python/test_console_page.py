@@ -56,7 +56,7 @@ def live_tiles(browser) -> int:
 
 def test_the_page_shows_six_live_distinct_tiles_and_a_click_makes_the_hero(demo, browser):
     demo.wait_multiview()
-    browser.get(demo.base + "/")
+    browser.get(demo.url)
     wait(browser, lambda d: live_tiles(d) == 6, what="6 live tiles")
     assert browser.find_element(By.ID, "connection").text == "live"
     shot = Image.open(io.BytesIO(browser.get_screenshot_as_png())).convert("RGB")
@@ -95,7 +95,7 @@ def set_inputs(browser, values: dict):
 def test_controls_and_a_take_from_the_page(demo, browser):
     demo.wait_multiview()
     widths = {(c["node"], c["camera"]): c["width"] for c in demo.get("/api/rig")["cameras"]}
-    browser.get(demo.base + "/")
+    browser.get(demo.url)
     wait(browser, lambda d: live_tiles(d) == 6, what="6 live tiles")
     before = brightness_now(demo, widths)
 

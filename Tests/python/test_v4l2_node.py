@@ -291,11 +291,12 @@ def test_the_console_sets_a_scripted_webcams_controls_through_its_ioctls(tmp_pat
                                 "--listen", "127.0.0.1:0", "--takes-dir", str(tmp_path / "takes")],
                                stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
     try:
-        base = re.search(r"(http://[\d.:]+)/", console.stdout.readline()).group(1)
+        match = re.search(r"^CONSOLE (http://[\d.:]+)/\?token=(\S+)$", console.stdout.readline().strip())
+        base, auth = match.group(1), {"Authorization": f"Bearer {match.group(2)}"}
 
         def put(body):
             request = urllib.request.Request(base + "/api/cameras/n1/cam0/controls", data=json.dumps(body).encode(),
-                                             method="PUT", headers={"Content-Type": "application/json"})
+                                             method="PUT", headers={"Content-Type": "application/json", **auth})
             try:
                 with urllib.request.urlopen(request, timeout=10) as r:
                     return r.status, json.loads(r.read())
@@ -304,7 +305,7 @@ def test_the_console_sets_a_scripted_webcams_controls_through_its_ioctls(tmp_pat
 
         deadline = time.monotonic() + 30
         while time.monotonic() < deadline:  # until the console has reached the node
-            with urllib.request.urlopen(base + "/api/rig", timeout=10) as r:
+            with urllib.request.urlopen(urllib.request.Request(base + "/api/rig", headers=auth), timeout=10) as r:
                 if all(n["reachable"] for n in json.loads(r.read())["nodes"]):
                     break
             time.sleep(0.2)
@@ -314,7 +315,7 @@ def test_the_console_sets_a_scripted_webcams_controls_through_its_ioctls(tmp_pat
         assert "n1/cam0" in answer["error"] and "exposure_us" in answer["error"] and "300…204700" in answer["error"], answer
         while time.monotonic() < deadline:  # until the camera previews (opened, streaming)
             try:
-                with urllib.request.urlopen(base + "/api/multiview", timeout=10) as r:
+                with urllib.request.urlopen(urllib.request.Request(base + "/api/multiview", headers=auth), timeout=10) as r:
                     break
             except urllib.error.HTTPError:
                 time.sleep(0.2)
