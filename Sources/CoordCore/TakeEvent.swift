@@ -85,6 +85,8 @@ extension TakeManifest {
         else { return "see manifest.json" }
         let detail = e.detail.hasSuffix(".") ? String(e.detail.dropLast()) : e.detail
         if e.kind.rawValue.hasPrefix("file-") || [TakeEvent.Kind.takeAborted, .stagingLost, .recovered].contains(e.kind) { return detail }
+        // A detail that names its node already ("node n1 sent FileList…") needs no prefix.
+        if !e.node.isEmpty, detail.hasPrefix("node \(e.node) ") { return detail }
         return "\([e.node, e.camera].filter { !$0.isEmpty }.joined(separator: "/")) \(detail)"
     }
 }

@@ -228,11 +228,6 @@ final class Collector: @unchecked Sendable {
         return plan
     }
 
-    static func isOwnPath(_ path: String, node: String) -> Bool {
-        let parts = path.split(separator: "/", omittingEmptySubsequences: false)
-        return parts.count == 2 && parts.allSatisfy { RigName.isValid(String($0)) } && String(parts[0]) == node
-    }
-
     func finalURL(_ path: String) -> URL { directory.appendingPathComponent(path) }
 
     /// The folder of every temporary copy: its name is no node's (`~` is outside CONTRACT §4's names).
