@@ -362,15 +362,41 @@ public enum ConsoleServer {
         router.post("/api/takes/stop") { _, _ in
             do throws(LiveRig.Refusal) { return jsonResponse(try rig.stopTake(), status: .accepted) } catch { return refusal(error) }
         }
-        router.get("/takes/:take/:file") { _, context in
-            let take = context.parameters.get("take") ?? "", file = context.parameters.get("file") ?? ""
-            // Only names of the take directory's own files (CONTRACT §4's pattern): nothing can lead outside it.
-            guard RigName.isValid(take), RigName.isValid(file) else { return failure(.notFound, "no such take file.") }
-            let url = rig.template.takesDirectory.appendingPathComponent(take).appendingPathComponent(file)
-            guard let data = try? Data(contentsOf: url) else { return failure(.notFound, "take \(take) has no file \(file).") }
-            let type = file.hasSuffix(".html") ? "text/html; charset=utf-8" : file.hasSuffix(".json") || file.hasSuffix(".otio") ? "application/json" : "application/octet-stream"
-            return Response(status: .ok, headers: [.contentType: type], body: .init(byteBuffer: ByteBuffer(bytes: data)))
+        // Every file of a take directory, node folders included (CONTRACT §6b), streamed from disk: a camera file
+        // may be gigabytes.
+        let files = FileIO()
+        router.get("/takes/:take/**") { _, context in
+            let take = context.parameters.get("take") ?? ""
+            let parts = context.parameters.getCatchAll().map(String.init)
+            // Only names of CONTRACT §4's pattern, one per folder level: nothing can lead outside the take directory
+            // (and the coordinator's own temporary folder, whose name is outside the pattern, is never served).
+            guard RigName.isValid(take), (1...4).contains(parts.count), parts.allSatisfy(RigName.isValid) else {
+                return failure(.notFound, "no such take file.")
+            }
+            let relative = parts.joined(separator: "/")
+            let path = rig.template.takesDirectory.appendingPathComponent(take).appendingPathComponent(relative).path
+            var info = stat()
+            guard lstat(path, &info) == 0, (info.st_mode & S_IFMT) == S_IFREG else {
+                return failure(.notFound, "take \(take) has no file \(relative).")
+            }
+            let body = try await files.loadFile(path: path, context: context)
+            return Response(status: .ok, headers: [.contentType: takeFileType(relative)], body: body)
         }
+    }
+}
+
+/// The Content-Type of a take's file, by its extension.
+func takeFileType(_ path: String) -> String {
+    switch (path as NSString).pathExtension.lowercased() {
+    case "html": "text/html; charset=utf-8"
+    case "json", "otio": "application/json"
+    case "csv": "text/csv; charset=utf-8"
+    case "xml", "fcpxml", "mhl": "application/xml"
+    case "mkv": "video/x-matroska"
+    case "mka": "audio/x-matroska"
+    case "mov": "video/quicktime"
+    case "wav": "audio/wav"
+    default: "application/octet-stream"
     }
 }
 

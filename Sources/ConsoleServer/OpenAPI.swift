@@ -656,9 +656,9 @@ enum ConsoleOpenAPI {
     }
    }
   },
-  "/takes/{take}/{file}": {
+  "/takes/{take}/{path}": {
    "get": {
-    "summary": "A file of a take directory (its report page, manifest, …)",
+    "summary": "A file of a take directory, node folders included (its report page, manifest, box1/cam0.mkv, …), streamed",
     "operationId": "takeFile",
     "parameters": [
      {
@@ -670,9 +670,10 @@ enum ConsoleOpenAPI {
       }
      },
      {
-      "name": "file",
+      "name": "path",
       "in": "path",
       "required": true,
+      "description": "the file's path in the take directory: 1 to 4 names of A-Z a-z 0-9 . _ - separated by /",
       "schema": {
        "type": "string"
       }
@@ -689,6 +690,17 @@ enum ConsoleOpenAPI {
        },
        "application/json": {
         "schema": {}
+       },
+       "text/csv": {
+        "schema": {
+         "type": "string"
+        }
+       },
+       "video/x-matroska": {
+        "schema": {
+         "type": "string",
+         "format": "binary"
+        }
        },
        "application/octet-stream": {
         "schema": {

@@ -212,6 +212,18 @@ def test_a_take_started_and_stopped_from_the_api_ends_every_file_on_one_group(de
     listed = demo.get("/api/takes")["takes"]
     assert any(t["take_id"] == done["take_id"] and t["report"] for t in listed)
     assert b"<svg" in demo.get("/" + done["report"])
+    # Every file of the take is served, node folders included (CONTRACT §6b), byte for byte; nothing outside it.
+    for path in [*sorted(take_dir.glob("*/*.mkv"))[:1], tables[0], take_dir / "manifest.json"]:
+        relative = path.relative_to(take_dir).as_posix()
+        request = urllib.request.Request(f"{demo.base}/takes/{done['take_id']}/{relative}", headers=demo.auth)
+        with urllib.request.urlopen(request, timeout=30) as r:
+            assert r.read() == path.read_bytes(), relative
+    for bad in (f"{done['take_id']}/..%2F..%2Fetc/passwd", f"{done['take_id']}/{tables[0].parent.name}",
+                f"{done['take_id']}/nosuch/cam0.mkv"):
+        request = urllib.request.Request(f"{demo.base}/takes/{bad}", headers=demo.auth)
+        with pytest.raises(urllib.error.HTTPError) as refused_file:
+            urllib.request.urlopen(request, timeout=10)
+        assert refused_file.value.code == 404 and json.loads(refused_file.value.read())["error"], bad
     status, refused = demo.send("POST", "/api/takes/stop")
     assert status == 409
 
