@@ -249,13 +249,18 @@ def test_a_console_outlives_a_lying_clock(tmp_path, rig):
                                 "--takes-dir", str(tmp_path / "takes")],
                                stdout=subprocess.PIPE, stderr=open(tmp_path / "console.err", "w"), text=True)
     try:
-        base = re.search(r"(http://[\d.:]+)/", console.stdout.readline()).group(1)
+        # CONTRACT §6b: one line `CONSOLE http://HOST:PORT/?token=TOKEN`, and the token on every request.
+        line = console.stdout.readline()
+        found = re.match(r"CONSOLE (http://[\d.:]+)/\?token=(\S+)$", line.strip())
+        assert found, f"the console printed {line!r}"
+        base, token = found.group(1), found.group(2)
         started = time.monotonic()
         answers = 0
         # The property is time itself: a console that trapped on the lie died about 10 s after start.
         while time.monotonic() - started < 16:
             assert console.poll() is None, f"the console died ({console.returncode}): {(tmp_path / 'console.err').read_text()[-2000:]}"
-            with urllib.request.urlopen(base + "/api/rig", timeout=10) as r:
+            request = urllib.request.Request(base + "/api/rig", headers={"Authorization": f"Bearer {token}"})
+            with urllib.request.urlopen(request, timeout=10) as r:
                 nodes = {n["name"]: n for n in json.loads(r.read())["nodes"]}
             assert set(nodes) == {"liar", "honest"}
             answers += 1
