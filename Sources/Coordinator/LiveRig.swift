@@ -220,7 +220,6 @@ public final class LiveRig: Sendable {
         var lastTiles: [CameraKey: PreviewTile] = [:]
         var take: TakeView?
         var session: TakeSession?
-        var takeStarted: Int64 = 0
         var subscribers: [UInt64: AsyncStream<Message>.Continuation] = [:]
         var nextSubscriber: UInt64 = 0
         var lastRig: RigView?
@@ -300,7 +299,7 @@ public final class LiveRig: Sendable {
 
     public var rig: RigView { state.withLock { Self.rigView($0) } }
     public var multiview: MultiviewView? { state.withLock { $0.newestComplete } }
-    public var take: TakeView? { state.withLock { s in s.take.map { Self.withElapsed($0, since: s.takeStarted) } } }
+    public var take: TakeView? { state.withLock { s in s.take.map { Self.withElapsed($0, session: s.session) } } }
     public var takes: [TakeEntry] { listTakes() }
     /// Every node as the rig's `/metrics` exports it (an unreachable node: up 0, its last counts kept).
     public var metricsSamples: [NodeMetricsSample] {
@@ -328,55 +327,14 @@ public final class LiveRig: Sendable {
         })
     }
 
-    private static func withElapsed(_ take: TakeView, since: Int64) -> TakeView {
+    /// A running take's elapsed time counts from group 0 (CONTRACT §6b), not from the click: 0 while it starts,
+    /// never past the stop instant (so never past `seconds`).
+    private static func withElapsed(_ take: TakeView, session: TakeSession?) -> TakeView {
         var t = take
-        if ["starting", "recording", "stopping", "collecting"].contains(t.state) {
-            t.elapsedS = Double(MonotonicClock.now() - since) / 1e6
+        if let session, ["starting", "recording", "stopping", "collecting"].contains(t.state) {
+            t.elapsedS = session.recordedSeconds(now: MonotonicClock.now()) ?? 0
         }
         return t
-    }
-
-    // MARK: Running
-
-    /// Runs until cancelled: reaches the nodes, keeps their status, clocks and preview going.
-    public func run() async {
-        event("console", "console started for \(spec.nodes.count) node(s); preview \(preview.width) px at \(preview.fps) fps")
-        var lastTakes: [TakeEntry] = []
-        while !Task.isCancelled {
-            let tick = MonotonicClock.now()
-            await refreshNodes()
-            await keepPreview()
-            let rig = state.withLock { s -> RigView? in
-                let view = Self.rigView(s)
-                guard view != s.lastRig else { return nil }
-                s.lastRig = view
-                return view
-            }
-            if let rig { broadcast(.rig(rig)) }
-            let takes = listTakes()
-            if takes != lastTakes {
-                lastTakes = takes
-                state.withLock { $0.lastTakes = takes }
-                broadcast(.takes(takes))
-            }
-            if let take = take, take.state == "recording" { broadcast(.take(take)) }
-            let spent = MonotonicClock.now() - tick
-            try? await Task.sleep(nanoseconds: UInt64(max(100_000, 1_000_000 - spent)) * 1000)
-        }
-        stopTracker()
-        receiver.stop()
-        let links = state.withLock { $0.nodes.compactMap(\.link) }
-        links.forEach { $0.close() }
-    }
-
-    /// Handshake with nodes not reached yet; status from every node reached.
-    private func refreshNodes() async {
-        let nodes = state.withLock { $0.nodes }
-        await withTaskGroup(of: Void.self) { group in
-            for (index, node) in nodes.enumerated() {
-                group.addTask { await self.refresh(index, node) }
-            }
-        }
     }
 
     private func refresh(_ index: Int, _ node: Node) async {
@@ -676,7 +634,6 @@ public final class LiveRig: Sendable {
             guard s.session == nil else { return false }
             s.session = session
             s.take = view
-            s.takeStarted = MonotonicClock.now()
             return true
         }
         guard accepted else { throw Refusal(.conflict, "a take is already running from this console; stop it first.") }
@@ -708,13 +665,15 @@ public final class LiveRig: Sendable {
                 final.state = outcome.manifest.status == .partial ? "partial" : "done"
                 final.message = outcome.manifest.status == .partial ? "the take is partial: \(outcome.manifest.partialCause)." : nil
                 final.report = "takes/\(outcome.manifest.takeID)/sync-report.html"
+                // What was recorded: the take's groups on its grid.
+                final.elapsedS = Double(outcome.manifest.groups) * Double(outcome.manifest.framePeriodMicroseconds) / 1e6
             } catch {
                 final.state = "failed"
                 final.message = "\(error)"
             }
             recording.cancel()
+            if final.state == "failed" { final.elapsedS = session.recordedSeconds(now: MonotonicClock.now()) ?? 0 }
             let finished = state.withLock { s -> TakeView in
-                final.elapsedS = Double(MonotonicClock.now() - s.takeStarted) / 1e6
                 s.take = final
                 s.session = nil
                 return final
@@ -739,24 +698,28 @@ public final class LiveRig: Sendable {
         return view
     }
 
-    /// The take directories under the takes directory, newest first.
+    /// The take directories under the takes directory, newest first by group 0's wall-clock time. The take this
+    /// console is recording is listed as what it is now (its manifest says "partial" until it ends, CONTRACT §6b).
     private func listTakes() -> [TakeEntry] {
         let root = template.takesDirectory
+        let running = state.withLock { s -> (id: String, state: String)? in
+            guard s.session != nil, let take = s.take, let id = take.takeId ?? s.session?.takeID else { return nil }
+            return (id, take.state)
+        }
         let names = (try? FileManager.default.contentsOfDirectory(atPath: root.path)) ?? []
-        var entries: [(Date, TakeEntry)] = []
+        var entries: [(String, TakeEntry)] = []
         for name in names where RigName.isValid(name) {
             let directory = root.appendingPathComponent(name)
             guard let data = try? Data(contentsOf: directory.appendingPathComponent("manifest.json")),
                   let json = try? JSONSerialization.jsonObject(with: data) as? [String: Any] else { continue }
-            let created = (try? FileManager.default.attributesOfItem(atPath: directory.path)[.creationDate] as? Date) ?? nil
             let modified = (try? FileManager.default.attributesOfItem(atPath: directory.path)[.modificationDate] as? Date) ?? nil
-            let date = created ?? modified ?? Date(timeIntervalSince1970: 0)
+            // RFC 3339 in UTC sorts as text; a manifest without it falls back to the folder's time.
+            let started = json["start_wallclock"] as? String ?? WallClock.rfc3339(modified ?? Date(timeIntervalSince1970: 0))
             let hasReport = FileManager.default.fileExists(atPath: directory.appendingPathComponent("sync-report.html").path)
-            entries.append((date, TakeEntry(takeId: name, name: json["name"] as? String ?? name,
-                                            status: json["status"] as? String ?? "unknown",
-                                            started: json["start_wallclock"] as? String ?? ISO8601DateFormatter().string(from: date),
-                                            report: hasReport ? "takes/\(name)/sync-report.html" : nil)))
+            let status = name == running?.id ? running!.state : json["status"] as? String ?? "unknown"
+            entries.append((started, TakeEntry(takeId: name, name: json["name"] as? String ?? name, status: status, started: started,
+                                               report: hasReport && name != running?.id ? "takes/\(name)/sync-report.html" : nil)))
         }
-        return entries.sorted { $0.0 > $1.0 }.map(\.1)
+        return entries.sorted { ($0.0, $0.1.takeId) > ($1.0, $1.1.takeId) }.map(\.1)
     }
 }

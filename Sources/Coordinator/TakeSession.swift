@@ -96,6 +96,9 @@ public final class TakeSession: @unchecked Sendable {
         var controls: [String: CameraControls] = [:]
         var stopRequested = false
         var collecting: URL?
+        /// Group 0's instant and the stop instant (rig timebase), once the cameras record; the stop moves when the
+        /// operator stops early.
+        var span: (groupZero: Int64, stop: Int64)?
     }
     private let shared = Mutex(Shared())
     private var responder = PressureResponder(policy: PressurePolicy(), cameras: [])
@@ -463,6 +466,10 @@ public final class TakeSession: @unchecked Sendable {
     /// Whether the cameras are recording now, and the take's id once its directory exists (for the live console).
     public var isRecording: Bool { shared.withLock { $0.isRecording } }
     public var takeID: String? { shared.withLock { $0.takeID } }
+    /// Seconds recorded so far: from group 0, never past the stop instant; nil before the cameras record.
+    public func recordedSeconds(now: Int64) -> Double? {
+        shared.withLock { $0.span }.map { Double(max(0, min(now, $0.stop) - $0.groupZero)) / 1e6 }
+    }
 
     private func setRecording(_ value: Bool) { shared.withLock { $0.isRecording = value } }
 
@@ -552,6 +559,8 @@ public final class TakeSession: @unchecked Sendable {
         while outcome == nil {
             if takeStopRequest() { await perform(conductor.handle(.operatorStop(now: MonotonicClock.now()))) }
             await perform(conductor.handle(.tick(now: MonotonicClock.now())))
+            let span = (groupZero: grid.t0, stop: conductor.stopInstant)
+            shared.withLock { $0.span = span }
             guard outcome == nil else { break }
             let now = MonotonicClock.now()
             if now - lastProgress >= 1_000_000 {
