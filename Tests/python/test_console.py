@@ -228,6 +228,45 @@ def test_a_take_started_and_stopped_from_the_api_ends_every_file_on_one_group(de
     assert status == 409
 
 
+def test_the_take_on_the_page_tells_the_truth_while_it_records(tmp_path):
+    """CONTRACT §6b: the take being recorded is never listed with a final status, its elapsed_s counts from
+    group 0 and never passes `seconds`, and the takes are listed newest first."""
+    demo = ConsoleDemo(tmp_path, nodes=2, cameras=1)
+    try:
+        demo.wait_multiview()
+        ids = []
+        for name in ("first", "second"):
+            status, take = demo.send("POST", "/api/takes", {"name": name, "seconds": 2})
+            assert status == 202, take
+            seen, listed_while_recording = [], []
+            while True:
+                answer = demo.get("/api/takes")
+                current = answer["current"]
+                if current["state"] in {"done", "partial", "failed"}:
+                    break
+                seen.append((current["state"], current["elapsed_s"]))
+                if current["take_id"]:
+                    entry = [t for t in answer["takes"] if t["take_id"] == current["take_id"]]
+                    listed_while_recording += [(current["state"], e["status"], e["report"]) for e in entry]
+                time.sleep(0.05)
+            assert current["state"] == "done", current
+            ids.append(current["take_id"])
+            assert all(0 <= elapsed <= 2.0 for _, elapsed in seen), seen
+            assert all(elapsed == 0 for state, elapsed in seen if state == "starting"), seen
+            assert any(state == "recording" and elapsed > 0.5 for state, elapsed in seen), seen
+            # While it records the list says so; no "partial" (the interim manifest's) nor a report link.
+            assert listed_while_recording, "the running take was never listed"
+            assert all(status == state and report is None for state, status, report in listed_while_recording), listed_while_recording
+            manifest = json.loads((demo.takes / current["take_id"] / "manifest.json").read_text())
+            assert current["elapsed_s"] == pytest.approx(manifest["groups"] * manifest["frame_period_us"] / 1e6)
+            assert current["elapsed_s"] == pytest.approx(2.0, abs=0.05)
+        takes = demo.get("/api/takes")["takes"]
+        assert [t["take_id"] for t in takes][:2] == ids[::-1], takes
+        assert [t["status"] for t in takes][:2] == ["complete", "complete"], takes
+    finally:
+        demo.close()
+
+
 def test_bad_take_requests_get_one_sentence(shared_demo):
     demo = shared_demo
     status, body = demo.send("POST", "/api/takes", {"name": "../etc", "seconds": 1})
