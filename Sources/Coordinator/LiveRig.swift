@@ -337,6 +337,49 @@ public final class LiveRig: Sendable {
         return t
     }
 
+    // MARK: Running
+
+    /// Runs until cancelled: reaches the nodes, keeps their status, clocks and preview going.
+    public func run() async {
+        event("console", "console started for \(spec.nodes.count) node(s); preview \(preview.width) px at \(preview.fps) fps")
+        var lastTakes: [TakeEntry] = []
+        while !Task.isCancelled {
+            let tick = MonotonicClock.now()
+            await refreshNodes()
+            await keepPreview()
+            let rig = state.withLock { s -> RigView? in
+                let view = Self.rigView(s)
+                guard view != s.lastRig else { return nil }
+                s.lastRig = view
+                return view
+            }
+            if let rig { broadcast(.rig(rig)) }
+            let takes = listTakes()
+            if takes != lastTakes {
+                lastTakes = takes
+                state.withLock { $0.lastTakes = takes }
+                broadcast(.takes(takes))
+            }
+            if let take = take, take.state == "recording" { broadcast(.take(take)) }
+            let spent = MonotonicClock.now() - tick
+            try? await Task.sleep(nanoseconds: UInt64(max(100_000, 1_000_000 - spent)) * 1000)
+        }
+        stopTracker()
+        receiver.stop()
+        let links = state.withLock { $0.nodes.compactMap(\.link) }
+        links.forEach { $0.close() }
+    }
+
+    /// Handshake with nodes not reached yet; status from every node reached.
+    private func refreshNodes() async {
+        let nodes = state.withLock { $0.nodes }
+        await withTaskGroup(of: Void.self) { group in
+            for (index, node) in nodes.enumerated() {
+                group.addTask { await self.refresh(index, node) }
+            }
+        }
+    }
+
     private func refresh(_ index: Int, _ node: Node) async {
         var node = node
         do {
