@@ -161,6 +161,9 @@ public final class NodeAgent: @unchecked Sendable {
     private var indexing: Set<String> = []
     /// Life totals for the metrics: takes recorded to the end, bytes of take files served to collection.
     private var takesRecorded: UInt64 = 0
+    /// The take whose last recorder has finished and is being indexed: two recorders finishing at once must not
+    /// both finish it (the takes counter counted a two-camera take twice).
+    private var finishing: String?
     private var bytesServed: UInt64 = 0
     /// When the last chunk was read (host µs); nil once its buffers were returned after a collection.
     private var lastChunkServed: Int64?
@@ -828,9 +831,11 @@ public final class NodeAgent: @unchecked Sendable {
     /// stores them in the take's index, so listing never hashes on the request thread.
     private func cameraFinished() {
         let takeID: String? = lock.holding {
-            guard machine.state == .recording, recorders.allSatisfy({ $0.snapshot.finished }),
+            guard machine.state == .recording, let takeID = machine.takeID, finishing != takeID,
+                  recorders.allSatisfy({ $0.snapshot.finished }),
                   mics.allSatisfy({ $0.snapshot.finished }) else { return nil }
-            return machine.takeID
+            finishing = takeID
+            return takeID
         }
         guard let takeID else { return }
         let files: [TakeManifest.File]
@@ -846,8 +851,11 @@ public final class NodeAgent: @unchecked Sendable {
         }
         store.clearRecordingMark(takeID)
         lock.holding {
-            machine.finish()
-            takesRecorded += 1
+            if machine.state == .recording, machine.takeID == takeID {
+                machine.finish()
+                takesRecorded += 1
+            }
+            finishing = nil
         }
         logger.info("take finished", metadata: ["take": "\(takeID)", "files": "\(files.count)"])
     }
