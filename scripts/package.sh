@@ -95,6 +95,12 @@ stage() {
     gzip -9n "$tree/usr/share/man/man1/$program.1"
 
     install -m 644 "$DEB/copyright" "$tree/usr/share/doc/$program/copyright"
+    # The annotated example files, so a box set up from the packages alone has them.
+    install -d -m 755 "$tree/usr/share/doc/$program/examples"
+    case "$program" in
+        coord) install -m 644 "$ROOT/deploy/rig.example.yaml" "$tree/usr/share/doc/$program/examples/" ;;
+        coord-node) install -m 644 "$ROOT/deploy/node.example.yaml" "$tree/usr/share/doc/$program/examples/" ;;
+    esac
     install -D -m 644 "$DEB/$program.lintian-overrides" "$tree/usr/share/lintian/overrides/$program"
     {
         echo "$program ($VERSION) unstable; urgency=medium"
@@ -125,7 +131,11 @@ SED
     mkdir -p "$WORK/man-$program"
     "$GENERATE_MANUAL" "$wrapper" --date "$(date -u -d "@$SOURCE_DATE_EPOCH" +%Y-%m-%d)" --section 1 \
         --output-directory "$WORK/man-$program" >/dev/null || die "generate-manual failed on $program."
-    mv "$WORK/man-$program/$program.1" "$file"
+    # FILES and EXIT STATUS, which the command-line parser cannot know, before AUTHORS (or at the end).
+    awk -v extra="$DEB/$program.man-extra" '
+        /^\.Sh AUTHORS/ && !done { while ((getline line < extra) > 0) print line; done = 1 }
+        { print }
+        END { if (!done) while ((getline line < extra) > 0) print line }' "$WORK/man-$program/$program.1" >"$file"
 }
 
 # control FILE TEMPLATE PROGRAM: the control file, with Depends from the shared libraries the binary loads.

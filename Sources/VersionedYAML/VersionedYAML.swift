@@ -97,13 +97,17 @@ public struct VersionedYAML {
         YAMLFileError("\(path)\(Self.lineText(Self.node(at: field, in: root)?.mark)): \(sentence)")
     }
 
+    nonisolated(unsafe) static let sexagesimalInteger = try! Regex("[-+]?[1-9][0-9_]*(:[0-5]?[0-9])+")
+    nonisolated(unsafe) static let sexagesimalFloat = try! Regex("[-+]?[0-9][0-9_]*(:[0-5]?[0-9])+\\.[0-9_]*")
+
     /// The first plain scalar YAML 1.1 would read as a sexagesimal number (digits with `:` groups), if any.
     static func firstSexagesimal(in node: Node) -> Node.Scalar? {
         switch node {
         case .scalar(let scalar):
             guard scalar.style == .plain, scalar.string.contains(":") else { return nil }
-            let allowed = Set("0123456789_:.+-")
-            return scalar.string.allSatisfy(allowed.contains) && scalar.string.contains(where: \.isNumber) ? scalar : nil
+            // YAML 1.1's own forms (what Yams resolves), so an address like 0.0.0.0:9710 stays text.
+            return (try? sexagesimalInteger.wholeMatch(in: scalar.string)) != nil
+                || (try? sexagesimalFloat.wholeMatch(in: scalar.string)) != nil ? scalar : nil
         case .mapping(let mapping):
             for (key, value) in mapping {
                 if let found = firstSexagesimal(in: key) ?? firstSexagesimal(in: value) { return found }

@@ -34,7 +34,7 @@ struct RigFileTests {
         let file = try RigFile.load(path)
         #expect(file.warnings.isEmpty, "\(file.warnings)")
         #expect(file.spec.nodes.count == 3)
-        #expect(file.spec.nodes.allSatisfy { $0.endpoint.hasSuffix(":5555") })
+        #expect(file.spec.nodes.allSatisfy { $0.endpoint.hasSuffix(":5710") })
         #expect(file.spec.camera("overhead", ofNode: "jetson-top") == RigSpec.Camera(name: "overhead", priority: 0, maxFPS: 15, size: "640x480"))
         #expect(file.spec.camera("hero", ofNode: "jetson-top")?.priority == 10)
         #expect(file.spec.nodes[2].cameraNames == ["cam0"])
@@ -132,6 +132,8 @@ struct RigFileTests {
         }
         // Text that merely contains a colon is fine.
         #expect(try load("nodes:\n  - {name: a, endpoint: tcp://10.0.0.1:5710}\n").spec.nodes[0].endpoint == "tcp://10.0.0.1:5710")
+        // So is an address YAML 1.1 does not read as a number (node files' `metrics: 0.0.0.0:9710` was refused).
+        #expect(try load("nodes:\n  - {name: a, endpoint: tcp://h:1}\nlisten: 0.0.0.0:9710\n").spec.nodes[0].name == "a")
     }
 
     /// Nine levels of nine aliases each: some 350 bytes that Yams would expand into 9⁹ values (minutes of CPU).

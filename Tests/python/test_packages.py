@@ -274,8 +274,47 @@ def test_man_pages(installed, root):
     for program in ("coord", "coord-node"):
         page = chroot(root, "man", "-P", "cat", program).stdout
         assert program.upper() in page and "SYNOPSIS" in page, page[:400]
-    assert "--config" in chroot(root, "man", "-P", "cat", "coord-node").stdout
-    assert "keys" in chroot(root, "man", "-P", "cat", "coord").stdout
+    node_page = chroot(root, "man", "-P", "cat", "coord-node").stdout
+    coord_page = chroot(root, "man", "-P", "cat", "coord").stdout
+    assert "--config" in node_page and "keys" in coord_page
+    # What the parser cannot know: where the files are and what each exit status means.
+    for page in (node_page, coord_page):
+        assert "FILES" in page and "EXIT STATUS" in page, page[-1500:]
+    assert "/etc/coord-node/node.yaml" in node_page and "node.example.yaml" in node_page
+    assert "rig.example.yaml" in coord_page and re.search(r"\b3\s+Refused", coord_page), coord_page[-1500:]
+
+
+def uncommented(text: str) -> str:
+    """The example with every commented-out setting switched on, as an operator would uncomment it."""
+    out = []
+    for line in text.splitlines():
+        m = re.match(r"^(\s*)# ?((?:[a-z_]+:|- |  ).*)$", line)
+        if m and not line.lstrip("# ").startswith(("coord", "Every", "A ", "1.", "2.", "3.", "Before")):
+            line = m.group(1) + m.group(2)
+        out.append(line)
+    return "\n".join(out) + "\n"
+
+
+def test_the_example_files_are_installed_and_load_as_written(installed, root):
+    """A box set up from the packages alone has annotated examples, and they load: as written and with every
+    commented setting uncommented (metrics: 0.0.0.0:9710 once stopped the node as a "base-60 number"). The node
+    then stops only at the camera this test root does not have (exit 1), never at the file (exit 2)."""
+    node_example = root / "usr/share/doc/coord-node/examples/node.example.yaml"
+    rig_example = root / "usr/share/doc/coord/examples/rig.example.yaml"
+    assert node_example.exists() and rig_example.exists()
+    variants = {"as-written": node_example.read_text(), "uncommented": uncommented(node_example.read_text())}
+    assert "\nmetrics: 0.0.0.0:9710" in variants["uncommented"], variants["uncommented"]
+    for name, text in variants.items():
+        (root / f"tmp/{name}.yaml").write_text(text)
+        p = chroot(root, "coord-node", "--config", f"/tmp/{name}.yaml", check=False, timeout=60)
+        assert p.returncode == 1 and "/dev/v4l/by-id/" in p.stderr, (name, p.returncode, p.stderr)
+    # The rig example loads and is carried out: its nodes do not exist here, so the first is named (exit 1, not 2).
+    p = chroot(root, "coord", "plan", "--rig", "/usr/share/doc/coord/examples/rig.example.yaml", check=False, timeout=60)
+    assert p.returncode == 1 and "pi-left" in p.stderr, (p.returncode, p.stderr)
+    # One port convention: the examples, the packaged node file and the README agree on 5710.
+    for text in (rig_example.read_text(), node_example.read_text(), (root / "etc/coord-node/node.yaml").read_text(),
+                 (REPO / "README.md").read_text()):
+        assert ":5710" in text and ":5555" not in text
 
 
 def test_sysusers_conf_makes_the_same_user(debs, root, tmp_path):
