@@ -3,14 +3,14 @@ import Foundation
 import Logging
 import Media
 import Platform
+import Synchronization
 
 /// Records one microphone of a take into `<node>/<mic>.mka`: maps every buffer's capture time onto the rig
 /// timebase through the node's clock mapping, measures the device's rate against the rig clock, and writes the
 /// sound retimed onto the rig's sample grid from the start group's instant to the stop group's, so the file starts
 /// and ends on the same instants as the pictures (CONTRACT §9). Runs on its own thread. A microphone that goes
 /// away ends its file where it is, with an event; the cameras go on.
-// @unchecked: requests and progress are under `lock`; the retimer and writer belong to the recorder's thread.
-final class MicrophoneRecorder: @unchecked Sendable {
+final class MicrophoneRecorder: Sendable {
     struct Progress: Sendable {
         var frames: Int64 = 0
         var finished = false
@@ -28,18 +28,23 @@ final class MicrophoneRecorder: @unchecked Sendable {
     let node: String
     let url: URL
     private let source: AudioSource
-    private let writer: MatroskaAudioWriter
+    /// The file's writer, made at init (so a file that cannot be made refuses the take) and taken once by the
+    /// recorder's thread, or by a failed arm to close it.
+    private let writerHandOff: Mutex<MatroskaAudioWriter?>
     private let grid: FrameGrid
     private let clock: ClockMappingBox
     private let logger: Logger
     private let onFinish: @Sendable () -> Void
     private let onEvent: @Sendable (TakeEvent.Kind, String) -> Void
 
-    private let lock = NSLock()
-    private var progress = Progress()
-    private var requestedStart: (start: Int64, stop: Int64?)?
-    private var requestedStop: Int64?
-    private var abandon = false
+    /// What the node asks and what the recorder's thread reports, between the two.
+    private struct Shared {
+        var progress = Progress()
+        var requestedStart: (start: Int64, stop: Int64?)?
+        var requestedStop: Int64?
+        var abandon = false
+    }
+    private let shared = Mutex(Shared())
     private let running = DispatchGroup()
 
     init(mic: String, node: String, directory: URL, source: AudioSource, grid: FrameGrid, clock: ClockMappingBox,
@@ -58,13 +63,13 @@ final class MicrophoneRecorder: @unchecked Sendable {
             throw NodeFailure(.badConfig, "microphone \(node)/\(mic) has \(source.channels) channels; coord records mono microphones.")
         }
         do {
-            writer = try MatroskaAudioWriter(path: url.path, sampleRate: source.sampleRate, channels: 1, metadata: metadata)
+            writerHandOff = Mutex(try MatroskaAudioWriter(path: url.path, sampleRate: source.sampleRate, channels: 1, metadata: metadata))
         } catch {
             throw NodeFailure(.io, "microphone \(node)/\(mic): \(error)")
         }
     }
 
-    var snapshot: Progress { lock.holding { progress } }
+    var snapshot: Progress { shared.withLock { $0.progress } }
     var sampleRate: Int { source.sampleRate }
 
     /// Starts capturing (sound before the start group is used only to measure the device's clock).
@@ -72,31 +77,31 @@ final class MicrophoneRecorder: @unchecked Sendable {
         do {
             try source.start()
         } catch {
-            try? writer.finish()
+            try? writerHandOff.withLock({ $0.take() })?.finish()
             try? FileManager.default.removeItem(at: url)
             throw NodeFailure(.io, "microphone \(node)/\(mic) cannot start: \(error)")
         }
         running.enter()
         let thread = Thread { [self] in
-            run()
+            if let writer = writerHandOff.withLock({ $0.take() }) { run(writer) }
             running.leave()
         }
         thread.name = "mic-\(mic)"
         thread.start()
     }
 
-    func start(group: Int64, stop: Int64?) { lock.holding { requestedStart = (group, stop) } }
-    func stop(at group: Int64) { lock.holding { requestedStop = group } }
+    func start(group: Int64, stop: Int64?) { shared.withLock { $0.requestedStart = (group, stop) } }
+    func stop(at group: Int64) { shared.withLock { $0.requestedStop = group } }
 
     /// Ends without keeping anything (an abort before the start).
     func abandonRecording() {
-        lock.holding { abandon = true }
+        shared.withLock { $0.abandon = true }
         source.stop()
     }
 
     func waitUntilFinished(deadline: DispatchTime) -> Bool { running.wait(timeout: deadline) == .success }
 
-    private func run() {
+    private func run(_ writer: MatroskaAudioWriter) {
         var retimer: AudioRetimer?
         var earlyBuffers: [(AudioBuffer, Double)] = []
         var stopInstant: Int64?
@@ -104,7 +109,7 @@ final class MicrophoneRecorder: @unchecked Sendable {
         var figuresAt: Int64 = 0
         var endReason: String?
         loop: while true {
-            let (start, stopGroup, abandoned) = lock.holding { (requestedStart, requestedStop, abandon) }
+            let (start, stopGroup, abandoned) = shared.withLock { ($0.requestedStart, $0.requestedStop, $0.abandon) }
             if abandoned { break }
             if let stopGroup { stopInstant = grid.instant(ofGroup: stopGroup) }
             if retimer == nil, let start {
@@ -114,7 +119,7 @@ final class MicrophoneRecorder: @unchecked Sendable {
                 earlyBuffers = []
                 retimer = r
                 if let s = start.stop { stopInstant = grid.instant(ofGroup: s) }
-                lock.holding { progress.startMicroseconds = r.startMicroseconds }
+                shared.withLock { $0.progress.startMicroseconds = r.startMicroseconds }
             }
             switch source.next(timeoutMicroseconds: 100_000) {
             case .buffer(let b):
@@ -135,7 +140,7 @@ final class MicrophoneRecorder: @unchecked Sendable {
                     earlyBuffers.append((b, rig))
                     if earlyBuffers.count > 1000 { earlyBuffers.removeFirst(earlyBuffers.count - 1000) }
                 }
-                lock.holding { progress.levelDBFS = level }
+                shared.withLock { $0.progress.levelDBFS = level }
             case .timeout:
                 if MonotonicClock.now() - lastSound > 3_000_000 { endReason = "no sound arrived for 3 s" }
             case .ended(let why):
@@ -161,18 +166,18 @@ final class MicrophoneRecorder: @unchecked Sendable {
             // The percentiles sort every offset so far: once a second, and at the end.
             let figures = finishing || MonotonicClock.now() - figuresAt > 1_000_000 ? r.offsetPercentiles : nil
             if figures != nil { figuresAt = MonotonicClock.now() }
-            lock.holding {
-                progress.frames = r.produced
-                progress.rateErrorPPM = r.fit.rateErrorPPM
+            shared.withLock {
+                $0.progress.frames = r.produced
+                $0.progress.rateErrorPPM = r.fit.rateErrorPPM
                 if let figures {
-                    progress.offsetP50 = figures.p50
-                    progress.offsetP99 = figures.p99
+                    $0.progress.offsetP50 = figures.p50
+                    $0.progress.offsetP99 = figures.p99
                 }
             }
             if finishing { break }
         }
         source.stop()
-        let abandoned = lock.holding { abandon }
+        let abandoned = shared.withLock { $0.abandon }
         do {
             try writer.finish()
         } catch {
@@ -188,15 +193,15 @@ final class MicrophoneRecorder: @unchecked Sendable {
         }
         let bytes = (try? FileManager.default.attributesOfItem(atPath: url.path)[.size] as? UInt64) ?? 0
         if let endReason, !abandoned {
-            let frames = lock.holding { progress.frames }
+            let frames = shared.withLock { $0.progress.frames }
             let detail = "microphone \(node)/\(mic) ended after \(frames) samples: \(endReason); its file ends there and the cameras go on."
             logger.warning("microphone ended", metadata: ["mic": "\(mic)", "why": "\(endReason)"])
             onEvent(.microphoneEnded, detail)
-            lock.holding { progress.error = endReason }
+            shared.withLock { $0.progress.error = endReason }
         }
-        lock.holding {
-            progress.finished = true
-            progress.bytesWritten = bytes
+        shared.withLock {
+            $0.progress.finished = true
+            $0.progress.bytesWritten = bytes
         }
         onFinish()
     }

@@ -26,13 +26,10 @@ final class PreviewPublisher: Sendable {
     let endpoint: String
     private let node: String
     private let logger: Logger
-    // @unchecked: only the worker thread uses the socket after init (and replaces it when a key is revoked).
-    private final class SocketBox: @unchecked Sendable {
-        var socket: ZMQSocket
-        init(_ socket: ZMQSocket) { self.socket = socket }
-    }
-    private let box: SocketBox
-    private var socket: ZMQSocket { box.socket }
+    /// Only the worker thread uses the socket after init (and replaces it when a key is revoked): the lock is
+    /// never contended, it only makes the replacement safe to express.
+    private let current: Mutex<ZMQSocket>
+    private var socket: ZMQSocket { current.withLock { $0 } }
     private let context: ZMQContext
     private let options: ZMQSocket.Options
     /// The gatekeeper's count of revoked keys (nil without keys): a PUB socket cannot judge its subscribers'
@@ -42,20 +39,28 @@ final class PreviewPublisher: Sendable {
     private let wake = DispatchSemaphore(value: 0)
 
     private enum SlotState { case free, filling, pending, encoding }
-    private final class Slot: @unchecked Sendable {
-        // @unchecked: `picture`/`jpeg` belong to whoever moved `state` away from free (filling: the offering
-        // recorder; encoding: the worker), never to both; `state` itself is only changed under the publisher's lock.
+    /// Whose turn one camera's slot is (under the publisher's lock): its content belongs to whoever moved it away
+    /// from free (filling: the offering recorder; encoding: the worker), never to both.
+    private struct Turn {
         var state = SlotState.free
         var lastGroup: Int64 = .min
-        var picture: PlanarFrame?
-        var jpeg: [UInt8]?
-        var offer: PreviewOffer?
-        let maker = PreviewTileMaker()
+    }
+    /// One camera's tile in the making. Its own lock is only taken by the holder of its turn, so it is never
+    /// contended: a copy or an encoding never holds the publisher's lock.
+    private final class Slot: Sendable {
+        struct Content {
+            var picture: PlanarFrame?
+            var jpeg: [UInt8]?
+            var offer: PreviewOffer?
+            let maker = PreviewTileMaker()
+        }
+        let content = Mutex(Content())
     }
     private struct State {
         var settings = PreviewSettings.off
         var stride: Int64 = 1
         var slots: [String: Slot] = [:]
+        var turns: [String: Turn] = [:]
         var stopped = false
         var published: Int64 = 0
     }
@@ -75,7 +80,7 @@ final class PreviewPublisher: Sendable {
         options.curve = curve
         let socket = try context.makeSocket(.publisher, options: options)
         endpoint = try socket.bind(requested)
-        box = SocketBox(socket)
+        current = Mutex(socket)
         self.context = context
         self.options = options
         self.revocations = revocations
@@ -103,26 +108,28 @@ final class PreviewPublisher: Sendable {
             guard !s.stopped, s.settings.isOn else { return nil }
             let slot = s.slots[offer.camera] ?? Slot()
             s.slots[offer.camera] = slot
-            guard slot.state == .free, offer.group != slot.lastGroup,
+            let turn = s.turns[offer.camera] ?? Turn()
+            guard turn.state == .free, offer.group != turn.lastGroup,
                   (offer.group % s.stride + s.stride) % s.stride == 0 else { return nil }
-            slot.state = .filling
-            slot.lastGroup = offer.group
+            s.turns[offer.camera] = Turn(state: .filling, lastGroup: offer.group)
             return slot
         }
         guard let slot else { return }
-        switch payload {
-        case .picture(let picture):
-            if slot.picture?.width != picture.width || slot.picture?.height != picture.height {
-                slot.picture = PlanarFrame(width: picture.width, height: picture.height)
+        slot.content.withLock { c in
+            switch payload {
+            case .picture(let picture):
+                if c.picture?.width != picture.width || c.picture?.height != picture.height {
+                    c.picture = PlanarFrame(width: picture.width, height: picture.height)
+                }
+                c.picture!.copy(from: picture)
+                c.jpeg = nil
+            case .jpeg(let bytes):
+                // An MJPEG camera's tile is its own JPEG, not scaled (decoding it here would cost the node a decoder).
+                c.jpeg = bytes
             }
-            slot.picture!.copy(from: picture)
-            slot.jpeg = nil
-        case .jpeg(let bytes):
-            // An MJPEG camera's tile is its own JPEG, not scaled (decoding it here would cost the node a decoder).
-            slot.jpeg = bytes
+            c.offer = offer
         }
-        slot.offer = offer
-        state.withLock { _ in slot.state = .pending }
+        state.withLock { $0.turns[offer.camera]?.state = .pending }
         wake.signal()
     }
 
@@ -141,16 +148,16 @@ final class PreviewPublisher: Sendable {
                 revoked = count
                 rebind()
             }
-            let (stopped, width, due): (Bool, Int, [Slot]) = state.withLock { s in
-                let due = s.slots.values.filter { $0.state == .pending }
-                due.forEach { $0.state = .encoding }
-                return (s.stopped, s.settings.width, due)
+            let (stopped, width, due): (Bool, Int, [(camera: String, slot: Slot)]) = state.withLock { s in
+                let due = s.turns.filter { $0.value.state == .pending }.map(\.key)
+                for camera in due { s.turns[camera]?.state = .encoding }
+                return (s.stopped, s.settings.width, due.compactMap { camera in s.slots[camera].map { (camera, $0) } })
             }
             if stopped { return }
-            for slot in due {
+            for (camera, slot) in due {
                 publish(slot, width: width)
                 state.withLock { s in
-                    slot.state = .free
+                    s.turns[camera]?.state = .free
                     s.published += 1
                 }
             }
@@ -167,7 +174,7 @@ final class PreviewPublisher: Sendable {
                 let fresh = try context.makeSocket(.publisher, options: options)
                 do {
                     try fresh.bind(endpoint)
-                    box.socket = fresh
+                    current.withLock { $0 = fresh }
                     logger.info("preview subscribers dropped: a key left the authorized directory", metadata: ["endpoint": "\(endpoint)"])
                     return
                 } catch {
@@ -185,7 +192,17 @@ final class PreviewPublisher: Sendable {
     }
 
     private func publish(_ slot: Slot, width: Int) {
-        guard let offer = slot.offer else { return }
+        guard let frame = slot.content.withLock({ tile(of: $0, width: width) }) else { return }
+        var envelope = Coord_V1_Envelope()
+        envelope.protocolVersion = UInt32(Coord_V1_ProtocolVersion.current.rawValue)
+        envelope.previewFrame = frame
+        guard let bytes = try? envelope.serializedBytes() as [UInt8] else { return }
+        _ = try? socket.send([bytes])
+    }
+
+    /// The slot's frame as a PreviewFrame with its tile; nil when it cannot be made.
+    private func tile(of slot: Slot.Content, width: Int) -> Coord_V1_PreviewFrame? {
+        guard let offer = slot.offer else { return nil }
         var frame = Coord_V1_PreviewFrame()
         frame.node = node
         frame.camera = offer.camera
@@ -206,14 +223,10 @@ final class PreviewPublisher: Sendable {
                 frame.height = UInt32(size.height)
             } catch {
                 logger.warning("preview tile failed", metadata: ["camera": "\(offer.camera)", "error": "\(error)"])
-                return
+                return nil
             }
         }
-        var envelope = Coord_V1_Envelope()
-        envelope.protocolVersion = UInt32(Coord_V1_ProtocolVersion.current.rawValue)
-        envelope.previewFrame = frame
-        guard let bytes = try? envelope.serializedBytes() as [UInt8] else { return }
-        _ = try? socket.send([bytes])
+        return frame
     }
 }
 
@@ -221,8 +234,8 @@ final class PreviewPublisher: Sendable {
 /// recording's are, each offered to the preview.
 final class PreviewCamera: Sendable {
     let settings: CameraSettings
-    // @unchecked in CameraSource users: the source is used by this camera's thread only, after start.
-    private let source: SourceBox
+    /// Used by this camera's thread only, after `start`.
+    private let source: any CameraSource & Sendable
     private let grid: FrameGrid
     private let clock: ClockMappingBox
     private let publisher: PreviewPublisher
@@ -231,16 +244,10 @@ final class PreviewCamera: Sendable {
     private let stopped = Mutex(false)
     private let finished = DispatchSemaphore(value: 0)
 
-    // @unchecked: the source belongs to the preview thread once `start` hands it over.
-    private final class SourceBox: @unchecked Sendable {
-        let source: CameraSource
-        init(_ source: CameraSource) { self.source = source }
-    }
-
-    init(settings: CameraSettings, source: CameraSource, grid: FrameGrid, clock: ClockMappingBox, publisher: PreviewPublisher,
+    init(settings: CameraSettings, source: any CameraSource & Sendable, grid: FrameGrid, clock: ClockMappingBox, publisher: PreviewPublisher,
          localNow: @escaping @Sendable () -> Int64, logger: Logger) {
         self.settings = settings
-        self.source = SourceBox(source)
+        self.source = source
         self.grid = grid
         self.clock = clock
         self.publisher = publisher
@@ -264,16 +271,14 @@ final class PreviewCamera: Sendable {
     }
 
     private func run() {
-        let source = source.source
+
         let sensorGrid = GroupStride(every: max(settings.recordEvery, 1)).coarseGrid(of: grid)
         var phase = PhaseController(grid: sensorGrid, minPeriodMicroseconds: source.minPeriodMicroseconds,
                                     maxPeriodMicroseconds: source.maxPeriodMicroseconds)
         let mapping = clock.current
         let rigNow = mapping.rig(fromLocal: Double(localNow()))
-        let next = Double(sensorGrid.instant(ofGroup: sensorGrid.nearestGroup(to: Int64(rigNow)) + 1))
-        let first = mapping.local(fromRig: next)
-        let anchor = GridAnchor(instantLocal: first,
-                                periodMicroseconds: mapping.local(fromRig: next + Double(sensorGrid.periodMicroseconds)) - first)
+        let local = FrameCentres.anchor(of: sensorGrid, group: sensorGrid.nearestGroup(to: Int64(rigNow)) + 1, mapping: mapping)
+        let anchor = GridAnchor(instantLocal: local.instantLocal, periodMicroseconds: local.periodMicroseconds)
         do {
             try source.start(alignedTo: anchor)
         } catch {
@@ -281,7 +286,7 @@ final class PreviewCamera: Sendable {
             return
         }
         defer { source.stop() }
-        var lastCenter: Int64?
+        var centres = FrameCentres(grid: grid)
         while !stopped.withLock({ $0 }) {
             let result = source.next(timeoutMicroseconds: sensorGrid.periodMicroseconds)
             if case .ended(let why) = result {
@@ -292,18 +297,14 @@ final class PreviewCamera: Sendable {
             let estimate = phase.observe(sequence: capture.sequence, stampedCenterLocal: capture.stampedCenterLocal,
                                          durationMicroseconds: capture.durationMicroseconds)
             let mapping = clock.current
-            var center = Int64(mapping.rig(fromLocal: estimate.centerLocal).rounded())
-            if let lastCenter, center <= lastCenter { center = lastCenter + 1 }
-            lastCenter = center
+            let placed = centres.place(centerLocal: estimate.centerLocal, mapping: mapping)
             if source.canSteerPhase {
-                source.requestNextFramePeriod(phase.nextDuration(toLocal: { mapping.local(fromRig: $0) },
-                                                                 toRig: { mapping.rig(fromLocal: $0) }, acquiring: true))
+                source.requestNextFramePeriod(FrameCentres.steer(phase, mapping: mapping, acquiring: true))
             }
-            let group = grid.nearestGroup(to: center)
             let offer = PreviewOffer(camera: settings.camera, ordinal: settings.ordinal, takeID: "",
-                                     group: group, centerMicroseconds: center, dropped: 0,
+                                     group: placed.group, centerMicroseconds: placed.center, dropped: 0,
                                      centerUncertainty: estimate.uncertaintyMicroseconds.isFinite ? estimate.uncertaintyMicroseconds : 0,
-                                     phaseError: center - grid.instant(ofGroup: group))
+                                     phaseError: placed.phaseError)
             publisher.offer(offer, payload: capture.payload)
             source.release(capture)
         }

@@ -1,0 +1,432 @@
+import CoordCore
+import Foundation
+import Logging
+import Media
+import Platform
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// One camera's recording, owned by its recorder's thread (which takes it from `CameraRecorder.handOff`): the
+/// source, the files, the phase loop and the group assigner. Nothing else touches it.
+final class CameraRecording {
+    let settings: CameraSettings
+    let node: String
+    let mkvURL: URL
+    let csvURL: URL
+    private let source: any CameraSource & Sendable
+    private let writer: MatroskaWriter
+    private let csv: FileHandle
+    private let grid: FrameGrid
+    private let sensorGrid: FrameGrid
+    private let clock: ClockMappingBox
+    private let localNow: @Sendable () -> Int64
+    private let logger: Logger
+    private let onFinish: @Sendable () -> Void
+    /// Something this camera did on its own that the take's events should record: (kind, one sentence).
+    private let onEvent: @Sendable (TakeEvent.Kind, String) -> Void
+    /// The preview branch (nil: none): offered every frame, it takes one now and then, never making this wait.
+    private let preview: PreviewPublisher?
+    private let takeID: String
+    private let shared: CameraRecorder.SharedBox
+
+    private var assigner: StridedGroupAssigner?
+    /// Slow-downs requested before the start, applied once the assigner exists.
+    private var waitingSlows: [(every: Int, from: Int64)] = []
+    /// The earliest group a disable ends the files before, and whether it still has to reach the assigner.
+    private var disabledFrom: Int64?
+    private var disablePending = false
+    private var bytesCheckedAt: Int64?
+    /// The directory this camera's files were in, once they were found deleted from it.
+    private var stagingLost: String?
+    private var previous: (capture: Capture, center: Int64)?
+    private var blank: PlanarFrame?
+    private var csvBuffer = ""
+    private var rowsWritten: Int64 = 0
+    private var framesWritten: Int64 = 0
+    /// Frames written to the file whose row waits for a better centre estimate (see `emitRows`).
+    private var pendingRows: [PendingRow] = []
+    private var lastRowCenter: Int64?
+
+    private struct PendingRow {
+        var group: Int64
+        var estimate: PhaseController.Estimate?
+        var fallbackCenter: Int64
+        var dup: Bool
+        var writtenAtLocal: Int64
+    }
+
+    /// How long a frame's row waits: its centre is then estimated from the frames around it, not only before it.
+    private var rowLag: Int64 { 2_000_000 }
+    private var lastSequence: UInt32?
+    /// Each frame's centre on the rig's grid (never going backwards) and its group.
+    private var centres: FrameCentres
+    /// The phase last logged for a source that cannot steer (µs from the nearest grid instant).
+    private var loggedPhase: Int64?
+    private var phase: PhaseController
+    /// The source takes frame-duration requests at all (false for a V4L2 camera).
+    private let canSteer: Bool
+
+    init(settings: CameraSettings, node: String, mkvURL: URL, csvURL: URL, source: any CameraSource & Sendable, grid: FrameGrid,
+         sensorGrid: FrameGrid, clock: ClockMappingBox, phase: PhaseController, metadata: [String: String],
+         localNow: @escaping @Sendable () -> Int64, logger: Logger, onFinish: @escaping @Sendable () -> Void,
+         onEvent: @escaping @Sendable (TakeEvent.Kind, String) -> Void, preview: PreviewPublisher?, takeID: String,
+         shared: CameraRecorder.SharedBox) throws(NodeFailure) {
+        self.settings = settings
+        self.node = node
+        self.mkvURL = mkvURL
+        self.csvURL = csvURL
+        self.source = source
+        self.grid = grid
+        self.sensorGrid = sensorGrid
+        self.clock = clock
+        self.phase = phase
+        canSteer = source.canSteerPhase
+        self.localNow = localNow
+        self.logger = logger
+        self.onFinish = onFinish
+        self.onEvent = onEvent
+        self.preview = preview
+        self.takeID = takeID
+        self.shared = shared
+        centres = FrameCentres(grid: grid)
+        guard let codec = VideoCodec(rawValue: settings.codec) else {
+            throw NodeFailure(.badConfig, "camera \(node)/\(settings.camera): unknown codec \"\(settings.codec)\".")
+        }
+        do {
+            writer = try MatroskaWriter(path: mkvURL.path, width: settings.width, height: settings.height, fps: settings.fps,
+                                        codec: codec, metadata: metadata)
+        } catch {
+            throw NodeFailure(.io, "camera \(node)/\(settings.camera): \(error)")
+        }
+        guard FileManager.default.createFile(atPath: csvURL.path, contents: Data((FramesTable.header + "\n").utf8)),
+              let handle = try? FileHandle(forWritingTo: csvURL) else {
+            try? writer.finish()
+            throw NodeFailure(.io, "camera \(node)/\(settings.camera): cannot create \(csvURL.path).")
+        }
+        _ = try? handle.seekToEnd()
+        csv = handle
+    }
+
+    /// Starts the source (on the recorder's thread), then records until the files are final.
+    func record(from anchor: GridAnchor, started: DispatchSemaphore, running: DispatchGroup) {
+        do {
+            try source.start(alignedTo: anchor)
+        } catch {
+            let message = "camera \(node)/\(settings.camera) cannot start: \(error)"
+            logger.error("\(message)")
+            shared.update { s in
+                s.startFailure = message
+                s.progress.error = message
+            }
+            started.signal()
+            finishFiles(reason: nil)
+            source.stop()
+            running.leave()
+            onFinish()
+            return
+        }
+        started.signal()
+        // Before the take starts (group 0 is seconds away): a source that cannot steer restarts to near the grid.
+        source.settlePhase(on: anchor)
+        run()
+        running.leave()
+    }
+
+    private var lateness: Int64 { max(4 * sensorGrid.periodMicroseconds, 200_000) }
+
+    private func run() {
+        defer {
+            source.stop()
+            if let previous { source.release(previous.capture) }
+            previous = nil
+            onFinish()
+        }
+        while true {
+            let (start, stop, disable, slows, quit) = shared.update { s in
+                defer {
+                    s.requestedStart = nil
+                    s.requestedStop = nil
+                    s.requestedDisable = nil
+                    s.requestedSlows.removeAll()
+                }
+                return (s.requestedStart, s.requestedStop, s.requestedDisable, s.requestedSlows, s.abandon)
+            }
+            waitingSlows += slows
+
+            if quit {
+                finishFiles(reason: "stopped before its last group")
+                return
+            }
+            if let lost = stagingLost {
+                cameraEnded(kind: .stagingLost, verb: "stopped",
+                            "its files were deleted from the staging directory \(lost) while it recorded")
+                return
+            }
+            var actions: [StridedGroupAssigner.Action] = []
+            if let start, assigner == nil {
+                assigner = StridedGroupAssigner(grid: grid, cap: max(settings.recordEvery, 1), startGroup: start.start,
+                                                stopGroup: start.stop)
+            }
+            if assigner != nil {
+                for slow in waitingSlows { assigner!.slow(every: slow.every, from: slow.from) }
+                waitingSlows.removeAll()
+            }
+            if let disable {
+                disabledFrom = min(disabledFrom ?? disable, disable)
+                disablePending = true
+            }
+            if let stop, assigner != nil, disabledFrom.map({ $0 > stop }) ?? true {
+                if assigner!.nextGroup > stop && !assigner!.isFinished {
+                    // Frames past the stop are already in the file: the take cannot be equal on this camera.
+                    let message = "camera \(node)/\(settings.camera): the stop at group \(stop) arrived after group \(assigner!.nextGroup - 1) was written"
+                    logger.error("\(message)")
+                    shared.update { s in s.progress.error = s.progress.error ?? message }
+                }
+                actions += assigner!.stop(at: stop)
+            }
+            if disablePending, let disabledFrom, assigner != nil {
+                // Never later than a stop already set; a group already past ends the files at the next one.
+                let end = min(max(disabledFrom, assigner!.nextGroup), assigner!.stopGroup ?? .max)
+                actions += assigner!.stop(at: end)
+                disablePending = false
+            }
+            if !actions.isEmpty, perform(actions, capture: nil) { return }
+
+            let next = source.next(timeoutMicroseconds: sensorGrid.periodMicroseconds)
+            if case .ended(let why) = next {
+                cameraEnded(why)
+                return
+            }
+            if case .frame(let capture) = next {
+                if let last = lastSequence, capture.sequence != last &+ 1 {
+                    shared.update { s in s.progress.sensorSkips += Int64(capture.sequence &- last &- 1) }
+                }
+                lastSequence = capture.sequence
+                // The phase loop filters the noisy timestamp; the frame's centre is its estimate, on the rig
+                // timebase by the clock mapping in force now (tracked by the coordinator through the take).
+                let estimate = phase.observe(sequence: capture.sequence, stampedCenterLocal: capture.stampedCenterLocal,
+                                             durationMicroseconds: capture.durationMicroseconds)
+                let mapping = clock.current
+                let placed = centres.place(centerLocal: estimate.centerLocal, mapping: mapping)
+                let center = placed.center
+                // Steer the sensor so the frame after next lands on the grid (armed and recording alike); a source
+                // that cannot steer is only measured.
+                if canSteer {
+                    source.requestNextFramePeriod(FrameCentres.steer(phase, mapping: mapping, acquiring: assigner == nil))
+                } else {
+                    notePhase(center: center)
+                }
+                let restarts = phase.restarts
+                let (dropped, uncertainty) = shared.update { s in
+                    s.progress.timestampNoise = estimate.noiseMicroseconds
+                    s.progress.centerUncertainty = estimate.uncertaintyMicroseconds.isFinite ? estimate.uncertaintyMicroseconds : 0
+                    s.progress.phaseRestarts = restarts
+                    s.progress.phaseError = Double(placed.phaseError)
+                    return (s.progress.dropped, s.progress.centerUncertainty)
+                }
+                if let preview {
+                    preview.offer(PreviewOffer(camera: settings.camera, ordinal: settings.ordinal, takeID: takeID,
+                                               group: placed.group, centerMicroseconds: center, dropped: dropped,
+                                               centerUncertainty: uncertainty, phaseError: placed.phaseError),
+                                  payload: capture.payload)
+                }
+                if assigner == nil {
+                    keepAsPrevious(capture, center: center)
+                    continue
+                }
+                actions = assigner!.frame(center: center)
+                if perform(actions, capture: (capture, center, estimate)) { return }
+            } else if assigner != nil {
+                let now = Int64(clock.current.rig(fromLocal: Double(localNow())).rounded())
+                actions = assigner!.tick(now: now, lateness: lateness)
+                if perform(actions, capture: nil) { return }
+            }
+        }
+    }
+
+    /// Writes the rows of frames written at least `rowLag` ago (all of them with `all`), each with its centre
+    /// re-estimated from the phase fit as it stands now, mapped by the newest clock mapping.
+    private func emitRows(all: Bool = false) {
+        let now = localNow()
+        let mapping = clock.current
+        while let row = pendingRows.first, all || now - row.writtenAtLocal >= rowLag {
+            pendingRows.removeFirst()
+            var center = row.fallbackCenter
+            if let estimate = row.estimate, let better = phase.center(of: estimate) {
+                center = Int64(mapping.rig(fromLocal: better).rounded())
+            }
+            if !row.dup {
+                // Rig-timebase centres never go backwards, whatever a clock update did.
+                if let lastRowCenter, center <= lastRowCenter { center = lastRowCenter + 1 }
+                lastRowCenter = center
+            }
+            appendRow(group: row.group, center: center, dup: row.dup)
+        }
+    }
+
+    private func keepAsPrevious(_ capture: Capture, center: Int64) {
+        if let previous { source.release(previous.capture) }
+        previous = (capture, center)
+    }
+
+    /// The measured phase of a source that cannot steer: logged once its fit has settled (a second of frames),
+    /// then whenever it has moved by a tenth of a period, so the log shows where the camera really runs.
+    private func notePhase(center: Int64) {
+        guard phase.estimate.map({ $0.frames >= max(settings.fps, 8) }) ?? false else { return }
+        let error = center - grid.instant(ofGroup: grid.nearestGroup(to: center))
+        if let loggedPhase, abs(error - loggedPhase) < grid.periodMicroseconds / 10 { return }
+        loggedPhase = error
+        logger.info("camera phase measured", metadata: ["camera": "\(settings.camera)", "phase_error_us": "\(error)"])
+    }
+
+    /// The source is gone for good (unplugged), or the files were deleted under it: the files end where they are,
+    /// and the take's events say which camera ended and why.
+    private func cameraEnded(kind: TakeEvent.Kind = .cameraEnded, verb: String = "ended", _ why: String) {
+        let at = assigner.map { "after group \($0.nextGroup - 1)" } ?? "before the take started"
+        let message = "camera \(node)/\(settings.camera) \(verb) \(at): \(why)"
+        logger.error("\(message)")
+        shared.update { s in s.progress.error = s.progress.error ?? message }
+        onEvent(kind, message)
+        finishFiles(reason: nil)
+    }
+
+    /// Carries out the assigner's decisions; returns true once the file is finished.
+    private func perform(_ actions: [StridedGroupAssigner.Action],
+                         capture: (capture: Capture, center: Int64, estimate: PhaseController.Estimate)?) -> Bool {
+        var captureKept = false
+        defer { if let capture, !captureKept { source.release(capture.capture) } }
+        defer { emitRows() }
+        do {
+            for action in actions {
+                switch action {
+                case .holdAsPrevious:
+                    if let capture { keepAsPrevious(capture.capture, center: capture.center); captureKept = true }
+                case .write(let group):
+                    guard let capture else { continue }
+                    try write(capture.capture.payload, group: group)
+                    frameWritten(group: group, estimate: capture.estimate, center: capture.center, dup: false, held: false)
+                    keepAsPrevious(capture.capture, center: capture.center)
+                    captureKept = true
+                case .repeatPrevious(let group, let held):
+                    // A held repeat may come with a frame the slow-down leaves unused: it is released, not kept.
+                    if writer.framesWritten > 0 {
+                        try writer.writeRepeat(ptsMicroseconds: pts(group))
+                    } else {
+                        // Nothing written yet: the held pre-roll frame (or a blank picture) fills the first group.
+                        try write(previous?.capture.payload ?? .picture(blankPicture()), group: group)
+                    }
+                    frameWritten(group: group, estimate: nil, center: previous?.center ?? grid.instant(ofGroup: group), dup: true,
+                                 held: held)
+                case .discard:
+                    break
+                case .finish:
+                    finishFiles(reason: nil)
+                    return true
+                }
+            }
+        } catch {
+            let at = assigner.map { " after group \($0.nextGroup - 1)" } ?? ""
+            let message = "camera \(node)/\(settings.camera) stopped recording\(at): \(error)"
+            logger.error("\(message)")
+            shared.update { s in s.progress.error = message }
+            onEvent(.writeFailed, message)
+            finishFiles(reason: message)
+            return true
+        }
+        return false
+    }
+
+    /// A raw picture is encoded; a camera's JPEG is muxed as it came (MJPEG passthrough).
+    private func write(_ payload: CapturePayload, group: Int64) throws {
+        switch payload {
+        case .picture(let picture): try writer.write(picture, ptsMicroseconds: pts(group))
+        case .jpeg(let bytes): try writer.writePacket(bytes, ptsMicroseconds: pts(group))
+        }
+    }
+
+    private func pts(_ group: Int64) -> Int64 {
+        (group - (assigner?.startGroup ?? 0)) * grid.periodMicroseconds
+    }
+
+    private func blankPicture() -> PlanarFrame {
+        if let blank { return blank }
+        let frame = PlanarFrame(width: settings.width, height: settings.height)
+        frame.luma.update(repeating: 16)
+        frame.cb.update(repeating: 128)
+        frame.cr.update(repeating: 128)
+        blank = frame
+        return frame
+    }
+
+    /// `held`: a fill on purpose (cap or slow-down), counted apart from frames the sensor failed to deliver.
+    private func frameWritten(group: Int64, estimate: PhaseController.Estimate?, center: Int64, dup: Bool, held: Bool) {
+        pendingRows.append(PendingRow(group: group, estimate: estimate, fallbackCenter: center, dup: dup, writtenAtLocal: localNow()))
+        framesWritten += 1
+        let every = assigner?.recordEvery(atGroup: group)
+        let frames = framesWritten
+        shared.update { s in
+            s.progress.frames = frames
+            if dup { if held { s.progress.held += 1 } else { s.progress.dropped += 1 } }
+            s.progress.lastGroup = group
+            if let every { s.progress.recordEvery = every }
+        }
+        refreshBytesWritten()
+    }
+
+    /// Keeps `Progress.bytesWritten` at the .mkv's size on disk, read at most twice a second (`force`: now), and
+    /// notices files deleted under the recorder (the staging directory removed mid-take): frames written to an
+    /// unlinked file are lost, so the camera must end and say so.
+    private func refreshBytesWritten(force: Bool = false) {
+        let now = MonotonicClock.now()
+        guard force || bytesCheckedAt.map({ now - $0 >= 500_000 }) ?? true else { return }
+        bytesCheckedAt = now
+        var csvStat = stat()
+        let unlinked = fstat(csv.fileDescriptor, &csvStat) == 0 && csvStat.st_nlink == 0
+        guard !unlinked, let attributes = try? FileManager.default.attributesOfItem(atPath: mkvURL.path),
+              let size = (attributes[.size] as? NSNumber)?.uint64Value else {
+            if !force, stagingLost == nil { stagingLost = mkvURL.deletingLastPathComponent().path }
+            return
+        }
+        shared.update { s in s.progress.bytesWritten = size }
+    }
+
+    private func appendRow(group: Int64, center: Int64, dup: Bool) {
+        csvBuffer += FramesTable.line(FrameRow(frame: rowsWritten, group: group, centerMicroseconds: center, isDup: dup))
+        csvBuffer += "\n"
+        rowsWritten += 1
+        // Rows reach the disk every second's worth of frames; with the 2 s re-estimation lag a crash loses the
+        // last ~3 s of rows (the .mkv keeps those frames).
+        if rowsWritten % Int64(max(settings.fps, 1)) == 0 { flushRows() }
+    }
+
+    private func flushRows() {
+        guard !csvBuffer.isEmpty else { return }
+        do {
+            try csv.write(contentsOf: Data(csvBuffer.utf8))
+        } catch {
+            shared.update { s in s.progress.error = s.progress.error ?? "camera \(node)/\(settings.camera): writing \(csvURL.path) failed: \(reason(error))" }
+        }
+        csvBuffer = ""
+    }
+
+    private func finishFiles(reason: String?) {
+        emitRows(all: true)
+        flushRows()
+        try? csv.synchronize()
+        try? csv.close()
+        do {
+            try writer.finish()
+        } catch {
+            shared.update { s in s.progress.error = s.progress.error ?? "camera \(node)/\(settings.camera): finishing \(mkvURL.path) failed: \(error)" }
+        }
+        refreshBytesWritten(force: true)
+        let failure = reason.map { "camera \(node)/\(settings.camera) \($0)" }
+        let recorded = assigner != nil
+        shared.update { s in
+            s.progress.finished = true
+            if let failure, s.progress.error == nil, recorded { s.progress.error = failure }
+        }
+        logger.info("camera finished", metadata: ["camera": "\(settings.camera)", "frames": "\(rowsWritten)"])
+    }
+}

@@ -1,0 +1,72 @@
+import CoordCore
+import Media
+
+/// Everything the node agent changes after it started, in one value behind one `Mutex` (`NodeAgent.state`): the
+/// take's pure instance and what the shell holds for it. Only `withLock` reaches it, so nothing here is read or
+/// written without the lock, and nothing slow (a device opening, a file checksummed) runs while it is held.
+struct NodeAgentState {
+    var take: NodeTake
+    /// The take's recorders, cameras and microphones alike, once its arm's devices are open.
+    var recorders: [any TakeRecorder] = []
+    /// The clock mapping the recorders read every frame (nil while no take's devices are open).
+    var clock: ClockMappingBox?
+    /// Microphones opened at configure, so their timing has settled and their clock fit has seconds of stamps by
+    /// group 0 (ALSA's pulse plugin reports a bogus half-second delay for its first second); taken by arm.
+    var warmMics: [String: any AudioSource] = [:]
+    /// Takes whose files are being checksummed on the index queue, and why one could not be (said once to the
+    /// next list request, which then tries again).
+    var indexing: Set<String> = []
+    var indexFailures: [String: String] = [:]
+    /// Bytes of take files served to collection (the metrics).
+    var bytesServed: UInt64 = 0
+    /// When the last chunk was read (host µs); nil once its buffers were returned after a collection.
+    var lastChunkServed: Int64?
+    var lastPressureSample: Int64 = 0
+    /// The pressure monitor's last resources (the monitor itself lives on the pressure queue).
+    var pressureResources = NodeResources()
+    /// The operator's controls per camera (what each camera opens with), and the cameras open now that take them.
+    var controls: [String: CameraControls] = [:]
+    var openCameras: [String: OpenCamera] = [:]
+    /// The cameras open for preview only while no take holds them.
+    var previewRun: PreviewRun?
+
+    init(take: NodeTake) { self.take = take }
+
+    /// A camera open now (preview or take); the camera itself takes `apply` from any thread.
+    struct OpenCamera {
+        weak var camera: (any ControllableCamera & Sendable)?
+    }
+
+    struct PreviewRun {
+        var cameras: [PreviewCamera]
+        var key: PreviewKey
+        var clock: ClockMappingBox
+        var leaseUntil: Int64
+    }
+
+    /// What a preview was opened for: a StartPreview asking the same renews it.
+    struct PreviewKey: Equatable {
+        var settings: [CameraSettings]
+        var t0: Int64
+        var period: Int64
+    }
+
+    /// The shell's part of a directive, done under the lock with the take's change (the rest is carried out after).
+    mutating func apply(_ directives: [NodeTake.Directive]) {
+        for directive in directives {
+            switch directive {
+            case .configured(_, let cameras):
+                for s in cameras where !s.controls.isEmpty {
+                    controls[s.camera] = (controls[s.camera] ?? CameraControls()).updated(with: s.controls)
+                }
+                recorders = []
+                clock = nil
+            case .openDevices, .abandonRecorders:
+                recorders = []
+                clock = nil
+            default:
+                break
+            }
+        }
+    }
+}

@@ -1,0 +1,159 @@
+import CoordCore
+import CoordWire
+import Foundation
+import Logging
+import Media
+import Platform
+
+/// The arm: the take decides, then the devices open outside the lock (up to seconds, so status and clock probes
+/// are answered meanwhile) and the take is told how that went; an abort that arrives while they open wins.
+extension NodeAgent {
+    func arm(_ message: Coord_V1_Arm) throws(NodeFailure) -> Coord_V1_Armed {
+        guard message.framePeriodUs > 0, message.hasClock else {
+            throw NodeFailure(.badConfig, "arm for take \(message.takeID) needs a frame period and a clock mapping.")
+        }
+        // Group 0's timecode goes into every file's tags; refuse one we would write wrongly rather than drop it.
+        let fps = Timecode.fps(framePeriodMicroseconds: Int64(clamping: message.framePeriodUs))
+        if !message.timecode.isEmpty, Timecode(message.timecode, fps: fps) == nil {
+            throw NodeFailure(.badConfig, "arm for take \(message.takeID) has the timecode \"\(message.timecode.prefix(64))\", which is not HH:MM:SS:FF at \(fps) fps.")
+        }
+        // The cameras open for the take: an idle preview lets go of them first.
+        stopPreview()
+        let takeID = message.takeID
+        let grid = FrameGrid(t0: message.t0Us, periodMicroseconds: Int64(message.framePeriodUs))
+        let directives = try decide { $0.handle(.arm(takeID: takeID, grid: grid, clock: ClockMapping(wire: message.clock))) }
+        guard case .openDevices(let arming, let settings, _, let clock)? = directives.first else {
+            throw NodeFailure(.internal, "the take of node \(configuration.name) opened no devices for take \(takeID).")
+        }
+        let mapping = ClockMappingBox(clock)
+        /// Ends an arm whose devices failed: the take fails unless an abort already took the node elsewhere.
+        func failed(_ failure: NodeFailure, _ made: [any TakeRecorder]) -> NodeFailure {
+            made.forEach { $0.abandonRecording() }
+            do {
+                try decide { $0.handle(.openFailed(arming, failure)) }
+            } catch {
+                return error
+            }
+            return failure
+        }
+        var metadata = ["coord_take": takeID, "coord_node": configuration.name]
+        if !message.timecode.isEmpty { metadata["timecode"] = message.timecode }
+        let directory = store.takeDirectory(takeID).appendingPathComponent(configuration.name, isDirectory: true)
+        do {
+            try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        } catch {
+            throw failed(NodeFailure(.io, "node \(configuration.name) cannot create its staging directory \(directory.path): \(reason(error))."), [])
+        }
+        let preview = message.hasPreview && message.preview.width > 0 ? self.preview : nil
+        var made: [CameraRecorder] = []
+        for (index, s) in settings.enumerated() {
+            do {
+                let source = try cameraSource(for: s, index: index)
+                let camera = s.camera
+                made.append(try CameraRecorder(
+                    settings: s, node: configuration.name, directory: directory, source: source, grid: grid, clock: mapping,
+                    metadata: metadata.merging(["coord_camera": s.camera]) { $1 },
+                    localNow: { [weak self] in self?.localNow() ?? 0 }, logger: logger,
+                    onFinish: { [weak self] in self?.report(.recorderFinished(arming, recorder: camera)) },
+                    onEvent: { [weak self] kind, detail in self?.recorderEvent(arming, camera, kind, detail) },
+                    preview: preview, takeID: takeID))
+            } catch {
+                throw failed(error, made)
+            }
+        }
+        if message.hasPreview, let preview = self.preview {
+            preview.configure(PreviewSettings(width: Int(message.preview.width), fps: Int(message.preview.fps)),
+                              framePeriodMicroseconds: Int64(message.framePeriodUs))
+        }
+        made.forEach { $0.arm() }
+        // Every source starts on its recorder's thread (a V4L2 camera waits there for its start instant, at most
+        // a frame): the arm succeeds only once all of them stream.
+        let startDeadline = DispatchTime.now() + .milliseconds(3000)
+        if let failure = made.lazy.compactMap({ $0.waitUntilStarted(deadline: startDeadline) }).first {
+            throw failed(NodeFailure(.io, failure.hasSuffix(".") ? failure : failure + "."), made)
+        }
+        let mics = armMicrophones(arming, directory: directory, grid: grid, mapping: mapping, metadata: metadata)
+        let recorders: [any TakeRecorder] = made + mics
+        do {
+            try decide { take in
+                let directives = take.handle(.opened(arming, cameras: made.map(\.name), microphones: mics.map(\.name)))
+                return directives
+            } keeping: { s in
+                s.recorders = recorders
+                s.clock = mapping
+            }
+        } catch {
+            recorders.forEach { $0.abandonRecording() }
+            throw error
+        }
+        logger.info("armed", metadata: ["take": "\(takeID)", "t0_us": "\(message.t0Us)"])
+        var armed = Coord_V1_Armed()
+        armed.takeID = takeID
+        armed.cameras = settings.map(\.camera)
+        armed.warnings = made.compactMap(\.phaseWarning)
+        let open = state.withLock { $0.openCameras }
+        armed.controls = settings.compactMap { s in
+            guard let camera = open[s.camera]?.camera, let inForce = try? camera.apply(CameraControls()) else { return nil }
+            var c = Coord_V1_ControlsApplied()
+            c.camera = s.camera
+            c.controls = inForce.wire
+            return c
+        }
+        return armed
+    }
+
+    /// The source a configured camera records from: a synthetic sensor, or its V4L2 device opened and set up for
+    /// the take's size, rate and codec. Throws one sentence naming the camera when the device cannot do it.
+    func cameraSource(for s: CameraSettings, index: Int) throws(NodeFailure) -> any CameraSource & ControllableCamera & Sendable {
+        let source = try openSource(for: s, index: index)
+        let wanted = state.withLock { st in
+            st.openCameras[s.camera] = .init(camera: source)
+            return st.controls[s.camera]
+        }
+        if let wanted, !wanted.isEmpty {
+            do {
+                _ = try source.apply(wanted)
+            } catch {
+                logger.warning("controls not applied", metadata: ["camera": "\(s.camera)", "why": "\(error)"])
+            }
+        }
+        return source
+    }
+
+    private func openSource(for s: CameraSettings, index: Int) throws(NodeFailure) -> any CameraSource & ControllableCamera & Sendable {
+        let clock = simulatedClock
+        // A frame-rate cap runs the camera itself at fps / record_every (CameraRecorder locks it to every k-th group).
+        let period = 1_000_000 / s.capturedFPS
+        if let entry = configuration.v4l2Cameras.first(where: { $0.name == s.camera }) {
+            guard let codec = VideoCodec(rawValue: s.codec) else {
+                throw NodeFailure(.badConfig, "camera \(configuration.name)/\(s.camera): unknown codec \"\(s.codec)\".")
+            }
+            configuration.v4l2.setStripeOrdinal(UInt8(clamping: s.ordinal), camera: s.camera)
+            do {
+                let camera = try configuration.v4l2.open(camera: s.camera, path: entry.device, width: s.width, height: s.height,
+                                                         periodMicroseconds: period, codec: codec) { host in clock.local(fromHost: host) }
+                for note in camera.controlNotes {
+                    logger.warning("control not locked", metadata: ["camera": "\(s.camera)", "note": "\(note)"])
+                }
+                logger.info("camera configured", metadata: [
+                    "camera": "\(s.camera)", "device": "\(entry.device)", "format": "\(camera.choice.fourcc)",
+                    "passthrough": "\(camera.choice.passthrough)", "exposure_us": "\(Int(camera.exposureMicroseconds))"])
+                return camera
+            } catch {
+                throw NodeFailure(.io, "camera \(configuration.name)/\(s.camera): \(error).")
+            }
+        }
+        if configuration.syntheticOpenMilliseconds > 0 { usleep(UInt32(configuration.syntheticOpenMilliseconds) * 1000) }
+        var spec = SyntheticSensor.Spec(
+            ordinal: UInt8(s.ordinal), width: s.width, height: s.height, periodMicroseconds: period,
+            rateErrorPPM: sensorRateError(index), timestampJitterMicroseconds: configuration.timestampJitterMicroseconds,
+            seed: configuration.seed &* 1_000_003 &+ UInt64(index))
+        spec.grain = configuration.syntheticGrain
+        return SyntheticSensor(spec: spec) { host in clock.local(fromHost: host) }
+    }
+
+    private func sensorRateError(_ index: Int) -> Double {
+        var random = SeededRandom(seed: configuration.seed &+ 7919 &* UInt64(index + 1))
+        return Double.random(in: -configuration.sensorRateErrorPPM...configuration.sensorRateErrorPPM, using: &random)
+    }
+}

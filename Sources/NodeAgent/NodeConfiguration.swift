@@ -1,0 +1,126 @@
+import CoordCore
+import Foundation
+import Media
+
+/// A microphone of the node: a synthetic one (SYNCCLICK v1, its sample clock off by `rateErrorPPM`) or an ALSA
+/// capture device (`hw:1,0`, `default`, a plugin name).
+public struct MicrophoneEntry: Sendable, Equatable {
+    public enum Device: Sendable, Equatable {
+        case synthetic(rateErrorPPM: Double)
+        case alsa(String)
+    }
+    public var name: String
+    public var device: Device
+    /// A synthetic microphone that goes away this long after it starts (tests of a lost microphone).
+    public var endsAfterMicroseconds: Int64?
+    public init(name: String, device: Device, endsAfterMicroseconds: Int64? = nil) {
+        self.name = name; self.device = device; self.endsAfterMicroseconds = endsAfterMicroseconds
+    }
+}
+
+/// How a node agent is set up (from flags or its config file).
+public struct NodeConfiguration: Sendable {
+    public var name: String
+    public var endpoint: String
+    public var staging: URL
+    public var syntheticCameras: [String]
+    /// Simulated local clock (demo only): offset and drift from the host's CLOCK_MONOTONIC.
+    public var clockOffsetMicroseconds: Int64 = 0
+    public var clockDriftPPM: Double = 0
+    /// The host instant (CLOCK_MONOTONIC µs) at which the simulated offset holds exactly; nil means at start.
+    public var clockReferenceMicroseconds: Int64?
+    /// Standard deviation of synthetic buffer-timestamp noise.
+    public var timestampJitterMicroseconds: Double = 30
+    /// How long each synthetic camera takes to open when the take is armed, as a real USB camera can (ms).
+    public var syntheticOpenMilliseconds: Int = 0
+    /// Sensor-like noise amplitude every synthetic frame gets outside its stripe (0…64; 0: the clean pattern).
+    public var syntheticGrain = 0
+    /// Rate error of each synthetic sensor is drawn from ±this.
+    public var sensorRateErrorPPM: Double = 20
+    public var seed: UInt64 = 1
+    /// Exit when this process (the demo's coordinator) is gone.
+    public var parentPID: Int32?
+    /// Keep files after the coordinator confirmed them (default: delete them to free the disk).
+    public var keepAfterCollect = false
+    /// Every sysfs and procfs path (thermal zones, CPUs, USB buses, load) is read under this root, so tests
+    /// can feed a fake tree; "/" on a real node.
+    public var systemRoot = URL(fileURLWithPath: "/")
+    /// Where `coord-node calibrate` stored this node's measured capacities; nil: `<staging>/calibration.json`.
+    public var calibrationPath: URL?
+    /// The buses synthetic cameras declare (`--synthetic-bus`), and which bus each synthetic camera sits on
+    /// (`--synthetic NAME@BUS`); a camera not listed sits on no shared bus.
+    public var syntheticBuses: [Bus] = []
+    public var syntheticCameraBus: [String: String] = [:]
+    /// Where preview tiles are published (a ZeroMQ PUB endpoint); nil: beside the control endpoint on a free
+    /// port; empty: no preview.
+    public var previewEndpoint: String?
+    /// V4L2 cameras (`--v4l2 NAME=/dev/videoN`), in flag order.
+    public var v4l2Cameras: [V4L2CameraEntry] = []
+    /// How V4L2 devices are reached: libv4l2, or a scripted driver (`--v4l2-script`, tests only).
+    public var v4l2: V4L2Access = .system
+    /// CURVE keys: every socket serves only authorized coordinators (nil: no encryption, loopback only).
+    public var security: NodeSecurity?
+    /// Serve a network address without keys anyway (`--insecure`).
+    public var insecure = false
+    /// UDP port `coord discover`'s queries are answered on (0: not at all); only for an endpoint others can reach.
+    public var discoveryPort: UInt16 = 5710
+    /// Microphones recorded with every take (CONTRACT §9): `--synthetic-mic NAME` and `--audio NAME=DEVICE`.
+    public var microphones: [MicrophoneEntry] = []
+
+    /// The preview endpoint to bind: the one given, or the control endpoint's host on a free port (an ipc path
+    /// gets `.preview` appended); nil: none.
+    public var previewBindEndpoint: String? {
+        if let previewEndpoint { return previewEndpoint.isEmpty ? nil : previewEndpoint }
+        if endpoint.hasPrefix("ipc://") { return endpoint + ".preview" }
+        guard endpoint.hasPrefix("tcp://"), let colon = endpoint.lastIndex(of: ":"), colon > endpoint.index(endpoint.startIndex, offsetBy: 5) else { return nil }
+        return endpoint[..<colon] + ":*"
+    }
+
+    /// Every microphone's name.
+    public var micNames: [String] { microphones.map(\.name) }
+
+    /// Every camera's name: the synthetic ones, then the V4L2 ones.
+    public var cameraNames: [String] { syntheticCameras + v4l2Cameras.map(\.name) }
+
+    /// The calibration file this node reads.
+    public var calibrationFile: URL { calibrationPath ?? staging.appendingPathComponent("calibration.json") }
+
+    public init(name: String, endpoint: String, staging: URL, syntheticCameras: [String]) {
+        self.name = name
+        self.endpoint = endpoint
+        self.staging = staging
+        self.syntheticCameras = syntheticCameras
+    }
+
+    /// One sentence naming what is wrong with this configuration, or nil.
+    public func problem() -> String? {
+        if let p = RigName.problem(with: name, kind: "node") { return p }
+        let names = cameraNames
+        for camera in names { if let p = RigName.problem(with: camera, kind: "camera") { return p } }
+        if Set(names).count != names.count { return "camera names must be unique on node \(name)." }
+        for mic in micNames { if let p = RigName.problem(with: mic, kind: "microphone") { return p } }
+        if Set(micNames).count != micNames.count { return "microphone names must be unique on node \(name)." }
+        if let clash = micNames.first(where: names.contains) {
+            return "node \(name) has a camera and a microphone both named \(clash); every file of a node needs its own name."
+        }
+        if names.isEmpty { return "node \(name) has no cameras: give --synthetic NAME[,NAME…] or --v4l2 NAME=/dev/videoN." }
+        if security == nil && !insecure {
+            // An empty endpoint binds nothing (calibration, the fuzzer's agent): nothing to refuse.
+            for endpoint in [endpoint] + [previewBindEndpoint].compactMap({ $0 }) where !endpoint.isEmpty && !Self.isLoopback(endpoint) {
+                return "node \(name) would serve \(endpoint), which other machines can reach, without keys: give --cert NAME.key_secret "
+                    + "and --authorized DIR (see the README's \"Keys\"), or --insecure to serve anyone who can reach it."
+            }
+        }
+        return nil
+    }
+
+    /// Whether only this machine can reach `endpoint` (ipc, inproc, or TCP on a loopback address).
+    public static func isLoopback(_ endpoint: String) -> Bool {
+        if endpoint.hasPrefix("ipc://") || endpoint.hasPrefix("inproc://") { return true }
+        guard endpoint.hasPrefix("tcp://"), let colon = endpoint.lastIndex(of: ":") else { return false }
+        let host = endpoint[endpoint.index(endpoint.startIndex, offsetBy: 6)..<colon].lowercased()
+        if host == "localhost" || host == "[::1]" { return true }
+        let parts = host.split(separator: ".", omittingEmptySubsequences: false)
+        return parts.count == 4 && parts[0] == "127" && parts.allSatisfy { UInt8($0) != nil }
+    }
+}

@@ -1,0 +1,170 @@
+import CoordCore
+import CoordWire
+import Foundation
+import Logging
+import Platform
+import ZeroMQ
+
+/// Request routing: which lane serves a request, and which of the agent's parts answers it.
+extension NodeAgent {
+    /// Where a request is served: on the socket thread, or on a lane of its own.
+    public enum Lane: Sendable {
+        /// Opening cameras and probing the host (Arm, Hello): up to seconds.
+        case control
+        /// Listing and deleting take files (ListFiles, ConfirmCollected, and FetchChunk asked for inline bytes).
+        case files
+    }
+
+    /// A reply and, for a chunk asked for as a raw frame, its bytes to send after it without a copy.
+    public struct Reply: Sendable {
+        public var envelope: Envelope
+        public var rawFrame: OwnedBytes?
+    }
+
+    /// What the socket thread does with one request.
+    public enum Handling: Sendable {
+        /// The reply, made at once: clock probes, status and acks take microseconds.
+        case reply(Envelope)
+        /// Work that may take long, done on its lane; the socket thread sends its reply when it is ready, so clock
+        /// probes are stamped and answered meanwhile.
+        case deferred(Lane, @Sendable () -> Envelope)
+        /// A chunk read: served several at a time off the socket thread, its bytes sent as a raw frame.
+        case chunk(@Sendable () -> Reply)
+    }
+
+    /// Checks one request and says how it is served. `receivedLocal` is the local time the bytes came off the
+    /// socket.
+    public func receive(_ bytes: [UInt8], receivedLocal: Int64) -> Handling {
+        let envelope: Envelope
+        do {
+            envelope = try Wire.parse(bytes)
+        } catch {
+            logBadInput("rejected a message", error)
+            return .reply(Wire.error(0, error))
+        }
+        do {
+            try Wire.checkVersion(envelope)
+            try Wire.checkNames(envelope)
+            try Wire.checkFields(envelope)
+        } catch {
+            logBadInput("request refused", error)
+            return .reply(Wire.error(envelope.requestID, error))
+        }
+        switch envelope.body {
+        case .hello, .arm, .startPreview, .setControls:
+            return .deferred(.control) { [self] in respond(to: envelope, receivedLocal: receivedLocal) }
+        case .fetchChunk(let fetch) where fetch.rawFrame:
+            return .chunk { [self] in chunkReply(envelope.requestID, fetch) }
+        case .listFiles, .fetchChunk, .confirmCollected:
+            return .deferred(.files) { [self] in respond(to: envelope, receivedLocal: receivedLocal) }
+        default:
+            return .reply(respond(to: envelope, receivedLocal: receivedLocal))
+        }
+    }
+
+    /// Bad input is logged once a minute per kind of fault, with how many like it were not logged: a stream of
+    /// garbage cannot fill the disk or the journal.
+    func logBadInput(_ what: String, _ failure: NodeFailure, request: String = "") {
+        let admission = badInputLog.withLock { $0.admit("\(what) \(request) \(failure.code)", now: MonotonicClock.now()) }
+        guard case .log(let heldBack) = admission else { return }
+        var metadata: Logger.Metadata = ["reason": "\(failure.message)"]
+        if heldBack > 0 { metadata["like_it_since_last_line"] = "\(heldBack)" }
+        logger.warning("\(what)", metadata: metadata)
+    }
+
+    /// Handles one request to its reply on the calling thread, whatever its lane.
+    public func handle(_ bytes: [UInt8], receivedLocal: Int64) -> Envelope {
+        switch receive(bytes, receivedLocal: receivedLocal) {
+        case .reply(let reply): return reply
+        case .deferred(_, let work): return work()
+        case .chunk(let work):
+            // No socket here: the bytes go back inline.
+            var reply = work()
+            if let raw = reply.rawFrame, case .chunk(var chunk) = reply.envelope.body {
+                chunk.data = Data(bytes: raw.base, count: raw.count)
+                raw.free()
+                reply.envelope.body = .chunk(chunk)
+            }
+            return reply.envelope
+        }
+    }
+
+    private func respond(to envelope: Envelope, receivedLocal: Int64) -> Envelope {
+        do {
+            return try reply(to: envelope, receivedLocal: receivedLocal)
+        } catch {
+            // Limited like bad input (a peer can send a refused request in a loop), per kind of request, so a
+            // refusal of one kind is never hidden behind a stream of another.
+            let request = envelope.body.map { Mirror(reflecting: $0).children.first?.label ?? "request" } ?? "none"
+            logBadInput("request refused", error, request: request)
+            return Wire.error(envelope.requestID, error)
+        }
+    }
+
+    private func reply(to envelope: Envelope, receivedLocal: Int64) throws(NodeFailure) -> Envelope {
+        let id = envelope.requestID
+        switch envelope.body {
+        case .hello(let hello):
+            logger.info("hello", metadata: ["coordinator": "\(hello.coordinator.prefix(64))"])
+            var r = Coord_V1_HelloReply()
+            r.node = configuration.name
+            r.agentVersion = NodeAgent.version
+            r.cameras = cameras.map(\.wire)
+            r.host = ProcessInfo.processInfo.hostName
+            r.instanceID = instanceID
+            r.previewEndpoint = preview?.endpoint ?? ""
+            r.mics = configuration.micNames
+            r.timeService = TimeService.describe()
+            r.resources = probe.resources(staging: configuration.staging, calibration: calibration(),
+                                          buses: buses).wire
+            return Wire.envelope(id, .helloReply(r))
+        case .clockProbe(let probe):
+            var r = Coord_V1_ClockProbeReply()
+            r.t1Us = probe.t1Us
+            r.t2Us = receivedLocal
+            r.t3Us = localNow()
+            return Wire.envelope(id, .clockProbeReply(r))
+        case .configure(let configure):
+            try self.configure(configure)
+            return ack(id, "configured \(configure.cameras.count) camera(s)")
+        case .arm(let arm):
+            return Wire.envelope(id, .armed(try self.arm(arm)))
+        case .adjustCamera(let adjust):
+            return ack(id, try self.adjust(adjust))
+        case .startPreview(let start):
+            return ack(id, try self.startPreview(start))
+        case .setControls(let set):
+            return Wire.envelope(id, .controlsApplied(try self.setControls(set)))
+        case .clockUpdate(let update):
+            return ack(id, try self.updateClock(update))
+        case .startAt(let start):
+            try self.start(start)
+            return ack(id, "recording")
+        case .stopAt(let stop):
+            try self.stop(stop)
+            return ack(id, "stopping at group \(stop.stopGroup)")
+        case .abort(let abort):
+            try self.abort(abort)
+            return ack(id, "aborted")
+        case .statusRequest:
+            return Wire.envelope(id, .status(status()))
+        case .listFiles(let list):
+            return Wire.envelope(id, .fileList(try files(list.takeID)))
+        case .fetchChunk(let fetch):
+            return Wire.envelope(id, .chunk(try chunk(fetch)))
+        case .confirmCollected(let confirm):
+            return ack(id, try confirmed(confirm))
+        case .helloReply, .armed, .status, .clockProbeReply, .fileList, .chunk, .ack, .error, .previewFrame, .controlsApplied:
+            throw NodeFailure(.unknownMessage, "a node does not accept replies as requests.")
+        case .none:
+            throw NodeFailure(.unknownMessage, "the message carries no request this node knows (protocol version \(Wire.protocolVersion)).")
+        }
+    }
+
+    private func ack(_ id: UInt64, _ detail: String) -> Envelope {
+        var a = Coord_V1_Ack()
+        a.detail = detail
+        return Wire.envelope(id, .ack(a))
+    }
+
+}

@@ -1,0 +1,116 @@
+import CoordCore
+import CoordWire
+import Foundation
+
+/// What the node says it is doing: its Status reply (built in the rig's words and converted by CoordWire), its
+/// metrics and its one line for the service manager.
+extension NodeAgent {
+    public func status() -> Coord_V1_Status {
+        let (take, recorders, resources) = state.withLock { ($0.take, $0.recorders, $0.pressureResources) }
+        let local = localNow()
+        var status = NodeStatus(node: configuration.name, state: take.state.reported, takeID: take.takeID ?? "")
+        status.detail = take.detail
+        status.pressure = take.pressure.level
+        status.pressureCause = take.pressure.cause
+        status.events = take.events
+        if take.isActive, let grid = take.grid, let rigNow = take.rigNow(localNow: local) {
+            status.grid = grid
+            status.rigNowMicroseconds = Int64(rigNow.rounded())
+            status.stopGroup = take.stopGroup
+        }
+        for recorder in recorders {
+            switch recorder.kind {
+            case .camera(let camera): status.cameras.append(camera.status)
+            case .microphone(let mic): status.mics.append(mic.status)
+            }
+        }
+        var wire = status.wire
+        wire.localNowUs = local
+        wire.resources = resources.wire
+        return wire
+    }
+
+    /// What `--metrics` exports now (CONTRACT §7).
+    public func metricsSample() -> NodeMetricsSample {
+        state.withLock { s in
+            let take = s.take
+            var sample = NodeMetricsSample(node: configuration.name)
+            sample.recording = take.state == .recording
+            if let takeID = take.takeID, take.state == .recording || take.state == .finished {
+                sample.cameras = s.recorders.cameras.map { recorder in
+                    let p = recorder.snapshot
+                    return .init(camera: recorder.settings.camera, takeID: takeID, frames: UInt64(max(0, p.frames)),
+                                 dups: UInt64(max(0, p.dropped)), drops: UInt64(max(0, p.sensorSkips)),
+                                 bytesWritten: p.bytesWritten, phaseErrorMicroseconds: p.phaseError)
+                }
+            }
+            sample.clockUncertaintyMicroseconds = take.clock?.uncertaintyMicroseconds
+            sample.pressure = take.pressure.level
+            sample.freeDiskBytes = s.pressureResources.freeDiskBytes
+            sample.takesRecorded = take.takesRecorded
+            sample.bytesServed = s.bytesServed
+            return sample
+        }
+    }
+
+    /// One line for the service manager (systemd's STATUS=): what the node is doing now.
+    public var statusLine: String {
+        let take = state.withLock { $0.take }
+        let cameras = "\(configuration.cameraNames.count) camera(s)"
+        guard take.state != .idle, let takeID = take.takeID else { return "idle, \(cameras)" }
+        return "\(take.state.rawValue) take \(takeID), \(cameras)"
+    }
+}
+
+extension NodeTakeMachine.State {
+    /// The state as a Status reply says it.
+    var reported: TakeConductor.NodeState {
+        switch self {
+        case .idle: .idle
+        case .configured: .configured
+        case .armed: .armed
+        case .recording: .recording
+        case .finished: .finished
+        case .failed: .failed
+        }
+    }
+}
+
+extension CameraRecorder {
+    var status: NodeStatus.Camera {
+        let p = snapshot
+        var c = NodeStatus.Camera(camera: settings.camera)
+        c.frames = p.frames
+        c.dropped = p.dropped
+        c.lastGroup = p.lastGroup
+        c.finished = p.finished
+        c.error = p.error ?? ""
+        c.timestampNoiseMicroseconds = p.timestampNoise
+        c.centerUncertaintyMicroseconds = p.centerUncertainty
+        c.phaseRestarts = p.phaseRestarts
+        c.held = p.held
+        c.recordEvery = p.recordEvery
+        c.disabled = p.disabled
+        c.bytesWritten = p.bytesWritten
+        return c
+    }
+}
+
+extension MicrophoneRecorder {
+    var status: NodeStatus.Mic {
+        let p = snapshot
+        var m = NodeStatus.Mic(mic: mic)
+        m.frames = p.frames
+        m.sampleRate = sampleRate
+        m.channels = 1
+        m.startMicroseconds = p.startMicroseconds
+        m.offsetP50Microseconds = p.offsetP50
+        m.offsetP99Microseconds = p.offsetP99
+        m.rateErrorPPM = p.rateErrorPPM
+        m.finished = p.finished
+        m.error = p.error ?? ""
+        m.levelDBFS = p.levelDBFS
+        m.bytesWritten = p.bytesWritten
+        return m
+    }
+}
