@@ -117,13 +117,15 @@ class Lab:
         vm.sh("systemctl enable --now coord-node", timeout=240)
 
     def write_rig(self, *, fps: int = 30, size: str = "320x180", audio: str = "required",
-                  takes_dir: Path | None = None) -> Path:
+                  takes_dir: Path | None = None, pressure_none: bool = False) -> Path:
         lines = ["version: 1", f"security: {{cert: {self.dir / 'keys/coordinator.key_secret'}}}", "nodes:"]
         for vm in self.vms:
             lines += [f"  - name: {vm.name}", f"    endpoint: tcp://127.0.0.1:{vm.node_port}",
                       f"    public_key: \"{self.public_keys[vm.name]}\""]
         lines += ["take:", "  name: vmlab", f"  fps: {fps}", f"  size: {size}", "  codec: mjpeg",
                   f"  takes_dir: {takes_dir or self.dir / 'takes'}", f"  audio: {audio}"]
+        if pressure_none:  # what the camera delivers, unmixed with the pressure policy's slow-downs
+            lines += ["pressure:", "  serious: none", "  critical: none"]
         rig = self.dir / "rig.yaml"
         rig.write_text("\n".join(lines) + "\n")
         return rig
@@ -159,6 +161,13 @@ class Lab:
                 "WatchdogUSec": _usec(usec), "NRestarts": int(fields.get("NRestarts", "0") or 0),
                 "MainPID": int(fields.get("MainPID", "0") or 0)}
 
+    def watchdog_restart(self, vm: VM) -> float:
+        """SIGSTOPs vm's coord-node; seconds until systemd runs a new main process that is active again."""
+        out = vm.sh(WATCHDOG_PROBE, timeout=150).strip().splitlines()
+        if not out or out[-1] == "timeout":
+            raise LabError(f"{vm.name}: coord-node was not restarted within 120 s of SIGSTOP.")
+        return float(out[-1])
+
     def report(self) -> dict:
         return {"vms": [{"name": vm.name, "kernel": vm.sh("uname -r").strip(), "systemd": self.systemd(vm),
                          "boot_s": round(self.boot_seconds.get(vm.name, 0.0), 2)} for vm in self.vms]}
@@ -190,6 +199,28 @@ class Lab:
             vm.stop()
             if not keep_disks:
                 (vm.dir / "disk.qcow2").unlink(missing_ok=True)  # a VM's writes: hundreds of MB
+
+
+# Runs in the guest, so the agent's round trips do not count: SIGSTOP the node, then time until systemd has a
+# new main process that is active again (killed by the watchdog, RestartSec=, READY=1).
+WATCHDOG_PROBE = r"""python3 - <<'EOF'
+import subprocess, time
+def show(p):
+    return subprocess.run(["systemctl", "show", "-p", p, "--value", "coord-node"], capture_output=True,
+                          text=True).stdout.strip()
+pid = show("MainPID")
+start = time.monotonic()
+subprocess.run(["kill", "-STOP", pid], check=True)
+while time.monotonic() - start < 120:
+    now = show("MainPID")
+    if now not in (pid, "0") and show("ActiveState") == "active":
+        print(time.monotonic() - start)
+        break
+    time.sleep(0.1)  # polling systemd's state, not standing in for an event
+else:
+    print("timeout")
+EOF
+"""
 
 
 def _usec(text: str) -> int:
