@@ -38,6 +38,7 @@ class Agent:
 
     def _send(self, request: dict) -> None:
         self._connect()
+        self.sock.settimeout(30)  # _receive's short timeouts must not cut a write short
         self.sock.sendall((json.dumps(request) + "\n").encode())
 
     def _receive(self, want_id: int, deadline: float) -> dict | None:
@@ -73,14 +74,15 @@ class Agent:
         return reply
 
     def wait_ready(self, timeout: float) -> float:
-        """Pings until the agent answers; returns the seconds it took."""
+        """Pings until the agent answers; returns the seconds it took. QEMU holds what the host writes until the
+        guest opens its port, so one ping waits in line; another goes out only every 30 s, never a pile."""
         start = time.monotonic()
         deadline = start + timeout
         while time.monotonic() < deadline:
             try:
                 self.next_id += 1
                 self._send({"id": self.next_id, "cmd": "true", "timeout": 5})
-                if self._receive(self.next_id, min(deadline, time.monotonic() + 1.0)) is not None:
+                if self._receive(self.next_id, min(deadline, time.monotonic() + 30.0)) is not None:
                     return time.monotonic() - start
             except (ConnectionRefusedError, FileNotFoundError):
                 self.close()
