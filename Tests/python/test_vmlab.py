@@ -1,5 +1,5 @@
 """The VM tier (issue 26, CONTRACT §11): coord-node as the packaged systemd service in QEMU VMs running Debian 12's
-kernel, recording vivid (a real kernel V4L2 driver) and snd-aloop (a real ALSA card), the host's coord recording.
+kernel, recording vivid (a real kernel V4L2 driver) and snd-dummy (a real ALSA card), the host's coord recording.
 
 One lab of two VMs is booted for the module (`scripts/vmlab take OUTDIR --vms 2 --keep`); the later tests reuse it.
 Needs root, qemu-system-x86_64 and the packages (scripts/package.sh "$COORD_TEST_CACHE/vmlab/debs", or
@@ -22,7 +22,7 @@ import pytest
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO / "scripts"))
 from vmlab_lib import image  # noqa: E402
-from vmlab_lib.lab import Lab  # noqa: E402
+from vmlab_lib.lab import MIC_CARD, Lab  # noqa: E402
 
 VMLAB = REPO / "scripts/vmlab"
 DEBS = Path(os.environ.get("COORD_VMLAB_DEBS") or image.LAB / "debs")
@@ -101,7 +101,7 @@ def test_take_from_two_vms_is_complete(first_take):
     for cam in manifest["cameras"]:
         mkv = take_dir / cam["node"] / f"{cam['camera']}.mkv"
         assert ffprobe_count(mkv, "v:0") == groups, f"{mkv}: not {groups} frames"
-    # Sound from each VM's ALSA card (snd-aloop's capture side), not a synthetic microphone.
+    # Sound from each VM's ALSA card (snd-dummy), not a synthetic microphone.
     assert sorted(a["node"] for a in manifest["audio"]) == ["vm1", "vm2"]
     for mic in manifest["audio"]:
         assert mic["frames"] > 0 and mic["sample_rate"] > 0
@@ -127,7 +127,7 @@ def test_manifest_names_the_vivid_device(first_take):
     for cam in manifest["cameras"]:
         assert cam["device"]["driver"] == "vivid", cam["device"]
     for mic in manifest["audio"]:
-        assert mic["device"] == "Loopback", mic
+        assert mic["device"] == MIC_CARD, mic
 
 
 def test_journal_lines_carry_priorities(lab):

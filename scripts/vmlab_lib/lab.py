@@ -18,7 +18,10 @@ from .vm import VM
 
 REPO = Path(__file__).resolve().parents[2]
 TAKE_ID = re.compile(r"^\d{8}-\d{6}-.+-[0-9a-f]{6}$")
-MIC_DEVICE = "hw:Loopback,1,0"  # snd-aloop: what is played into Loopback,0 comes back here
+# snd-dummy's capture: silence on the card's own timer. snd-aloop's capture side (hw:Loopback,1,0) with nothing
+# played into it failed with EIO under TCG's lag in one VM of two, so it is loaded for tests that play into it.
+MIC_CARD = "Dummy"
+MIC_DEVICE = "hw:Dummy,0,0"
 SYSTEMD_FIELDS = ("Type", "ActiveState", "WatchdogUSec", "NRestarts", "MainPID")
 
 
@@ -90,12 +93,12 @@ class Lab:
         return lab
 
     def install(self, vm: VM, camera: dict | None = None) -> None:
-        """dpkg -i the packages, load vivid and snd-aloop, write the node file and enrol the keys."""
+        """dpkg -i the packages, load vivid, snd-dummy and snd-aloop, write the node file and enrol the keys."""
         vm.sh("mkdir -p /mnt/host && (mountpoint -q /mnt/host || "
               "mount -t 9p -o trans=virtio,version=9p2000.L,ro host /mnt/host)")
         vm.sh("dpkg -i /mnt/host/debs/coord-node_*.deb /mnt/host/debs/coord_*.deb", timeout=300)
         # One capture node only (node_types=1): no output, radio or SDR devices beside it.
-        vm.sh("modprobe vivid n_devs=1 node_types=0x1 && modprobe snd-aloop && udevadm settle")
+        vm.sh("modprobe vivid n_devs=1 node_types=0x1 && modprobe snd-dummy && modprobe snd-aloop && udevadm settle")
         cam = {"name": "cam0", "v4l2": "/dev/video0"} | (camera or {})
         node_file = (
             "version: 1\n"
