@@ -257,6 +257,8 @@ def take(out_dir: Path, count: int, seconds: float, debs: dict[str, Path], *, ke
     finally:
         if not keep:
             lab.down()
+            for bulky in ("share", "host"):  # the packages and the unpacked coord: ~300 MB the take does not need
+                shutil.rmtree(run_dir / bulky, ignore_errors=True)
     if stderr.strip():
         print(stderr.strip(), file=__import__("sys").stderr)
     if take_dir is None:
