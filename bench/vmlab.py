@@ -76,6 +76,8 @@ def main() -> int:
                 figures = take_figures(take_dir, code)
                 result["injected_drops"] = {"injected_percent": 70, "vm": last.name, "groups": figures["groups"],
                                             "cameras": figures["cameras"]}
+            else:  # recorded, not dropped: a failed take is a figure too
+                result["injected_drops"] = {"injected_percent": 70, "exit": code, "stderr": stderr[-800:]}
             result["watchdog_restart_s"] = round(lab.watchdog_restart(lab.vms[0]), 2)
             result["watchdog_usec"] = lab.systemd(lab.vms[0])["WatchdogUSec"]
         finally:
