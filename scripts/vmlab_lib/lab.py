@@ -1,0 +1,267 @@
+"""A lab of N VMs, each running the packaged coord-node under systemd with a vivid camera and an ALSA microphone,
+and the host's coord recording them (CONTRACT §11). A lab's state is RUN_DIR/lab.json, so `vmlab run` and
+`vmlab down` in another process find its VMs."""
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import subprocess
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+from . import image
+from .image import Artefacts, LabError, log, run
+from .vm import VM
+
+REPO = Path(__file__).resolve().parents[2]
+TAKE_ID = re.compile(r"^\d{8}-\d{6}-.+-[0-9a-f]{6}$")
+# snd-dummy's capture: silence on the card's own timer. snd-aloop's capture side (hw:Loopback,1,0) with nothing
+# played into it failed with EIO under TCG's lag in one VM of two, so it is loaded for tests that play into it.
+MIC_CARD = "Dummy"
+MIC_DEVICE = "hw:Dummy,0,0"
+SYSTEMD_FIELDS = ("Type", "ActiveState", "WatchdogUSec", "NRestarts", "MainPID")
+
+
+def find_debs(explicit: str | None) -> dict[str, Path]:
+    """coord and coord-node .debs: --debs DIR, else $COORD_VMLAB_DEBS, else the lab's cache (made by
+    scripts/package.sh once when empty)."""
+    folder = Path(explicit or os.environ.get("COORD_VMLAB_DEBS") or image.LAB / "debs")
+    def newest(program: str) -> Path | None:
+        found = sorted(folder.glob(f"{program}_*.deb"), key=lambda p: p.stat().st_mtime)
+        return found[-1] if found else None
+    if newest("coord-node") is None and not explicit and not os.environ.get("COORD_VMLAB_DEBS"):
+        log(f"no packages in {folder}: running scripts/package.sh {folder} (a release build; long)")
+        folder.mkdir(parents=True, exist_ok=True)
+        subprocess.run(["nice", "-n", "19", str(REPO / "scripts/package.sh"), str(folder)], check=True)
+    debs = {p: newest(p) for p in ("coord", "coord-node")}
+    missing = [p for p, d in debs.items() if d is None]
+    if missing:
+        raise LabError(f"{folder} holds no {missing[0]}_*.deb (make them with scripts/package.sh {folder}).")
+    return debs
+
+
+class Lab:
+    def __init__(self, run_dir: Path, vms: list[VM], art: Artefacts):
+        self.dir = run_dir
+        self.vms = vms
+        self.art = art
+        self.boot_seconds: dict[str, float] = {}
+        self.public_keys: dict[str, str] = {}
+
+    # --- making one -------------------------------------------------------------------------------------------
+    @classmethod
+    def up(cls, run_dir: Path, count: int, debs: dict[str, Path], *, clocksource: str | None = None,
+           camera: dict | None = None, start_nodes: bool = True) -> "Lab":
+        art = image.build()
+        run_dir.mkdir(parents=True, exist_ok=True)
+        share = run_dir / "share"
+        (share / "debs").mkdir(parents=True, exist_ok=True)
+        for deb in debs.values():
+            shutil.copy2(deb, share / "debs" / deb.name)
+        host = run_dir / "host"
+        if not (host / "usr/bin/coord").exists():
+            run(["dpkg-deb", "-x", debs["coord"], host])
+        keys = run_dir / "keys"
+        if not (keys / "coordinator.key_secret").exists():
+            keys.mkdir(exist_ok=True)
+            run([host / "usr/bin/coord", "keys", "new", "coordinator", "--dir", keys])
+        shutil.copy2(keys / "coordinator.key", share / "coordinator.key")
+        vms = [VM(f"vm{i + 1}", run_dir, art, clocksource=clocksource) for i in range(count)]
+        lab = cls(run_dir, vms, art)
+        try:
+            for vm in vms:
+                vm.start()
+            lab.save()
+            # The VMs boot and install side by side: each has its own agent, and TCG makes every step slow.
+            def prepare(vm: VM) -> None:
+                lab.boot_seconds[vm.name] = vm.wait_booted()
+                log(f"{vm.name} answers after {lab.boot_seconds[vm.name]:.1f} s (port {vm.node_port})")
+                lab.install(vm, camera=camera)
+                if start_nodes:
+                    lab.start_node(vm)
+            with ThreadPoolExecutor(max_workers=len(vms)) as pool:
+                for future in [pool.submit(prepare, vm) for vm in vms]:
+                    future.result()
+            lab.save()
+            lab.write_rig()
+        except BaseException:
+            lab.down(keep_disks=True)  # kept for a look at what went wrong
+            raise
+        return lab
+
+    def install(self, vm: VM, camera: dict | None = None) -> None:
+        """dpkg -i the packages, load vivid, snd-dummy and snd-aloop, write the node file and enrol the keys."""
+        vm.sh("mkdir -p /mnt/host && (mountpoint -q /mnt/host || "
+              "mount -t 9p -o trans=virtio,version=9p2000.L,ro host /mnt/host)")
+        vm.sh("dpkg -i /mnt/host/debs/coord-node_*.deb /mnt/host/debs/coord_*.deb", timeout=300)
+        # One capture node only (node_types=1): no output, radio or SDR devices beside it.
+        vm.sh("modprobe vivid n_devs=1 node_types=0x1 && modprobe snd-dummy && modprobe snd-aloop && udevadm settle")
+        cam = {"name": "cam0", "v4l2": "/dev/video0"} | (camera or {})
+        node_file = (
+            "version: 1\n"
+            f"name: {vm.name}\n"
+            "endpoint: tcp://0.0.0.0:5710\n"
+            "staging: /var/lib/coord-node\n"
+            f"cameras:\n  - {json.dumps(cam)}\n"
+            f"audio:\n  - {{name: mic0, alsa: \"{MIC_DEVICE}\"}}\n"
+            "keys:\n  cert: /etc/coord-node/node.key_secret\n  authorized: /etc/coord-node/authorized\n"
+        )
+        vm.sh(f"cat > /etc/coord-node/node.yaml <<'EOF'\n{node_file}EOF\n"
+              "mkdir -p /etc/coord-node/authorized && cp /mnt/host/coordinator.key /etc/coord-node/authorized/")
+        key = vm.sh("sed -n 's/^ *public-key *= *\"\\(.*\\)\"/\\1/p' /etc/coord-node/node.key").strip()
+        if len(key) != 40:
+            raise LabError(f"{vm.name}: /etc/coord-node/node.key holds no 40-character public key.")
+        self.public_keys[vm.name] = key
+
+    def start_node(self, vm: VM) -> None:
+        vm.sh("systemctl enable --now coord-node", timeout=240)
+
+    def write_rig(self, *, fps: int = 30, size: str = "320x180", audio: str = "required",
+                  takes_dir: Path | None = None, pressure_none: bool = False) -> Path:
+        lines = ["version: 1", f"security: {{cert: {self.dir / 'keys/coordinator.key_secret'}}}", "nodes:"]
+        for vm in self.vms:
+            lines += [f"  - name: {vm.name}", f"    endpoint: tcp://127.0.0.1:{vm.node_port}",
+                      f"    public_key: \"{self.public_keys[vm.name]}\""]
+        lines += ["take:", "  name: vmlab", f"  fps: {fps}", f"  size: {size}", "  codec: mjpeg",
+                  f"  takes_dir: {takes_dir or self.dir / 'takes'}", f"  audio: {audio}"]
+        if pressure_none:  # what the camera delivers, unmixed with the pressure policy's slow-downs
+            lines += ["pressure:", "  serious: none", "  critical: none"]
+        rig = self.dir / "rig.yaml"
+        rig.write_text("\n".join(lines) + "\n")
+        return rig
+
+    # --- using one --------------------------------------------------------------------------------------------
+    @property
+    def coord(self) -> Path:
+        return self.dir / "host/usr/bin/coord"
+
+    def vm(self, name: str) -> VM:
+        for vm in self.vms:
+            if vm.name == name:
+                return vm
+        raise LabError(f"this lab has no VM {name} (it has {', '.join(v.name for v in self.vms)}).")
+
+    def start_take(self, takes_dir: Path, seconds: float, extra: list[str] | None = None,
+                   timeout: float = 600) -> tuple[int, Path | None, str]:
+        """Runs the host's coord start-take; returns its exit code, the new take directory and its stderr."""
+        takes_dir.mkdir(parents=True, exist_ok=True)
+        before = set(takes_dir.iterdir())
+        cmd = [str(self.coord), "start-take", "--rig", str(self.dir / "rig.yaml"), "--seconds", str(seconds),
+               "--takes-dir", str(takes_dir)] + (extra or [])
+        result = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
+        new = [p for p in set(takes_dir.iterdir()) - before if p.is_dir() and TAKE_ID.match(p.name)]
+        (self.dir / "start-take.log").write_text(result.stdout + result.stderr)
+        return result.returncode, (new[0] if len(new) == 1 else None), result.stderr
+
+    def systemd(self, vm: VM) -> dict:
+        out = vm.sh("systemctl show coord-node -p " + ",".join(SYSTEMD_FIELDS))
+        fields = dict(line.split("=", 1) for line in out.splitlines() if "=" in line)
+        usec = fields.get("WatchdogUSec", "0")
+        return {"Type": fields.get("Type"), "ActiveState": fields.get("ActiveState"),
+                "WatchdogUSec": _usec(usec), "NRestarts": int(fields.get("NRestarts", "0") or 0),
+                "MainPID": int(fields.get("MainPID", "0") or 0)}
+
+    def watchdog_restart(self, vm: VM) -> float:
+        """SIGSTOPs vm's coord-node; seconds until systemd runs a new main process that is active again."""
+        out = vm.sh(WATCHDOG_PROBE, timeout=150).strip().splitlines()
+        if not out or out[-1] == "timeout":
+            raise LabError(f"{vm.name}: coord-node was not restarted within 120 s of SIGSTOP.")
+        return float(out[-1])
+
+    def report(self) -> dict:
+        return {"vms": [{"name": vm.name, "kernel": vm.sh("uname -r").strip(), "systemd": self.systemd(vm),
+                         "boot_s": round(self.boot_seconds.get(vm.name, 0.0), 2)} for vm in self.vms]}
+
+    # --- state across processes ----------------------------------------------------------------------------
+    def save(self) -> None:
+        state = {"vms": [{"name": v.name, "node_port": v.node_port, "clocksource": v.clocksource,
+                          "pid": int(v.pidfile.read_text()) if v.pidfile.exists() and v.pidfile.read_text().strip()
+                          else (v.proc.pid if v.proc else None)} for v in self.vms],
+                 "public_keys": self.public_keys, "boot_seconds": self.boot_seconds}
+        (self.dir / "lab.json").write_text(json.dumps(state, indent=2) + "\n")
+
+    @classmethod
+    def load(cls, run_dir: Path) -> "Lab":
+        path = run_dir / "lab.json"
+        if not path.exists():
+            raise LabError(f"{run_dir} holds no lab (no lab.json): start one with `vmlab up {run_dir}`.")
+        state = json.loads(path.read_text())
+        art = Artefacts()
+        vms = [VM(v["name"], run_dir, art, node_port=v["node_port"], clocksource=v.get("clocksource"))
+               for v in state["vms"]]
+        lab = cls(run_dir, vms, art)
+        lab.public_keys = state.get("public_keys", {})
+        lab.boot_seconds = state.get("boot_seconds", {})
+        return lab
+
+    def down(self, keep_disks: bool = False) -> None:
+        for vm in self.vms:
+            vm.stop()
+            if not keep_disks:
+                (vm.dir / "disk.qcow2").unlink(missing_ok=True)  # a VM's writes: hundreds of MB
+
+
+# Runs in the guest, so the agent's round trips do not count: SIGSTOP the node, then time until systemd has a
+# new main process that is active again (killed by the watchdog, RestartSec=, READY=1).
+WATCHDOG_PROBE = r"""python3 - <<'EOF'
+import subprocess, time
+def show(p):
+    return subprocess.run(["systemctl", "show", "-p", p, "--value", "coord-node"], capture_output=True,
+                          text=True).stdout.strip()
+pid = show("MainPID")
+start = time.monotonic()
+subprocess.run(["kill", "-STOP", pid], check=True)
+while time.monotonic() - start < 120:
+    now = show("MainPID")
+    if now not in (pid, "0") and show("ActiveState") == "active":
+        print(time.monotonic() - start)
+        break
+    time.sleep(0.1)  # polling systemd's state, not standing in for an event
+else:
+    print("timeout")
+EOF
+"""
+
+
+def _usec(text: str) -> int:
+    """systemctl show's WatchdogUSec: a number of µs, or a span like 10s / 1min 30s / infinity / 0."""
+    text = text.strip()
+    if text.isdigit():
+        return int(text)
+    if text in ("", "infinity"):
+        return 0
+    units = {"us": 1, "ms": 1000, "s": 10**6, "min": 60 * 10**6, "h": 3600 * 10**6}
+    total = 0
+    for number, unit in re.findall(r"([\d.]+)\s*([a-z]+)", text):
+        total += int(float(number) * units.get(unit, 0))
+    return total
+
+
+def take(out_dir: Path, count: int, seconds: float, debs: dict[str, Path], *, keep: bool = False,
+         clocksource: str | None = None) -> int:
+    """CONTRACT §11's `take`: prints the take directory as its last stdout line; exit 0 only when complete."""
+    out_dir.mkdir(parents=True, exist_ok=True)
+    run_dir = out_dir / ".vmlab"
+    t0 = time.monotonic()
+    lab = Lab.up(run_dir, count, debs, clocksource=clocksource)
+    try:
+        lab.write_rig(takes_dir=out_dir)
+        log(f"{count} node(s) ready after {time.monotonic() - t0:.1f} s; recording {seconds:g} s")
+        code, take_dir, stderr = lab.start_take(out_dir, seconds)
+        report = lab.report()
+        report["take"] = {"exit": code, "dir": str(take_dir) if take_dir else None}
+        (out_dir / "vmlab.json").write_text(json.dumps(report, indent=2) + "\n")
+    finally:
+        if not keep:
+            lab.down()
+            for bulky in ("share", "host"):  # the packages and the unpacked coord: ~300 MB the take does not need
+                shutil.rmtree(run_dir / bulky, ignore_errors=True)
+    if stderr.strip():
+        print(stderr.strip(), file=__import__("sys").stderr)
+    if take_dir is None:
+        raise LabError(f"coord start-take (exit {code}) left no take directory in {out_dir}.")
+    print(take_dir)
+    return code
