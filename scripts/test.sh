@@ -20,5 +20,8 @@ echo "== swift test"
 # about 35 s.
 swift test --skip-build --no-parallel
 echo "== python: protocol peer and end-to-end demo"
+# The .deb packages are built once per run (test_packages.py) and installed again by the VM tier (test_vmlab.py).
+export COORD_PACKAGES_DIR="${COORD_PACKAGES_DIR:-$PWD/.build/test-debs}"
+rm -rf "$PWD/.build/test-debs"
 PY="$(scripts/python-env.sh)"
 "$PY" -m pytest -q Tests/python

@@ -25,7 +25,7 @@ from vmlab_lib import image  # noqa: E402
 from vmlab_lib.lab import MIC_CARD, Lab  # noqa: E402
 
 VMLAB = REPO / "scripts/vmlab"
-DEBS = Path(os.environ.get("COORD_VMLAB_DEBS") or image.LAB / "debs")
+DEBS = Path(os.environ.get("COORD_VMLAB_DEBS") or os.environ.get("COORD_PACKAGES_DIR") or image.LAB / "debs")
 SECONDS = 6
 
 
@@ -40,9 +40,16 @@ def _why_not() -> str | None:
             return "the lab's image is not cached and cannot be built here (needs apt-get, e2fsprogs, cpio)"
         if not image.ROOT_TAR.exists() and shutil.which("debootstrap") is None:
             return f"{image.ROOT_TAR} is not cached and debootstrap is not installed"
-    if not list(DEBS.glob("coord-node_*.deb")) or not list(DEBS.glob("coord_*.deb")):
-        return f"no packages in {DEBS}: make them with scripts/package.sh {DEBS} (or set COORD_VMLAB_DEBS)"
     return None
+
+
+def packages() -> Path:
+    """The .debs the VMs install: made once per test run by test_packages.py into COORD_PACKAGES_DIR (scripts/test.sh
+    points both there), else made here."""
+    if not list(DEBS.glob("coord-node_*.deb")) or not list(DEBS.glob("coord_*.deb")):
+        DEBS.mkdir(parents=True, exist_ok=True)
+        subprocess.run([str(REPO / "scripts/package.sh"), str(DEBS)], check=True, timeout=3600)
+    return DEBS
 
 
 pytestmark = pytest.mark.skipif(_why_not() is not None, reason=_why_not() or "")
@@ -58,10 +65,11 @@ def ffprobe_count(path: Path, stream: str) -> int:
 @pytest.fixture(scope="module")
 def first_take(tmp_path_factory):
     """`scripts/vmlab take OUTDIR --vms 2 --keep`: the acceptance take, leaving the lab up for the other tests."""
+    debs = packages()
     out = tmp_path_factory.mktemp("vmlab")
     started = time.monotonic()
     result = subprocess.run([str(VMLAB), "take", str(out), "--vms", "2", "--seconds", str(SECONDS), "--keep",
-                             "--debs", str(DEBS)], capture_output=True, text=True, timeout=1500)
+                             "--debs", str(debs)], capture_output=True, text=True, timeout=1500)
     lab = Lab.load(out / ".vmlab") if (out / ".vmlab/lab.json").exists() else None
     yield {"out": out, "result": result, "lab": lab, "seconds": time.monotonic() - started}
     if lab is not None:
