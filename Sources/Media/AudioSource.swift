@@ -106,8 +106,8 @@ final class AudioQueue: @unchecked Sendable {
 /// sine at −6 dBFS beginning at every whole second of the host's CLOCK_MONOTONIC (true time, never read by the
 /// node). Its sample clock runs on the host's real time with its own rate error; the node sees each buffer only
 /// through its (simulated) local clock and a noisy timestamp, as from ALSA.
-// @unchecked: the queue is under `available`; the generator state belongs to the microphone's thread.
-public final class SyntheticMicrophone: AudioSource, @unchecked Sendable {
+// Sendable: only `let`s (the queue guards itself); the generator's state is local to the microphone's thread.
+public final class SyntheticMicrophone: AudioSource, Sendable {
     public struct Spec: Sendable {
         public var sampleRate = 48_000
         /// Sample frames per buffer (10 ms at 48 kHz, as a typical ALSA period).
