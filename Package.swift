@@ -36,7 +36,7 @@ let package = Package(
         .target(name: "Platform", dependencies: [.product(name: "Crypto", package: "swift-crypto")]),
         .target(name: "V4L2", dependencies: ["CV4L2"]),
         // A V4L2 driver in Swift for machines without cameras (tests and `coord-node --v4l2-script`).
-        .target(name: "V4L2Simulator", dependencies: ["V4L2", "CV4L2"]),
+        .target(name: "V4L2Simulator", dependencies: ["V4L2", "CV4L2", "CoordCore", "Platform"]),
 
         // Pure domain: no sockets, files, clocks or C.
         .target(name: "CoordCore"),
@@ -107,6 +107,9 @@ let package = Package(
         ]),
 
         .testTarget(name: "CoordCoreTests", dependencies: ["CoordCore"]),
+        // coord's argument parsing and error rendering, without a process.
+        .testTarget(name: "CoordCommandsTests", dependencies: ["CoordCommands", "Coordinator", "CoordCore",
+                                                                .product(name: "ArgumentParser", package: "swift-argument-parser")]),
         .testTarget(name: "TakeReportTests", dependencies: ["TakeReport", "CoordCore"]),
         .testTarget(name: "RigMetricsTests", dependencies: ["RigMetrics", "CoordCore"]),
         // The console's gate (CONTRACT §6b): Host, Origin, token and JSON-only decisions.

@@ -37,12 +37,11 @@ public struct DiscoveredNode: Sendable, Equatable, Codable {
             return (nil, "node \(name)'s version \"\(Echo.short(version))\" is not one")
         }
         guard publicKey.isEmpty || isKey(publicKey) else { return (nil, "node \(name)'s public key is not 40 Z85 characters") }
-        guard endpoint.hasPrefix("tcp://"), endpoint.count <= 128, let colon = endpoint.lastIndex(of: ":"),
-              let port = Int(endpoint[endpoint.index(after: colon)...]), (1...65535).contains(port) else {
+        guard endpoint.count <= 128, let parsed = Endpoint(endpoint), let port = parsed.portNumber else {
             return (nil, "node \(name)'s endpoint \"\(Echo.short(endpoint))\" is not tcp://HOST:PORT")
         }
-        let host = String(endpoint[endpoint.index(endpoint.startIndex, offsetBy: 6)..<colon])
-        let reachable = host == "0.0.0.0" || host == "*" || host.isEmpty ? "tcp://\(sender):\(port)" : endpoint
+        // A node bound to every interface is reached at the address its announcement came from.
+        let reachable = ["0.0.0.0", "*", ""].contains(parsed.host) ? Endpoint(host: sender, port: "\(port)").description : endpoint
         return (DiscoveredNode(name: name, endpoint: reachable, cameras: cameras, version: version,
                                publicKey: publicKey.isEmpty ? nil : publicKey), nil)
     }

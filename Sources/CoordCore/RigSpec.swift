@@ -288,22 +288,6 @@ public struct RigSpec: Decodable, Equatable, Sendable {
         return (width, height)
     }
 
-    /// Why `endpoint` is not `tcp://host:port`, as the end of a sentence; nil if it is.
-    public static func endpointProblem(_ endpoint: String) -> String? {
-        let shape = "must look like tcp://host:port"
-        guard endpoint.hasPrefix("tcp://") else { return shape }
-        let rest = endpoint.dropFirst("tcp://".count)
-        guard let colon = rest.lastIndex(of: ":") else { return "\(shape): the port is missing" }
-        let host = rest[..<colon]
-        let port = rest[rest.index(after: colon)...]
-        guard !host.isEmpty, host != "*" else { return "\(shape): the host is missing" }
-        if host.hasPrefix("[") != host.hasSuffix("]") { return "\(shape): the host has an unclosed [" }
-        guard host.unicodeScalars.allSatisfy({ $0.isASCII && $0.value > 0x20 && $0 != "/" && $0 != "*" && $0 != "?" && $0 != "#" && $0 != "@" }) else {
-            return "\(shape): the host holds a character a host name cannot"
-        }
-        guard !port.isEmpty, port.allSatisfy({ $0.isASCII && $0.isNumber }), let number = Int(port), (1...65535).contains(number) else {
-            return "\(shape) with a port between 1 and 65535"
-        }
-        return nil
-    }
+    /// Why `endpoint` is not `tcp://host:port`, as the end of a sentence; nil if it is (see `Endpoint.problem`).
+    public static func endpointProblem(_ endpoint: String) -> String? { Endpoint.problem(endpoint) }
 }

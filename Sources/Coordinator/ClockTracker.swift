@@ -2,12 +2,13 @@ import CoordCore
 import CoordWire
 import Foundation
 import Platform
+import Synchronization
 
 /// Keeps every node's clock estimate current from the handshake to the end of the take: probes each node
 /// steadily over its link (t1 and t4 are stamped at the socket), refits, and once the take is armed sends
 /// each node its newest mapping every half second, so frames are placed with a fresh clock estimate. Every mapping sent is kept for the manifest's `clock_track`.
-// @unchecked: every mutable field (estimators, history, failures) is read and written under `lock`.
-final class ClockTracker: @unchecked Sendable {
+// Sendable: the nodes are `let`s and every mutable field (estimators, history, failures) is in `state`.
+final class ClockTracker: Sendable {
     struct Node: Sendable {
         var name: String
         var link: NodeLink
@@ -20,22 +21,26 @@ final class ClockTracker: @unchecked Sendable {
     static let pushInterval: Int64 = 500_000
 
     private let nodes: [Node]
-    private let lock = NSLock()
-    private var estimators: [String: ClockEstimator] = [:]
-    private var firstProbe: [String: Int64] = [:]
-    private var armedTake: String?
-    private var stopped = false
-    private var track: [TakeManifest.ClockTrackPoint] = []
-    private var inForce: [String: [(t: Int64, mapping: ClockMapping)]] = [:]
-    private var pushFailures: [String: String] = [:]
-    private var heldUpdates: [String: Int] = [:]
-    private var probesSent: [String: Int] = [:]
-    /// The newest clock-probe reply each node sent that the coordinator could not use (one sentence naming the field).
-    private var probeFaults: [String: String] = [:]
+    private struct State {
+        var estimators: [String: ClockEstimator] = [:]
+        var firstProbe: [String: Int64] = [:]
+        var armedTake: String?
+        var stopped = false
+        var track: [TakeManifest.ClockTrackPoint] = []
+        var inForce: [String: [(t: Int64, mapping: ClockMapping)]] = [:]
+        var pushFailures: [String: String] = [:]
+        var heldUpdates: [String: Int] = [:]
+        var probesSent: [String: Int] = [:]
+        /// The newest clock-probe reply each node sent that the coordinator could not use (one sentence naming the field).
+        var probeFaults: [String: String] = [:]
+    }
+    private let state: Mutex<State>
 
     init(nodes: [Node]) {
         self.nodes = nodes
-        for n in nodes { estimators[n.name] = ClockEstimator() }
+        var initial = State()
+        for n in nodes { initial.estimators[n.name] = ClockEstimator() }
+        state = Mutex(initial)
     }
 
     /// Probes every node until cancelled or `stop()`; returns when all loops end.
@@ -48,12 +53,12 @@ final class ClockTracker: @unchecked Sendable {
     }
 
     func stop() {
-        lock.lock(); stopped = true; lock.unlock()
+        state.withLock { $0.stopped = true }
     }
 
     /// From now on every node gets its mapping pushed for `takeID`.
     func startPushing(takeID: String) {
-        lock.lock(); armedTake = takeID; lock.unlock()
+        state.withLock { $0.armedTake = takeID }
     }
 
     /// How well every clock must be known, `settleAhead` µs from now (one sigma), before the take is armed.
@@ -68,18 +73,19 @@ final class ClockTracker: @unchecked Sendable {
         let deadline = MonotonicClock.now() + Int64(timeout * 1e6)
         while true {
             let now = MonotonicClock.now()
-            let (ready, silent) = lock.withLock {
+            let nodes = self.nodes
+            let (ready, silent) = state.withLock { s in
                 (nodes.allSatisfy { n in
-                    guard let first = firstProbe[n.name], let estimator = estimators[n.name],
+                    guard let first = s.firstProbe[n.name], let estimator = s.estimators[n.name],
                           estimator.samples.count >= 20, now - first >= 1_000_000,
                           let m = estimator.estimate(atRig: now + Self.settleAhead) else { return false }
                     return m.uncertaintyMicroseconds <= Self.alignedUncertainty
-                }, nodes.filter { estimators[$0.name]?.samples.isEmpty ?? true }.map(\.name))
+                }, nodes.filter { s.estimators[$0.name]?.samples.isEmpty ?? true }.map(\.name))
             }
             if ready { break }
             if now > deadline {
                 if let node = silent.first {
-                    if let fault = lock.withLock({ probeFaults[node] }) {
+                    if let fault = state.withLock({ $0.probeFaults[node] }) {
                         throw CoordError(.failure, "node \(node)'s clock cannot be aligned: it answered no usable clock probe within \(Int(timeout)) s (\(fault.hasSuffix(".") ? String(fault.dropLast()) : fault)).", node: node)
                     }
                     throw CoordError(.failure, "node \(node) answered no clock probe within \(Int(timeout)) s; its clock cannot be aligned.", node: node)
@@ -100,32 +106,26 @@ final class ClockTracker: @unchecked Sendable {
 
     /// Records that `mapping` is what `node` was armed with (in force from `t`).
     func armed(_ node: String, at t: Int64, with mapping: ClockMapping) {
-        lock.lock()
-        inForce[node, default: []].append((t, mapping))
-        track.append(TakeManifest.ClockTrackPoint(node: node, at: t, mapping: mapping))
-        lock.unlock()
+        state.withLock { s in
+            s.inForce[node, default: []].append((t, mapping))
+            s.track.append(TakeManifest.ClockTrackPoint(node: node, at: t, mapping: mapping))
+        }
     }
 
     /// The newest estimate for `node`, its uncertainty evaluated `ahead` µs from now.
     func estimate(_ node: String, ahead: Int64 = 0) -> ClockMapping? {
-        lock.lock()
-        defer { lock.unlock() }
-        return estimators[node]?.estimate(atRig: MonotonicClock.now() + ahead)
+        state.withLock { $0.estimators[node]?.estimate(atRig: MonotonicClock.now() + ahead) }
     }
 
     /// Every mapping sent, in time order.
     var clockTrack: [TakeManifest.ClockTrackPoint] {
-        lock.lock()
-        defer { lock.unlock() }
-        return track.sorted { $0.tMicroseconds < $1.tMicroseconds }
+        state.withLock { $0.track }.sorted { $0.tMicroseconds < $1.tMicroseconds }
     }
 
     /// The manifest's clock figures for `node` over [from, to): the offset the node used at `from` (group 0),
     /// the newest drift, and the root mean square of the uncertainties in force over the take.
     func figures(_ node: String, from: Int64, to: Int64, timeService: String) -> TakeManifest.ClockFigures {
-        lock.lock()
-        let history = inForce[node] ?? []
-        lock.unlock()
+        let history = state.withLock { $0.inForce[node] ?? [] }
         let atStart = history.last { $0.t <= from }?.mapping ?? history.first?.mapping ?? .identity
         let during = history.enumerated().filter { i, h in
             let until = i + 1 < history.count ? history[i + 1].t : Int64.max
@@ -143,19 +143,15 @@ final class ClockTracker: @unchecked Sendable {
     }
 
     /// Clock probes sent so far, over the whole rig.
-    var probes: Int { lock.withLock { probesSent.values.reduce(0, +) } }
+    var probes: Int { state.withLock { $0.probesSent.values.reduce(0, +) } }
 
     /// Clock updates a node refused or missed, by node (one sentence each).
     var failures: [String: String] {
-        lock.lock()
-        defer { lock.unlock() }
-        return pushFailures
+        state.withLock { $0.pushFailures }
     }
 
     private var isStopped: Bool {
-        lock.lock()
-        defer { lock.unlock() }
-        return stopped
+        state.withLock { $0.stopped }
     }
 
     private func follow(_ node: Node) async {
@@ -164,29 +160,29 @@ final class ClockTracker: @unchecked Sendable {
             let began = MonotonicClock.now()
             do {
                 let sample = try await node.link.probe(timeout: 0.5)
-                lock.withLock {
-                    estimators[node.name]?.add(sample)
-                    if firstProbe[node.name] == nil { firstProbe[node.name] = began }
+                state.withLock { s in
+                    s.estimators[node.name]?.add(sample)
+                    if s.firstProbe[node.name] == nil { s.firstProbe[node.name] = began }
                 }
             } catch let error as CoordError where error.subject.field != nil {
                 // A reply with times no clock reads (checked at the edge): never fitted, named if the clock stays unknown.
-                lock.withLock { probeFaults[node.name] = error.message }
+                state.withLock { $0.probeFaults[node.name] = error.message }
             } catch {}
-            lock.withLock { probesSent[node.name, default: 0] += 1 }
-            let take = lock.withLock { armedTake }
+            state.withLock { $0.probesSent[node.name, default: 0] += 1 }
+            let take = state.withLock { $0.armedTake }
             let now = MonotonicClock.now()
             if let take, now - lastPush >= Self.pushInterval, let mapping = estimate(node.name, ahead: Self.pushInterval / 2) {
-                let held = lock.withLock { inForce[node.name]?.last }
+                let held = state.withLock { $0.inForce[node.name]?.last }
                 lastPush = now
                 if let held, Self.shouldHold(held.mapping, insteadOf: mapping, heldFor: now - held.t) {
-                    lock.withLock { heldUpdates[node.name, default: 0] += 1 }
+                    state.withLock { $0.heldUpdates[node.name, default: 0] += 1 }
                 } else {
                     await push(mapping, to: node, take: take, at: now)
                 }
             }
-            let known = lock.withLock { () -> Bool in
-                let probedFor = firstProbe[node.name].map { now - $0 } ?? 0
-                let uncertainty = estimators[node.name]?.estimate(atRig: now + Self.pushInterval)?.uncertaintyMicroseconds
+            let known = state.withLock { s -> Bool in
+                let probedFor = s.firstProbe[node.name].map { now - $0 } ?? 0
+                let uncertainty = s.estimators[node.name]?.estimate(atRig: now + Self.pushInterval)?.uncertaintyMicroseconds
                 return ClockProbePolicy.isKnown(probedFor: probedFor, uncertainty: uncertainty, target: Self.alignedUncertainty)
             }
             do {
@@ -206,23 +202,18 @@ final class ClockTracker: @unchecked Sendable {
 
     /// Updates not sent because the new estimate was much less certain than the one in force, by node.
     var held: [String: Int] {
-        lock.lock()
-        defer { lock.unlock() }
-        return heldUpdates
+        state.withLock { $0.heldUpdates }
     }
 
     private func push(_ mapping: ClockMapping, to node: Node, take: String, at t: Int64) async {
-        var update = Coord_V1_ClockUpdate()
-        update.takeID = take
-        update.clock = mapping.wire
         do {
-            _ = try await node.link.request(.clockUpdate(update), timeout: 1, what: "a clock update")
-            lock.withLock {
-                inForce[node.name, default: []].append((t, mapping))
-                track.append(TakeManifest.ClockTrackPoint(node: node.name, at: t, mapping: mapping))
+            _ = try await node.link.request(CoordRequest.clockUpdate(takeID: take, clock: mapping), timeout: 1, what: "a clock update")
+            state.withLock { s in
+                s.inForce[node.name, default: []].append((t, mapping))
+                s.track.append(TakeManifest.ClockTrackPoint(node: node.name, at: t, mapping: mapping))
             }
         } catch {
-            lock.withLock { pushFailures[node.name] = "\(error)" }
+            state.withLock { $0.pushFailures[node.name] = "\(error)" }
         }
     }
 }

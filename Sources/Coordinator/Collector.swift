@@ -14,8 +14,9 @@ import Glibc
 /// names, so no path a node lists can name a temporary copy), hashes it as it arrives and renames it into place
 /// only when its SHA-256 matches the node's. A partial copy left by an earlier run is resumed, not fetched again; a file
 /// that does not match is fetched once more, then reported as damaged.
-// @unchecked: per-node plans and sinks are owned by one node's task each; the shared tallies are under `lock`.
-final class Collector: @unchecked Sendable {
+// Sendable: only `let`s; per-node plans and sinks are owned by one node's task each, the shared tallies are in
+// `progress`.
+final class Collector: Sendable {
     /// One node taking part: its link (nil when it is not reachable), and the paths its take should hold.
     struct Node: Sendable {
         var name: String
@@ -43,10 +44,13 @@ final class Collector: @unchecked Sendable {
     let takeID: String
     let policy: CollectPolicy
     let console: Console
-    private let lock = NSLock()
-    private var meters: [String: TransferMeter] = [:]
-    private var nodeOrder: [String] = []
-    private var limiter: RateLimiter?
+    /// Each node's transfer so far, and the nodes in the order they are shown.
+    private struct Progress {
+        var meters: [String: TransferMeter] = [:]
+        var nodeOrder: [String] = []
+    }
+    private let progress = Mutex(Progress())
+    private let limiter: RateLimiter?
 
     init(directory: URL, takeID: String, policy: CollectPolicy, console: Console) {
         self.directory = directory
@@ -79,9 +83,9 @@ final class Collector: @unchecked Sendable {
                 outcome.nodeFailures.append((node.name, "\(error)"))
             }
         }
-        lock.withLock {
-            nodeOrder = work.map(\.0.name)
-            for (node, p) in work { meters[node.name] = TransferMeter(total: Self.bytesToFetch(p.toFetch)) }
+        progress.withLock { progress in
+            progress.nodeOrder = work.map(\.0.name)
+            for (node, p) in work { progress.meters[node.name] = TransferMeter(total: Self.bytesToFetch(p.toFetch)) }
         }
         let total = Self.bytesToFetch(work.flatMap(\.1.toFetch))
         let had = work.reduce(0) { $0 + $1.1.have.count }
@@ -170,19 +174,18 @@ final class Collector: @unchecked Sendable {
             throw CoordError(.failure, node.unreachable ?? "node \(node.name) is not reachable.")
         }
         // A short exchange first: an unreachable node is named in seconds, not after the list's long timeout.
-        let (status, _) = try await link.request(.statusRequest(Coord_V1_StatusRequest()), timeout: 5, what: "a status request")
+        let (status, _) = try await link.request(CoordRequest.status, timeout: 5, what: "a status request")
         if case .status(let s) = status.body, s.takeID == takeID, s.state == .recording || s.state == .armed {
             throw CoordError(.failure, "node \(node.name) is still recording take \(takeID); let the take finish or stop it first.")
         }
-        var l = Coord_V1_ListFiles()
-        l.takeID = takeID
+        let l = CoordRequest.listFiles(takeID: takeID)
         // A take the node has no checksums for yet (recorded before an upgrade, or repaired after a crash) is
         // checksummed by the node in the background: its list is not final until then, so ask again.
         let patience = MonotonicClock.now() + 600_000_000
         var said = false
         var list: Coord_V1_FileList
         while true {
-            let (reply, _) = try await link.request(.listFiles(l), timeout: 10, what: "the file list")
+            let (reply, _) = try await link.request(l, timeout: 10, what: "the file list")
             guard case .fileList(let answer) = reply.body else {
                 throw CoordError(.failure, "node \(node.name) answered the file list with something else.")
             }
@@ -313,14 +316,9 @@ final class Collector: @unchecked Sendable {
                     if let limiter { await limiter.take(request.length) }
                     let path = sinks[request.file].fetch.file.path
                     group.addTask {
-                        var f = Coord_V1_FetchChunk()
-                        f.takeID = takeID
-                        f.path = path
-                        f.offset = request.offset
-                        f.length = UInt32(request.length)
-                        f.rawFrame = true
+                        let f = CoordRequest.fetchChunk(takeID: takeID, path: path, offset: request.offset, length: request.length)
                         do {
-                            let (reply, _) = try await link.request(.fetchChunk(f), timeout: 20, what: "bytes \(request.offset)… of \(path)")
+                            let (reply, _) = try await link.request(f, timeout: 20, what: "bytes \(request.offset)… of \(path)")
                             guard case .chunk(let chunk) = reply.body else {
                                 throw CoordError(.failure, "node \(node.name) answered a request for \(path) with something else.")
                             }
@@ -473,7 +471,7 @@ final class Collector: @unchecked Sendable {
                     fail(sink, "cannot rewrite \(partial.path): \(reason(error))", into: &result, node: node)
                     return
                 }
-                lock.lock(); meters[node]?.grow(by: file.bytes); lock.unlock()
+                progress.withLock { _ = $0.meters[node]?.grow(by: file.bytes) }
                 schedule.add(file: index, from: 0, bytes: file.bytes)
                 return
             }
@@ -512,40 +510,6 @@ final class Collector: @unchecked Sendable {
                                  attempts: sink.attempts, verified: true))
     }
 
-    /// A file's device, inode and size: the same three at the final name mean the verified copy is there.
-    struct Identity: Equatable {
-        var device: UInt64, inode: UInt64, bytes: UInt64
-    }
-
-    static func identity(fd: Int32) -> Identity? {
-        var st = stat()
-        guard fstat(fd, &st) == 0 else { return nil }
-        return Identity(device: UInt64(st.st_dev), inode: UInt64(st.st_ino), bytes: UInt64(max(0, st.st_size)))
-    }
-
-    static func identity(path: String) -> Identity? {
-        var st = stat()
-        guard lstat(path, &st) == 0, (st.st_mode & S_IFMT) == S_IFREG else { return nil }
-        return Identity(device: UInt64(st.st_dev), inode: UInt64(st.st_ino), bytes: UInt64(max(0, st.st_size)))
-    }
-
-    /// What went wrong writing a copy, in the operator's words: a full disk, a read-only one, or no descriptors left.
-    static func fileProblem(_ code: Int32) -> String {
-        switch code {
-        case EMFILE, ENFILE: return "the coordinator is out of file descriptors (errno \(code)); raise its limit (ulimit -n) or collect fewer nodes at once"
-        case ENOSPC, EDQUOT: return "the coordinator's disk is full (errno \(code))"
-        case EROFS: return "the coordinator's disk is read-only (errno \(code))"
-        default: return "\(String(cString: strerror(code))) (errno \(code))"
-        }
-    }
-
-    static func fileProblem(_ error: Error) -> String {
-        let ns = error as NSError
-        if let u = ns.userInfo[NSUnderlyingErrorKey] as? Error, (u as NSError).domain == NSPOSIXErrorDomain { return fileProblem(Int32((u as NSError).code)) }
-        if ns.domain == NSPOSIXErrorDomain { return fileProblem(Int32(ns.code)) }
-        return reason(error)
-    }
-
     private func fail(_ sink: Sink, _ reason: String, into result: inout NodeResult, node: String) {
         try? sink.handle?.close()
         sink.handle = nil
@@ -557,26 +521,24 @@ final class Collector: @unchecked Sendable {
     // MARK: progress
 
     private func advance(_ node: String, _ bytes: UInt64) {
-        lock.lock()
-        meters[node]?.add(bytes, at: MonotonicClock.now())
-        lock.unlock()
+        progress.withLock { _ = $0.meters[node]?.add(bytes, at: MonotonicClock.now()) }
     }
 
     private func showProgress() {
-        lock.lock()
         let now = MonotonicClock.now()
         var lines: [String] = []
         var done: UInt64 = 0, total: UInt64 = 0, rate = 0.0
-        for name in nodeOrder {
-            guard var meter = meters[name], meter.total > 0 else { continue }
-            meter.record(now)
-            meters[name] = meter
-            done += meter.done
-            total += meter.total
-            rate += meter.rate ?? 0
-            lines.append("  \(name): " + Self.progressFigures(done: meter.done, total: meter.total, rate: meter.rate, left: meter.secondsLeft))
+        progress.withLock { progress in
+            for name in progress.nodeOrder {
+                guard var meter = progress.meters[name], meter.total > 0 else { continue }
+                meter.record(now)
+                progress.meters[name] = meter
+                done += meter.done
+                total += meter.total
+                rate += meter.rate ?? 0
+                lines.append("  \(name): " + Self.progressFigures(done: meter.done, total: meter.total, rate: meter.rate, left: meter.secondsLeft))
+            }
         }
-        lock.unlock()
         guard total > 0 else { return }
         let left: Double? = done >= total ? 0 : (rate > 0 ? Double(total - done) / rate : nil)
         lines.insert("collecting " + Self.progressFigures(done: done, total: total, rate: rate > 0 ? rate : nil, left: left), at: 0)
@@ -591,38 +553,4 @@ final class Collector: @unchecked Sendable {
         if done >= total { text += "  done" } else { text += left.map { "  ETA \(Budget.duration($0))" } ?? "  ETA -" }
         return text
     }
-}
-
-/// A token bucket shared by every node's fetcher: the whole collection's rate stays under the limit.
-final class RateLimiter: Sendable {
-    private let bytesPerSecond: Double
-    /// The instant (µs) from which the next bytes may go.
-    private let nextFree = Mutex<Int64>(0)
-
-    init(bytesPerSecond: Double) { self.bytesPerSecond = bytesPerSecond }
-
-    /// Books `bytes` and returns how long (µs) to wait before sending them.
-    private func reserve(_ bytes: Int) -> Int64 {
-        nextFree.withLock { nextFree in
-            let now = MonotonicClock.now()
-            // A little burst is allowed (a quarter second's worth), no more.
-            let start = max(nextFree, now - 250_000)
-            nextFree = start + Int64(Double(bytes) / bytesPerSecond * 1e6)
-            return start - now
-        }
-    }
-
-    /// Waits until `bytes` more may be requested.
-    func take(_ bytes: Int) async {
-        let wait = reserve(bytes)
-        if wait > 0 { try? await Task.sleep(nanoseconds: UInt64(wait) * 1000) }
-    }
-}
-
-func formatBytes(_ bytes: UInt64) -> String {
-    let b = Double(bytes)
-    if b >= 1_073_741_824 { return String(format: "%.2f GiB", b / 1_073_741_824) }
-    if b >= 1_048_576 { return String(format: "%.1f MiB", b / 1_048_576) }
-    if b >= 1024 { return String(format: "%.1f KiB", b / 1024) }
-    return "\(bytes) B"
 }

@@ -1,6 +1,7 @@
 import CoordCore
 import Foundation
 import Platform
+import Synchronization
 import ZeroMQ
 #if canImport(Glibc)
 import Glibc
@@ -9,8 +10,8 @@ import Glibc
 /// A complete local rig for `coord demo`: N real `coord-node` processes on loopback, each with K synthetic
 /// cameras and a simulated local clock. Every process is stopped when the rig stops, on Ctrl-C, or when
 /// this process dies (each node watches its parent).
-// @unchecked: the processes it started are under `lock`; `simulated` is set once, before the rig is shared.
-public final class DemoRig: @unchecked Sendable {
+// Sendable: `let`s, and what `start` draws and starts (the simulation, keys, processes) in `state`.
+public final class DemoRig: Sendable {
     public struct Settings: Sendable {
         public var nodes: Int
         public var camerasPerNode: Int
@@ -47,17 +48,25 @@ public final class DemoRig: @unchecked Sendable {
     let nodeBinary: String
     let console: Console
     public let staging: URL
-    public private(set) var simulated: [SimulatedNode] = []
+    private struct State {
+        var simulated: [SimulatedNode] = []
+        var coordinatorKeys: CurveKeys?
+        var nodePublicKeys: [String: String] = [:]
+        var processes: [(process: Process, exited: DispatchSemaphore)] = []
+    }
+    private let state = Mutex(State())
+    public var simulated: [SimulatedNode] { state.withLock { $0.simulated } }
     /// With `secure`: the coordinator's keys and each node's public key, once started.
-    public private(set) var coordinatorKeys: CurveKeys?
-    public private(set) var nodePublicKeys: [String: String] = [:]
+    public var coordinatorKeys: CurveKeys? { state.withLock { $0.coordinatorKeys } }
+    public var nodePublicKeys: [String: String] { state.withLock { $0.nodePublicKeys } }
 
     /// The rig the demo runs, as a rig file would describe it (keys included when secure).
     public func spec(endpoints: [String]) -> RigSpec {
+        let nodePublicKeys = self.nodePublicKeys
         var spec = RigSpec(nodes: zip(simulated, endpoints).map {
             RigSpec.Node(name: $0.name, endpoint: $1, publicKey: nodePublicKeys[$0.name])
         })
-        if let coordinatorKeys { spec.security = .init(cert: keysDirectory.appendingPathComponent("coordinator.key_secret").path, keys: coordinatorKeys) }
+        if let coordinatorKeys = self.coordinatorKeys { spec.security = .init(cert: keysDirectory.appendingPathComponent("coordinator.key_secret").path, keys: coordinatorKeys) }
         return spec
     }
 
@@ -70,10 +79,12 @@ public final class DemoRig: @unchecked Sendable {
             try FileManager.default.createDirectory(at: authorized, withIntermediateDirectories: true)
             let coordinator = try CurveCertificate.writeNew(name: "coordinator", directory: keysDirectory.path)
             try FileManager.default.copyItem(atPath: coordinator.publicPath, toPath: authorized.appendingPathComponent("coordinator.key").path)
-            coordinatorKeys = CurveKeys(publicKey: coordinator.pair.publicKey, secretKey: coordinator.pair.secretKey)
+            let keys = CurveKeys(publicKey: coordinator.pair.publicKey, secretKey: coordinator.pair.secretKey)
+            state.withLock { $0.coordinatorKeys = keys }
             for index in 1...settings.nodes {
                 let node = try CurveCertificate.writeNew(name: "node-\(index)", directory: keysDirectory.path)
-                nodePublicKeys["node-\(index)"] = node.pair.publicKey
+                let key = node.pair.publicKey
+                state.withLock { $0.nodePublicKeys["node-\(index)"] = key }
             }
         } catch {
             throw CoordError(.failure, "cannot make the demo's keys in \(keysDirectory.path): \(error)")
@@ -82,8 +93,6 @@ public final class DemoRig: @unchecked Sendable {
     }
     /// The host instant at which every simulated clock's offset holds exactly (they drift from there).
     public let clockReference = MonotonicClock.now()
-    private var processes: [(process: Process, exited: DispatchSemaphore)] = []
-    private let lock = NSLock()
 
     public init(settings: Settings, nodeBinary: String, console: Console) {
         self.settings = settings
@@ -178,7 +187,8 @@ public final class DemoRig: @unchecked Sendable {
             let offset = Int64((Double.random(in: -1...1, using: &random) * settings.clockOffsetMilliseconds * 1000).rounded())
             let drift = Double.random(in: -1...1, using: &random) * settings.driftPPM
             let micRate = settings.audio ? Double.random(in: -1...1, using: &micRandom) * settings.driftPPM : nil
-            simulated.append(SimulatedNode(name: name, clockOffsetMicroseconds: offset, driftPPM: drift, micRateErrorPPM: micRate))
+            let node = SimulatedNode(name: name, clockOffsetMicroseconds: offset, driftPPM: drift, micRateErrorPPM: micRate)
+            state.withLock { $0.simulated.append(node) }
             let process = Process()
             let exited = DispatchSemaphore(value: 0)
             process.terminationHandler = { _ in exited.signal() }
@@ -212,7 +222,7 @@ public final class DemoRig: @unchecked Sendable {
                 stop()
                 throw CoordError(.failure, "cannot start \(nodeBinary) for \(name): \(reason(error)).")
             }
-            lock.lock(); processes.append((process, exited)); lock.unlock()
+            state.withLock { $0.processes.append((process, exited)) }
             readiness.append((name, ReadyLine(out.fileHandleForReading)))
         }
         var endpoints: [String] = []
@@ -245,10 +255,10 @@ public final class DemoRig: @unchecked Sendable {
     /// Stops every node (SIGTERM, then SIGKILL after 5 s) and removes their staging area unless asked to
     /// keep it (a partial take: whatever the nodes still hold stays for the operator).
     public func stop(keepStaging: Bool = false) {
-        lock.lock()
-        let all = processes
-        processes = []
-        lock.unlock()
+        let all = state.withLock { s in
+            defer { s.processes = [] }
+            return s.processes
+        }
         for p in all where p.process.isRunning { kill(p.process.processIdentifier, SIGTERM) }
         let deadline = DispatchTime.now() + .seconds(5)
         for p in all where p.exited.wait(timeout: deadline) == .timedOut {
@@ -260,19 +270,20 @@ public final class DemoRig: @unchecked Sendable {
 
     /// Sends SIGTERM to every node without waiting (signal-handler path).
     public func terminateNow() {
-        lock.lock()
-        let all = processes
-        lock.unlock()
+        let all = state.withLock { $0.processes }
         for p in all where p.process.isRunning { kill(p.process.processIdentifier, SIGTERM) }
     }
 }
 
 /// Reads a node's stdout on a thread until its `READY <endpoint>` line.
-// @unchecked: `endpoint` and `closed` are only touched with `condition` held.
-final class ReadyLine: @unchecked Sendable {
-    private let condition = NSCondition()
-    private var endpoint: String?
-    private var closed = false
+final class ReadyLine: Sendable {
+    private struct Seen {
+        var endpoint: String?
+        var closed = false
+    }
+    private let seen = Mutex(Seen())
+    /// Signalled once the line is read or the output has closed (whichever is first), then kept signalled.
+    private let settled = DispatchSemaphore(value: 0)
 
     init(_ handle: FileHandle) {
         let thread = Thread { [self] in
@@ -282,32 +293,29 @@ final class ReadyLine: @unchecked Sendable {
                 if data.isEmpty { break }
                 buffer.append(data)
                 if let text = String(data: buffer, encoding: .utf8), let line = text.split(separator: "\n").first(where: { $0.hasPrefix("READY ") }) {
-                    condition.lock()
-                    endpoint = String(line.dropFirst(6)).trimmingCharacters(in: .whitespaces)
-                    condition.broadcast()
-                    condition.unlock()
+                    let endpoint = String(line.dropFirst(6)).trimmingCharacters(in: .whitespaces)
+                    let first = seen.withLock { s in
+                        defer { s.endpoint = endpoint }
+                        return s.endpoint == nil && !s.closed
+                    }
+                    if first { settled.signal() }
                 }
             }
-            condition.lock()
-            closed = true
-            condition.broadcast()
-            condition.unlock()
+            let first = seen.withLock { s in
+                defer { s.closed = true }
+                return s.endpoint == nil && !s.closed
+            }
+            if first { settled.signal() }
         }
         thread.start()
     }
 
-    var exited: Bool {
-        condition.lock()
-        defer { condition.unlock() }
-        return closed && endpoint == nil
-    }
+    var exited: Bool { seen.withLock { $0.closed && $0.endpoint == nil } }
 
     func wait(until deadline: Date) -> String? {
-        condition.lock()
-        defer { condition.unlock() }
-        while endpoint == nil && !closed {
-            if !condition.wait(until: deadline) { break }
+        if settled.wait(timeout: .now() + max(0, deadline.timeIntervalSinceNow)) == .success {
+            settled.signal()  // for the next caller
         }
-        return endpoint
+        return seen.withLock { $0.endpoint }
     }
 }

@@ -24,14 +24,9 @@ public enum NodeDiscovery {
         var result = Result()
         result.targets = addresses.isEmpty ? UDPSocket.broadcastAddresses() : addresses
         let nonce = (0..<16).map { _ in UInt8.random(in: 0...255) }
-        var query = Coord_V1_Discovery()
-        query.protocolVersion = Wire.protocolVersion
-        var q = Coord_V1_DiscoveryQuery()
-        q.nonce = Data(nonce)
-        query.body = .query(q)
         // The first query as it always was (a node older than the padding reads at most 256 bytes); the other two
         // padded, so a node may answer with an announcement larger than 4 KiB (DiscoveryAnswerSize).
-        let plain: [UInt8] = (try? query.serializedBytes()) ?? []
+        let plain = CoordRequest.discoveryQuery(nonce: nonce)
         let padded = DiscoveryAnswerSize.paddedQuery(plain)
         let start = MonotonicClock.now()
         let end = start + Int64(timeout * 1e6)

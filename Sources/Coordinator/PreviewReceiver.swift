@@ -72,12 +72,9 @@ public final class PreviewReceiver: Sendable {
     /// (`tcp://0.0.0.0:PORT`, `tcp://*:PORT`) is the host the control endpoint names.
     public static func endpoint(published: String, control: String) -> String? {
         guard !published.isEmpty else { return nil }
-        guard published.hasPrefix("tcp://"), control.hasPrefix("tcp://"),
-              let port = published.split(separator: ":").last,
-              let controlColon = control.lastIndex(of: ":") else { return published }
-        let host = published.dropFirst(6).dropLast(port.count + 1)
-        guard host == "*" || host == "0.0.0.0" || host == "[::]" || host == "::" else { return published }
-        return "\(control[..<controlColon]):\(port)"
+        guard let bound = Endpoint(published), let reached = Endpoint(control),
+              ["*", "0.0.0.0", "[::]", "::"].contains(bound.host) else { return published }
+        return bound.with(host: reached.host).description
     }
 
     private func serve() {

@@ -11,6 +11,10 @@ public enum RigPlanner {
         public var endpoint: String
         public var reply: Coord_V1_HelloReply
         public init(endpoint: String, reply: Coord_V1_HelloReply) { self.endpoint = endpoint; self.reply = reply }
+        /// What tells this node apart from the others.
+        public var answer: HandshakeAnswer {
+            HandshakeAnswer(endpoint: endpoint, node: reply.node, instanceID: reply.instanceID, host: reply.host)
+        }
     }
 
     /// The plan before any budget check: every chosen camera with the take's settings, its rig-file size,

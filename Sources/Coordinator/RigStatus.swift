@@ -46,9 +46,7 @@ public enum RigStatus {
         }
         defer { link.close() }
         do {
-            var hello = Coord_V1_Hello()
-            hello.coordinator = ProcessInfo.processInfo.hostName
-            let (reply, _) = try await link.request(.hello(hello), timeout: timeout, what: "the handshake")
+            let (reply, _) = try await link.request(CoordRequest.hello(coordinator: ProcessInfo.processInfo.hostName), timeout: timeout, what: "the handshake")
             guard case .helloReply(let wire) = reply.body else {
                 throw CoordError(.failure, "node at \(node.endpoint) answered the handshake with something else.")
             }
@@ -60,7 +58,7 @@ public enum RigStatus {
             for camera in node.cameraNames ?? [] where !report.cameras.contains(camera) {
                 report.notes.append("has no camera \(camera)")
             }
-            let (statusReply, _) = try await link.request(.statusRequest(Coord_V1_StatusRequest()), timeout: timeout, what: "a status request")
+            let (statusReply, _) = try await link.request(CoordRequest.status, timeout: timeout, what: "a status request")
             guard case .status(let wire) = statusReply.body else {
                 throw CoordError(.failure, "node at \(node.endpoint) answered a status request with something else.")
             }
@@ -123,13 +121,10 @@ public enum RigStatus {
         let results = await eachNodeResult(spec.nodes) { node in
             let link = try NodeLink(endpoint: node.endpoint, name: node.name, context: context, keys: spec.linkKeys(for: node))
             defer { link.close() }
-            let (reply, _) = try await link.request(.statusRequest(Coord_V1_StatusRequest()), timeout: timeout, what: "a status request")
+            let (reply, _) = try await link.request(CoordRequest.status, timeout: timeout, what: "a status request")
             guard case .status(let s) = reply.body, !s.takeID.isEmpty,
                   [.configured, .armed, .recording].contains(s.state) else { return }
-            var abort = Coord_V1_Abort()
-            abort.takeID = s.takeID
-            abort.reason = reason
-            _ = try await link.request(.abort(abort), timeout: timeout, what: "the abort")
+            _ = try await link.request(CoordRequest.abort(takeID: s.takeID, reason: reason), timeout: timeout, what: "the abort")
         }
         return zip(spec.nodes, results).filter { $0.1.failure != nil }.map(\.0.name)
     }

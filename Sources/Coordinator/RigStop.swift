@@ -33,7 +33,7 @@ public enum RigStop {
             let link = try NodeLink(endpoint: node.endpoint, name: node.name, context: context, keys: spec.linkKeys(for: node))
             link.setName(node.name)
             defer { link.close() }
-            let (reply, _) = try await link.request(.statusRequest(Coord_V1_StatusRequest()), timeout: timeout, what: "a status request")
+            let (reply, _) = try await link.request(CoordRequest.status, timeout: timeout, what: "a status request")
             guard case .status(let s) = reply.body else {
                 throw CoordError(.failure, "node \(node.name) answered a status request with something else.")
             }
@@ -57,9 +57,7 @@ public enum RigStop {
                 continue
             }
             let acks = await eachNodeResult(members.map(\.0)) { node in
-                var s = Coord_V1_StopAt()
-                s.takeID = takeID
-                s.stopGroup = stop
+                let s = CoordRequest.stopAt(takeID: takeID, stopGroup: stop)
                 // A fresh connection per try: a lost one may sit in TCP back-off for seconds.
                 var lastError: Error?
                 for _ in 0..<3 {
@@ -67,7 +65,7 @@ public enum RigStop {
                         let link = try NodeLink(endpoint: node.endpoint, name: node.name, context: context, keys: spec.linkKeys(for: node))
                         link.setName(node.name)
                         defer { link.close() }
-                        _ = try await link.request(.stopAt(s), timeout: Double(lead) / 4e6, what: "the stop")
+                        _ = try await link.request(s, timeout: Double(lead) / 4e6, what: "the stop")
                         return
                     } catch {
                         lastError = error

@@ -52,11 +52,8 @@ public enum TakeCollection {
             files.filter { Collector.identity(path: directory.appendingPathComponent($0.path).path)?.bytes == $0.bytes }
         }.filter { !$0.value.isEmpty }.compactMap { entry in links[entry.key].map { (entry.key, $0, entry.value) } }
         let results = await eachNodeResult(confirmations) { entry in
-            var confirm = Coord_V1_ConfirmCollected()
-            confirm.takeID = pending.takeID
-            confirm.files = entry.2.map(\.wire)
-            confirm.keep = policy.afterConfirm == .keep
-            _ = try await entry.1.request(.confirmCollected(confirm), timeout: 30, what: "the collection confirmation")
+            let confirm = CoordRequest.confirmCollected(takeID: pending.takeID, files: entry.2, keep: policy.afterConfirm == .keep)
+            _ = try await entry.1.request(confirm, timeout: 30, what: "the collection confirmation")
         }
         for (entry, result) in zip(confirmations, results) {
             if let failure = result.failure {

@@ -1,5 +1,6 @@
 import CoordCore
 import Foundation
+import Synchronization
 import Platform
 
 /// One buffer of sound as a capture device delivers it: interleaved 16-bit samples and the node's local time
@@ -33,11 +34,15 @@ public protocol AudioSource: AnyObject, Sendable {
 
 /// The buffers a source's capture thread has made, waiting for the recorder: bounded (a reader that stops reading
 /// loses the oldest sound, never grows memory), and the running flag both sides look at. Shared by every source.
-// @unchecked: everything is under `available`.
-final class AudioQueue: @unchecked Sendable {
-    private let available = NSCondition()
-    private var queue: [AudioRead] = []
-    private var running = false
+// Sendable: the queue and the flag are in `state`; `changed` wakes the one reader when either changes.
+final class AudioQueue: Sendable {
+    private struct State {
+        var queue: [AudioRead] = []
+        var running = false
+    }
+    private let state = Mutex(State())
+    /// Signalled on every push, end and stop: a signal given before the reader waits is counted, so none is lost.
+    private let changed = DispatchSemaphore(value: 0)
     private let capacity: Int
     private let stoppedSentence: String
 
@@ -49,56 +54,56 @@ final class AudioQueue: @unchecked Sendable {
 
     /// Marks the source running; false if it already was.
     func begin() -> Bool {
-        available.lock()
-        defer { available.unlock() }
-        guard !running else { return false }
-        running = true
-        return true
+        state.withLock { s in
+            guard !s.running else { return false }
+            s.running = true
+            return true
+        }
     }
 
-    var isRunning: Bool {
-        available.lock()
-        defer { available.unlock() }
-        return running
-    }
+    var isRunning: Bool { state.withLock { $0.running } }
 
     func stop() {
-        available.lock()
-        running = false
-        available.broadcast()
-        available.unlock()
+        state.withLock { $0.running = false }
+        changed.signal()
     }
 
     /// Adds a buffer; false once the source was stopped (the capture thread then ends).
     @discardableResult
     func push(_ buffer: AudioBuffer) -> Bool {
-        available.lock()
-        defer { available.unlock() }
-        guard running else { return false }
-        if queue.count >= capacity { queue.removeFirst() }
-        queue.append(.buffer(buffer))
-        available.broadcast()
-        return true
+        let capacity = self.capacity
+        let pushed = state.withLock { s in
+            guard s.running else { return false }
+            if s.queue.count >= capacity { s.queue.removeFirst() }
+            s.queue.append(.buffer(buffer))
+            return true
+        }
+        if pushed { changed.signal() }
+        return pushed
     }
 
     /// The device went away: the reader gets `why` after the buffers before it.
     func end(_ why: String) {
-        available.lock()
-        queue.append(.ended(why))
-        running = false
-        available.broadcast()
-        available.unlock()
+        state.withLock { s in
+            s.queue.append(.ended(why))
+            s.running = false
+        }
+        changed.signal()
     }
 
+    /// The oldest buffer; `.ended` once the source stopped and nothing is left; `.timeout` after
+    /// `timeoutMicroseconds` without one. One reader at a time.
     func next(timeoutMicroseconds: Int64) -> AudioRead {
-        available.lock()
-        defer { available.unlock() }
-        let deadline = Date(timeIntervalSinceNow: Double(timeoutMicroseconds) / 1e6)
-        while queue.isEmpty {
-            if !running { return .ended(stoppedSentence) }
-            if !available.wait(until: deadline) { return .timeout }
+        let deadline = DispatchTime.now() + .microseconds(Int(max(0, timeoutMicroseconds)))
+        let stoppedSentence = self.stoppedSentence
+        while true {
+            let read: AudioRead? = state.withLock { s in
+                if !s.queue.isEmpty { return s.queue.removeFirst() }
+                return s.running ? nil : .ended(stoppedSentence)
+            }
+            if let read { return read }
+            if changed.wait(timeout: deadline) == .timedOut { return .timeout }
         }
-        return queue.removeFirst()
     }
 }
 
@@ -106,8 +111,8 @@ final class AudioQueue: @unchecked Sendable {
 /// sine at −6 dBFS beginning at every whole second of the host's CLOCK_MONOTONIC (true time, never read by the
 /// node). Its sample clock runs on the host's real time with its own rate error; the node sees each buffer only
 /// through its (simulated) local clock and a noisy timestamp, as from ALSA.
-// @unchecked: the queue is under `available`; the generator state belongs to the microphone's thread.
-public final class SyntheticMicrophone: AudioSource, @unchecked Sendable {
+// Sendable: only `let`s (the queue guards itself); the generator's state is local to the microphone's thread.
+public final class SyntheticMicrophone: AudioSource, Sendable {
     public struct Spec: Sendable {
         public var sampleRate = 48_000
         /// Sample frames per buffer (10 ms at 48 kHz, as a typical ALSA period).

@@ -1,7 +1,7 @@
 import CoordCore
 /// What a camera delivers for one frame: a raw picture to encode, or a compressed packet to mux as it is.
-// @unchecked: a picture is handed from the source's thread to the recorder's and back, never shared.
-public enum CapturePayload: @unchecked Sendable {
+// Sendable as its picture is: handed from the source's thread to the recorder's and back, never shared.
+public enum CapturePayload: Sendable {
     /// 8-bit yuv420p, from the source's buffer pool (give it back with `CameraSource.release`).
     case picture(PlanarFrame)
     /// One complete JPEG (MJPEG), copied out of the driver's buffer; muxed without re-encoding.
@@ -30,8 +30,8 @@ public enum TimestampMeaning: Equatable, Sendable {
 }
 
 /// One frame as the node receives it from a camera source.
-// @unchecked: as its payload: one owner at a time, handed over through the source's queue.
-public struct Capture: @unchecked Sendable {
+// Sendable as its payload: one owner at a time, handed over through the source's queue.
+public struct Capture: Sendable {
     /// The picture or the packet.
     public let payload: CapturePayload
     /// The source's frame counter; a gap means frames were lost before the node saw them.

@@ -1,4 +1,5 @@
 import ArgumentParser
+import CoordCore
 import Foundation
 import Logging
 import Media
@@ -31,7 +32,13 @@ public struct CoordNode: AsyncParsableCommand {
                 try command.run()
             }
         } catch {
-            exit(withError: error)
+            let code = exitCode(for: error)
+            // --help, --version and an ExitCode a command chose have said what they had to.
+            if error is ExitCode || code == .success { exit(withError: error) }
+            // As coord says it: one line, usage errors status 2.
+            let failure = CommandLineFailure(program: "coord-node", parserMessage: message(for: error), isUsage: code == .validationFailure)
+            FileHandle.standardError.write(Data(failure.line.utf8))
+            Foundation.exit(failure.status)
         }
     }
 }

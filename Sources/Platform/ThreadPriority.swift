@@ -2,6 +2,7 @@
 import Glibc
 #endif
 import Foundation
+import Synchronization
 
 /// Scheduling for the few threads whose wake-up latency is measured: the sockets that stamp clock probes.
 /// Under load, a probe's timestamps wait for a busy CPU; if the node side waits longer than the coordinator
@@ -13,19 +14,20 @@ public enum ThreadPriority {
 
     /// Whether this process may give its threads a real-time priority (checked once, on a scratch thread).
     public static let realtimeAllowed: Bool = {
-        // @unchecked: written by the scratch thread, read after joining it.
-        final class Answer: @unchecked Sendable { var allowed = false }
+        // Written by the scratch thread, read after it signalled.
+        final class Answer: Sendable { let allowed = Mutex(false) }
         let answer = Answer()
         let done = DispatchSemaphore(value: 0)
         let probe = Thread {
             var param = sched_param()
             param.sched_priority = realtime
-            answer.allowed = pthread_setschedparam(pthread_self(), SCHED_FIFO, &param) == 0
+            let allowed = pthread_setschedparam(pthread_self(), SCHED_FIFO, &param) == 0
+            answer.allowed.withLock { $0 = allowed }
             done.signal()
         }
         probe.start()
         done.wait()
-        return answer.allowed
+        return answer.allowed.withLock { $0 }
     }()
 
     /// Raises the calling thread to SCHED_FIFO `realtime` if allowed; returns whether it did.

@@ -3,8 +3,8 @@ import Glibc
 #endif
 
 /// A pipe another thread writes to, waking a thread blocked in `ZMQSocket.poll(wakeFD:)`.
-// @unchecked: two file descriptors, written and read with atomic system calls.
-public final class WakeSignal: @unchecked Sendable {
+// Sendable: two file descriptors (`let`s), written and read with atomic system calls.
+public final class WakeSignal: Sendable {
     /// The end to poll for readability.
     public let fd: Int32
     private let writeFD: Int32

@@ -1,5 +1,6 @@
 @testable import Coordinator
 import Foundation
+import Synchronization
 import Testing
 #if canImport(Glibc)
 import Glibc
@@ -139,33 +140,33 @@ func prepare(_ executable: String, _ arguments: [String]) -> (Process, stdout: P
 }
 
 /// Reads a pipe to its end on a thread of its own.
-final class PipeDrain: @unchecked Sendable {
-    private var data = Data()
+final class PipeDrain: Sendable {
+    private let data = Mutex(Data())
     private let done = DispatchSemaphore(value: 0)
 
     init(_ handle: FileHandle) {
         Thread { [self] in
-            data = handle.readDataToEndOfFile()
+            let all = handle.readDataToEndOfFile()
+            data.withLock { $0 = all }
             done.signal()
         }.start()
     }
 
     func wait() -> String {
         done.wait()
-        return String(decoding: data, as: UTF8.self)
+        return String(decoding: data.withLock { $0 }, as: UTF8.self)
     }
 }
 
 /// A running `coord-node` on loopback with one synthetic camera, started the way the demo starts one.
-final class NodeProcess: @unchecked Sendable {
+final class NodeProcess: Sendable {
     let name: String
     let staging: URL
     let log: URL
     let endpoint: String
     private let process: Process
     private let exited: DispatchSemaphore
-    private let lock = NSLock()
-    private var stopped = false
+    private let stopped = Mutex(false)
 
     private init(name: String, staging: URL, log: URL, endpoint: String, process: Process, exited: DispatchSemaphore) {
         self.name = name; self.staging = staging; self.log = log; self.endpoint = endpoint
@@ -207,10 +208,10 @@ final class NodeProcess: @unchecked Sendable {
     /// SIGTERM and wait up to 10 s for a graceful exit, then SIGKILL. False if it had to be killed.
     @discardableResult
     func stop() -> Bool {
-        lock.lock()
-        let already = stopped
-        stopped = true
-        lock.unlock()
+        let already = stopped.withLock { s in
+            defer { s = true }
+            return s
+        }
         if already { return true }
         kill(process.processIdentifier, SIGTERM)
         if exited.wait(timeout: .now() + 10) == .timedOut {

@@ -1,6 +1,7 @@
 @testable import Coordinator
 import CoordCore
 import Foundation
+import Synchronization
 import Testing
 #if canImport(Glibc)
 import Glibc
@@ -264,23 +265,21 @@ final class RigCommandTests {
 }
 
 /// Collects a pipe's text on a thread and lets a test wait for a line holding some text.
-final class LineWatch: @unchecked Sendable {
-    private let lock = NSLock()
-    private var data = Data()
+final class LineWatch: Sendable {
+    private let data = Mutex(Data())
 
     init(_ handle: FileHandle) {
         Thread { [self] in
             while true {
                 let chunk = handle.availableData
                 if chunk.isEmpty { break }
-                lock.lock(); data.append(chunk); lock.unlock()
+                data.withLock { $0.append(chunk) }
             }
         }.start()
     }
 
     var text: String {
-        lock.lock(); defer { lock.unlock() }
-        return String(decoding: data, as: UTF8.self)
+        String(decoding: data.withLock { $0 }, as: UTF8.self)
     }
 
     func wait(for needle: String, timeout: TimeInterval) async -> Bool {

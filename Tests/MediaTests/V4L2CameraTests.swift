@@ -3,6 +3,7 @@
 import CV4L2
 import CoordCore
 import Foundation
+import Synchronization
 import Platform
 import Testing
 import V4L2
@@ -15,22 +16,18 @@ import Glibc
 
 /// The true exposure centre of every frame the scripted camera painted, by sequence number; it paints as
 /// `coord-node --v4l2-script` does (test pattern, stripe, YUYV or a real JPEG).
-private final class Truth: @unchecked Sendable {
-    private let lock = NSLock()
-    private var centres: [UInt32: Int64] = [:]
+private final class Truth: Sendable {
+    private let centres = Mutex<[UInt32: Int64]>([:])
     private let painter = ScriptedPainter(ordinal: StripeOrdinal())
 
     func paint(_ frame: ScriptedV4L2Driver.Frame) -> Int {
-        lock.lock()
-        centres[frame.sequence] = frame.startOfExposureUs + frame.exposureUs / 2
-        lock.unlock()
+        let centre = frame.startOfExposureUs + frame.exposureUs / 2
+        centres.withLock { $0[frame.sequence] = centre }
         return painter.paint(frame)
     }
 
     func centre(_ sequence: UInt32) -> Int64? {
-        lock.lock()
-        defer { lock.unlock() }
-        return centres[sequence]
+        centres.withLock { $0[sequence] }
     }
 }
 

@@ -1,0 +1,78 @@
+import CoordCore
+import Foundation
+import Platform
+import Synchronization
+#if canImport(Glibc)
+import Glibc
+#endif
+
+// The collector's file identities, its sentences for a failed write, its rate limit and byte figures.
+extension Collector {
+    /// A file's device, inode and size: the same three at the final name mean the verified copy is there.
+    struct Identity: Equatable {
+        var device: UInt64, inode: UInt64, bytes: UInt64
+    }
+
+    static func identity(fd: Int32) -> Identity? {
+        var st = stat()
+        guard fstat(fd, &st) == 0 else { return nil }
+        return Identity(device: UInt64(st.st_dev), inode: UInt64(st.st_ino), bytes: UInt64(max(0, st.st_size)))
+    }
+
+    static func identity(path: String) -> Identity? {
+        var st = stat()
+        guard lstat(path, &st) == 0, (st.st_mode & S_IFMT) == S_IFREG else { return nil }
+        return Identity(device: UInt64(st.st_dev), inode: UInt64(st.st_ino), bytes: UInt64(max(0, st.st_size)))
+    }
+
+    /// What went wrong writing a copy, in the operator's words: a full disk, a read-only one, or no descriptors left.
+    static func fileProblem(_ code: Int32) -> String {
+        switch code {
+        case EMFILE, ENFILE: return "the coordinator is out of file descriptors (errno \(code)); raise its limit (ulimit -n) or collect fewer nodes at once"
+        case ENOSPC, EDQUOT: return "the coordinator's disk is full (errno \(code))"
+        case EROFS: return "the coordinator's disk is read-only (errno \(code))"
+        default: return "\(String(cString: strerror(code))) (errno \(code))"
+        }
+    }
+
+    static func fileProblem(_ error: Error) -> String {
+        let ns = error as NSError
+        if let u = ns.userInfo[NSUnderlyingErrorKey] as? Error, (u as NSError).domain == NSPOSIXErrorDomain { return fileProblem(Int32((u as NSError).code)) }
+        if ns.domain == NSPOSIXErrorDomain { return fileProblem(Int32(ns.code)) }
+        return reason(error)
+    }
+}
+
+/// A token bucket shared by every node's fetcher: the whole collection's rate stays under the limit.
+final class RateLimiter: Sendable {
+    private let bytesPerSecond: Double
+    /// The instant (µs) from which the next bytes may go.
+    private let nextFree = Mutex<Int64>(0)
+
+    init(bytesPerSecond: Double) { self.bytesPerSecond = bytesPerSecond }
+
+    /// Books `bytes` and returns how long (µs) to wait before sending them.
+    private func reserve(_ bytes: Int) -> Int64 {
+        nextFree.withLock { nextFree in
+            let now = MonotonicClock.now()
+            // A little burst is allowed (a quarter second's worth), no more.
+            let start = max(nextFree, now - 250_000)
+            nextFree = start + Int64(Double(bytes) / bytesPerSecond * 1e6)
+            return start - now
+        }
+    }
+
+    /// Waits until `bytes` more may be requested.
+    func take(_ bytes: Int) async {
+        let wait = reserve(bytes)
+        if wait > 0 { try? await Task.sleep(nanoseconds: UInt64(wait) * 1000) }
+    }
+}
+
+func formatBytes(_ bytes: UInt64) -> String {
+    let b = Double(bytes)
+    if b >= 1_073_741_824 { return String(format: "%.2f GiB", b / 1_073_741_824) }
+    if b >= 1_048_576 { return String(format: "%.1f MiB", b / 1_048_576) }
+    if b >= 1024 { return String(format: "%.1f KiB", b / 1024) }
+    return "\(bytes) B"
+}

@@ -1,0 +1,119 @@
+import CoordCore
+import CoordWire
+import Foundation
+import Platform
+
+extension TakeSession {
+    /// Phase 2: waits until every node's clock is known (the take directory goes if it never is) and says each
+    /// node's figures.
+    func align(_ take: inout TakeRun) async throws {
+        console.step("aligning clocks")
+        let mappings: [String: ClockMapping]
+        let aligning = MonotonicClock.now()
+        do {
+            mappings = try await take.tracker.aligned()
+            console.step(String(format: "clocks aligned in %.1f s", Double(MonotonicClock.now() - aligning) / 1e6))
+        } catch {
+            try? FileManager.default.removeItem(at: take.directory)
+            throw error
+        }
+        for i in take.plans.indices { take.plans[i].mapping = mappings[take.plans[i].name]! }
+        for plan in take.plans {
+            let figures = TakeManifest.ClockTrackPoint(node: plan.name, at: MonotonicClock.now(), mapping: plan.mapping)
+            console.step(String(format: "  %@: offset %+.0f µs, drift %+.2f ppm, uncertainty ±%.1f µs (bound ±%.0f µs); time service: %@",
+                                plan.name, figures.offsetMicroseconds, figures.driftPPM, figures.uncertaintyMicroseconds,
+                                figures.boundMicroseconds, plan.timeService))
+        }
+    }
+
+    /// Phase 3: configures and arms every node as `TakeStart` directs — group 0 far enough ahead for all to be
+    /// ready and for each camera's phase loop to settle on the grid — and starts every camera on group 0, to stop
+    /// after the last group. Leaves the manifest of a recording take on disk.
+    func start(_ take: inout TakeRun) async throws {
+        let period = FrameGrid.period(fps: request.fps)
+        let plannedGroups = Int64((request.seconds * 1_000_000 / Double(period)).rounded())
+        guard plannedGroups >= 1 else { throw CoordError(.usage, "--seconds \(request.seconds) is shorter than one frame.") }
+        take.plannedGroups = plannedGroups
+        var lead: Int64 = 0
+        var slowestConfigure: Int64 = 0
+        let margin = max(200_000, 3 * period)
+        var t0Date = Date()
+        let takeID = take.takeID, tracker = take.tracker, byName = take.byName, preview = request.preview
+        /// Each node's failure as one sentence, by node name.
+        func failures<T>(_ nodes: [String], _ results: [Result<T, Error>]) -> [String: String] {
+            Dictionary(uniqueKeysWithValues: zip(nodes, results).compactMap { node, r in r.failure.map { (node, "\($0)") } })
+        }
+        var start = TakeStart(nodes: take.plans.map(\.name))
+        var directive = start.begin()
+        startLoop: while true {
+            switch directive {
+            case .configure(let nodes):
+                let began = MonotonicClock.now()
+                let results = await eachNodeResult(nodes.compactMap { byName[$0] }) { plan in
+                    _ = try await plan.link.request(CoordRequest.configure(takeID: takeID, cameras: plan.cameras),
+                                                    timeout: 5, what: "the configuration")
+                }
+                slowestConfigure = max(slowestConfigure, MonotonicClock.now() - began)
+                directive = start.configured(nodes, failures: failures(nodes, results))
+            case .arm(let nodes):
+                lead = TakeStart.groupZeroLead(slowestConfigure: slowestConfigure)
+                take.grid = FrameGrid(t0: MonotonicClock.now() + lead, periodMicroseconds: period)
+                console.step("arming; group 0 in \(lead / 1000) ms")
+                // Group 0's local time of day, for every file's timecode tag and the editorial timeline.
+                // One reading of the wall clock at t0 gives both the manifest's start_wallclock and the timecode.
+                t0Date = Date(timeIntervalSinceNow: Double(take.grid.t0 - MonotonicClock.now()) / 1e6)
+                take.timecode = Timecode(date: t0Date, fps: request.fps, timeZone: TimeZone.current).description
+                let (armGrid, armTimecode, armLead) = (take.grid, take.timecode, lead)
+                let results = await eachNodeResult(nodes.compactMap { byName[$0] }) { plan -> Int64 in
+                    let began = MonotonicClock.now()
+                    let arm = CoordRequest.arm(takeID: takeID, clock: plan.mapping, grid: armGrid, timecode: armTimecode,
+                                               preview: preview)
+                    tracker.armed(plan.name, at: began, with: plan.mapping)
+                    let (reply, _) = try await plan.link.request(arm, timeout: Double(armLead) / 1e6, what: "arming")
+                    if case .armed(let armed) = reply.body {
+                        let controls: [(camera: String, controls: CameraControls)]
+                        do throws(FieldFault) { controls = try NodeReply.armed(armed, takeID: takeID, from: "node \(plan.name)") } catch { throw CoordError(error, node: plan.name) }
+                        self.shared.withLock { shared in
+                            for c in controls { shared.controls["\(plan.name)/\(c.camera)"] = c.controls }
+                        }
+                        for warning in armed.warnings {
+                            self.console.step("  warning: \(warning)")
+                            self.addEvent(TakeEvent(.phaseFixed, at: began, node: plan.name, warning))
+                        }
+                    }
+                    return MonotonicClock.now() - began
+                }
+                let times = Dictionary(uniqueKeysWithValues: zip(nodes, results).compactMap { n, r in r.success.map { (n, $0) } })
+                directive = start.armed(failures: failures(nodes, results), armTimes: times, now: MonotonicClock.now(),
+                                        t0: take.grid.t0, margin: margin)
+                if case .start = directive { tracker.startPushing(takeID: takeID) }
+            case .start(let nodes):
+                let startGrid = take.grid
+                let results = await eachNodeResult(nodes.compactMap { byName[$0] }) { plan in
+                    _ = try await plan.link.request(CoordRequest.startAt(takeID: takeID, startGroup: 0, stopGroup: plannedGroups),
+                                                    timeout: Double(startGrid.t0 - margin - MonotonicClock.now()) / 1e6,
+                                                    what: "the start")
+                }
+                directive = start.started(failures: failures(nodes, results))
+            case .abandon(let reason, let failure):
+                await abortAll(take.plans, takeID: takeID, reason: reason)
+                try? FileManager.default.removeItem(at: take.directory)
+                throw CoordError(.failure, failure)
+            case .recording:
+                break startLoop
+            }
+        }
+        take.startWallclock = WallClock.rfc3339(t0Date)
+        addEvent(TakeEvent(.start, at: take.grid.t0, "all \(take.cameraCount) camera(s) start at group 0"))
+        // Already now a manifest: should this coordinator die while recording, the nodes still stop at the planned
+        // group and `coord collect` can bring the take home from it.
+        let started = pendingManifest(take, groups: plannedGroups, finalStatus: [:])
+        try? TakeDirectoryWriter(directory: take.directory).writePending(started)
+    }
+
+    func abortAll(_ plans: [NodePlan], takeID: String, reason: String) async {
+        await eachNodeResult(plans) { plan in
+            _ = try await plan.link.request(CoordRequest.abort(takeID: takeID, reason: reason), timeout: 2, what: "the abort")
+        }
+    }
+}

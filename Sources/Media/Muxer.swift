@@ -1,0 +1,575 @@
+// The one funnel to libav (libavformat, libavcodec): every av_* call in the tree is in this file. `Muxer` writes one
+// Matroska stream (MatroskaWriter's video, MatroskaAudioWriter's sound, MatroskaRepair's copy), `VideoEncoder` feeds
+// it encoded pictures, `Demuxer` reads a file back for the repair, and `JPEGEncoder` makes single JPEGs.
+import CFFmpeg
+
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
+
+extension MediaError {
+    /// A failed libav call as one sentence, with FFmpeg's own words for `code`.
+    init(ffmpeg code: Int32, operation: String, path: String?, call: String) {
+        var buffer = [CChar](repeating: 0, count: Int(cff_AV_ERROR_MAX_STRING_SIZE))
+        _ = cff_err2str(code, &buffer, buffer.count)
+        self.init(operation: operation, path: path, call: call, code: code, reason: String(cString: buffer))
+    }
+
+    /// Input refused before any libav call (AVERROR(EINVAL)).
+    static func invalid(_ operation: String, path: String?, _ reason: String) -> MediaError {
+        MediaError(operation: operation, path: path, call: nil, code: cff_AVERROR_EINVAL, reason: reason)
+    }
+}
+
+/// A time base: `num/den` seconds per tick.
+struct TimeBase {
+    var num: Int32, den: Int32
+    /// µs: the codec sees exact capture times; the muxer rescales to Matroska's 1 ms.
+    static let microseconds = TimeBase(num: 1, den: 1_000_000)
+    fileprivate var rational: AVRational { AVRational(num: num, den: den) }
+}
+
+/// One Matroska file with one stream, written packet by packet. Not thread-safe: one writer drives it.
+final class Muxer {
+    /// The file written.
+    let path: String
+    /// The file the sentences name (the repair writes a temporary copy of it).
+    private let reportedPath: String
+    /// Every sentence says this instead of the step's own operation (the repair's "repair").
+    private let fixedOperation: String?
+    private var formatContext: UnsafeMutablePointer<AVFormatContext>?
+    private var stream: UnsafeMutablePointer<AVStream>?
+    private var packet: UnsafeMutablePointer<AVPacket>?
+    /// The last packet written with `keep` (intra codecs only), re-muxed by `writeRepeat`.
+    private var lastPacket: UnsafeMutablePointer<AVPacket>?
+    /// Whether `path` was created (to be removed again if set-up fails after that).
+    private(set) var createdFile = false
+    private(set) var headerWritten = false
+
+    init(path: String, reportedPath: String? = nil, fixedOperation: String? = nil) throws(MediaError) {
+        self.path = path
+        self.reportedPath = reportedPath ?? path
+        self.fixedOperation = fixedOperation
+        cff_log_quiet()
+        var fc: UnsafeMutablePointer<AVFormatContext>?
+        try check(avformat_alloc_output_context2(&fc, nil, "matroska", path), "create", "avformat_alloc_output_context2")
+        guard let fc else { throw failure("create", "avformat_alloc_output_context2", cff_AVERROR_ENOMEM) }
+        formatContext = fc
+    }
+
+    deinit { release() }
+
+    // MARK: set-up
+
+    /// A video stream carrying `encoder`'s packets at `fps`, in Matroska's 1 ms; `timecode` (`HH:MM:SS:FF`) is also
+    /// the track's tag.
+    func addVideoStream(_ encoder: VideoEncoder, fps: Int, timecode: String?) throws(MediaError) {
+        guard let fc = formatContext, let cc = encoder.context else { throw failure("create", "avformat_new_stream", cff_AVERROR_EINVAL) }
+        guard let st = avformat_new_stream(fc, nil) else { throw failure("create", "avformat_new_stream", cff_AVERROR_ENOMEM) }
+        stream = st
+        st.pointee.time_base = AVRational(num: 1, den: 1000)
+        st.pointee.avg_frame_rate = AVRational(num: Int32(fps), den: 1)
+        st.pointee.r_frame_rate = AVRational(num: Int32(fps), den: 1)
+        try check(avcodec_parameters_from_context(st.pointee.codecpar, cc), "create", "avcodec_parameters_from_context")
+        // `ffmpeg -timecode` puts a Matroska file's timecode in the global tags, and remuxing to MOV takes it from there
+        // or from the video track's tags (into a tmcd track); tools that read only stream tags find it here too.
+        if let timecode {
+            try check(av_dict_set(&st.pointee.metadata, "timecode", timecode, 0), "create", "av_dict_set(timecode)")
+        }
+    }
+
+    /// 16-bit PCM, the time base one sample: each packet's timestamp is the index of its first sample.
+    func addAudioStream(sampleRate: Int, channels: Int) throws(MediaError) {
+        guard let fc = formatContext else { throw failure("create", "avformat_new_stream", cff_AVERROR_EINVAL) }
+        guard let st = avformat_new_stream(fc, nil) else { throw failure("create", "avformat_new_stream", cff_AVERROR_ENOMEM) }
+        stream = st
+        let par = st.pointee.codecpar!
+        par.pointee.codec_type = AVMEDIA_TYPE_AUDIO
+        par.pointee.codec_id = AV_CODEC_ID_PCM_S16LE
+        par.pointee.sample_rate = Int32(sampleRate)
+        par.pointee.format = AV_SAMPLE_FMT_S16.rawValue
+        par.pointee.bits_per_coded_sample = 16
+        av_channel_layout_default(&par.pointee.ch_layout, Int32(channels))
+        st.pointee.time_base = AVRational(num: 1, den: Int32(sampleRate))
+    }
+
+    /// The input's first stream as it is (no re-encoding), with its tags and the file's.
+    func addStream(copying input: Demuxer) throws(MediaError) {
+        guard let fc = formatContext else { throw failure("create", "avformat_new_stream", cff_AVERROR_EINVAL) }
+        let inStream = input.stream
+        guard let outStream = avformat_new_stream(fc, nil) else { throw failure("create", "avformat_new_stream", cff_AVERROR_ENOMEM) }
+        stream = outStream
+        try check(avcodec_parameters_copy(outStream.pointee.codecpar, inStream.pointee.codecpar), "create", "avcodec_parameters_copy")
+        outStream.pointee.codecpar.pointee.codec_tag = 0
+        outStream.pointee.time_base = inStream.pointee.time_base
+        outStream.pointee.avg_frame_rate = inStream.pointee.avg_frame_rate
+        outStream.pointee.r_frame_rate = inStream.pointee.r_frame_rate
+        _ = av_dict_copy(&fc.pointee.metadata, input.context.pointee.metadata, 0)
+        _ = av_dict_copy(&outStream.pointee.metadata, inStream.pointee.metadata, 0)
+    }
+
+    /// The file's global tags, in key order.
+    func setMetadata(_ metadata: [String: String]) throws(MediaError) {
+        guard let fc = formatContext else { return }
+        for key in metadata.keys.sorted() {
+            try check(av_dict_set(&fc.pointee.metadata, key, metadata[key], 0), "create", "av_dict_set(\(key))")
+        }
+    }
+
+    /// Whether this container wants the codec's headers out of band (an encoder must know before it opens).
+    var wantsGlobalHeader: Bool {
+        guard let fc = formatContext else { return false }
+        return fc.pointee.oformat.pointee.flags & cff_AVFMT_GLOBALHEADER != 0
+    }
+
+    /// Creates the file and writes the header. `clusterMilliseconds`: bytes leave the muxer only when a cluster
+    /// closes, so bound that (a crash then loses at most that much) and flush after every packet; nil: libav's way.
+    func open(clusterMilliseconds: Int?) throws(MediaError) {
+        guard let fc = formatContext else { throw failure("create", "avio_open", cff_AVERROR_EINVAL) }
+        try check(avio_open(&fc.pointee.pb, path, cff_AVIO_FLAG_WRITE), "create", "avio_open")
+        createdFile = true
+        if let clusterMilliseconds {
+            var options: OpaquePointer?
+            defer { av_dict_free(&options) }
+            try check(av_dict_set(&options, "cluster_time_limit", String(clusterMilliseconds), 0), "create", "av_dict_set")
+            // avio_flush after every packet (what `ffmpeg -flush_packets 1` does): one write(2) per closed cluster, and
+            // av_write_frame then reports I/O errors. Measured the same CPU as calling avio_flush here by hand.
+            fc.pointee.flush_packets = 1
+            try check(avformat_write_header(fc, &options), "create", "avformat_write_header")
+        } else {
+            try check(avformat_write_header(fc, nil), "create", "avformat_write_header")
+        }
+        headerWritten = true
+        guard let p = av_packet_alloc(), let lp = av_packet_alloc() else { throw failure("create", "av_packet_alloc", cff_AVERROR_ENOMEM) }
+        packet = p
+        lastPacket = lp
+    }
+
+    // MARK: writing
+
+    /// Writes `bytes` as one keyframe packet at `pts` lasting `duration` (both in `timeBase`). `keep`: kept for
+    /// `writeRepeat`. `allocating` and `writing` are the sentences' operations for the two steps.
+    func write(_ bytes: UnsafeRawBufferPointer, pts: Int64, duration: Int64, timeBase: TimeBase, keep: Bool,
+               allocating: String, writing: String) throws(MediaError) {
+        guard let fc = formatContext, let stream, let packet, let lastPacket, let base = bytes.baseAddress else {
+            throw MediaError.invalid("write to", path: reportedPath, "the recording is already finished")
+        }
+        try check(av_new_packet(packet, Int32(bytes.count)), allocating, "av_new_packet")
+        memcpy(packet.pointee.data, base, bytes.count)
+        packet.pointee.pts = pts
+        packet.pointee.dts = pts
+        packet.pointee.duration = duration
+        packet.pointee.flags |= cff_AV_PKT_FLAG_KEY
+        packet.pointee.stream_index = stream.pointee.index
+        av_packet_rescale_ts(packet, timeBase.rational, stream.pointee.time_base)
+        let w = av_write_frame(fc, packet)
+        if keep && w >= 0 {
+            av_packet_unref(lastPacket)
+            av_packet_move_ref(lastPacket, packet)
+        } else {
+            av_packet_unref(packet)
+        }
+        try check(w, writing, "av_write_frame")
+    }
+
+    /// Whether a kept packet can be written again.
+    var hasKeptPacket: Bool { (lastPacket?.pointee.size ?? 0) > 0 }
+
+    /// Writes the kept packet again at `pts` lasting `duration` (in `timeBase`).
+    func writeRepeat(pts: Int64, duration: Int64, timeBase: TimeBase) throws(MediaError) {
+        guard let fc = formatContext, let stream, let lastPacket else {
+            throw MediaError.invalid("write to", path: reportedPath, "the recording is already finished")
+        }
+        let ts = av_rescale_q(pts, timeBase.rational, stream.pointee.time_base)
+        lastPacket.pointee.pts = ts
+        lastPacket.pointee.dts = ts
+        lastPacket.pointee.duration = av_rescale_q(duration, timeBase.rational, stream.pointee.time_base)
+        lastPacket.pointee.pos = -1
+        // av_write_frame leaves the caller's packet untouched, so lastPacket stays reusable.
+        try check(av_write_frame(fc, lastPacket), "write a frame to", "av_write_frame")
+    }
+
+    /// Moves every packet `encoder` has ready into the file (its time base µs); `keep`: each is kept for `writeRepeat`.
+    func writeEncoded(from encoder: VideoEncoder, frameDuration: Int64, keep: Bool) throws(MediaError) {
+        guard let cc = encoder.context, let fc = formatContext, let stream, let packet, let lastPacket else {
+            throw MediaError.invalid("write to", path: reportedPath, "the recording is already finished")
+        }
+        while true {
+            let r = avcodec_receive_packet(cc, packet)
+            if r == cff_EAGAIN_error || r == cff_AVERROR_EOF { return }
+            try check(r, "encode a frame into", "avcodec_receive_packet")
+            if packet.pointee.duration == 0 { packet.pointee.duration = frameDuration }
+            av_packet_rescale_ts(packet, TimeBase.microseconds.rational, stream.pointee.time_base)
+            packet.pointee.stream_index = stream.pointee.index
+            let w = av_write_frame(fc, packet)
+            if keep && w >= 0 {
+                av_packet_unref(lastPacket)
+                av_packet_move_ref(lastPacket, packet)
+            } else {
+                av_packet_unref(packet)
+            }
+            try check(w, "write a frame to", "av_write_frame")
+        }
+    }
+
+    /// Copies every packet of the input's first stream as it is; the last one only if `lastIsWhole(bytes, corrupt)`
+    /// (one packet is held back: only once another follows is it known to be whole). Returns the packets written
+    /// and whether the last was left out.
+    func copyPackets(from input: Demuxer,
+                     lastIsWhole: (UnsafeBufferPointer<UInt8>, _ corrupt: Bool) -> Bool) throws(MediaError) -> (frames: Int, droppedTail: Bool) {
+        guard let fc = formatContext, let outStream = stream, let packet, let held = lastPacket else {
+            throw MediaError.invalid("write to", path: reportedPath, "the recording is already finished")
+        }
+        let inStream = input.stream
+        var holding = false
+        var frames = 0
+        func write(_ p: UnsafeMutablePointer<AVPacket>) throws(MediaError) {
+            p.pointee.stream_index = 0
+            av_packet_rescale_ts(p, inStream.pointee.time_base, outStream.pointee.time_base)
+            try check(av_write_frame(fc, p), "write a frame to", "av_write_frame")
+            frames += 1
+        }
+        while av_read_frame(input.context, packet) >= 0 {
+            defer { av_packet_unref(packet) }
+            guard packet.pointee.stream_index == 0 else { continue }
+            if holding { try write(held); av_packet_unref(held) }
+            av_packet_move_ref(held, packet)
+            holding = true
+        }
+        var droppedTail = false
+        if holding {
+            let data = UnsafeBufferPointer(start: held.pointee.data, count: Int(held.pointee.size))
+            if lastIsWhole(data, held.pointee.flags & cff_AV_PKT_FLAG_CORRUPT != 0) { try write(held) } else { droppedTail = true }
+            av_packet_unref(held)
+        }
+        return (frames, droppedTail)
+    }
+
+    /// Flushes `encoder` (if any) into the file, writes the trailer and closes the file; the first failure is
+    /// thrown, after everything is released. Idempotent.
+    func finish(flushing encoder: VideoEncoder? = nil, frameDuration: Int64 = 0, keep: Bool = false) throws(MediaError) {
+        var firstError: MediaError?
+        if headerWritten, let fc = formatContext {
+            if let encoder {
+                do throws(MediaError) {
+                    try encoder.flush()
+                    try writeEncoded(from: encoder, frameDuration: frameDuration, keep: keep)
+                } catch { firstError = error }
+            }
+            let r = av_write_trailer(fc)
+            if r < 0, firstError == nil { firstError = failure("finish", "av_write_trailer", r) }
+        }
+        if let fc = formatContext, fc.pointee.pb != nil {
+            let r = avio_closep(&fc.pointee.pb)
+            if r < 0, firstError == nil { firstError = failure("close", "avio_closep", r) }
+        }
+        release()
+        if let firstError { throw firstError }
+    }
+
+    /// Frees every libav object; safe to call repeatedly.
+    func release() {
+        if packet != nil { av_packet_free(&packet) }
+        if lastPacket != nil { av_packet_free(&lastPacket) }
+        if let fc = formatContext {
+            if fc.pointee.pb != nil { avio_closep(&fc.pointee.pb) }
+            avformat_free_context(fc)
+            formatContext = nil
+        }
+        stream = nil
+    }
+
+    @discardableResult
+    private func check(_ result: Int32, _ operation: String, _ call: String) throws(MediaError) -> Int32 {
+        if result < 0 { throw failure(operation, call, result) }
+        return result
+    }
+
+    private func failure(_ operation: String, _ call: String, _ code: Int32) -> MediaError {
+        MediaError(ffmpeg: code, operation: fixedOperation ?? operation, path: reportedPath, call: call)
+    }
+}
+
+/// A video encoder (mjpeg, ffv1 or libx264) feeding a `Muxer`, with two input frames used in turn: an encoder may
+/// keep a reference to the last one (ffv1 does) and the next picture then goes into the other instead of a fresh
+/// allocation.
+final class VideoEncoder {
+    fileprivate private(set) var context: UnsafeMutablePointer<AVCodecContext>?
+    private var frames: [UnsafeMutablePointer<AVFrame>] = []
+    /// Index in `frames` of the last picture sent (re-sent by an h264 repeat).
+    private(set) var current = 0
+    private let path: String
+    private let frameQuality: Int32
+
+    /// `quality` 1…31: mjpeg's fixed quantiser, h264's CRF 17 + 2·quality; ffv1 ignores it. `muxer` says whether the
+    /// codec's headers go out of band.
+    init(codec: VideoCodec, width: Int, height: Int, fps: Int, quality: Int, for muxer: Muxer) throws(MediaError) {
+        path = muxer.path
+        frameQuality = Int32(clamping: quality) &* cff_FF_QP2LAMBDA
+        do throws(MediaError) {
+            try open(codec: codec, width: width, height: height, fps: fps, quality: quality, globalHeader: muxer.wantsGlobalHeader)
+        } catch {
+            release()
+            throw error
+        }
+    }
+
+    deinit { release() }
+
+    private func open(codec: VideoCodec, width: Int, height: Int, fps: Int, quality: Int, globalHeader: Bool) throws(MediaError) {
+        let encoder: UnsafePointer<AVCodec>?
+        switch codec {
+        case .mjpeg: encoder = avcodec_find_encoder(AV_CODEC_ID_MJPEG)
+        case .ffv1: encoder = avcodec_find_encoder(AV_CODEC_ID_FFV1)
+        case .h264: encoder = avcodec_find_encoder_by_name("libx264")
+        }
+        let setUp = "set up the \(codec.rawValue) encoder for"
+        guard let encoder else { throw failure(setUp, "avcodec_find_encoder", cff_AVERROR_ENCODER_NOT_FOUND) }
+        guard let cc = avcodec_alloc_context3(encoder) else { throw failure(setUp, "avcodec_alloc_context3", cff_AVERROR_ENOMEM) }
+        context = cc
+        cc.pointee.width = Int32(width)
+        cc.pointee.height = Int32(height)
+        cc.pointee.time_base = TimeBase.microseconds.rational
+        cc.pointee.framerate = AVRational(num: Int32(fps), den: 1)
+        // The node runs one writer per camera on a small machine: no encoder threads.
+        cc.pointee.thread_count = 1
+        switch codec {
+        case .mjpeg:
+            Self.configureJPEG(cc, quality: quality)
+        case .ffv1:
+            cc.pointee.pix_fmt = AV_PIX_FMT_YUV420P
+            // FFV1 carries coder state across non-key frames; gop 1 makes every packet self-contained.
+            cc.pointee.gop_size = 1
+        case .h264:
+            cc.pointee.pix_fmt = AV_PIX_FMT_YUV420P
+            cc.pointee.gop_size = Int32(fps)
+            cc.pointee.max_b_frames = 0
+            try check(cff_opt_set_child(cc, "preset", "ultrafast"), "set up the h264 encoder for", "av_opt_set(preset)")
+            try check(cff_opt_set_child(cc, "crf", String(17 + 2 * quality)), "set up the h264 encoder for", "av_opt_set(crf)")
+        }
+        if globalHeader { cc.pointee.flags |= cff_AV_CODEC_FLAG_GLOBAL_HEADER }
+        try check(avcodec_open2(cc, encoder, nil), setUp, "avcodec_open2")
+        for _ in 0..<2 {
+            guard let f = av_frame_alloc() else { throw failure("create", "av_frame_alloc", cff_AVERROR_ENOMEM) }
+            frames.append(f)
+            try setUpFrameBuffer(f, cc)
+        }
+    }
+
+    /// The mjpeg encoder's settings, shared by the writer and `JPEGEncoder`: full-range yuvj420p at a fixed
+    /// quantiser (`quality`, 1…31).
+    static func configureJPEG(_ cc: UnsafeMutablePointer<AVCodecContext>, quality: Int) {
+        cc.pointee.pix_fmt = AV_PIX_FMT_YUVJ420P
+        cc.pointee.color_range = AVCOL_RANGE_JPEG
+        cc.pointee.flags |= cff_AV_CODEC_FLAG_QSCALE
+        cc.pointee.global_quality = Int32(clamping: quality) &* cff_FF_QP2LAMBDA
+        cc.pointee.qmin = Int32(quality)
+        cc.pointee.qmax = Int32(quality)
+    }
+
+    /// Copies `picture` into the next input frame (the other one once a picture was sent: `alternate`) and sends
+    /// it at `pts` (µs); returns the frame's index, to `settle(on:)` once its packets are in the file.
+    func send(_ picture: PlanarFrame, pts: Int64, duration: Int64, alternate: Bool) throws(MediaError) -> Int {
+        guard frames.count == 2, let cc = context else {
+            throw MediaError.invalid("write to", path: path, "the recording is already finished")
+        }
+        let next = alternate ? 1 - current : current
+        let frame = frames[next]
+        if av_frame_is_writable(frame) == 0 {
+            // Still referenced by the encoder (not seen with these codecs): take a fresh buffer, not a copy.
+            av_frame_unref(frame)
+            try setUpFrameBuffer(frame, cc)
+        }
+        let f = frame.pointee
+        let (width, height) = (picture.width, picture.height)
+        av_image_copy_plane(f.data.0, f.linesize.0, picture.luma.baseAddress, Int32(width), Int32(width), Int32(height))
+        av_image_copy_plane(f.data.1, f.linesize.1, picture.cb.baseAddress, Int32(width / 2), Int32(width / 2), Int32(height / 2))
+        av_image_copy_plane(f.data.2, f.linesize.2, picture.cr.baseAddress, Int32(width / 2), Int32(width / 2), Int32(height / 2))
+        try send(frame: next, pts: pts, duration: duration)
+        return next
+    }
+
+    /// The picture in frame `index` is the last one sent.
+    func settle(on index: Int) { current = index }
+
+    /// Sends the last picture again at `pts` (µs).
+    func resend(pts: Int64, duration: Int64) throws(MediaError) {
+        guard frames.count == 2 else { throw MediaError.invalid("write to", path: path, "the recording is already finished") }
+        try send(frame: current, pts: pts, duration: duration)
+    }
+
+    private func send(frame index: Int, pts: Int64, duration: Int64) throws(MediaError) {
+        guard let cc = context else { throw MediaError.invalid("write to", path: path, "the recording is already finished") }
+        let f = frames[index]
+        f.pointee.pts = pts
+        f.pointee.pkt_duration = duration
+        f.pointee.quality = frameQuality
+        try check(avcodec_send_frame(cc, f), "encode a frame into", "avcodec_send_frame")
+    }
+
+    /// Tells the encoder no picture follows, so it hands over what it still holds.
+    func flush() throws(MediaError) {
+        guard let cc = context else { return }
+        try check(avcodec_send_frame(cc, nil), "finish", "avcodec_send_frame")
+    }
+
+    private func setUpFrameBuffer(_ f: UnsafeMutablePointer<AVFrame>, _ cc: UnsafeMutablePointer<AVCodecContext>) throws(MediaError) {
+        f.pointee.format = cc.pointee.pix_fmt.rawValue
+        f.pointee.width = cc.pointee.width
+        f.pointee.height = cc.pointee.height
+        f.pointee.color_range = cc.pointee.color_range
+        try check(av_frame_get_buffer(f, 0), "encode a frame into", "av_frame_get_buffer")
+    }
+
+    /// Frees every libav object; safe to call repeatedly.
+    func release() {
+        for f in frames {
+            var f: UnsafeMutablePointer<AVFrame>? = f
+            av_frame_free(&f)
+        }
+        frames.removeAll()
+        if context != nil { avcodec_free_context(&context) }
+    }
+
+    private func check(_ result: Int32, _ operation: String, _ call: String) throws(MediaError) {
+        if result < 0 { throw failure(operation, call, result) }
+    }
+
+    private func failure(_ operation: String, _ call: String, _ code: Int32) -> MediaError {
+        MediaError(ffmpeg: code, operation: operation, path: path, call: call)
+    }
+}
+
+/// A Matroska file read back, its first stream's packets as they are.
+final class Demuxer {
+    fileprivate let context: UnsafeMutablePointer<AVFormatContext>
+    fileprivate let stream: UnsafeMutablePointer<AVStream>
+
+    /// Opens `path`; every failure's sentence says `operation`.
+    init(path: String, operation: String) throws(MediaError) {
+        cff_log_quiet()
+        var input: UnsafeMutablePointer<AVFormatContext>?
+        var r = avformat_open_input(&input, path, nil, nil)
+        guard r >= 0, let ic = input else { throw MediaError(ffmpeg: r, operation: operation, path: path, call: "avformat_open_input") }
+        r = avformat_find_stream_info(ic, nil)
+        guard r >= 0 else {
+            avformat_close_input(&input)
+            throw MediaError(ffmpeg: r, operation: operation, path: path, call: "avformat_find_stream_info")
+        }
+        guard ic.pointee.nb_streams >= 1, let first = ic.pointee.streams[0] else {
+            avformat_close_input(&input)
+            throw MediaError(operation: operation, path: path, code: cff_AVERROR_EINVAL, reason: "it holds no stream")
+        }
+        context = ic
+        stream = first
+    }
+
+    deinit {
+        var input: UnsafeMutablePointer<AVFormatContext>? = context
+        avformat_close_input(&input)
+    }
+
+    /// Whether the stream is Motion JPEG (each packet one JPEG, ending in its EOI marker).
+    var isJPEG: Bool { stream.pointee.codecpar.pointee.codec_id == AV_CODEC_ID_MJPEG }
+}
+
+/// Encodes single pictures as JPEG with libavcodec's mjpeg encoder (yuvj420p, fixed quantiser): what a scripted
+/// MJPEG camera delivers, so the recorder's passthrough path gets real JPEG packets. Lives beside the muxer
+/// because this file is the only one that calls av_* functions. Not thread-safe.
+public final class JPEGEncoder {
+    public let width: Int, height: Int
+    private var codecContext: UnsafeMutablePointer<AVCodecContext>?
+    private var frame: UnsafeMutablePointer<AVFrame>?
+    private var packet: UnsafeMutablePointer<AVPacket>?
+    private var pts: Int64 = 0
+    private let frameQuality: Int32
+
+    /// - Parameter quality: 1…31, the fixed quantiser (as `ffmpeg -q:v`).
+    public init(width: Int, height: Int, quality: Int = 3) throws {
+        self.width = width
+        self.height = height
+        frameQuality = Int32(clamping: quality) &* cff_FF_QP2LAMBDA
+        guard width > 0, height > 0, width % 2 == 0, height % 2 == 0, (1...31).contains(quality) else {
+            throw MediaError(operation: "set up the JPEG encoder for", path: nil, code: cff_AVERROR_EINVAL,
+                             reason: "the size \(width)×\(height) must be even and positive and the quality 1…31")
+        }
+        cff_log_quiet()
+        guard let encoder = avcodec_find_encoder(AV_CODEC_ID_MJPEG) else {
+            throw MediaError(operation: "set up the JPEG encoder for", path: nil, call: "avcodec_find_encoder",
+                             code: cff_AVERROR_ENCODER_NOT_FOUND, reason: "no mjpeg encoder in this libavcodec")
+        }
+        do {
+            guard let cc = avcodec_alloc_context3(encoder) else { throw failure("avcodec_alloc_context3", cff_AVERROR_ENOMEM) }
+            codecContext = cc
+            cc.pointee.width = Int32(width)
+            cc.pointee.height = Int32(height)
+            cc.pointee.time_base = AVRational(num: 1, den: 1_000_000)
+            VideoEncoder.configureJPEG(cc, quality: quality)
+            cc.pointee.thread_count = 1
+            var r = avcodec_open2(cc, encoder, nil)
+            if r < 0 { throw failure("avcodec_open2", r) }
+            guard let f = av_frame_alloc(), let p = av_packet_alloc() else { throw failure("av_frame_alloc", cff_AVERROR_ENOMEM) }
+            frame = f
+            packet = p
+            f.pointee.format = cc.pointee.pix_fmt.rawValue
+            f.pointee.width = cc.pointee.width
+            f.pointee.height = cc.pointee.height
+            f.pointee.color_range = cc.pointee.color_range
+            r = av_frame_get_buffer(f, 0)
+            if r < 0 { throw failure("av_frame_get_buffer", r) }
+        } catch {
+            release()
+            throw error
+        }
+    }
+
+    deinit { release() }
+
+    /// Encodes `picture` (this encoder's size) into `out`; returns the JPEG's length in bytes.
+    public func encode(_ picture: PlanarFrame, into out: UnsafeMutableRawBufferPointer) throws -> Int {
+        guard picture.width == width, picture.height == height else {
+            throw MediaError(operation: "encode a JPEG", path: nil, code: cff_AVERROR_EINVAL,
+                             reason: "the picture is \(picture.width)×\(picture.height) but the encoder is \(width)×\(height)")
+        }
+        guard let cc = codecContext, let f = frame, let p = packet else {
+            throw MediaError(operation: "encode a JPEG", path: nil, code: cff_AVERROR_EINVAL, reason: "the encoder is closed")
+        }
+        if av_frame_is_writable(f) == 0 {
+            let r = av_frame_make_writable(f)
+            if r < 0 { throw failure("av_frame_make_writable", r) }
+        }
+        let fr = f.pointee
+        av_image_copy_plane(fr.data.0, fr.linesize.0, picture.luma.baseAddress, Int32(width), Int32(width), Int32(height))
+        av_image_copy_plane(fr.data.1, fr.linesize.1, picture.cb.baseAddress, Int32(width / 2), Int32(width / 2), Int32(height / 2))
+        av_image_copy_plane(fr.data.2, fr.linesize.2, picture.cr.baseAddress, Int32(width / 2), Int32(width / 2), Int32(height / 2))
+        f.pointee.pts = pts
+        f.pointee.quality = frameQuality
+        pts += 1
+        var r = avcodec_send_frame(cc, f)
+        if r < 0 { throw failure("avcodec_send_frame", r) }
+        r = avcodec_receive_packet(cc, p)
+        if r < 0 { throw failure("avcodec_receive_packet", r) }
+        defer { av_packet_unref(p) }
+        let size = Int(p.pointee.size)
+        guard size <= out.count, let dst = out.baseAddress else {
+            throw MediaError(operation: "encode a JPEG", path: nil, code: cff_AVERROR_EINVAL,
+                             reason: "the JPEG takes \(size) bytes but the buffer holds \(out.count)")
+        }
+        memcpy(dst, p.pointee.data, size)
+        return size
+    }
+
+    private func failure(_ call: String, _ code: Int32) -> MediaError {
+        var buffer = [CChar](repeating: 0, count: Int(cff_AV_ERROR_MAX_STRING_SIZE))
+        _ = cff_err2str(code, &buffer, buffer.count)
+        return MediaError(operation: "encode a JPEG", path: nil, call: call, code: code, reason: String(cString: buffer))
+    }
+
+    private func release() {
+        if frame != nil { av_frame_free(&frame) }
+        if packet != nil { av_packet_free(&packet) }
+        if codecContext != nil { avcodec_free_context(&codecContext) }
+    }
+}
