@@ -20,7 +20,7 @@ public struct Coord: AsyncParsableCommand {
         abstract: "Record one synchronized multi-camera take across many capture nodes.",
         version: CoordVersion.current,
         subcommands: [Demo.self, StartTake.self, StopTake.self, RigStatusCommand.self, Plan.self, Collect.self, Report.self, ConsoleCommand.self,
-                      Keys.self, Discover.self])
+                      Keys.self, Discover.self, Deliver.self])
 
     /// Parses and runs; every failure is rendered here, once: one sentence on stderr and CONTRACT §1's exit code
     /// (ArgumentParser's usage errors, 64, become 2).
@@ -83,10 +83,13 @@ struct Demo: AsyncParsableCommand {
     @Flag(help: "CURVE on every link, as on a real rig: each node gets its own certificate and serves only this coordinator's key.")
     var secure = false
     @Flag(help: "Log the coordinator's debug output.") var verbose = false
+    @Option(help: "After the take, make these deliverables (coord deliver --to LIST): any of mov, fcpxml, fcp7xml, mhl.")
+    var deliver: String?
 
     func run() async throws {
         bootstrapLogging(verbose)
         let console = Console()
+        let deliverItems = try deliver.map(Deliver.items)
         let address = try parseListen(listen)
         let parts = size.lowercased().split(separator: "x")
         guard parts.count == 2, let width = Int(parts[0]), let height = Int(parts[1]), width > 0, height > 0 else {
@@ -153,6 +156,7 @@ struct Demo: AsyncParsableCommand {
         rig.stop(keepStaging: partial)
         if partial { console.step("the nodes' staging area is kept at \(rig.staging.path)") }
         try finishTake(outcome, console: console)
+        if let deliverItems { try Deliver.deliver(outcome.directory.path, items: deliverItems, codec: .prores) }
     }
 }
 
