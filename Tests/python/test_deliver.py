@@ -18,7 +18,9 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 COORD = os.environ.get("COORD", str(ROOT / ".build/debug/coord"))
-ASCMHL = str(Path(sys.executable).parent / "ascmhl")
+# ascmhl 1.2 moved `ascmhl verify` to its debug tool; `ascmhl diff` (new or missing files) stayed in the main one.
+ASCMHL_VERIFY = [str(Path(sys.executable).parent / "ascmhl-debug"), "verify"]
+ASCMHL_DIFF = [str(Path(sys.executable).parent / "ascmhl"), "diff"]
 
 
 def demo(takes: Path, *args: str) -> tuple[Path, subprocess.CompletedProcess]:
@@ -176,15 +178,16 @@ def test_ascmhl_verify_passes_and_fails_after_one_flipped_byte(take, manifest, t
     for f in manifest["cameras"][0]["files"]:
         assert f">{f['path']}</path>" in generation
     assert ">deliver/" in generation and f">{manifest['take_id']}.fcpxml<" in generation
-    proc = subprocess.run([ASCMHL, "verify", str(take)], capture_output=True, text=True, timeout=120)
-    assert proc.returncode == 0, proc.stdout + proc.stderr
+    for judge in (ASCMHL_VERIFY, ASCMHL_DIFF):
+        proc = subprocess.run([*judge, str(take)], capture_output=True, text=True, timeout=120)
+        assert proc.returncode == 0, proc.stdout + proc.stderr
     bad = tmp_path / "bad"
     shutil.copytree(take, bad)
     victim = bad / manifest["cameras"][0]["files"][0]["path"]
     data = bytearray(victim.read_bytes())
     data[len(data) // 2] ^= 0x01
     victim.write_bytes(bytes(data))
-    proc = subprocess.run([ASCMHL, "verify", str(bad)], capture_output=True, text=True, timeout=120)
+    proc = subprocess.run([*ASCMHL_VERIFY, str(bad)], capture_output=True, text=True, timeout=120)
     assert proc.returncode != 0 and "mismatch" in (proc.stdout + proc.stderr), proc.stdout + proc.stderr
 
 
