@@ -422,6 +422,7 @@ struct StartTake: AsyncParsableCommand {
             }
         }
         try finishTake(outcome, console: console)
+        try Deliver.afterCollection(outcome, spec.take.deliver)
     }
 }
 
@@ -581,6 +582,7 @@ struct Collect: AsyncParsableCommand {
         let report: SyncReport
         (manifest, report) = try await TakeCollection.resume(file.spec, directory: directory, console: console)
         try finishTake(TakeOutcome(directory: directory, manifest: manifest, report: report), console: console)
+        try Deliver.afterCollection(TakeOutcome(directory: directory, manifest: manifest, report: report), file.spec.take.deliver)
     }
 }
 

@@ -37,6 +37,12 @@ struct Deliver: ParsableCommand {
         }
     }
 
+    /// The rig file's `take.deliver`, once a take is collected and complete (`finishTake` has thrown otherwise).
+    static func afterCollection(_ outcome: TakeOutcome, _ items: [String]?) throws {
+        guard let items, !items.isEmpty, outcome.manifest.collection?.state != .pending else { return }
+        try deliver(outcome.directory.path, items: try Self.items(items.joined(separator: ",")), codec: .prores)
+    }
+
     /// Runs a delivery and prints what it made; failures as CoordError (bad input: exit 2, else 1).
     static func deliver(_ takeDirectory: String, items: [DeliverItem], codec: VideoCodecChoice) throws {
         do {

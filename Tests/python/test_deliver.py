@@ -269,3 +269,27 @@ def test_a_killed_deliver_leaves_no_half_written_file_under_its_final_name(take,
     assert done.returncode == 0, done.stderr
     assert not list((fresh / "deliver").glob(".*.part-*"))
     check_movs(fresh, manifest, "prores")
+
+
+def test_a_rig_files_take_deliver_runs_after_collection(tmp_path):
+    from conftest import Node
+    node = Node(tmp_path / "node", extra_args=["--name", "solo", "--synthetic", "cam0", "--synthetic-mic", "mic0"])
+    try:
+        bad = tmp_path / "bad.yaml"
+        bad.write_text(f"version: 1\nnodes:\n  - name: solo\n    endpoint: {node.endpoint}\ntake:\n  deliver: [mov, edl]\n")
+        out = subprocess.run([COORD, "start-take", "--rig", str(bad), "--seconds", "2"], capture_output=True, text=True, timeout=60)
+        assert out.returncode == 2 and "take.deliver" in out.stderr and "edl" in out.stderr, out.stderr
+        rig = tmp_path / "rig.yaml"
+        rig.write_text(f"version: 1\nnodes:\n  - name: solo\n    endpoint: {node.endpoint}\ntake:\n  deliver: [fcp7xml, mhl]\n")
+        takes = tmp_path / "takes"
+        out = subprocess.run([COORD, "start-take", "--rig", str(rig), "--seconds", "2", "--size", "320x240",
+                              "--takes-dir", str(takes)], capture_output=True, text=True, timeout=180)
+        assert out.returncode == 0, out.stdout + out.stderr
+    finally:
+        node.terminate()
+    take = next(d for d in takes.iterdir() if d.is_dir())
+    manifest = json.loads((take / "manifest.json").read_text())
+    assert (take / f"{manifest['take_id']}.xml").is_file()
+    assert not (take / "deliver").exists(), "mov was not asked for"
+    proc = subprocess.run([*ASCMHL_VERIFY, str(take)], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
