@@ -12,7 +12,7 @@ struct Deliver: ParsableCommand {
         mov: deliver/<node>_<camera>.mov (QuickTime with a timecode track, one frame per group; h264 re-wrapped, \
         other codecs encoded per --video-codec) and deliver/<node>_<mic>.wav (Broadcast WAV, bext TimeReference at \
         group 0). fcpxml: <take-id>.fcpxml, a Final Cut Pro multicam clip. fcp7xml: <take-id>.xml for Premiere Pro. \
-        mhl: an ASC MHL history in ascmhl/ (xxh128 of every file; check it with `ascmhl verify TAKE_DIR`). A second \
+        mhl: an ASC MHL history in ascmhl/ (xxh128 of every file; check it with the ASC's `ascmhl-debug verify TAKE_DIR`). A second \
         run skips what is up to date.
         """)
 
