@@ -131,6 +131,24 @@ public struct DeliverPlan: Equatable, Sendable {
                                     startFrameOfDay: tc.frameOfDay, movs: movs, wavs: wavs))
     }
 
+    /// Whether a camera's `frames.csv` (CONTRACT §4: `frame,group,center_us,flags`) has frame i in group i for every
+    /// one of the take's groups, which a `.mov` of one frame per group needs; the sentence naming the first row that
+    /// does not, else nil.
+    public static func framesProblem(_ csv: String, groups: Int64, file: String) -> DeliverProblem? {
+        var rows: Int64 = 0
+        for line in csv.split(whereSeparator: \.isNewline).dropFirst() where !line.isEmpty {
+            let fields = line.split(separator: ",", omittingEmptySubsequences: false)
+            guard fields.count >= 2, let frame = Int64(fields[0]), let group = Int64(fields[1]) else {
+                return DeliverProblem("\(file) has a row that is not frame,group,…: \(line.prefix(64)).")
+            }
+            guard frame == rows, group == rows else {
+                return DeliverProblem("\(file) puts frame \(frame) in group \(group) at row \(rows + 1); coord deliver needs frame i in group i.")
+            }
+            rows += 1
+        }
+        return rows == groups ? nil : DeliverProblem("\(file) lists \(rows) frames but the take has \(groups) groups.")
+    }
+
     /// `a / b` rounded half away from zero (b > 0).
     static func roundedDiv(_ a: Int64, _ b: Int64) -> Int64 {
         a >= 0 ? (a + b / 2) / b : -((-a + b / 2) / b)

@@ -32,6 +32,12 @@ public enum Deliverer {
         for source in plan.movs.map(\.source) + plan.wavs.map(\.source) where !FileManager.default.fileExists(atPath: root + "/" + source) {
             throw DeliverProblem("take \(plan.takeID) is incomplete: \(source) is missing from \(takeDirectory).")
         }
+        // Frame i must be group i (CONTRACT §4): the frames tables say so for every camera that has one.
+        for mov in plan.movs {
+            let csv = mov.source.replacingOccurrences(of: ".mkv", with: ".frames.csv")
+            if let text = try? String(contentsOfFile: root + "/" + csv, encoding: .utf8),
+               let problem = DeliverPlan.framesProblem(text, groups: plan.groups, file: csv) { throw problem }
+        }
         var summary = Summary()
         if items.contains(.mov) { try media(plan, root: root, status: status, summary: &summary) }
         if items.contains(.fcpxml) {

@@ -63,6 +63,14 @@ import Testing
         #expect(throws: DeliverProblem.self) { try DeliverPlan.make(missing, codec: .prores).get() }
     }
 
+    @Test func theFramesTableMustPutFrameIInGroupI() {
+        let header = "frame,group,center_us,flags\n"
+        #expect(DeliverPlan.framesProblem(header + "0,0,10,\n1,1,20,dup\n2,2,30,\n", groups: 3, file: "n/c.frames.csv") == nil)
+        #expect(DeliverPlan.framesProblem(header + "0,0,10,\n1,2,20,\n", groups: 3, file: "n/c.frames.csv") != nil)
+        #expect(DeliverPlan.framesProblem(header + "0,0,10,\n1,1,20,\n", groups: 3, file: "n/c.frames.csv") != nil)
+        #expect(DeliverPlan.framesProblem(header + "x,0,10,\n", groups: 1, file: "n/c.frames.csv") != nil)
+    }
+
     @Test func theRecordSkipsOnlyWhatIsUpToDate() throws {
         let job = try DeliverPlan.make(Self.manifest(), codec: .prores).get().movs[0]
         var record = DeliverRecord()
