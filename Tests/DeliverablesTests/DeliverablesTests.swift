@@ -115,6 +115,17 @@ import Testing
         #expect(tcs == ["14:15:00:01", "14:15:00:01", "14:15:00:01"])
     }
 
+    @Test func aTakeWithoutSoundStillParses() throws {
+        var m = DeliverPlanTests.manifest()
+        m.audio = nil
+        let silent = try DeliverPlan.make(m, codec: .prores).get()
+        let fcpxml = try XMLDocument(xmlString: FCPXMLDocument.xml(silent, takeDirectory: "/t"))
+        #expect(try fcpxml.nodes(forXPath: "//mc-angle").count == 2)
+        #expect(try fcpxml.nodes(forXPath: "//asset-clip[@lane]").isEmpty)
+        let xmeml = try XMLDocument(xmlString: FCP7XMLDocument.xml(silent, takeDirectory: "/t"))
+        #expect(try xmeml.nodes(forXPath: "//media/audio/track").isEmpty)
+    }
+
     @Test func namesAreEscaped() {
         #expect(XMLText.escape("a<b>&\"c'") == "a&lt;b&gt;&amp;&quot;c&apos;")
     }
