@@ -29,6 +29,7 @@ let package = Package(
         .systemLibrary(name: "CALSA", path: "Sources/CALSA", pkgConfig: "alsa", providers: [.apt(["libasound2-dev"])]),
         .systemLibrary(name: "CFFmpeg", path: "Sources/CFFmpeg", pkgConfig: "libavformat libavcodec libavutil",
                        providers: [.apt(["libavformat-dev", "libavcodec-dev", "libavutil-dev"])]),
+        .systemLibrary(name: "CXXHash", path: "Sources/CXXHash", pkgConfig: "libxxhash", providers: [.apt(["libxxhash-dev"])]),
 
         // One Swift funnel per C library.
         .target(name: "ZeroMQ", dependencies: ["CZeroMQ", "Platform"]),
@@ -54,6 +55,10 @@ let package = Package(
 
         // Prometheus exposition for a node or a rig (CONTRACT §7), from NodeMetricsSample values.
         .target(name: "RigMetrics", dependencies: ["CoordCore", .product(name: "Prometheus", package: "swift-prometheus")]),
+
+        // The hand-off to post-production (CONTRACT §10): FCPXML, FCP 7 XML, ASC MHL and the deliver plan (pure), the
+        // QuickTime/BWAV writer (libav) and the xxh128 hasher (libxxhash).
+        .target(name: "Deliverables", dependencies: ["CoordCore", "CFFmpeg", "CXXHash", .product(name: "Crypto", package: "swift-crypto")]),
 
         // I/O shells.
         .target(name: "NodeAgent", dependencies: [
@@ -83,7 +88,7 @@ let package = Package(
         // Thin executables.
         // coord's commands, in a library tests can call.
         .target(name: "CoordCommands", dependencies: [
-            "Coordinator", "CoordCore", "Platform", "TakeReport", "ConsoleServer", "ZeroMQ",
+            "Coordinator", "CoordCore", "Platform", "TakeReport", "ConsoleServer", "ZeroMQ", "Deliverables",
             .product(name: "ArgumentParser", package: "swift-argument-parser"),
             .product(name: "Logging", package: "swift-log"),
             // Ctrl-C and SIGTERM during a take (handleInterrupts).
@@ -110,6 +115,7 @@ let package = Package(
         // coord's argument parsing and error rendering, without a process.
         .testTarget(name: "CoordCommandsTests", dependencies: ["CoordCommands", "Coordinator", "CoordCore",
                                                                 .product(name: "ArgumentParser", package: "swift-argument-parser")]),
+        .testTarget(name: "DeliverablesTests", dependencies: ["Deliverables", "CoordCore"]),
         .testTarget(name: "TakeReportTests", dependencies: ["TakeReport", "CoordCore"]),
         .testTarget(name: "RigMetricsTests", dependencies: ["RigMetrics", "CoordCore"]),
         // The console's gate (CONTRACT §6b): Host, Origin, token and JSON-only decisions.

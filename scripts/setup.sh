@@ -3,7 +3,7 @@
 # iproute2, iptables, iputils-ping and libnetfilter-queue-dev (+ a C compiler and Python headers to build the
 # NetfilterQueue wheel) are for scripts/netlab.py, the network-namespace lab the netlab tests use.
 set -euo pipefail
-packages=(pkg-config libzmq3-dev libprotobuf-c-dev protobuf-c-compiler libv4l-dev libavformat-dev libavcodec-dev libavutil-dev protobuf-compiler ffmpeg python3 python3-venv
+packages=(pkg-config libzmq3-dev libprotobuf-c-dev protobuf-c-compiler libv4l-dev libavformat-dev libavcodec-dev libavutil-dev libxxhash-dev protobuf-compiler ffmpeg python3 python3-venv
           iproute2 iptables iputils-ping libnetfilter-queue-dev build-essential python3-dev
           # headless chromium renders sync-report.html for Tests/python/test_report_page.py's screenshot checks,
           # and chromium-driver lets Selenium drive the live console's page (test_console_page.py)

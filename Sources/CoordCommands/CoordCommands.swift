@@ -20,7 +20,7 @@ public struct Coord: AsyncParsableCommand {
         abstract: "Record one synchronized multi-camera take across many capture nodes.",
         version: CoordVersion.current,
         subcommands: [Demo.self, StartTake.self, StopTake.self, RigStatusCommand.self, Plan.self, Collect.self, Report.self, ConsoleCommand.self,
-                      Keys.self, Discover.self])
+                      Keys.self, Discover.self, Deliver.self])
 
     /// Parses and runs; every failure is rendered here, once: one sentence on stderr and CONTRACT §1's exit code
     /// (ArgumentParser's usage errors, 64, become 2).
@@ -182,6 +182,7 @@ struct StartTake: AsyncParsableCommand {
             }
         }
         try finishTake(outcome, console: console)
+        try Deliver.afterCollection(outcome, spec.take.deliver)
     }
 }
 
@@ -341,5 +342,6 @@ struct Collect: AsyncParsableCommand {
         let report: SyncReport
         (manifest, report) = try await TakeCollection.resume(file.spec, directory: directory, console: console)
         try finishTake(TakeOutcome(directory: directory, manifest: manifest, report: report), console: console)
+        try Deliver.afterCollection(TakeOutcome(directory: directory, manifest: manifest, report: report), file.spec.take.deliver)
     }
 }

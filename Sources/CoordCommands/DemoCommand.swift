@@ -42,10 +42,13 @@ struct Demo: AsyncParsableCommand {
     @Flag(help: "CURVE on every link, as on a real rig: each node gets its own certificate and serves only this coordinator's key.")
     var secure = false
     @Flag(help: "Log the coordinator's debug output.") var verbose = false
+    @Option(help: "After the take, make these deliverables (coord deliver --to LIST): any of mov, fcpxml, fcp7xml, mhl.")
+    var deliver: String?
 
     func run() async throws {
         bootstrapLogging(verbose)
         let console = Console()
+        let deliverItems = try deliver.map(Deliver.items)
         let address = try parseListen(listen)
         let parts = size.lowercased().split(separator: "x")
         guard parts.count == 2, let width = Int(parts[0]), let height = Int(parts[1]), width > 0, height > 0 else {
@@ -112,5 +115,6 @@ struct Demo: AsyncParsableCommand {
         rig.stop(keepStaging: partial)
         if partial { console.step("the nodes' staging area is kept at \(rig.staging.path)") }
         try finishTake(outcome, console: console)
+        if let deliverItems { try Deliver.deliver(outcome.directory.path, items: deliverItems, codec: .prores) }
     }
 }

@@ -6,7 +6,7 @@ import Foundation
 /// `.mkv`. Everything runs at the grid's rate and starts at the group-0 timecode's frame of the day, and every clip
 /// covers groups `0..<groups`: since frame `i` of every file is group `i` (CONTRACT §4), the tracks line up frame for
 /// frame by group. A camera whose `.mkv` was not collected keeps its track with a missing media reference. Then one
-/// audio track per microphone, at its sample rate, from the same instant.
+/// audio track per microphone, its clip over the same groups at the same rate, so every track lines up.
 /// The JSON mirrors what opentimelineio 0.18 writes (`Timeline.1`, `Stack.1`, `Track.1`, `Clip.2`).
 public enum EditorialTimeline {
     /// The `.otio` file's bytes: JSON with sorted keys.
@@ -46,20 +46,22 @@ public enum EditorialTimeline {
                 .merging(["media_references": ["DEFAULT_MEDIA": media], "active_media_reference_key": "DEFAULT_MEDIA"]) { $1 }
             return item("Track.1", name: name).merging(["children": [clip], "kind": "Video"]) { $1 }
         }
-        // One audio track per microphone (CONTRACT §9), at its sample rate, starting at the same instant as the pictures.
+        // One audio track per microphone (CONTRACT §9), ranged like the pictures: at the grid's rate (the FCP 7 XML
+        // adapter writes every range as SMPTE timecode, which has no 48 kHz), over groups 0..<groups. The file's
+        // own span is its first sample's group and its length in whole frames.
         let audioTracks: [[String: Any]] = (manifest.audio ?? []).map { a in
             let name = "\(a.node)/\(a.mic)"
-            let startTime: [String: Any] = ["OTIO_SCHEMA": "RationalTime.1", "rate": Double(a.sampleRate),
-                                            "value": Double(start) * Double(a.sampleRate) / Double(rate)]
-            let span: [String: Any] = ["OTIO_SCHEMA": "TimeRange.1", "start_time": startTime,
-                                       "duration": time(a.frames, rate: a.sampleRate)]
+            let period = max(manifest.framePeriodMicroseconds, 1)
+            let lead = Int64((Double(a.startMicroseconds - manifest.t0Microseconds) / Double(period)).rounded())
+            let span = range(start: start + lead, duration: a.sampleRate > 0 ? a.frames * Int64(rate) / Int64(a.sampleRate) : 0, rate: rate)
             let media: [String: Any] = a.sha256.isEmpty
                 ? ["OTIO_SCHEMA": "MissingReference.1", "metadata": ["coord": ["path": a.path]], "name": "",
                    "available_range": NSNull(), "available_image_bounds": NSNull()]
                 : ["OTIO_SCHEMA": "ExternalReference.1", "metadata": [String: Any](), "name": "",
                    "available_range": span, "available_image_bounds": NSNull(), "target_url": a.path]
-            let clip: [String: Any] = item("Clip.2", name: name, source: span,
-                                           metadata: ["coord": ["node": a.node, "mic": a.mic, "rate_error_ppm": a.rateErrorPPM]])
+            let clip: [String: Any] = item("Clip.2", name: name, source: range(start: start, duration: manifest.groups, rate: rate),
+                                           metadata: ["coord": ["node": a.node, "mic": a.mic, "sample_rate": a.sampleRate,
+                                                                "rate_error_ppm": a.rateErrorPPM]])
                 .merging(["media_references": ["DEFAULT_MEDIA": media], "active_media_reference_key": "DEFAULT_MEDIA"]) { $1 }
             return item("Track.1", name: name).merging(["children": [clip], "kind": "Audio"]) { $1 }
         }

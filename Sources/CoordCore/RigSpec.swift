@@ -127,13 +127,15 @@ public struct RigSpec: Decodable, Equatable, Sendable {
         public var takesDir: String?
         /// `optional` (default): sound never fails a take; `required`: the take is complete only with all its sound.
         public var audio: String?
+        /// What `start-take` and `collect` make after collecting (CONTRACT §10): any of `RigSpec.deliverables`.
+        public var deliver: [String]?
 
         public init(fps: Int? = nil, size: String? = nil, codec: String? = nil, name: String? = nil, takesDir: String? = nil) {
             self.fps = fps; self.size = size; self.codec = codec; self.name = name; self.takesDir = takesDir
         }
 
         public enum CodingKeys: String, CodingKey, CaseIterable {
-            case fps, size, codec, name, audio
+            case fps, size, codec, name, audio, deliver
             case takesDir = "takes_dir"
         }
 
@@ -145,6 +147,7 @@ public struct RigSpec: Decodable, Equatable, Sendable {
             name = try c.decodeIfPresent(String.self, forKey: .name)
             takesDir = try c.decodeIfPresent(String.self, forKey: .takesDir)
             audio = try c.decodeIfPresent(String.self, forKey: .audio)
+            deliver = try c.decodeIfPresent([String].self, forKey: .deliver)
         }
     }
 
@@ -183,6 +186,9 @@ public struct RigSpec: Decodable, Equatable, Sendable {
         "collect": Set(CollectPolicy.CodingKeys.allCases.map(\.rawValue)),
         "security": Set(Security.CodingKeys.allCases.map(\.rawValue)),
     ]
+
+    /// What `take.deliver` may list (`coord deliver --to`).
+    public static let deliverables = ["mov", "fcpxml", "fcp7xml", "mhl"]
 
     /// Codecs a take can be written with.
     public static let codecs = ["mjpeg", "ffv1", "h264"]
@@ -252,6 +258,9 @@ public struct RigSpec: Decodable, Equatable, Sendable {
         }
         if let name = take.name, let problem = TakeID.problem(withName: name) {
             return ("take.name", "take.name: \(problem)")
+        }
+        if let item = take.deliver?.first(where: { !Self.deliverables.contains($0) }) {
+            return ("take.deliver", "take.deliver: \"\(item.prefix(64))\" is not a deliverable (list any of \(Self.deliverables.joined(separator: ", "))).")
         }
         if let dir = take.takesDir, dir.isEmpty {
             return ("take.takes_dir", "take.takes_dir is empty: leave it out to use ./takes.")

@@ -28,6 +28,7 @@ import Testing
 
     static let cases: [Case] = [
         Case(label: "version 2", change: { $0.version = 2 }, field: "version", says: "version 2"),
+        Case(label: "unknown deliverable", change: { $0.take.deliver = ["mov", "edl"] }, field: "take.deliver", says: "\"edl\""),
         Case(label: "no nodes", change: { $0.nodes = [] }, field: "nodes", says: "empty"),
         Case(label: "bad node name", change: { $0.nodes[1].name = "jet son" }, field: "nodes[1].name", says: "\"jet son\""),
         Case(label: "empty node name", change: { $0.nodes[0].name = "" }, field: "nodes[0].name", says: "not allowed"),
@@ -107,7 +108,7 @@ import Testing
         #expect(RigSpec.knownKeys["nodes[].cameras[].controls"] == ["exposure_us", "gain_db", "white_balance_k", "focus"])
         #expect(RigSpec.knownKeys["pressure"] == ["serious", "critical", "slow_record_every", "repeat_seconds", "restore_seconds"])
         #expect(RigSpec.knownKeys["nodes[]"] == ["name", "endpoint", "cameras", "public_key", "cert"])
-        #expect(RigSpec.knownKeys["take"] == ["fps", "size", "codec", "name", "takes_dir", "audio"])
+        #expect(RigSpec.knownKeys["take"] == ["fps", "size", "codec", "name", "takes_dir", "audio", "deliver"])
     }
 }
 

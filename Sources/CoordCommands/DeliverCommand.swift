@@ -1,0 +1,60 @@
+import ArgumentParser
+import Coordinator
+import Deliverables
+import Foundation
+
+/// `coord deliver TAKE_DIR [--to LIST] [--video-codec prores|h264|copy]`: the hand-off to post-production
+/// (CONTRACT §10), from the take directory alone.
+struct Deliver: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "Make a collected take's deliverables for editors and DITs.",
+        discussion: """
+        mov: deliver/<node>_<camera>.mov (QuickTime with a timecode track, one frame per group; h264 re-wrapped, \
+        other codecs encoded per --video-codec) and deliver/<node>_<mic>.wav (Broadcast WAV, bext TimeReference at \
+        group 0). fcpxml: <take-id>.fcpxml, a Final Cut Pro multicam clip. fcp7xml: <take-id>.xml for Premiere Pro. \
+        mhl: an ASC MHL history in ascmhl/ (xxh128 of every file; check it with the ASC's `ascmhl-debug verify TAKE_DIR`). A second \
+        run skips what is up to date.
+        """)
+
+    @Argument(help: "The take directory.") var takeDirectory: String
+    @Option(help: "What to make: any of mov, fcpxml, fcp7xml, mhl, comma-separated.") var to = "mov,fcpxml,fcp7xml,mhl"
+    @Option(help: "Pictures not recorded in h264: prores (ProRes 422 Proxy), h264, or copy (re-wrap as recorded).")
+    var videoCodec = "prores"
+
+    func run() throws {
+        let items = try Self.items(to)
+        guard let codec = VideoCodecChoice(rawValue: videoCodec) else {
+            throw CoordError(.usage, "--video-codec must be prores, h264 or copy (got \(videoCodec)).")
+        }
+        try Self.deliver(takeDirectory, items: items, codec: codec)
+    }
+
+    /// `--to LIST` (also `coord demo --deliver LIST`), or a usage error.
+    static func items(_ list: String) throws -> [DeliverItem] {
+        switch DeliverItem.parse(list) {
+        case .success(let parsed): return parsed
+        case .failure(let problem): throw CoordError(.usage, problem.sentence)
+        }
+    }
+
+    /// The rig file's `take.deliver`, once a take is collected and complete (`finishTake` has thrown otherwise).
+    static func afterCollection(_ outcome: TakeOutcome, _ items: [String]?) throws {
+        guard let items, !items.isEmpty, outcome.manifest.collection?.state != .pending else { return }
+        try deliver(outcome.directory.path, items: try Self.items(items.joined(separator: ",")), codec: .prores)
+    }
+
+    /// Runs a delivery and prints what it made; failures as CoordError (bad input: exit 2, else 1).
+    static func deliver(_ takeDirectory: String, items: [DeliverItem], codec: VideoCodecChoice) throws {
+        do {
+            let summary = try Deliverer.run(takeDirectory: takeDirectory, items: items, codec: codec) { line in
+                FileHandle.standardError.write(Data("coord deliver: \(line)\n".utf8))
+            }
+            for made in summary.made { print("made \(made)") }
+            for same in summary.upToDate { print("up to date \(same)") }
+        } catch let problem as DeliverProblem {
+            throw CoordError(.usage, problem.sentence)
+        } catch let failure as DeliverFailure {
+            throw CoordError(.failure, failure.sentence)
+        }
+    }
+}

@@ -1,0 +1,174 @@
+import CoordCore
+import Foundation
+
+/// What `coord deliver --to LIST` can make (CONTRACT §10).
+public enum DeliverItem: String, CaseIterable, Sendable, Equatable {
+    case mov, fcpxml, fcp7xml, mhl
+
+    /// `mov,fcpxml,…` in the order given, duplicates dropped; or the one sentence naming what is wrong.
+    public static func parse(_ list: String) -> Result<[DeliverItem], DeliverProblem> {
+        var items: [DeliverItem] = []
+        for word in list.split(separator: ",", omittingEmptySubsequences: false).map({ $0.trimmingCharacters(in: .whitespaces) }) {
+            guard let item = DeliverItem(rawValue: word) else {
+                let known = allCases.map(\.rawValue).joined(separator: ", ")
+                return .failure(DeliverProblem("\(word.isEmpty ? "an empty item" : "'\(word)'") is not a deliverable (coord deliver makes \(known))."))
+            }
+            if !items.contains(item) { items.append(item) }
+        }
+        return .success(items)
+    }
+}
+
+/// How a camera's pictures reach its `.mov`.
+public enum VideoCodecChoice: String, CaseIterable, Sendable, Equatable {
+    /// ProRes 422 Proxy (prores_ks, profile 0): what every NLE imports.
+    case prores
+    /// H.264 via libx264: lighter files.
+    case h264
+    /// Re-wrap every camera's packets as recorded, whatever the codec.
+    case copy
+}
+
+/// Bad input to `coord deliver`: one sentence, exit 2.
+public struct DeliverProblem: Error, Equatable, Sendable, CustomStringConvertible {
+    public let sentence: String
+    public init(_ sentence: String) { self.sentence = sentence }
+    public var description: String { sentence }
+}
+
+/// One camera's `.mov`: exactly `groups` frames, frame i from frame i of the `.mkv` (group i, CONTRACT §4).
+public struct MovJob: Equatable, Sendable {
+    public enum Mode: String, Sendable, Equatable { case copy, prores, h264 }
+    public var node: String
+    public var camera: String
+    /// Relative to the take directory.
+    public var source: String
+    public var output: String
+    public var mode: Mode
+    public var frames: Int64
+    public var fps: Int
+    public var timecode: String
+    public var width: Int
+    public var height: Int
+    /// What the output depends on: a change makes it again.
+    public var fingerprint: String
+}
+
+/// One microphone's Broadcast WAV: sample 0 is group 0's instant, `samples` long (the pictures' duration).
+public struct WavJob: Equatable, Sendable {
+    public var node: String
+    public var mic: String
+    public var source: String
+    public var streamIndex: Int
+    public var output: String
+    public var sampleRate: Int
+    public var channels: Int
+    /// Samples of the recording before group 0 to drop (positive), or of silence to put before it (negative).
+    public var skipSamples: Int64
+    public var samples: Int64
+    /// bext TimeReference: group 0's time of day in samples (the timecode's, so it lines up with the `.mov`).
+    public var timeReference: Int64
+    public var fingerprint: String
+}
+
+/// The pure decisions of `coord deliver`: what a take's deliverables are, and which are out of date.
+public struct DeliverPlan: Equatable, Sendable {
+    public static let directory = "deliver"
+    public static let record = "deliver/deliver.json"
+
+    public var takeID: String
+    public var fps: Int
+    public var groups: Int64
+    /// `HH:MM:SS:FF` of group 0.
+    public var timecode: String
+    public var startFrameOfDay: Int64
+    public var movs: [MovJob]
+    public var wavs: [WavJob]
+
+    /// The plan for a complete take, or the sentence why this take cannot be delivered.
+    public static func make(_ manifest: TakeManifest, codec: VideoCodecChoice) -> Result<DeliverPlan, DeliverProblem> {
+        guard manifest.format == TakeManifest.formatV1 else {
+            return .failure(DeliverProblem("the manifest's format is \(manifest.format), not \(TakeManifest.formatV1)."))
+        }
+        let collected = manifest.collection.map { $0.state == .complete } ?? true
+        guard manifest.status == .complete, collected else {
+            let why = collected ? "it is \(manifest.status.rawValue)" : "its collection is \(manifest.collection!.state.rawValue)"
+            return .failure(DeliverProblem("take \(manifest.takeID) is not complete (\(why)); coord deliver needs a complete, collected take."))
+        }
+        guard manifest.groups > 0, !manifest.cameras.isEmpty else {
+            return .failure(DeliverProblem("take \(manifest.takeID) has no frames to deliver."))
+        }
+        let fps = Timecode.fps(framePeriodMicroseconds: manifest.framePeriodMicroseconds)
+        let tc = manifest.timecode.flatMap { Timecode($0, fps: fps) } ?? Timecode(hours: 0, minutes: 0, seconds: 0, frames: 0, fps: fps)!
+        var movs: [MovJob] = []
+        for camera in manifest.cameras {
+            let path = "\(camera.node)/\(camera.camera).mkv"
+            guard let file = camera.files.first(where: { $0.path == path }) else {
+                return .failure(DeliverProblem("take \(manifest.takeID) lacks \(path) in its manifest; coord deliver needs every camera's file."))
+            }
+            let native = camera.codec.lowercased() == "h264"
+            let mode: MovJob.Mode = native || codec == .copy ? .copy : (codec == .h264 ? .h264 : .prores)
+            movs.append(MovJob(node: camera.node, camera: camera.camera, source: path,
+                               output: "\(directory)/\(camera.node)_\(camera.camera).mov", mode: mode, frames: manifest.groups,
+                               fps: fps, timecode: tc.description, width: camera.width, height: camera.height,
+                               fingerprint: "mov/1 \(file.sha256) \(mode.rawValue) \(manifest.groups) \(fps) \(tc)"))
+        }
+        var wavs: [WavJob] = []
+        for a in manifest.audio ?? [] {
+            guard !a.sha256.isEmpty, a.sampleRate > 0, a.channels > 0 else {
+                return .failure(DeliverProblem("take \(manifest.takeID) lacks \(a.path) (microphone \(a.node)/\(a.mic)); coord deliver needs every microphone's file."))
+            }
+            let rate = Int64(a.sampleRate)
+            let skip = roundedDiv((a.startMicroseconds - manifest.t0Microseconds) * -rate, 1_000_000)
+            let samples = roundedDiv(manifest.groups * rate, Int64(fps))
+            wavs.append(WavJob(node: a.node, mic: a.mic, source: a.path, streamIndex: a.streamIndex,
+                               output: "\(directory)/\(a.node)_\(a.mic).wav", sampleRate: a.sampleRate, channels: a.channels,
+                               skipSamples: skip, samples: samples,
+                               timeReference: roundedDiv(tc.frameOfDay * rate, Int64(fps)),
+                               fingerprint: "wav/1 \(a.sha256) \(skip) \(samples) \(tc)"))
+        }
+        return .success(DeliverPlan(takeID: manifest.takeID, fps: fps, groups: manifest.groups, timecode: tc.description,
+                                    startFrameOfDay: tc.frameOfDay, movs: movs, wavs: wavs))
+    }
+
+    /// Whether a camera's `frames.csv` (CONTRACT §4: `frame,group,center_us,flags`) has frame i in group i for every
+    /// one of the take's groups, which a `.mov` of one frame per group needs; the sentence naming the first row that
+    /// does not, else nil.
+    public static func framesProblem(_ csv: String, groups: Int64, file: String) -> DeliverProblem? {
+        var rows: Int64 = 0
+        for line in csv.split(whereSeparator: \.isNewline).dropFirst() where !line.isEmpty {
+            let fields = line.split(separator: ",", omittingEmptySubsequences: false)
+            guard fields.count >= 2, let frame = Int64(fields[0]), let group = Int64(fields[1]) else {
+                return DeliverProblem("\(file) has a row that is not frame,group,…: \(line.prefix(64)).")
+            }
+            guard frame == rows, group == rows else {
+                return DeliverProblem("\(file) puts frame \(frame) in group \(group) at row \(rows + 1); coord deliver needs frame i in group i.")
+            }
+            rows += 1
+        }
+        return rows == groups ? nil : DeliverProblem("\(file) lists \(rows) frames but the take has \(groups) groups.")
+    }
+
+    /// `a / b` rounded half away from zero (b > 0).
+    static func roundedDiv(_ a: Int64, _ b: Int64) -> Int64 {
+        a >= 0 ? (a + b / 2) / b : -((-a + b / 2) / b)
+    }
+}
+
+/// `deliver/deliver.json`: what each deliverable was made from, so a second run skips what is up to date.
+public struct DeliverRecord: Codable, Equatable, Sendable {
+    public struct Entry: Codable, Equatable, Sendable {
+        public var fingerprint: String
+        public var bytes: UInt64
+        public init(fingerprint: String, bytes: UInt64) { self.fingerprint = fingerprint; self.bytes = bytes }
+    }
+    public var format = "coord.deliver/1"
+    public var outputs: [String: Entry] = [:]
+    public init() {}
+
+    /// Whether `output` was made from `fingerprint` and is still the `bytes` it was then (nil: the file is missing).
+    public func isUpToDate(_ output: String, fingerprint: String, bytes: UInt64?) -> Bool {
+        guard let entry = outputs[output], let bytes else { return false }
+        return entry.fingerprint == fingerprint && entry.bytes == bytes
+    }
+}

@@ -1,0 +1,176 @@
+import CoordCore
+import Foundation
+#if canImport(FoundationXML)
+import FoundationXML
+#endif
+import Testing
+@testable import Deliverables
+
+@Suite struct DeliverPlanTests {
+    static func camera(_ node: String, _ name: String, codec: String = "mjpeg") -> TakeManifest.Camera {
+        .init(node: node, camera: name, ordinal: 0, width: 640, height: 480, fps: 15, codec: codec, frames: 30, dropped: 0,
+              clock: .init(offsetMicroseconds: 0, driftPPM: 0, uncertaintyMicroseconds: 1),
+              files: [.init(path: "\(node)/\(name).mkv", bytes: 1_000, sha256: String(repeating: "ab", count: 32))])
+    }
+
+    static func manifest(cameras: [TakeManifest.Camera] = [camera("n1", "cam0"), camera("n2", "cam0", codec: "h264")],
+                         micStartOffset: Int64 = 0) -> TakeManifest {
+        var m = TakeManifest(takeID: "20260312-141500-s-0a1b2c", name: "s", status: .complete, t0Microseconds: 1_000_000_000,
+                             framePeriodMicroseconds: 66_667, groups: 30, startWallclock: "2026-03-12T14:15:00.123456Z",
+                             cameras: cameras, events: [])
+        m.timecode = "14:15:00:01"
+        var mic = TakeManifest.Audio(node: "n1", mic: "mic0", sampleRate: 48_000, channels: 1,
+                                     startMicroseconds: 1_000_000_000 + micStartOffset, frames: 96_000,
+                                     avOffsetMicroseconds: .init(p50: 0, p99: 0), rateErrorPPM: 0)
+        mic.sha256 = String(repeating: "cd", count: 32)
+        m.audio = [mic]
+        return m
+    }
+
+    @Test func itemsParseInOrderWithoutDuplicates() throws {
+        #expect(try DeliverItem.parse("mhl,mov,mhl").get() == [.mhl, .mov])
+        #expect(throws: DeliverProblem.self) { try DeliverItem.parse("mov,edl").get() }
+        #expect(throws: DeliverProblem.self) { try DeliverItem.parse("").get() }
+    }
+
+    @Test func h264IsRewrappedAndOtherCodecsEncoded() throws {
+        let plan = try DeliverPlan.make(Self.manifest(), codec: .prores).get()
+        #expect(plan.movs.map(\.mode) == [.prores, .copy])
+        #expect(plan.movs.map(\.output) == ["deliver/n1_cam0.mov", "deliver/n2_cam0.mov"])
+        #expect(plan.movs.allSatisfy { $0.frames == 30 && $0.fps == 15 && $0.timecode == "14:15:00:01" })
+        #expect(try DeliverPlan.make(Self.manifest(), codec: .h264).get().movs.map(\.mode) == [.h264, .copy])
+        #expect(try DeliverPlan.make(Self.manifest(), codec: .copy).get().movs.map(\.mode) == [.copy, .copy])
+    }
+
+    @Test func theWavSpansThePicturesFromGroupZero() throws {
+        let wav = try #require(try DeliverPlan.make(Self.manifest(), codec: .prores).get().wavs.first)
+        #expect(wav.output == "deliver/n1_mic0.wav")
+        #expect(wav.samples == 30 * 48_000 / 15)
+        #expect(wav.skipSamples == 0)
+        // 14:15:00 and one frame at 15 fps, in samples.
+        #expect(wav.timeReference == (14 * 3600 + 15 * 60) * 48_000 + 48_000 / 15)
+        // Sound starting 10 ms after group 0 gets 480 samples of silence before it; 10 ms before, loses 480.
+        #expect(try DeliverPlan.make(Self.manifest(micStartOffset: 10_000), codec: .prores).get().wavs[0].skipSamples == -480)
+        #expect(try DeliverPlan.make(Self.manifest(micStartOffset: -10_000), codec: .prores).get().wavs[0].skipSamples == 480)
+    }
+
+    @Test func anIncompleteTakeIsRefusedInOneSentence() {
+        var m = Self.manifest()
+        m.status = .partial
+        #expect(throws: DeliverProblem.self) { try DeliverPlan.make(m, codec: .prores).get() }
+        var missing = Self.manifest()
+        missing.cameras[0].files = []
+        #expect(throws: DeliverProblem.self) { try DeliverPlan.make(missing, codec: .prores).get() }
+    }
+
+    @Test func theFramesTableMustPutFrameIInGroupI() {
+        let header = "frame,group,center_us,flags\n"
+        #expect(DeliverPlan.framesProblem(header + "0,0,10,\n1,1,20,dup\n2,2,30,\n", groups: 3, file: "n/c.frames.csv") == nil)
+        #expect(DeliverPlan.framesProblem(header + "0,0,10,\n1,2,20,\n", groups: 3, file: "n/c.frames.csv") != nil)
+        #expect(DeliverPlan.framesProblem(header + "0,0,10,\n1,1,20,\n", groups: 3, file: "n/c.frames.csv") != nil)
+        #expect(DeliverPlan.framesProblem(header + "x,0,10,\n", groups: 1, file: "n/c.frames.csv") != nil)
+    }
+
+    @Test func theRecordSkipsOnlyWhatIsUpToDate() throws {
+        let job = try DeliverPlan.make(Self.manifest(), codec: .prores).get().movs[0]
+        var record = DeliverRecord()
+        record.outputs[job.output] = .init(fingerprint: job.fingerprint, bytes: 10)
+        #expect(record.isUpToDate(job.output, fingerprint: job.fingerprint, bytes: 10))
+        #expect(!record.isUpToDate(job.output, fingerprint: job.fingerprint, bytes: 9))
+        #expect(!record.isUpToDate(job.output, fingerprint: job.fingerprint, bytes: nil))
+        let h264 = try DeliverPlan.make(Self.manifest(), codec: .h264).get().movs[0]
+        #expect(!record.isUpToDate(job.output, fingerprint: h264.fingerprint, bytes: 10))
+    }
+}
+
+@Suite struct EditorXMLTests {
+    let plan = try! DeliverPlan.make(DeliverPlanTests.manifest(), codec: .prores).get()
+
+    func count(_ needle: String, in text: String) -> Int { text.components(separatedBy: needle).count - 1 }
+
+    @Test func fcpxmlHoldsOneMulticamWithAnAnglePerCameraAndAnMcClip() throws {
+        let x = FCPXMLDocument.xml(plan, takeDirectory: "/takes/a b")
+        #expect(x.contains("<fcpxml version=\"1.9\">"))
+        #expect(count("<multicam ", in: x) == 1)
+        #expect(count("<mc-angle ", in: x) == 2)
+        #expect(count("<mc-clip ", in: x) == 1)
+        let start = "\((14 * 3600 + 15 * 60) * 15 + 1)/15s"
+        #expect(x.contains("tcStart=\"\(start)\""))
+        #expect(x.contains("duration=\"30/15s\""))
+        #expect(x.contains("src=\"file:///takes/a%20b/deliver/n1_cam0.mov\""))
+        #expect(x.contains("src=\"file:///takes/a%20b/deliver/n1_mic0.wav\""))
+        let document = try XMLDocument(xmlString: x)
+        #expect(try document.nodes(forXPath: "//mc-angle/asset-clip[@start='\(start)']").count == 2)
+    }
+
+    @Test func fcp7XMLHasATrackPerCameraAndMicEveryClipAtZero() throws {
+        let x = FCP7XMLDocument.xml(plan, takeDirectory: "/takes/t")
+        let document = try XMLDocument(xmlString: x)
+        #expect(try document.nodes(forXPath: "//sequence").count == 1)
+        #expect(try document.nodes(forXPath: "//media/video/track").count == 2)
+        #expect(try document.nodes(forXPath: "//media/audio/track").count == 1)
+        let starts = try document.nodes(forXPath: "//clipitem/start").map { $0.stringValue }
+        #expect(starts == ["0", "0", "0"])
+        let tcs = try document.nodes(forXPath: "//file/timecode/string").map { $0.stringValue }
+        #expect(tcs == ["14:15:00:01", "14:15:00:01", "14:15:00:01"])
+    }
+
+    @Test func aTakeWithoutSoundStillParses() throws {
+        var m = DeliverPlanTests.manifest()
+        m.audio = nil
+        let silent = try DeliverPlan.make(m, codec: .prores).get()
+        let fcpxml = try XMLDocument(xmlString: FCPXMLDocument.xml(silent, takeDirectory: "/t"))
+        #expect(try fcpxml.nodes(forXPath: "//mc-angle").count == 2)
+        #expect(try fcpxml.nodes(forXPath: "//asset-clip[@lane]").isEmpty)
+        let xmeml = try XMLDocument(xmlString: FCP7XMLDocument.xml(silent, takeDirectory: "/t"))
+        #expect(try xmeml.nodes(forXPath: "//media/audio/track").isEmpty)
+    }
+
+    @Test func namesAreEscaped() {
+        #expect(XMLText.escape("a<b>&\"c'") == "a&lt;b&gt;&amp;&quot;c&apos;")
+    }
+}
+
+@Suite struct ASCMHLTests {
+    let when = Date(timeIntervalSince1970: 1_790_000_000)
+
+    @Test func c4MatchesTheReferenceIDs() {
+        // The C4 ID of no bytes (SMPTE ST 2114's example).
+        #expect(ASCMHL.c4(Data()) == "c459dsjfscH38cYeXXYogktxf4Cd9ibshE3BHUo6a58hBXmRQdZrAkZzsWcbWtDg5oQstpDuni4Hirj75GEmTc1sFT")
+        #expect(ASCMHL.c4(Data("foo".utf8)).count == 90)
+    }
+
+    @Test func aGenerationReadsBack() {
+        let entries = [ASCMHL.Entry(path: "n1/a&b.mkv", size: 12, modified: when, xxh128: String(repeating: "0f", count: 16), action: .original)]
+        let xml = ASCMHL.generation(entries, created: when, hostname: "h", tool: "coord", version: "1")
+        let known = ASCMHL.parse(xml)
+        #expect(known["n1/a&b.mkv"] == ASCMHL.Known(size: 12, modified: ASCMHL.date(when), xxh128: String(repeating: "0f", count: 16)))
+        #expect(ASCMHL.generationFile(1, folderName: "take", created: when) == "0001_take_2026-09-21_141320Z.mhl")
+        #expect(ASCMHL.generationNumber("0012_take_x.mhl") == 12)
+        #expect(ASCMHL.generationNumber("ascmhl_chain.xml") == nil)
+        let chain = ASCMHL.chain([.init(file: "0001_take_x.mhl", c4: "c4abc")])
+        #expect(ASCMHL.parseChain(chain) == [.init(file: "0001_take_x.mhl", c4: "c4abc")])
+    }
+
+    @Test func aGenerationIsDueOnlyWhenTheFilesChanged() {
+        let files = ["a": ASCMHL.OnDisk(size: 1, modified: when)]
+        let known = ["a": ASCMHL.Known(size: 1, modified: ASCMHL.date(when), xxh128: "00")]
+        #expect(ASCMHL.isUpToDate(files, known: known))
+        #expect(!ASCMHL.isUpToDate(files.merging(["b": .init(size: 2, modified: when)]) { $1 }, known: known))
+        #expect(!ASCMHL.isUpToDate(["a": .init(size: 2, modified: when)], known: known))
+        #expect(!ASCMHL.isUpToDate(files, known: [:]))
+    }
+
+    @Test func aChangedFileIsRefusedAndANewOneIsOriginal() throws {
+        let files = ["a": ASCMHL.OnDisk(size: 1, modified: when), "b": .init(size: 1, modified: when)]
+        let known = ["a": ASCMHL.Known(size: 1, modified: ASCMHL.date(when), xxh128: "00")]
+        let entries = try ASCMHL.entries(files, hashes: ["a": "00", "b": "11"], known: known).get()
+        #expect(entries.map(\.action) == [.verified, .original])
+        #expect(throws: DeliverFailure.self) { try ASCMHL.entries(files, hashes: ["a": "01", "b": "11"], known: known).get() }
+    }
+
+    @Test func xxh128IsTheCanonicalDigest() {
+        // xxhsum -H2 of "hello\n" (also what ascmhl create wrote for it).
+        #expect(XXH128.bytes(Data("hello\n".utf8)) == "6bba86c7e069f56d5a10b435f1c8e49c")
+    }
+}

@@ -1,0 +1,295 @@
+"""`coord deliver` (CONTRACT §10) on a short `coord demo` take, judged by tools that are not coord's: ffprobe for the
+QuickTime files, the Broadcast WAV chunks read by hand, xml.etree for FCPXML and FCP 7 XML, the ASC's own `ascmhl verify`,
+and the official OpenTimelineIO FCP 7 XML and FCPXML adapters for the `.otio`."""
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import struct
+import subprocess
+import sys
+import time
+import xml.etree.ElementTree as ET
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+COORD = os.environ.get("COORD", str(ROOT / ".build/debug/coord"))
+# ascmhl 1.2 moved `ascmhl verify` to its debug tool; `ascmhl diff` (new or missing files) stayed in the main one.
+ASCMHL_VERIFY = [str(Path(sys.executable).parent / "ascmhl-debug"), "verify"]
+ASCMHL_DIFF = [str(Path(sys.executable).parent / "ascmhl"), "diff"]
+
+
+def demo(takes: Path, *args: str) -> tuple[Path, subprocess.CompletedProcess]:
+    proc = subprocess.run([COORD, "demo", "--takes-dir", str(takes), "--seconds", "2", *args],
+                          capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    dirs = [d for d in takes.iterdir() if d.is_dir()]
+    assert len(dirs) == 1, dirs
+    return dirs[0], proc
+
+
+def deliver(take: Path, *args: str, timeout: float = 300) -> subprocess.CompletedProcess:
+    return subprocess.run([COORD, "deliver", str(take), *args], capture_output=True, text=True, timeout=timeout)
+
+
+@pytest.fixture(scope="module")
+def take(tmp_path_factory) -> Path:
+    """A 2-camera 2-second demo take (one microphone per node), delivered with everything by `coord demo --deliver`."""
+    take, proc = demo(tmp_path_factory.mktemp("deliver") / "takes", "--nodes", "2", "--deliver", "mov,fcpxml,fcp7xml,mhl")
+    # Progress on stderr: a rate and an ETA.
+    assert "MB/s" in proc.stderr and "ETA" in proc.stderr, proc.stderr
+    return take
+
+
+@pytest.fixture(scope="module")
+def manifest(take) -> dict:
+    return json.loads((take / "manifest.json").read_text())
+
+
+def fps_of(manifest: dict) -> int:
+    return round(1_000_000 / manifest["frame_period_us"])
+
+
+def frame_of_day(timecode: str, fps: int) -> int:
+    h, m, s, f = map(int, timecode.split(":"))
+    return ((h * 60 + m) * 60 + s) * fps + f
+
+
+def probe(path: Path) -> dict:
+    out = subprocess.run(["ffprobe", "-v", "error", "-count_packets", "-show_streams", "-show_format", "-of", "json", str(path)],
+                         capture_output=True, text=True, timeout=60, check=True).stdout
+    return json.loads(out)
+
+
+def copy_take(take: Path, dest: Path) -> Path:
+    """The recorded take without what deliver made."""
+    shutil.copytree(take, dest, ignore=shutil.ignore_patterns("deliver", "ascmhl", "*.fcpxml", "*.xml"))
+    return dest
+
+
+def check_movs(take: Path, manifest: dict, codec: str) -> None:
+    for cam in manifest["cameras"]:
+        info = probe(take / "deliver" / f"{cam['node']}_{cam['camera']}.mov")
+        assert "mov" in info["format"]["format_name"], info["format"]
+        video = [s for s in info["streams"] if s["codec_type"] == "video"]
+        tmcd = [s for s in info["streams"] if s.get("codec_tag_string") == "tmcd"]
+        assert len(video) == 1 and video[0]["codec_name"] == codec, video
+        assert int(video[0]["nb_read_packets"]) == manifest["groups"], video[0]
+        assert int(video[0]["nb_frames"]) == manifest["groups"], video[0]
+        assert video[0]["r_frame_rate"] == f"{fps_of(manifest)}/1"
+        assert len(tmcd) == 1, info["streams"]
+        assert tmcd[0].get("tags", {}).get("timecode") == manifest["timecode"], tmcd[0]
+
+
+def test_every_camera_gets_a_quicktime_with_timecode_and_one_frame_per_group(take, manifest):
+    check_movs(take, manifest, "prores")
+    for cam in manifest["cameras"]:
+        info = probe(take / "deliver" / f"{cam['node']}_{cam['camera']}.mov")
+        video = next(s for s in info["streams"] if s["codec_type"] == "video")
+        assert video["profile"] == "Proxy" and video["codec_tag_string"] == "apco", video
+        assert (video["width"], video["height"]) == (cam["width"], cam["height"])
+
+
+def wav_chunks(path: Path) -> dict[str, bytes]:
+    data = path.read_bytes()
+    assert data[:4] == b"RIFF" and data[8:12] == b"WAVE", data[:12]
+    chunks, i = {}, 12
+    while i + 8 <= len(data):
+        tag, size = data[i:i + 4].decode("latin-1"), struct.unpack("<I", data[i + 4:i + 8])[0]
+        chunks[tag] = data[i + 8:i + 8 + size]
+        i += 8 + size + (size & 1)
+    return chunks
+
+
+def test_every_microphone_gets_a_broadcast_wav_sample_exact_against_the_pictures(take, manifest):
+    fps = fps_of(manifest)
+    assert manifest["audio"], "the demo take has no sound"
+    for a in manifest["audio"]:
+        chunks = wav_chunks(take / "deliver" / f"{a['node']}_{a['mic']}.wav")
+        assert "bext" in chunks and "fmt " in chunks and "data" in chunks, list(chunks)
+        channels, rate, bits = struct.unpack("<H", chunks["fmt "][2:4])[0], struct.unpack("<I", chunks["fmt "][4:8])[0], \
+            struct.unpack("<H", chunks["fmt "][14:16])[0]
+        assert (channels, rate, bits) == (a["channels"], a["sample_rate"], 16)
+        # bext: Description 256, Originator 32, OriginatorReference 32, date 10, time 8, then TimeReference (64 bits).
+        low, high = struct.unpack("<II", chunks["bext"][338:346])
+        assert (high << 32 | low) == frame_of_day(manifest["timecode"], fps) * rate // fps
+        samples = len(chunks["data"]) // (2 * channels)
+        assert samples * fps == manifest["groups"] * rate, (samples, manifest["groups"])
+        # ffprobe agrees on the duration of pictures and sound.
+        assert abs(float(probe(take / "deliver" / f"{a['node']}_{a['mic']}.wav")["format"]["duration"])
+                   - manifest["groups"] / fps) < 1 / rate
+
+
+def rational_seconds(text: str) -> float:
+    assert text.endswith("s"), text
+    num, _, den = text[:-1].partition("/")
+    return int(num) / int(den or 1)
+
+
+def test_fcpxml_holds_one_multicam_angle_per_camera_and_an_mc_clip(take, manifest):
+    root = ET.parse(take / f"{manifest['take_id']}.fcpxml").getroot()
+    assert root.tag == "fcpxml" and tuple(map(int, root.get("version").split("."))) >= (1, 9)
+    multicams = root.findall(".//media/multicam")
+    assert len(multicams) == 1
+    media_id = root.find(".//media").get("id")
+    angles = multicams[0].findall("mc-angle")
+    assert len(angles) == len(manifest["cameras"])
+    tc = frame_of_day(manifest["timecode"], fps_of(manifest)) / fps_of(manifest)
+    assert rational_seconds(multicams[0].get("tcStart")) == pytest.approx(tc)
+    assets = {a.get("id"): a for a in root.findall(".//resources/asset")}
+    for angle, cam in zip(angles, manifest["cameras"]):
+        clip = angle.find("asset-clip")
+        assert rational_seconds(clip.get("start")) == pytest.approx(tc)
+        assert rational_seconds(clip.get("offset")) == pytest.approx(tc)
+        src = assets[clip.get("ref")].find("media-rep").get("src")
+        assert src.startswith("file://") and src.endswith(f"/deliver/{cam['node']}_{cam['camera']}.mov"), src
+    # The microphones are the multicam's sound.
+    mics = [assets[c.get("ref")] for c in multicams[0].iter("asset-clip") if assets[c.get("ref")].get("hasAudio") == "1"]
+    assert len(mics) == len(manifest["audio"])
+    clips = root.findall(".//project/sequence/spine/mc-clip")
+    assert len(clips) == 1 and clips[0].get("ref") == media_id
+    assert rational_seconds(clips[0].get("duration")) == pytest.approx(manifest["groups"] / fps_of(manifest))
+
+
+def test_fcp7_xml_has_a_track_per_camera_and_mic_every_clip_at_zero(take, manifest):
+    root = ET.parse(take / f"{manifest['take_id']}.xml").getroot()
+    assert root.tag == "xmeml"
+    sequences = root.findall("sequence")
+    assert len(sequences) == 1
+    video = sequences[0].findall("media/video/track")
+    audio = sequences[0].findall("media/audio/track")
+    assert len(video) == len(manifest["cameras"]) and len(audio) == len(manifest["audio"])
+    for track in video + audio:
+        clip = track.find("clipitem")
+        assert clip.findtext("start") == "0" and clip.findtext("in") == "0"
+        assert int(clip.findtext("end")) == manifest["groups"]
+        assert clip.findtext("file/timecode/string") == manifest["timecode"]
+        assert Path(clip.findtext("file/pathurl").removeprefix("file://")).parent.name == "deliver"
+
+
+def test_ascmhl_verify_passes_and_fails_after_one_flipped_byte(take, manifest, tmp_path):
+    chain = (take / "ascmhl" / "ascmhl_chain.xml").read_text()
+    assert chain.count("<hashlist ") == 1
+    generation = next((take / "ascmhl").glob("0001_*.mhl")).read_text()
+    for f in manifest["cameras"][0]["files"]:
+        assert f">{f['path']}</path>" in generation
+    assert ">deliver/" in generation and f">{manifest['take_id']}.fcpxml<" in generation
+    for judge in (ASCMHL_VERIFY, ASCMHL_DIFF):
+        proc = subprocess.run([*judge, str(take)], capture_output=True, text=True, timeout=120)
+        assert proc.returncode == 0, proc.stdout + proc.stderr
+    bad = tmp_path / "bad"
+    shutil.copytree(take, bad)
+    victim = bad / manifest["cameras"][0]["files"][0]["path"]
+    data = bytearray(victim.read_bytes())
+    data[len(data) // 2] ^= 0x01
+    victim.write_bytes(bytes(data))
+    proc = subprocess.run([*ASCMHL_VERIFY, str(bad)], capture_output=True, text=True, timeout=120)
+    assert proc.returncode != 0 and "mismatch" in (proc.stdout + proc.stderr), proc.stdout + proc.stderr
+
+
+def test_a_second_run_makes_nothing(take, manifest):
+    before = {p: p.stat().st_mtime_ns for p in take.rglob("*") if p.is_file()}
+    proc = deliver(take)
+    assert proc.returncode == 0, proc.stderr
+    assert "made" not in proc.stdout and "up to date" in proc.stdout, proc.stdout
+    assert {p: p.stat().st_mtime_ns for p in take.rglob("*") if p.is_file()} == before
+
+
+def test_the_otio_goes_through_both_official_adapters_aligned(take, manifest, tmp_path):
+    import opentimelineio as otio
+    timeline = otio.adapters.read_from_file(str(take / f"{manifest['take_id']}.otio"))
+    start = frame_of_day(manifest["timecode"], fps_of(manifest))
+    for adapter, ext in [("fcp_xml", "xml"), ("fcpx_xml", "fcpxml")]:
+        out = tmp_path / f"take.{ext}"
+        otio.adapters.write_to_file(timeline, str(out), adapter_name=adapter)
+        back = otio.adapters.read_from_file(str(out), adapter_name=adapter)
+        clips = [c for t in back.tracks for c in t.find_clips()]
+        assert len(clips) == len(manifest["cameras"]) + len(manifest["audio"]), adapter
+        for c in clips:
+            assert c.range_in_parent().start_time.to_frames() == 0, (adapter, c.name)
+            assert c.source_range.start_time.to_frames() == start, (adapter, c.name)
+            assert c.source_range.duration.to_frames() == manifest["groups"], (adapter, c.name)
+
+
+def test_bad_input_is_one_sentence_and_exit_2(take, tmp_path):
+    for args in ([str(tmp_path)], [str(take), "--to", "mov,edl"], [str(take), "--video-codec", "vp9"]):
+        proc = subprocess.run([COORD, "deliver", *args], capture_output=True, text=True, timeout=60)
+        assert proc.returncode == 2, (args, proc.stderr)
+        assert len(proc.stderr.strip().splitlines()) == 1, proc.stderr
+    partial = copy_take(take, tmp_path / "partial")
+    m = json.loads((partial / "manifest.json").read_text())
+    m["status"] = "partial"
+    (partial / "manifest.json").write_text(json.dumps(m))
+    proc = deliver(partial)
+    assert proc.returncode == 2 and "not complete" in proc.stderr, proc.stderr
+    gone = copy_take(take, tmp_path / "gone")
+    (gone / m["cameras"][0]["files"][0]["path"]).unlink()
+    proc = deliver(gone)
+    assert proc.returncode == 2 and "missing" in proc.stderr, proc.stderr
+
+
+def test_h264_is_rewrapped_and_video_codec_h264_encodes(take, manifest, tmp_path):
+    h264, _ = demo(tmp_path / "h264", "--nodes", "1", "--codec", "h264", "--no-audio", "--seconds", "1")
+    proc = deliver(h264, "--to", "mov")
+    assert proc.returncode == 0, proc.stderr
+    m = json.loads((h264 / "manifest.json").read_text())
+    check_movs(h264, m, "h264")
+    # Re-wrapped: the packets are the recorded ones, byte for byte.
+    cam = m["cameras"][0]
+    def packet_sizes(p: Path) -> list[str]:
+        return subprocess.run(["ffprobe", "-v", "error", "-select_streams", "v:0", "-show_entries", "packet=size", "-of", "csv=p=0",
+                               str(p)], capture_output=True, text=True, check=True).stdout.split()
+    assert packet_sizes(h264 / "deliver" / f"{cam['node']}_{cam['camera']}.mov") == packet_sizes(h264 / cam["node"] / f"{cam['camera']}.mkv")
+    light = copy_take(take, tmp_path / "light")
+    proc = deliver(light, "--to", "mov", "--video-codec", "h264")
+    assert proc.returncode == 0, proc.stderr
+    check_movs(light, manifest, "h264")
+
+
+def test_a_killed_deliver_leaves_no_half_written_file_under_its_final_name(take, manifest, tmp_path):
+    fresh = copy_take(take, tmp_path / "killed")
+    proc = subprocess.Popen([COORD, "deliver", str(fresh), "--to", "mov"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    parts: list[Path] = []
+    deadline = time.monotonic() + 120
+    while proc.poll() is None and not parts and time.monotonic() < deadline:
+        parts = list((fresh / "deliver").glob(".*.part-*")) if (fresh / "deliver").is_dir() else []
+    proc.send_signal(signal.SIGKILL)
+    proc.wait(timeout=30)
+    assert parts, "coord deliver finished before a temporary file was seen"
+    for cam in manifest["cameras"]:
+        final = fresh / "deliver" / f"{cam['node']}_{cam['camera']}.mov"
+        if final.exists():
+            assert int(next(s for s in probe(final)["streams"] if s["codec_type"] == "video")["nb_read_packets"]) == manifest["groups"]
+    # The next run cleans up and finishes the job.
+    done = deliver(fresh, "--to", "mov")
+    assert done.returncode == 0, done.stderr
+    assert not list((fresh / "deliver").glob(".*.part-*"))
+    check_movs(fresh, manifest, "prores")
+
+
+def test_a_rig_files_take_deliver_runs_after_collection(tmp_path):
+    from conftest import Node
+    node = Node(tmp_path / "node", extra_args=["--name", "solo", "--synthetic", "cam0", "--synthetic-mic", "mic0"])
+    try:
+        bad = tmp_path / "bad.yaml"
+        bad.write_text(f"version: 1\nnodes:\n  - name: solo\n    endpoint: {node.endpoint}\ntake:\n  deliver: [mov, edl]\n")
+        out = subprocess.run([COORD, "start-take", "--rig", str(bad), "--seconds", "2"], capture_output=True, text=True, timeout=60)
+        assert out.returncode == 2 and "take.deliver" in out.stderr and "edl" in out.stderr, out.stderr
+        rig = tmp_path / "rig.yaml"
+        rig.write_text(f"version: 1\nnodes:\n  - name: solo\n    endpoint: {node.endpoint}\ntake:\n  deliver: [fcp7xml, mhl]\n")
+        takes = tmp_path / "takes"
+        out = subprocess.run([COORD, "start-take", "--rig", str(rig), "--seconds", "2", "--size", "320x240",
+                              "--takes-dir", str(takes)], capture_output=True, text=True, timeout=180)
+        assert out.returncode == 0, out.stdout + out.stderr
+    finally:
+        node.terminate()
+    take = next(d for d in takes.iterdir() if d.is_dir())
+    manifest = json.loads((take / "manifest.json").read_text())
+    assert (take / f"{manifest['take_id']}.xml").is_file()
+    assert not (take / "deliver").exists(), "mov was not asked for"
+    proc = subprocess.run([*ASCMHL_VERIFY, str(take)], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
