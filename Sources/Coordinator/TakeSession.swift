@@ -101,6 +101,9 @@ public final class TakeSession: @unchecked Sendable {
         var span: (groupZero: Int64, stop: Int64)?
     }
     private let shared = Mutex(Shared())
+    /// The take's phases as they begin (recording, collecting), for the live console; ends when `run` returns.
+    public let phases: AsyncStream<TakePhase>
+    private let phaseSink: AsyncStream<TakePhase>.Continuation
     private var responder = PressureResponder(policy: PressurePolicy(), cameras: [])
     private var budgetSummary: TakeManifest.BudgetSummary?
     /// How many of each node's own events are already in the take's events.
@@ -118,6 +121,7 @@ public final class TakeSession: @unchecked Sendable {
         self.request = request
         self.console = console
         self.logger = logger
+        (phases, phaseSink) = AsyncStream.makeStream(of: TakePhase.self)
     }
 
     struct NodePlan {
@@ -129,6 +133,7 @@ public final class TakeSession: @unchecked Sendable {
     }
 
     public func run() async throws -> TakeOutcome {
+        defer { phaseSink.finish() }
         if let problem = request.problem() { throw CoordError(.usage, problem) }
         try Self.requireWritable(request.takesDirectory)
         defer { links.forEach { $0.close() } }
@@ -461,7 +466,10 @@ public final class TakeSession: @unchecked Sendable {
     /// The take directory once recording has ended and collection is under way (nil before).
     public func collectingTake() -> URL? { shared.withLock { $0.collecting } }
 
-    private func setCollecting(_ directory: URL) { shared.withLock { $0.collecting = directory } }
+    private func setCollecting(_ directory: URL) {
+        shared.withLock { $0.collecting = directory }
+        phaseSink.yield(.collecting)
+    }
 
     /// Whether the cameras are recording now, and the take's id once its directory exists (for the live console).
     public var isRecording: Bool { shared.withLock { $0.isRecording } }
@@ -471,7 +479,10 @@ public final class TakeSession: @unchecked Sendable {
         shared.withLock { $0.span }.map { Double(max(0, min(now, $0.stop) - $0.groupZero)) / 1e6 }
     }
 
-    private func setRecording(_ value: Bool) { shared.withLock { $0.isRecording = value } }
+    private func setRecording(_ value: Bool) {
+        let takeID = shared.withLock { $0.isRecording = value; return $0.takeID }
+        if value { phaseSink.yield(.recording(takeID: takeID ?? "")) }
+    }
 
     private func takeStopRequest() -> Bool {
         shared.withLock { shared in
