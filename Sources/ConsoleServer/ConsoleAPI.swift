@@ -19,9 +19,10 @@ struct ConsoleAPI: APIProtocol {
     }
 
     func setControls(_ input: Operations.SetControls.Input) async throws -> Operations.SetControls.Output {
-        guard case .json(let body) = input.body else { preconditionFailure("the document gives this call only a JSON body") }
+        let controls: CameraControls
+        switch input.body { case .json(let body): controls = CameraControls(body) }
         do throws(LiveRig.Refusal) {
-            let applied = try await rig.setControls(node: input.path.node, camera: input.path.camera, CameraControls(body))
+            let applied = try await rig.setControls(node: input.path.node, camera: input.path.camera, controls)
             return .ok(.init(body: .json(.init(applied))))
         } catch {
             let sentence = Components.Schemas._Error(error: error.sentence)
@@ -34,8 +35,8 @@ struct ConsoleAPI: APIProtocol {
     }
 
     func setControlsEverywhere(_ input: Operations.SetControlsEverywhere.Input) async throws -> Operations.SetControlsEverywhere.Output {
-        guard case .json(let body) = input.body else { preconditionFailure("the document gives this call only a JSON body") }
-        let controls = CameraControls(body)
+        let controls: CameraControls
+        switch input.body { case .json(let body): controls = CameraControls(body) }
         if let problem = LiveRig.basicProblem(controls, camera: "(every camera)") {
             return .unprocessableContent(.init(body: .json(.init(error: problem))))
         }
