@@ -21,6 +21,9 @@ let package = Package(
         .package(url: "https://github.com/hummingbird-project/hummingbird", exact: "2.28.1"),
         .package(url: "https://github.com/hummingbird-project/hummingbird-websocket", exact: "2.8.1"),
         .package(url: "https://github.com/swift-server/swift-prometheus", exact: "2.4.1"),
+        // The console's API types, generated from Sources/ConsoleServer/openapi.yaml (scripts/openapi-generate.sh).
+        .package(url: "https://github.com/apple/swift-openapi-runtime", exact: "1.13.4"),
+        .package(url: "https://github.com/hummingbird-project/swift-openapi-hummingbird", exact: "2.1.0"),
     ],
     targets: [
         // C libraries, each behind a shim.h for what Swift cannot import (function-like macros, variadics).
@@ -83,7 +86,9 @@ let package = Package(
             // --tls-cert/--tls-key (swift-nio-ssl).
             .product(name: "HummingbirdTLS", package: "hummingbird"),
             .product(name: "Logging", package: "swift-log"),
-        ]),
+            .product(name: "OpenAPIRuntime", package: "swift-openapi-runtime"),
+            .product(name: "OpenAPIHummingbird", package: "swift-openapi-hummingbird"),
+        ], exclude: ["openapi.yaml", "openapi-generator-config.yaml"]),
 
         // Thin executables.
         // coord's commands, in a library tests can call.
@@ -119,7 +124,9 @@ let package = Package(
         .testTarget(name: "TakeReportTests", dependencies: ["TakeReport", "CoordCore"]),
         .testTarget(name: "RigMetricsTests", dependencies: ["RigMetrics", "CoordCore"]),
         // The console's gate (CONTRACT §6b): Host, Origin, token and JSON-only decisions.
-        .testTarget(name: "ConsoleServerTests", dependencies: ["ConsoleServer"]),
+        .testTarget(name: "ConsoleServerTests", dependencies: [
+            "ConsoleServer", "Coordinator", "CoordCore", .product(name: "HummingbirdTesting", package: "hummingbird"),
+        ]),
         // V4L2: the camera tests drive V4L2Camera through the scripted driver.
         .testTarget(name: "MediaTests", dependencies: ["Media", "V4L2", "V4L2Simulator", "CoordCore"]),
         .testTarget(name: "ZeroMQTests", dependencies: ["ZeroMQ", "CoordWire", "Platform"]),

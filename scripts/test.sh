@@ -6,6 +6,7 @@ cd "$(dirname "${BASH_SOURCE[0]}")/.."
 echo "== generated protobuf code is up to date"
 scripts/generate-protos.sh --check
 scripts/generate-c-client.sh --check
+scripts/openapi-generate.sh --check
 echo "== swift build"
 swift build --build-tests
 # Every demo and test node uses one calibration of this machine, measured once before anything else runs:

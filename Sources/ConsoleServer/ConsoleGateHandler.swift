@@ -101,7 +101,7 @@ final class ConsoleGateHandler: ChannelInboundHandler, RemovableChannelHandler {
     private func answer(_ context: ChannelHandlerContext, _ request: HTTPRequestHead, status: Int, headers extra: [(String, String)], body sentence: String?) {
         refused = true
         var buffer = context.channel.allocator.buffer(capacity: 128)
-        if let sentence { buffer.writeString(ConsoleServer.errorJSON(sentence)) }
+        if let sentence { buffer.writeBytes(ConsoleBodies.errorJSON(sentence)) }
         var headers = HTTPHeaders(extra)
         if sentence != nil { headers.add(name: "Content-Type", value: "application/json") }
         headers.add(name: "Content-Length", value: "\(buffer.readableBytes)")

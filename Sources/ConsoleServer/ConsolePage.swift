@@ -1,7 +1,14 @@
+import CoordCore
+import Coordinator
+
 /// The operator's console page: one self-contained document (inline CSS and JavaScript, nothing from the network).
 /// It follows the rig over the WebSocket at /ws and acts through the JSON API (docs/console-api.md). Every text
-/// from the server goes in through textContent, never as markup.
+/// from the server goes in through textContent, never as markup. Its lists of take states and control names are
+/// the Swift enums' (LiveRig.TakeState, CameraControls.Name), so the page cannot drift from the API.
 enum ConsolePage {
+    /// A JavaScript array of strings.
+    static func list(_ names: [String]) -> String { "[" + names.map { "\"\($0)\"" }.joined(separator: ", ") + "]" }
+
     static let html = #"""
 <!DOCTYPE html>
 <html lang="en">
@@ -126,7 +133,9 @@ enum ConsolePage {
 "use strict";
 const $ = (id) => document.getElementById(id);
 const state = { rig: null, hero: null, layout: "grid", take: null, tiles: new Map() };
-const CONTROL_KEYS = ["exposure_us", "gain_db", "white_balance_k", "focus"];
+const CONTROL_KEYS = \#(list(CameraControls.Name.allCases.map(\.rawValue)));
+// A take in one of these states is running: no other can start.
+const RUNNING_TAKE = \#(list(LiveRig.TakeState.allCases.filter(\.isRunning).map(\.rawValue)));
 
 function el(tag, text, cls) {
   const e = document.createElement(tag);
@@ -268,7 +277,7 @@ function describeControls(c) {
 // ---- takes ----
 function showTake(take) {
   state.take = take;
-  const running = take && ["starting", "recording", "stopping", "collecting"].includes(take.state);
+  const running = take && RUNNING_TAKE.includes(take.state);
   $("take-start").disabled = !!running;
   $("take-stop").disabled = !(take && take.state === "recording");
   if (!take) { $("take-state").textContent = "no take running"; return; }

@@ -82,6 +82,15 @@ public final class NodeLink: @unchecked Sendable {
 
     /// Sends one request and waits for its reply. An `Error` reply throws a `CoordError` naming the node.
     public func request(_ body: Envelope.OneOf_Body, timeout: Double, what: String) async throws -> (Envelope, receivedAt: Int64) {
+        do {
+            return try await ask(body, timeout: timeout, what: what)
+        } catch let refusal as NodeRefusal {
+            throw refusal.coordError
+        }
+    }
+
+    /// As `request`, but an `Error` reply throws a `NodeRefusal` that keeps the node's error code.
+    public func ask(_ body: Envelope.OneOf_Body, timeout: Double, what: String) async throws -> (Envelope, receivedAt: Int64) {
         let (envelope, received) = try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<(Envelope, receivedAt: Int64), Error>) in
             lock.lock()
             if closing {
@@ -97,7 +106,7 @@ public final class NodeLink: @unchecked Sendable {
             wake.signal()
         }
         if case .error(let e) = envelope.body {
-            throw CoordError(.failure, "node \(name) refused \(what): \(e.message)", node: name)
+            throw NodeRefusal(node: name, what: what, failure: NodeFailure(NodeFailure.Code(wire: e.code), e.message))
         }
         return (envelope, received)
     }
@@ -224,4 +233,16 @@ extension ZMQSocket.Curve {
     init(_ keys: LinkKeys) {
         self = .client(serverKey: keys.serverKey, publicKey: keys.client.publicKey, secretKey: keys.client.secretKey)
     }
+}
+
+/// A node's `Error` reply to a request: its code (what kind of no) and its sentence.
+public struct NodeRefusal: Error, Sendable, CustomStringConvertible {
+    public let node: String
+    /// What was asked, e.g. "the controls".
+    public let what: String
+    public let failure: NodeFailure
+
+    /// The operator's sentence, as a `CoordError` naming the node.
+    public var coordError: CoordError { CoordError(.failure, "node \(node) refused \(what): \(failure.message)", node: node) }
+    public var description: String { coordError.message }
 }

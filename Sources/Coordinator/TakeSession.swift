@@ -101,6 +101,9 @@ public final class TakeSession: Sendable {
         var span: (groupZero: Int64, stop: Int64)?
     }
     let shared = Mutex(Shared())
+    /// The take's phases as they begin (recording, collecting), for the live console; ends when `run` returns.
+    public let phases: AsyncStream<TakePhase>
+    private let phaseSink: AsyncStream<TakePhase>.Continuation
 
     /// `names`: each endpoint's node name in the rig file, so sentences name the node before its handshake.
     /// `keys`: each endpoint's CURVE keys (none: links in the clear).
@@ -112,9 +115,11 @@ public final class TakeSession: Sendable {
         self.request = request
         self.console = console
         self.logger = logger
+        (phases, phaseSink) = AsyncStream.makeStream(of: TakePhase.self)
     }
 
     public func run() async throws -> TakeOutcome {
+        defer { phaseSink.finish() }
         if let problem = request.problem() { throw CoordError(.usage, problem) }
         try Self.requireWritable(request.takesDirectory)
         let links = try endpoints.map { try NodeLink(endpoint: $0, name: names[$0], context: context, keys: keys[$0]) }
@@ -172,7 +177,10 @@ public final class TakeSession: Sendable {
     /// The take directory once recording has ended and collection is under way (nil before).
     public func collectingTake() -> URL? { shared.withLock { $0.collecting } }
 
-    func setCollecting(_ directory: URL) { shared.withLock { $0.collecting = directory } }
+    func setCollecting(_ directory: URL) {
+        shared.withLock { $0.collecting = directory }
+        phaseSink.yield(.collecting)
+    }
 
     /// Whether the cameras are recording now, and the take's id once its directory exists (for the live console).
     public var isRecording: Bool { shared.withLock { $0.isRecording } }
@@ -182,7 +190,10 @@ public final class TakeSession: Sendable {
         shared.withLock { $0.span }.map { Double(max(0, min(now, $0.stop) - $0.groupZero)) / 1e6 }
     }
 
-    func setRecording(_ value: Bool) { shared.withLock { $0.isRecording = value } }
+    func setRecording(_ value: Bool) {
+        let takeID = shared.withLock { $0.isRecording = value; return $0.takeID }
+        if value { phaseSink.yield(.recording(takeID: takeID ?? "")) }
+    }
 
     func takeStopRequest() -> Bool {
         shared.withLock { shared in

@@ -1,0 +1,79 @@
+import CoordCore
+import Coordinator
+import OpenAPIRuntime
+
+/// The console's JSON API (the operations of openapi.yaml tagged `api`) over a live rig. Bodies arrive decoded and
+/// within 64 KiB (ConsoleBodies); what a handler cannot carry out is answered with its status and one sentence.
+struct ConsoleAPI: APIProtocol {
+    let rig: LiveRig
+
+    func rig(_ input: Operations.Rig.Input) async throws -> Operations.Rig.Output {
+        .ok(.init(body: .json(.init(rig.rig))))
+    }
+
+    func multiview(_ input: Operations.Multiview.Input) async throws -> Operations.Multiview.Output {
+        guard let set = rig.multiview else {
+            return .notFound(.init(body: .json(.init(error: "no complete frame-matched set yet: every camera must deliver a tile of one group."))))
+        }
+        return .ok(.init(body: .json(.init(set))))
+    }
+
+    func setControls(_ input: Operations.SetControls.Input) async throws -> Operations.SetControls.Output {
+        let controls: CameraControls
+        switch input.body { case .json(let body): controls = CameraControls(body) }
+        do throws(LiveRig.Refusal) {
+            let applied = try await rig.setControls(node: input.path.node, camera: input.path.camera, controls)
+            return .ok(.init(body: .json(.init(applied))))
+        } catch {
+            let sentence = Components.Schemas._Error(error: error.sentence)
+            switch error.kind {
+            case .conflict: return .conflict(.init(body: .json(sentence)))
+            case .invalid: return .unprocessableContent(.init(body: .json(sentence)))
+            case .notFound: return .notFound(.init(body: .json(sentence)))
+            }
+        }
+    }
+
+    func setControlsEverywhere(_ input: Operations.SetControlsEverywhere.Input) async throws -> Operations.SetControlsEverywhere.Output {
+        let controls: CameraControls
+        switch input.body { case .json(let body): controls = CameraControls(body) }
+        if let problem = LiveRig.basicProblem(controls, camera: "(every camera)") {
+            return .unprocessableContent(.init(body: .json(.init(error: problem))))
+        }
+        let (applied, refused) = await rig.setControlsEverywhere(controls)
+        guard refused.isEmpty else {
+            // Applied where it could be; the answer names each camera that refused.
+            return .unprocessableContent(.init(body: .json(.init(error: refused.joined(separator: " ")))))
+        }
+        return .ok(.init(body: .json(.init(cameras: applied.map(Components.Schemas.CameraControls.init), refused: refused))))
+    }
+
+    func takes(_ input: Operations.Takes.Input) async throws -> Operations.Takes.Output {
+        .ok(.init(body: .json(.init(current: rig.take.map { .init(value1: .init($0)) }, takes: rig.takes.map(Components.Schemas.TakeEntry.init)))))
+    }
+
+    func startTake(_ input: Operations.StartTake.Input) async throws -> Operations.StartTake.Output {
+        var request: Components.Schemas.TakeRequest?
+        if case .json(let body) = input.body { request = body }
+        if let name = request?.name, let problem = RigName.problem(with: name, kind: "take name") {
+            return .unprocessableContent(.init(body: .json(.init(error: problem))))
+        }
+        do throws(LiveRig.Refusal) {
+            return .accepted(.init(body: .json(.init(try rig.startTake(name: request?.name, seconds: request?.seconds)))))
+        } catch {
+            let sentence = Components.Schemas._Error(error: error.sentence)
+            switch error.kind {
+            case .conflict: return .conflict(.init(body: .json(sentence)))
+            case .invalid, .notFound: return .unprocessableContent(.init(body: .json(sentence)))
+            }
+        }
+    }
+
+    func stopTake(_ input: Operations.StopTake.Input) async throws -> Operations.StopTake.Output {
+        do throws(LiveRig.Refusal) {
+            return .accepted(.init(body: .json(.init(try rig.stopTake()))))
+        } catch {
+            return .conflict(.init(body: .json(.init(error: error.sentence))))
+        }
+    }
+}

@@ -1,0 +1,111 @@
+import CoordCore
+import Coordinator
+import Foundation
+import Hummingbird
+import NIOCore
+import RigMetrics
+import ServiceLifecycle
+import Synchronization
+#if canImport(Glibc)
+import Glibc
+#endif
+
+extension ConsoleServer {
+    /// What is not JSON, served as it is (openapi.yaml describes these too, tag `files`): the page, this API's
+    /// document, metrics, the controls as YAML, preview tiles and take files.
+    static func routes(_ router: Router<BasicRequestContext>, rig: LiveRig) {
+        router.get("/") { _, _ in
+            Response(status: .ok, headers: [.contentType: "text/html; charset=utf-8", .cacheControl: "no-store"],
+                     body: .init(byteBuffer: ByteBuffer(string: ConsolePage.html)))
+        }
+        router.get("/openapi.json") { _, _ in
+            Response(status: .ok, headers: [.contentType: "application/json"], body: .init(byteBuffer: ByteBuffer(string: OpenAPIDocument.json)))
+        }
+        // The rig's metrics, the node's names and labels from each node's status (CONTRACT §7).
+        let book = MetricsBook()
+        router.get("/metrics") { _, _ in
+            Response(status: .ok, headers: [.contentType: "text/plain; version=0.0.4; charset=utf-8"],
+                     body: .init(byteBuffer: ByteBuffer(string: book.exposition(rig.metricsSamples))))
+        }
+        router.get("/api/rig/controls.yaml") { _, _ in
+            Response(status: .ok, headers: [.contentType: "application/yaml; charset=utf-8",
+                                             .contentDisposition: "attachment; filename=\"controls.yaml\""],
+                     body: .init(byteBuffer: ByteBuffer(string: rig.controlsYAML)))
+        }
+        router.get("/preview/:node/:camera/:file") { _, context in
+            let node = context.parameters.get("node") ?? "", camera = context.parameters.get("camera") ?? ""
+            let file = context.parameters.get("file") ?? ""
+            guard file.hasSuffix(".jpg"), let group = Int64(file.dropLast(4)) else { return failure(.notFound, "a tile is named GROUP.jpg.") }
+            guard let jpeg = rig.image(node: node, camera: camera, group: group) else {
+                return failure(.notFound, "no tile of \(node)/\(camera) for group \(group) (tiles are kept for the last \(LiveRig.keptImagesPerCamera) groups).")
+            }
+            return Response(status: .ok, headers: [.contentType: "image/jpeg", .cacheControl: "max-age=60"],
+                            body: .init(byteBuffer: ByteBuffer(bytes: jpeg)))
+        }
+        // Every file of a take directory, node folders included (CONTRACT §6b), streamed from disk: a camera file
+        // may be gigabytes.
+        let files = FileIO()
+        router.get("/takes/:take/**") { _, context in
+            let take = context.parameters.get("take") ?? ""
+            let parts = context.parameters.getCatchAll().map(String.init)
+            // Only names of CONTRACT §4's pattern, one per folder level: nothing can lead outside the take directory
+            // (and the coordinator's own temporary folder, whose name is outside the pattern, is never served).
+            guard RigName.isValid(take), (1...4).contains(parts.count), parts.allSatisfy(RigName.isValid) else {
+                return failure(.notFound, "no such take file.")
+            }
+            let relative = parts.joined(separator: "/")
+            let path = rig.template.takesDirectory.appendingPathComponent(take).appendingPathComponent(relative).path
+            var info = stat()
+            guard lstat(path, &info) == 0, (info.st_mode & S_IFMT) == S_IFREG else {
+                return failure(.notFound, "take \(take) has no file \(relative).")
+            }
+            let body = try await files.loadFile(path: path, context: context)
+            return Response(status: .ok, headers: [.contentType: takeFileType(relative)], body: body)
+        }
+    }
+
+    static func failure(_ status: HTTPResponse.Status, _ sentence: String) -> Response {
+        Response(status: status, headers: [.contentType: "application/json"],
+                 body: .init(byteBuffer: ByteBuffer(bytes: ConsoleBodies.errorJSON(sentence))))
+    }
+}
+
+/// The Content-Type of a take's file, by its extension.
+func takeFileType(_ path: String) -> String {
+    switch (path as NSString).pathExtension.lowercased() {
+    case "html": "text/html; charset=utf-8"
+    case "json", "otio": "application/json"
+    case "csv": "text/csv; charset=utf-8"
+    case "xml", "fcpxml", "mhl": "application/xml"
+    case "mkv": "video/x-matroska"
+    case "mka": "audio/x-matroska"
+    case "mov": "video/quicktime"
+    case "wav": "audio/wav"
+    default: "application/octet-stream"
+    }
+}
+
+/// True for the first caller only.
+final class Once: Sendable {
+    private let done = Mutex(false)
+    func first() -> Bool { done.withLock { done in defer { done = true }; return !done } }
+}
+
+/// The live rig as a service of the console's group: runs until the group shuts down.
+struct LiveRigService: Service {
+    let rig: LiveRig
+    func run() async throws {
+        let task = Task { await rig.run() }
+        // Cancelled too when another service of the group fails (the server cannot listen): else the group waits
+        // for ever and Ctrl-C is ignored.
+        await withTaskCancellationHandler {
+            await withGracefulShutdownHandler {
+                await task.value
+            } onGracefulShutdown: {
+                task.cancel()
+            }
+        } onCancel: {
+            task.cancel()
+        }
+    }
+}

@@ -1,0 +1,121 @@
+import CoordCore
+import CoordWire
+import Foundation
+import Logging
+import Platform
+import Synchronization
+import ZeroMQ
+
+// Camera controls from the console.
+extension LiveRig {
+    // MARK: Controls
+
+    /// Sets one camera's controls on its node (at once if the camera is open, else when it opens); the values the
+    /// node applied. An unknown camera is `.notFound`; a control it lacks or a value out of range `.invalid`,
+    /// with the node's sentence naming camera, control and range.
+    public func setControls(node: String, camera: String, _ controls: CameraControls) async throws(Refusal) -> CameraControlsView {
+        guard let target = state.withLock({ $0.nodes.first { $0.name == node } }),
+              target.cameras.contains(where: { $0.camera == camera }) else {
+            throw Refusal(.notFound, "the rig has no camera \(node)/\(camera).")
+        }
+        guard let link = target.link, target.view.reachable else { throw Refusal(.conflict, "node \(node) is unreachable: \(target.view.message ?? "no answer").") }
+        if let problem = Self.basicProblem(controls, camera: "\(node)/\(camera)") { throw Refusal(.invalid, problem) }
+        var m = Coord_V1_SetControls()
+        m.camera = camera
+        m.controls = controls.wire
+        let applied: CameraControls
+        do {
+            let (reply, _) = try await link.ask(.setControls(m), timeout: 3, what: "the controls")
+            guard case .controlsApplied(let r) = reply.body else { throw Refusal(.conflict, "node \(node) answered the controls with something else.") }
+            do throws(FieldFault) { applied = try NodeReply.controlsApplied(r, from: "node \(node)") } catch { throw Refusal(.conflict, error.sentence) }
+        } catch let refusal as Refusal {
+            throw refusal
+        } catch let refusal as NodeRefusal {
+            throw Refusal(Self.kind(of: refusal.failure.code), refusal.description)
+        } catch {
+            // No answer, or the link closed: the node cannot take controls now.
+            throw Refusal(.conflict, "\(error)")
+        }
+        state.withLock { s in
+            if let i = s.nodes.firstIndex(where: { $0.name == node }) { s.nodes[i].controls[camera] = applied }
+        }
+        event("controls", node: node, camera: camera, "camera \(node)/\(camera): \(Self.describe(applied))")
+        let rig = self.rig
+        state.withLock { $0.lastRig = rig }
+        broadcast(.rig(rig))
+        return CameraControlsView(node: node, camera: camera, controls: applied)
+    }
+
+    /// "Apply to all": the same controls on every camera of the rig, in parallel. The cameras that took them, and
+    /// one sentence for each that did not.
+    public func setControlsEverywhere(_ controls: CameraControls) async -> (applied: [CameraControlsView], refused: [String]) {
+        let cameras = state.withLock { $0.nodes.flatMap { n in n.cameras.map { (n.name, $0.camera) } } }
+        return await withTaskGroup(of: Result<CameraControlsView, Refusal>.self) { group in
+            for (node, camera) in cameras {
+                group.addTask {
+                    do throws(Refusal) { return .success(try await self.setControls(node: node, camera: camera, controls)) } catch { return .failure(error) }
+                }
+            }
+            var applied: [CameraControlsView] = [], refused: [String] = []
+            for await result in group {
+                switch result {
+                case .success(let v): applied.append(v)
+                case .failure(let r): refused.append(r.sentence)
+                }
+            }
+            return (applied.sorted { ($0.node, $0.camera) < ($1.node, $1.camera) }, refused.sorted())
+        }
+    }
+
+    /// The controls set here, as the `nodes:` part of a rig file (each camera's `controls:`), to paste into the
+    /// rig file so every take starts with them.
+    public var controlsYAML: String {
+        let nodes = state.withLock { $0.nodes }
+        var lines = ["# Camera controls from coord console, \(ISO8601DateFormatter().string(from: Date())).",
+                     "# Paste each camera's controls into the rig file's nodes[].cameras[] entries.", "nodes:"]
+        for node in nodes where !node.cameras.isEmpty {
+            lines.append("  - name: \(node.name)")
+            lines.append("    endpoint: \(node.spec.endpoint)")
+            lines.append("    cameras:")
+            for camera in node.cameras {
+                lines.append("      - name: \(camera.camera)")
+                let c = node.controls[camera.camera] ?? CameraControls()
+                var parts: [String] = []
+                if let v = c.exposureMicroseconds { parts.append("exposure_us: \(v)") }
+                if let v = c.gainDecibels { parts.append("gain_db: \(v)") }
+                if let v = c.whiteBalanceKelvin { parts.append("white_balance_k: \(v)") }
+                if let v = c.focus { parts.append("focus: \(v)") }
+                if !parts.isEmpty { lines.append("        controls: {\(parts.joined(separator: ", "))}") }
+            }
+        }
+        return lines.joined(separator: "\n") + "\n"
+    }
+
+    /// The console's answer to a node's refusal of the controls: a camera the node does not have is not found, a
+    /// request out of turn a conflict, and anything else (a control the camera lacks, a value out of its range, a
+    /// device that failed to apply it) a request it cannot carry out.
+    static func kind(of code: NodeFailure.Code) -> Refusal.Kind {
+        switch code {
+        case .notFound: .notFound
+        case .badState: .conflict
+        case .malformed, .unknownMessage, .versionMismatch, .tooLarge, .badConfig, .io, .internal: .invalid
+        }
+    }
+
+    /// What no camera can take (the node checks each camera's own ranges).
+    public static func basicProblem(_ c: CameraControls, camera: String) -> String? {
+        if c.isEmpty { return "no control given for camera \(camera): set any of exposure_us, gain_db, white_balance_k, focus." }
+        if let e = c.exposureMicroseconds, e <= 0 { return "camera \(camera): exposure_us \(e) must be positive." }
+        for v in [c.gainDecibels, c.focus].compactMap({ $0 }) where !v.isFinite { return "camera \(camera): \(v) is not a number a control can take." }
+        return nil
+    }
+
+    static func describe(_ c: CameraControls) -> String {
+        var parts: [String] = []
+        if let v = c.exposureMicroseconds { parts.append("exposure \(v) µs") }
+        if let v = c.gainDecibels { parts.append("gain \(v)") }
+        if let v = c.whiteBalanceKelvin { parts.append("white balance \(v) K") }
+        if let v = c.focus { parts.append("focus \(v)") }
+        return parts.joined(separator: ", ")
+    }
+}

@@ -1,0 +1,199 @@
+import CoordCore
+import CoordWire
+import Foundation
+import Logging
+import Platform
+import Synchronization
+import ZeroMQ
+
+// Reaching the nodes, their status, clocks and idle preview, and the tiles they send.
+extension LiveRig {
+    /// Handshake with nodes not reached yet; status from every node reached.
+    func refreshNodes() async {
+        let nodes = state.withLock { $0.nodes }
+        await withTaskGroup(of: Void.self) { group in
+            for (index, node) in nodes.enumerated() {
+                group.addTask { await self.refresh(index, node) }
+            }
+        }
+    }
+
+    private func refresh(_ index: Int, _ node: Node) async {
+        var node = node
+        do {
+            if node.link == nil {
+                let link = try NodeLink(endpoint: node.spec.endpoint, name: node.spec.name, context: context, keys: spec.linkKeys(for: node.spec))
+                node.link = link
+                state.withLock { $0.nodes[index].link = link }
+            }
+            let link = node.link!
+            if node.cameras.isEmpty {
+                var hello = Coord_V1_Hello()
+                hello.coordinator = ProcessInfo.processInfo.hostName
+                let (reply, _) = try await link.request(.hello(hello), timeout: 2, what: "the handshake")
+                guard case .helloReply(let wire) = reply.body else { throw CoordError(.failure, "node \(node.name) answered the handshake with something else.") }
+                let r: Coord_V1_HelloReply
+                do throws(FieldFault) { r = try NodeReply.hello(wire, from: "node \(node.name)") } catch { throw CoordError(error, node: node.name) }
+                let settings = cameraSettings(node.spec, reply: r)
+                let endpoint = PreviewReceiver.endpoint(published: r.previewEndpoint, control: node.spec.endpoint)
+                if let endpoint { receiver.connect(endpoint, keys: spec.linkKeys(for: node.spec)) }
+                state.withLock { s in
+                    s.nodes[index].cameras = settings
+                    s.nodes[index].previewSubscribed = endpoint != nil
+                    // Ordinals run through the rig in its order, as a take's do (the stripe carries them).
+                    var ordinal = 0
+                    for n in s.nodes.indices {
+                        for c in s.nodes[n].cameras.indices { s.nodes[n].cameras[c].ordinal = ordinal; ordinal += 1 }
+                    }
+                    let keys = s.nodes.flatMap { n in n.cameras.map { CameraKey(node: n.name, camera: $0.camera) } }
+                    s.assembler.reset(cameras: keys, patienceGroups: 3 * preview.groupStride(framePeriodMicroseconds: previewGrid.periodMicroseconds))
+                }
+                node.cameras = settings
+                event("node-reached", node: node.name, "node \(node.name) reached at \(node.spec.endpoint): \(settings.count) camera(s)\(endpoint == nil ? ", no preview" : "")")
+            }
+            let (reply, _) = try await link.request(.statusRequest(Coord_V1_StatusRequest()), timeout: 1, what: "status")
+            guard case .status(let wire) = reply.body else { return }
+            let status: NodeStatus
+            do throws(FieldFault) { status = try NodeReply.status(wire, from: "node \(node.name)") } catch { throw CoordError(error, node: node.name) }
+            let uncertainty = state.withLock { $0.tracker }?.estimate(node.name)?.uncertaintyMicroseconds
+            state.withLock { s in
+                let wasReachable = s.nodes[index].view.reachable
+                s.nodes[index].view = NodeView(
+                    name: node.name, reachable: true, state: NodeState(status.state),
+                    pressure: status.pressure ?? .nominal, clockUncertaintyUs: uncertainty.map { ($0 * 10).rounded() / 10 },
+                    takeId: status.takeID.isEmpty ? nil : status.takeID,
+                    message: !status.detail.isEmpty ? status.detail : (status.pressure ?? .nominal) > .nominal && !status.pressureCause.isEmpty ? status.pressureCause : nil)
+                s.nodes[index].view.mics = status.mics.map { MicView(mic: $0.mic, levelDbfs: ($0.levelDBFS * 10).rounded() / 10,
+                                                                     error: $0.error.isEmpty ? nil : $0.error) }
+                for c in status.cameras {
+                    s.nodes[index].cameraProgress[c.camera, default: (0, nil)].drops = c.dropped
+                }
+                var metrics = NodeMetricsSample(node: node.name)
+                metrics.recording = status.state == .recording
+                metrics.pressure = status.pressure
+                metrics.clockUncertaintyMicroseconds = uncertainty
+                metrics.cameras = status.cameras.map {
+                    .init(camera: $0.camera, takeID: status.takeID, frames: UInt64(max(0, $0.frames)),
+                          dups: UInt64(max(0, $0.dropped)), bytesWritten: $0.bytesWritten,
+                          phaseErrorMicroseconds: s.nodes[index].cameraProgress[$0.camera]?.phase.map(Double.init))
+                }
+                s.nodes[index].metrics = metrics
+                if !wasReachable { s.nodes[index].view.message = nil }
+            }
+        } catch {
+            let sentence = "\(error)"
+            let changed = state.withLock { s -> Bool in
+                let was = s.nodes[index].view.reachable || s.nodes[index].view.message == "not reached yet"
+                s.nodes[index].view.reachable = false
+                s.nodes[index].view.state = .unreachable
+                s.nodes[index].view.message = sentence
+                return was
+            }
+            if changed { event("node-unreachable", node: node.name, sentence) }
+        }
+    }
+
+    /// The cameras a node previews: the rig file's list for it (or every camera it has), at the take's size and rate.
+    private func cameraSettings(_ node: RigSpec.Node, reply: Coord_V1_HelloReply) -> [CameraSettings] {
+        let names = node.cameras?.map(\.name) ?? reply.cameras.map(\.name)
+        return names.enumerated().map { index, name in
+            let camera = node.cameras?.first { $0.name == name }
+            let size = camera?.size.flatMap(RigSpec.parseSize) ?? (template.width, template.height)
+            return CameraSettings(camera: name, ordinal: index, width: size.0, height: size.1, fps: template.fps, codec: template.codec)
+        }
+    }
+
+    /// While no take runs from here: clocks followed, and every idle node's preview renewed with its newest mapping.
+    func keepPreview() async {
+        let (busy, nodes) = state.withLock { ($0.session != nil, $0.nodes) }
+        guard !busy else { return }
+        let reached = nodes.filter { $0.link != nil && !$0.cameras.isEmpty && $0.view.reachable }
+        ensureTracker(reached)
+        guard preview.isOn else { return }
+        guard let tracker = state.withLock({ $0.tracker }) else { return }
+        await withTaskGroup(of: Void.self) { group in
+            for node in reached where node.previewSubscribed && node.view.state.previews {
+                guard let mapping = tracker.estimate(node.name, ahead: 1_000_000), mapping.uncertaintyMicroseconds < 1000 else { continue }
+                group.addTask {
+                    var m = Coord_V1_StartPreview()
+                    m.cameras = node.cameras.map(\.wire)
+                    m.clock = mapping.wire
+                    m.t0Us = self.previewGrid.t0
+                    m.framePeriodUs = UInt64(self.previewGrid.periodMicroseconds)
+                    m.preview.width = UInt32(self.preview.width)
+                    m.preview.fps = UInt32(self.preview.fps)
+                    m.leaseMs = 5000
+                    do {
+                        _ = try await node.link!.request(.startPreview(m), timeout: 4, what: "the preview")
+                    } catch {
+                        self.logger.warning("preview refused", metadata: ["node": "\(node.name)", "error": "\(error)"])
+                    }
+                }
+            }
+        }
+    }
+
+    private func ensureTracker(_ nodes: [Node]) {
+        let names = nodes.map(\.name)
+        let current = state.withLock { $0.trackedNodes }
+        guard names != current else { return }
+        stopTracker()
+        guard !nodes.isEmpty else { return }
+        let tracker = ClockTracker(nodes: nodes.map { ClockTracker.Node(name: $0.name, link: $0.link!) })
+        let task = Task { await tracker.run() }
+        state.withLock { s in
+            s.tracker = tracker
+            s.trackerTask = task
+            s.trackedNodes = names
+        }
+    }
+
+    func stopTracker() {
+        let (tracker, task) = state.withLock { s in
+            defer { s.tracker = nil; s.trackerTask = nil; s.trackedNodes = [] }
+            return (s.tracker, s.trackerTask)
+        }
+        tracker?.stop()
+        task?.cancel()
+    }
+
+    // MARK: Tiles
+
+    func received(_ r: PreviewReceiver.Received) {
+        let sets: [MultiviewView] = state.withLock { s in
+            if r.takeID != s.tileTake {
+                // A take's grid numbers its groups afresh: sets never mix the idle grid's tiles with a take's.
+                s.tileTake = r.takeID
+                s.assembler.restartGroups()
+            }
+            let key = "\(r.tile.key)/\(r.tile.group)"
+            s.images[key] = r.jpeg
+            s.imageOrder.append(key)
+            let limit = Self.keptImagesPerCamera * max(1, s.assembler.cameras.count)
+            if s.imageOrder.count > limit {
+                for old in s.imageOrder.prefix(s.imageOrder.count - limit) { s.images[old] = nil }
+                s.imageOrder.removeFirst(s.imageOrder.count - limit)
+            }
+            if let i = s.nodes.firstIndex(where: { $0.name == r.tile.key.node }) {
+                s.nodes[i].cameraProgress[r.tile.key.camera, default: (0, nil)].phase = r.tile.phaseErrorMicroseconds
+            }
+            s.lastTiles[r.tile.key] = r.tile
+            return s.assembler.add(r.tile).map { set in
+                let view = Self.view(of: set, takeID: r.takeID, lastTiles: s.lastTiles)
+                if set.complete { s.newestComplete = view }
+                return view
+            }
+        }
+        for set in sets { broadcast(.multiview(set)) }
+    }
+
+    static func view(of set: MultiviewSet, takeID: String, lastTiles: [CameraKey: PreviewTile]) -> MultiviewView {
+        MultiviewView(group: set.group, centerUs: set.centerMicroseconds, complete: set.complete,
+                      takeId: takeID.isEmpty ? nil : takeID,
+                      tiles: set.tiles.map { key, tile in
+                          TileView(node: key.node, camera: key.camera, group: tile?.group, centerUs: tile?.centerMicroseconds,
+                                   image: tile.map { "preview/\(key.node)/\(key.camera)/\($0.group).jpg" }, missing: tile == nil,
+                                   phaseErrorUs: tile?.phaseErrorMicroseconds, drops: tile?.dropped ?? lastTiles[key]?.dropped ?? 0)
+                      })
+    }
+}

@@ -1,0 +1,126 @@
+import CoordCore
+
+// What the console shows: snapshots of the live rig, in the rig's words. The console turns them into the types
+// generated from its OpenAPI document (Sources/ConsoleServer/openapi.yaml), which is where their JSON is described.
+extension LiveRig {
+    /// A node as the console shows it: what its status says it does, or unreachable.
+    public enum NodeState: String, Sendable, Equatable, CaseIterable {
+        case idle, configured, armed, recording, finished, failed, unreachable
+
+        init(_ state: TakeConductor.NodeState) {
+            switch state {
+            case .idle: self = .idle
+            case .configured: self = .configured
+            case .armed: self = .armed
+            case .recording: self = .recording
+            case .finished: self = .finished
+            case .failed: self = .failed
+            }
+        }
+
+        /// A node the idle preview may be renewed on.
+        var previews: Bool { [.idle, .finished, .failed].contains(self) }
+    }
+
+    /// A take started from the console: starting until group 0, recording, stopping once the operator asks,
+    /// collecting while its files come home, then done, partial or failed.
+    public enum TakeState: String, Sendable, Equatable, CaseIterable {
+        case starting, recording, stopping, collecting, done, partial, failed
+
+        /// Still running: its elapsed time counts and no other take can start.
+        public var isRunning: Bool { [.starting, .recording, .stopping, .collecting].contains(self) }
+    }
+
+    public struct NodeView: Equatable, Sendable {
+        public var name: String
+        public var reachable: Bool
+        public var state: NodeState
+        public var pressure: PressureLevel
+        public var clockUncertaintyUs: Double?
+        public var takeId: String?
+        public var message: String?
+        /// The node's microphones while a take runs: the console's level meters (CONTRACT §9).
+        public var mics: [MicView] = []
+    }
+    public struct MicView: Equatable, Sendable {
+        public var mic: String
+        public var levelDbfs: Double
+        public var error: String?
+    }
+    public typealias Controls = CameraControls
+    public struct CameraControlsView: Equatable, Sendable {
+        public var node: String
+        public var camera: String
+        public var controls: CameraControls
+    }
+    public struct CameraView: Equatable, Sendable {
+        public var node: String
+        public var camera: String
+        public var width: Int
+        public var height: Int
+        public var fps: Int
+        public var controls: Controls
+        public var drops: Int64
+        public var phaseErrorUs: Int64?
+    }
+    public struct RigView: Equatable, Sendable {
+        public var nodes: [NodeView]
+        public var cameras: [CameraView]
+    }
+    public struct TileView: Equatable, Sendable {
+        public var node: String
+        public var camera: String
+        public var group: Int64?
+        public var centerUs: Int64?
+        public var image: String?
+        public var missing: Bool
+        public var phaseErrorUs: Int64?
+        public var drops: Int64
+    }
+    public struct MultiviewView: Equatable, Sendable {
+        public var group: Int64
+        public var centerUs: Int64
+        public var complete: Bool
+        public var takeId: String?
+        public var tiles: [TileView]
+    }
+    public struct TakeView: Equatable, Sendable {
+        public var takeId: String?
+        public var name: String
+        public var state: TakeState
+        public var seconds: Double?
+        public var elapsedS: Double
+        public var message: String?
+        public var report: String?
+    }
+    public struct TakeEntry: Equatable, Sendable {
+        public var takeId: String
+        public var name: String
+        /// The manifest's status, or the state of the take this console is recording.
+        public var status: String
+        public var started: String
+        public var report: String?
+    }
+    public struct EventView: Equatable, Sendable {
+        public var time: String
+        public var kind: String
+        public var node: String?
+        public var camera: String?
+        public var text: String
+    }
+    public enum Message: Sendable {
+        case rig(RigView)
+        case multiview(MultiviewView)
+        case take(TakeView?)
+        case takes([TakeEntry])
+        case event(EventView)
+    }
+
+    /// A request the console cannot carry out, with the HTTP status that says why.
+    public struct Refusal: Error, Sendable {
+        public enum Kind: Sendable, Equatable { case conflict, invalid, notFound }
+        public var kind: Kind
+        public var sentence: String
+        public init(_ kind: Kind, _ sentence: String) { self.kind = kind; self.sentence = sentence }
+    }
+}
