@@ -28,7 +28,7 @@ struct Demo: AsyncParsableCommand {
     @Option(help: "Node clock drifts are drawn from ±this many ppm.") var driftPpm: Double = 50
     @Option(help: "Buffer timestamp noise, µs standard deviation.") var timestampJitterUs: Double = 30
     @Option(help: "Seed for the simulation's draws (random if not given).") var seed: UInt64?
-    @Flag(help: "Record no sound (by default every node records one synthetic microphone, CONTRACT §9).") var noAudio = false
+    @Flag(help: "Record no sound (by default every node records one synthetic microphone).") var noAudio = false
     @Option(help: "Take name.") var name: String = "demo"
     @Option(help: ArgumentHelp("Write the simulated clocks' truth here, for benchmarks that score the clock estimates.",
                                visibility: .hidden)) var truthFile: String?

@@ -2,21 +2,17 @@ import CoordCore
 import CoordWire
 import Foundation
 import Platform
+import Synchronization
 import ZeroMQ
 
 /// The coordinator's connection to one node agent: a DEALER socket owned by one thread. Callers `request`
 /// from any task; the link's thread sends, receives and matches replies by request id. Clock probes get
 /// their t1 and t4 stamped on that thread, right at the socket.
-// @unchecked: the socket belongs to the link's thread; the queues and the name are under `lock`.
-public final class NodeLink: @unchecked Sendable {
+// The socket belongs to the link's thread (only its closure holds it); the queue and the name are in `state`.
+public final class NodeLink: Sendable {
     public let endpoint: String
     /// The node's name once the handshake told it; the endpoint until then.
-    public var name: String {
-        lock.lock()
-        defer { lock.unlock() }
-        return storedName
-    }
-    private var storedName: String
+    public var name: String { state.withLock { $0.name } }
 
     private struct Outgoing {
         var id: UInt64
@@ -29,10 +25,13 @@ public final class NodeLink: @unchecked Sendable {
 
     private let context: ZMQContext
     private let wake = WakeSignal()
-    private let lock = NSLock()
-    private var outgoing: [Outgoing] = []
-    private var closing = false
-    private var nextID: UInt64 = 1
+    private struct State {
+        var name: String
+        var outgoing: [Outgoing] = []
+        var closing = false
+        var nextID: UInt64 = 1
+    }
+    private let state: Mutex<State>
     private let finished = DispatchSemaphore(value: 0)
     /// Said after "did not answer" on a CURVE link: a key mismatch looks exactly like silence.
     private let silenceHint: String
@@ -41,7 +40,7 @@ public final class NodeLink: @unchecked Sendable {
     /// `keys`: CURVE (the node's pinned public key and the coordinator's pair); nil talks in the clear.
     public init(endpoint: String, name: String? = nil, context: ZMQContext, keys: LinkKeys? = nil) throws {
         self.endpoint = endpoint
-        self.storedName = name ?? endpoint
+        self.state = Mutex(State(name: name ?? endpoint))
         self.context = context
         var options = ZMQSocket.Options()
         options.receiveTimeoutMs = 0
@@ -63,22 +62,12 @@ public final class NodeLink: @unchecked Sendable {
     }
 
     /// How messages name this node: by name once the handshake told it, by endpoint before.
-    var who: String {
-        lock.lock()
-        defer { lock.unlock() }
-        return whoUnlocked
-    }
-
-    /// `who` for callers already holding the lock.
-    private var whoUnlocked: String { storedName == endpoint ? "node at \(endpoint)" : "node \(storedName) at \(endpoint)" }
+    var who: String { let name = self.name; return name == endpoint ? "node at \(endpoint)" : "node \(name) at \(endpoint)" }
 
     /// The node's name, for an error's subject; nil while only its endpoint is known.
-    var named: String? { lock.holding { namedUnlocked } }
-    private var namedUnlocked: String? { storedName == endpoint ? nil : storedName }
+    var named: String? { let name = self.name; return name == endpoint ? nil : name }
 
-    func setName(_ name: String) {
-        lock.lock(); storedName = name; lock.unlock()
-    }
+    func setName(_ name: String) { state.withLock { $0.name = name } }
 
     /// Sends one request and waits for its reply. An `Error` reply throws a `CoordError` naming the node.
     public func request(_ body: Envelope.OneOf_Body, timeout: Double, what: String) async throws -> (Envelope, receivedAt: Int64) {
@@ -92,17 +81,18 @@ public final class NodeLink: @unchecked Sendable {
     /// As `request`, but an `Error` reply throws a `NodeRefusal` that keeps the node's error code.
     public func ask(_ body: Envelope.OneOf_Body, timeout: Double, what: String) async throws -> (Envelope, receivedAt: Int64) {
         let (envelope, received) = try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<(Envelope, receivedAt: Int64), Error>) in
-            lock.lock()
-            if closing {
-                lock.unlock()
-                continuation.resume(throwing: CoordError(.failure, "link to \(whoUnlocked) is closed.", node: namedUnlocked))
+            let queued = state.withLock { state -> Bool in
+                guard !state.closing else { return false }
+                let id = state.nextID
+                state.nextID += 1
+                state.outgoing.append(Outgoing(id: id, envelope: Wire.envelope(id, body), deadline: MonotonicClock.now() + Int64(timeout * 1e6),
+                                               continuation: continuation, what: what, timeout: timeout))
+                return true
+            }
+            guard queued else {
+                continuation.resume(throwing: CoordError(.failure, "link to \(who) is closed.", node: named))
                 return
             }
-            let id = nextID
-            nextID += 1
-            outgoing.append(Outgoing(id: id, envelope: Wire.envelope(id, body), deadline: MonotonicClock.now() + Int64(timeout * 1e6),
-                                     continuation: continuation, what: what, timeout: timeout))
-            lock.unlock()
             wake.signal()
         }
         if case .error(let e) = envelope.body {
@@ -125,10 +115,10 @@ public final class NodeLink: @unchecked Sendable {
     }
 
     public func close() {
-        lock.lock()
-        let wasClosing = closing
-        closing = true
-        lock.unlock()
+        let wasClosing = state.withLock { state in
+            defer { state.closing = true }
+            return state.closing
+        }
         guard !wasClosing else { return }
         wake.signal()
         finished.wait()
@@ -157,21 +147,20 @@ public final class NodeLink: @unchecked Sendable {
         var warming: [UInt64: Outgoing] = [:]
         defer {
             socket.close()
-            lock.lock()
-            let left = outgoing
-            outgoing.removeAll()
-            lock.unlock()
+            let left = state.withLock { state in
+                defer { state.outgoing.removeAll() }
+                return state.outgoing
+            }
             for o in left { o.continuation.resume(throwing: CoordError(.failure, "link to \(who) closed before \(o.what) was sent.", node: named)) }
             for (_, o) in waiting { o.continuation.resume(throwing: CoordError(.failure, "link to \(who) closed while waiting for \(o.what).", node: named)) }
             for (_, o) in warming { o.continuation.resume(throwing: CoordError(.failure, "link to \(who) closed while waiting for \(o.what).", node: named)) }
             finished.signal()
         }
         while true {
-            lock.lock()
-            let toSend = outgoing
-            outgoing.removeAll()
-            let stop = closing
-            lock.unlock()
+            let (toSend, stop) = state.withLock { state in
+                defer { state.outgoing.removeAll() }
+                return (state.outgoing, state.closing)
+            }
             if stop { return }
 
             for o in toSend {

@@ -72,8 +72,7 @@ public struct NodeConfiguration: Sendable {
     public var previewBindEndpoint: String? {
         if let previewEndpoint { return previewEndpoint.isEmpty ? nil : previewEndpoint }
         if endpoint.hasPrefix("ipc://") { return endpoint + ".preview" }
-        guard endpoint.hasPrefix("tcp://"), let colon = endpoint.lastIndex(of: ":"), colon > endpoint.index(endpoint.startIndex, offsetBy: 5) else { return nil }
-        return endpoint[..<colon] + ":*"
+        return Endpoint(endpoint)?.with(port: "*").description
     }
 
     /// Every microphone's name.
@@ -117,10 +116,6 @@ public struct NodeConfiguration: Sendable {
     /// Whether only this machine can reach `endpoint` (ipc, inproc, or TCP on a loopback address).
     public static func isLoopback(_ endpoint: String) -> Bool {
         if endpoint.hasPrefix("ipc://") || endpoint.hasPrefix("inproc://") { return true }
-        guard endpoint.hasPrefix("tcp://"), let colon = endpoint.lastIndex(of: ":") else { return false }
-        let host = endpoint[endpoint.index(endpoint.startIndex, offsetBy: 6)..<colon].lowercased()
-        if host == "localhost" || host == "[::1]" { return true }
-        let parts = host.split(separator: ".", omittingEmptySubsequences: false)
-        return parts.count == 4 && parts[0] == "127" && parts.allSatisfy { UInt8($0) != nil }
+        return Endpoint(endpoint)?.isLoopback ?? false
     }
 }

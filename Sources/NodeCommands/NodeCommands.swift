@@ -50,7 +50,7 @@ public struct Serve: AsyncParsableCommand {
         commandName: "serve",
         abstract: "Run the node agent (the default when no subcommand is given).")
 
-    @Option(name: .customLong("config"), help: "The node file (YAML, CONTRACT §7; see deploy/node.example.yaml): these settings; a flag given here overrides the file.")
+    @Option(name: .customLong("config"), help: "The node file (YAML; see /usr/share/doc/coord-node/examples/node.example.yaml): these settings; a flag given here overrides the file.")
     var nodeFile: String?
     @Option(help: "Node name ([A-Za-z0-9._-]{1,64}) (default: the host name).") var name: String?
     @Option(help: "ZeroMQ endpoint to listen on; a * port picks a free one (default: tcp://0.0.0.0:5710).") var endpoint: String?

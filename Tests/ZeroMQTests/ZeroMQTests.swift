@@ -1,5 +1,6 @@
 // The libzmq funnel against real sockets on loopback TCP and inproc.
 import Foundation
+import Synchronization
 import Platform
 import Testing
 import ZeroMQ
@@ -45,11 +46,10 @@ private func withContext<R>(_ body: (ZMQContext) throws -> R) rethrows -> R {
     return try withExtendedLifetime(context) { try body(context) }
 }
 
-private final class Counter: @unchecked Sendable {
-    private let lock = NSLock()
-    private var count = 0
-    func increment() { lock.withLock { count += 1 } }
-    var value: Int { lock.withLock { count } }
+private final class Counter: Sendable {
+    private let count = Mutex(0)
+    func increment() { count.withLock { $0 += 1 } }
+    var value: Int { count.withLock { $0 } }
 }
 
 private func uniqueInproc() -> String { "inproc://zmq-tests-\(UUID().uuidString)" }
