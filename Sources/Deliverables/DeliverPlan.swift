@@ -98,6 +98,8 @@ public struct DeliverPlan: Equatable, Sendable {
         guard manifest.groups > 0, !manifest.cameras.isEmpty else {
             return .failure(DeliverProblem("take \(manifest.takeID) has no frames to deliver."))
         }
+        // The manifest is a file anyone may have edited: its names become paths and its figures sizes.
+        if let problem = edgeProblem(manifest) { return .failure(DeliverProblem("manifest.json: \(problem)")) }
         let fps = Timecode.fps(framePeriodMicroseconds: manifest.framePeriodMicroseconds)
         let tc = manifest.timecode.flatMap { Timecode($0, fps: fps) } ?? Timecode(hours: 0, minutes: 0, seconds: 0, frames: 0, fps: fps)!
         var movs: [MovJob] = []
@@ -119,7 +121,7 @@ public struct DeliverPlan: Equatable, Sendable {
                 return .failure(DeliverProblem("take \(manifest.takeID) lacks \(a.path) (microphone \(a.node)/\(a.mic)); coord deliver needs every microphone's file."))
             }
             let rate = Int64(a.sampleRate)
-            let skip = roundedDiv((a.startMicroseconds - manifest.t0Microseconds) * -rate, 1_000_000)
+            let skip = roundedDiv(Saturating.multiply(Saturating.subtract(a.startMicroseconds, manifest.t0Microseconds), -rate), 1_000_000)
             let samples = roundedDiv(manifest.groups * rate, Int64(fps))
             wavs.append(WavJob(node: a.node, mic: a.mic, source: a.path, streamIndex: a.streamIndex,
                                output: "\(directory)/\(a.node)_\(a.mic).wav", sampleRate: a.sampleRate, channels: a.channels,
@@ -151,7 +153,35 @@ public struct DeliverPlan: Equatable, Sendable {
 
     /// `a / b` rounded half away from zero (b > 0).
     static func roundedDiv(_ a: Int64, _ b: Int64) -> Int64 {
-        a >= 0 ? (a + b / 2) / b : -((-a + b / 2) / b)
+        a >= 0 ? Saturating.add(a, b / 2) / b : -(Saturating.add(Saturating.subtract(0, a), b / 2) / b)
+    }
+
+    /// A day at 240 fps: more groups than any take coord records, small enough that every size derived from it fits.
+    static let maxGroups: Int64 = 24 * 3600 * 240
+
+    /// The first value of `manifest` that a take coord wrote cannot hold, as a sentence; nil when all are sane.
+    static func edgeProblem(_ manifest: TakeManifest) -> String? {
+        guard TakeID(parsing: manifest.takeID) != nil else {
+            return "take_id \"\(Echo.short(manifest.takeID))\" is not a coord take id (YYYYMMDD-HHMMSS-NAME-xxxxxx)."
+        }
+        guard manifest.groups <= maxGroups else { return "groups \(manifest.groups) is more than a day of frames at 240 fps." }
+        guard manifest.framePeriodMicroseconds > 0 else { return "frame_period_us \(manifest.framePeriodMicroseconds) is not positive." }
+        for camera in manifest.cameras {
+            if let p = RigName.problem(with: camera.node, kind: "node") ?? RigName.problem(with: camera.camera, kind: "camera") { return p }
+            guard (2...16384).contains(camera.width), (2...16384).contains(camera.height) else {
+                return "camera \(camera.node)/\(camera.camera) is \(camera.width)x\(camera.height), not a frame size (2 to 16384 a side)."
+            }
+        }
+        for a in manifest.audio ?? [] {
+            if let p = RigName.problem(with: a.node, kind: "node") ?? RigName.problem(with: a.mic, kind: "microphone") { return p }
+            guard a.path == "\(a.node)/\(a.mic).mka" else {
+                return "microphone \(a.node)/\(a.mic)'s file is \"\(Echo.short(a.path))\", not \(a.node)/\(a.mic).mka."
+            }
+            guard (1...768_000).contains(a.sampleRate), (1...64).contains(a.channels), (0...255).contains(a.streamIndex) else {
+                return "microphone \(a.node)/\(a.mic) has \(a.sampleRate) Hz, \(a.channels) channel(s), stream \(a.streamIndex): not a sound file coord records."
+            }
+        }
+        return nil
     }
 }
 

@@ -33,6 +33,33 @@ import Testing
         #expect(throws: DeliverProblem.self) { try DeliverItem.parse("").get() }
     }
 
+    @Test func aHostileManifestIsOneSentenceNeverAPathOutsideTheTakeOrATrap() throws {
+        // Each edit is what a tampered or corrupted manifest.json could say; none may become a path outside the
+        // take directory, a size that overflows, or a crash.
+        let cases: [(String, (inout TakeManifest) -> Void)] = [
+            ("node name", { $0.cameras[0].node = "../../etc" }),
+            ("camera name", { $0.cameras[0].camera = "a/b" }),
+            ("take_id", { $0.takeID = "../../x" }),
+            ("groups", { $0.groups = .max }),
+            ("frame_period_us", { $0.framePeriodMicroseconds = 0 }),
+            ("frame size", { $0.cameras[0].width = .max }),
+            ("microphone name", { $0.audio![0].mic = ".." }),
+            ("file is", { $0.audio![0].path = "/etc/passwd" }),
+            ("Hz", { $0.audio![0].sampleRate = .max }),
+            ("stream", { $0.audio![0].streamIndex = .max }),
+        ]
+        for (words, edit) in cases {
+            var m = Self.manifest()
+            edit(&m)
+            let problem = try #require(DeliverPlan.make(m, codec: .prores).failure(), "\(words)")
+            #expect(problem.sentence.contains(words) && !problem.sentence.contains("\n"), "\(problem.sentence)")
+        }
+        // Figures that only push the arithmetic to its ends saturate instead of trapping.
+        var far = Self.manifest()
+        far.audio![0].startMicroseconds = .min
+        #expect(throws: Never.self) { _ = try DeliverPlan.make(far, codec: .prores).get() }
+    }
+
     @Test func h264IsRewrappedAndOtherCodecsEncoded() throws {
         let plan = try DeliverPlan.make(Self.manifest(), codec: .prores).get()
         #expect(plan.movs.map(\.mode) == [.prores, .copy])
@@ -173,4 +200,8 @@ import Testing
         // xxhsum -H2 of "hello\n" (also what ascmhl create wrote for it).
         #expect(XXH128.bytes(Data("hello\n".utf8)) == "6bba86c7e069f56d5a10b435f1c8e49c")
     }
+}
+
+private extension Result {
+    func failure() -> Failure? { if case .failure(let f) = self { return f } else { return nil } }
 }

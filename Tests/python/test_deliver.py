@@ -226,6 +226,19 @@ def test_bad_input_is_one_sentence_and_exit_2(take, tmp_path):
     (partial / "manifest.json").write_text(json.dumps(m))
     proc = deliver(partial)
     assert proc.returncode == 2 and "not complete" in proc.stderr, proc.stderr
+    # A tampered manifest: its names would become paths outside the take, its figures sizes that overflow.
+    for field, value in (("node", "../../escape"), ("groups", 2**63 - 1)):
+        hostile = copy_take(take, tmp_path / f"hostile-{field}")
+        h = json.loads((hostile / "manifest.json").read_text())
+        if field == "node":
+            h["cameras"][0]["node"] = value
+        else:
+            h[field] = value
+        (hostile / "manifest.json").write_text(json.dumps(h))
+        proc = deliver(hostile)
+        assert proc.returncode == 2 and len(proc.stderr.strip().splitlines()) == 1, proc.stderr
+        assert "manifest.json" in proc.stderr, proc.stderr
+        assert not (hostile / "deliver").exists() and not (tmp_path / "escape").exists()
     gone = copy_take(take, tmp_path / "gone")
     (gone / m["cameras"][0]["files"][0]["path"]).unlink()
     proc = deliver(gone)
