@@ -17,7 +17,7 @@ extension Components.Schemas.ControlValues {
 
 extension Components.Schemas.CameraControls {
     init(_ v: LiveRig.CameraControlsView) {
-        self.init(node: v.node, camera: v.camera, controls: .init(v.controls))
+        self.init(node: v.node, camera: v.camera, controls: .init(v.controls), inForceFromGroup: v.inForceFromGroup)
     }
 }
 

@@ -331,12 +331,14 @@ $("control-apply").addEventListener("click", async () => {
   try {
     const answer = await api("PUT", "/api/cameras/" + encodeURIComponent(node) + "/" + encodeURIComponent(camera) + "/controls", controlBody());
     say("control-message", node + "/" + camera + ": " + describeControls(answer.controls));
+    $("control-message").dataset.inForceFromGroup = answer.in_force_from_group;
   } catch (e) { say("control-message", e.message, true); }
 });
 $("control-apply-all").addEventListener("click", async () => {
   try {
     const answer = await api("PUT", "/api/controls", controlBody());
     say("control-message", "applied to " + answer.cameras.length + " camera(s)");
+    $("control-message").dataset.inForceFromGroup = Math.max(0, ...answer.cameras.map(c => c.in_force_from_group));
   } catch (e) { say("control-message", e.message, true); }
 });
 

@@ -36,6 +36,8 @@ extension LiveRig {
             // No answer, or the link closed: the node cannot take controls now.
             throw Refusal(.conflict, "\(error)")
         }
+        // The node had applied them by now: a frame centred two periods on was exposed wholly after.
+        let inForceFrom = previewGrid.nearestGroup(to: MonotonicClock.now()) + 2
         state.withLock { s in
             if let i = s.nodes.firstIndex(where: { $0.name == node }) { s.nodes[i].controls[camera] = applied }
         }
@@ -43,7 +45,7 @@ extension LiveRig {
         let rig = self.rig
         state.withLock { $0.lastRig = rig }
         broadcast(.rig(rig))
-        return CameraControlsView(node: node, camera: camera, controls: applied)
+        return CameraControlsView(node: node, camera: camera, controls: applied, inForceFromGroup: inForceFrom)
     }
 
     /// "Apply to all": the same controls on every camera of the rig, in parallel. The cameras that took them, and

@@ -52,6 +52,9 @@ extension LiveRig {
         public var node: String
         public var camera: String
         public var controls: CameraControls
+        /// The first preview group whose pictures were exposed wholly after the node applied the change (a camera
+        /// that takes controls at once; a V4L2 driver may show them a frame or two later).
+        public var inForceFromGroup: Int64
     }
     public struct CameraView: Equatable, Sendable {
         public var node: String

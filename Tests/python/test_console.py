@@ -337,13 +337,17 @@ def tile_brightness(demo: ConsoleDemo, tile: dict, camera_width: int) -> float:
     return float(image[below:, :].mean())
 
 
-def brightness_now(demo: ConsoleDemo, widths: dict, sets: int = 3) -> dict:
-    """Each camera's mean tile brightness over the next `sets` sets after the newest one now (its frames, and
-    any on their way, may predate a change just made; the next ones are exposed after it)."""
+def brightness_now(demo: ConsoleDemo, widths: dict, from_group: int | None = None, sets: int = 3) -> dict:
+    """Each camera's mean tile brightness over `sets` sets: the next ones after the newest now, and after a change
+    none before the group the console says shows it (`in_force_from_group`: frames still on their way predate it)."""
     mv = demo.wait_multiview()
     totals: dict = {}
-    for _ in range(sets):
+    taken = 0
+    while taken < sets:
         mv = demo.wait_multiview(after_group=mv["group"])
+        if from_group is not None and mv["group"] < from_group:
+            continue
+        taken += 1
         for t in mv["tiles"]:
             key = (t["node"], t["camera"])
             totals[key] = totals.get(key, 0.0) + tile_brightness(demo, t, widths[key]) / sets
@@ -359,7 +363,7 @@ def test_controls_change_one_cameras_picture_apply_to_all_changes_every_one_and_
     status, applied = demo.send("PUT", "/api/cameras/node-2/cam1/controls", {"gain_db": 9})
     assert status == 200, applied
     assert applied["controls"]["gain_db"] == 9
-    after = brightness_now(demo, widths)
+    after = brightness_now(demo, widths, from_group=applied["in_force_from_group"])
     assert after[("node-2", "cam1")] > before[("node-2", "cam1")] * 1.2, (before, after)
     for key in widths:
         if key != ("node-2", "cam1"):
@@ -371,7 +375,7 @@ def test_controls_change_one_cameras_picture_apply_to_all_changes_every_one_and_
     status, everywhere = demo.send("PUT", "/api/controls", {"exposure_us": 8000, "white_balance_k": 4000})
     assert status == 200, everywhere
     assert len(everywhere["cameras"]) == 6
-    dimmed = brightness_now(demo, widths)
+    dimmed = brightness_now(demo, widths, from_group=max(c["in_force_from_group"] for c in everywhere["cameras"]))
     for key in widths:
         assert dimmed[key] < after[key] * 0.85, (key, after[key], dimmed[key])
 

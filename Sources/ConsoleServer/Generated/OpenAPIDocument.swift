@@ -779,7 +779,8 @@ enum OpenAPIDocument {
     "required": [
      "node",
      "camera",
-     "controls"
+     "controls",
+     "in_force_from_group"
     ],
     "properties": {
      "node": {
@@ -790,6 +791,11 @@ enum OpenAPIDocument {
      },
      "controls": {
       "$ref": "#/components/schemas/ControlValues"
+     },
+     "in_force_from_group": {
+      "type": "integer",
+      "format": "int64",
+      "description": "the first preview group (the multiview's `group`) whose pictures were exposed wholly after the change; a V4L2 driver may show it a frame or two later"
      }
     }
    },

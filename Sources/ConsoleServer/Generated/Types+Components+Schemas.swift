@@ -130,25 +130,33 @@ extension Components {
             internal var camera: Swift.String
             /// - Remark: Generated from `#/components/schemas/CameraControls/controls`.
             internal var controls: Components.Schemas.ControlValues
+            /// the first preview group (the multiview's `group`) whose pictures were exposed wholly after the change; a V4L2 driver may show it a frame or two later
+            ///
+            /// - Remark: Generated from `#/components/schemas/CameraControls/in_force_from_group`.
+            internal var inForceFromGroup: Swift.Int64
             /// Creates a new `CameraControls`.
             ///
             /// - Parameters:
             ///   - node:
             ///   - camera:
             ///   - controls:
+            ///   - inForceFromGroup: the first preview group (the multiview's `group`) whose pictures were exposed wholly after the change; a V4L2 driver may show it a frame or two later
             internal init(
                 node: Swift.String,
                 camera: Swift.String,
-                controls: Components.Schemas.ControlValues
+                controls: Components.Schemas.ControlValues,
+                inForceFromGroup: Swift.Int64
             ) {
                 self.node = node
                 self.camera = camera
                 self.controls = controls
+                self.inForceFromGroup = inForceFromGroup
             }
             internal enum CodingKeys: String, CodingKey {
                 case node
                 case camera
                 case controls
+                case inForceFromGroup = "in_force_from_group"
             }
         }
         /// - Remark: Generated from `#/components/schemas/AllControls`.
