@@ -11,6 +11,8 @@ public final class ALSAMicrophone: AudioSource, @unchecked Sendable {
     public let device: String
     public let sampleRate: Int
     public var channels: Int { 1 }
+    /// The ALSA device name as given (e.g. "hw:Loopback,1").
+    public var deviceName: String { device }
     private let framesPerRead: Int
     private let localClock: @Sendable (Int64) -> Int64
     private let queue: AudioQueue

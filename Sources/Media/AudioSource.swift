@@ -30,6 +30,8 @@ public protocol AudioSource: AnyObject, Sendable {
     func next(timeoutMicroseconds: Int64) -> AudioRead
     /// Stops capturing and lets go of the device; safe to call repeatedly.
     func stop()
+    /// What the microphone is (the manifest's `audio[].device`): the ALSA card's name, or "synthetic".
+    var deviceName: String { get }
 }
 
 /// The buffers a source's capture thread has made, waiting for the recorder: bounded (a reader that stops reading
@@ -113,6 +115,7 @@ final class AudioQueue: Sendable {
 /// through its (simulated) local clock and a noisy timestamp, as from ALSA.
 // Sendable: only `let`s (the queue guards itself); the generator's state is local to the microphone's thread.
 public final class SyntheticMicrophone: AudioSource, Sendable {
+    public var deviceName: String { "synthetic" }
     public struct Spec: Sendable {
         public var sampleRate = 48_000
         /// Sample frames per buffer (10 ms at 48 kHz, as a typical ALSA period).

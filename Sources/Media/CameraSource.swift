@@ -115,6 +115,8 @@ public protocol CameraSource: AnyObject {
     /// Requests one frame duration for the next frame; false when the source cannot or the value is out of range.
     @discardableResult
     func requestNextFramePeriod(_ microseconds: Double) -> Bool
+    /// What the camera is, as its driver names it (the manifest's `device`).
+    var identity: DeviceIdentity { get }
 }
 
 extension CameraSource {

@@ -8,6 +8,7 @@ import Platform
 /// Every frame carries the SYNCSTRIPE with the true exposure-centre time, which only tests read.
 // @unchecked: shared state is under `lock` or `available`; the grain and counters belong to the sensor thread.
 public final class SyntheticSensor: CameraSource, ControllableCamera, @unchecked Sendable {
+    public var identity: DeviceIdentity { .synthetic }
     public struct Spec: Sendable {
         public var ordinal: UInt8
         public var width: Int

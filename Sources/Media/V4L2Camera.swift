@@ -59,6 +59,8 @@ public final class V4L2Camera: CameraSource, ControllableCamera, @unchecked Send
     /// Opens `path` through `driver` and configures it for `width`×`height`, one frame every
     /// `periodMicroseconds`, recorded with `codec`. `localClock` maps CLOCK_MONOTONIC (µs) to the node's clock.
     /// Throws one sentence (naming the device) when the camera cannot do it.
+    /// The device as VIDIOC_QUERYCAP names it.
+    public private(set) var identity = DeviceIdentity(driver: "v4l2")
     public init(path: String, driver: V4L2Driver, width: Int, height: Int, periodMicroseconds: Double, codec: VideoCodec,
                 localClock: @escaping @Sendable (Int64) -> Int64) throws {
         self.path = path
@@ -73,6 +75,7 @@ public final class V4L2Camera: CameraSource, ControllableCamera, @unchecked Send
         do {
             let caps = try device.capabilities()
             if let problem = Self.captureProblem(path: path, caps) { throw CameraSourceError(problem) }
+            identity = DeviceIdentity(driver: caps.driver, card: caps.card, busInfo: caps.busInfo)
             let formats = try device.formats()
             let choice = try V4L2FormatChoice.choose(from: formats, width: width, height: height, periodMicroseconds: periodMicroseconds,
                                                      codec: codec, device: path).get()
