@@ -6,6 +6,7 @@
 #include <stdint.h>
 #include <string.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <time.h>
 #include <alsa/asoundlib.h>
 
@@ -56,6 +57,20 @@ fail:
     snprintf(why, why_size, "ALSA device %s cannot %s (%u Hz, %u channel(s), 16-bit): %s", device, step, rate, channels, snd_strerror(r));
     snd_pcm_close(pcm);
     return r;
+}
+
+/// Writes the name of the sound card behind an open PCM (e.g. "Dummy", "Loopback") into `name`; returns 0, or -1
+/// when the PCM is no card's (a plugin such as pulse or dmix over none) and `name` is left as it was.
+static inline int calsa_card_name(snd_pcm_t *pcm, char *name, size_t name_size) {
+    snd_pcm_info_t *info;
+    snd_pcm_info_alloca(&info);
+    if (snd_pcm_info(pcm, info) < 0) return -1;
+    int card = snd_pcm_info_get_card(info);
+    char *got = NULL;
+    if (card < 0 || snd_card_get_name(card, &got) < 0 || got == NULL) return -1;
+    snprintf(name, name_size, "%s", got);
+    free(got);
+    return 0;
 }
 
 /// Reads up to `frames` frames; returns the count, or a negative ALSA error. `*delay` gets the frames still

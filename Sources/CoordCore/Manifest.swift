@@ -95,12 +95,14 @@ public struct TakeManifest: Codable, Equatable, Sendable {
         public var disabledBy: String?
         /// The picture controls in force as the take started, as the node reported them.
         public var controls: CameraControls?
+        /// What the camera is, as its driver names it (CONTRACT §11); nil from a node that did not say.
+        public var device: DeviceIdentity?
         /// "the pressure policy" unless someone else disabled the camera.
         public var disabler: String { disabledBy ?? "the pressure policy" }
         enum CodingKeys: String, CodingKey {
             case node, camera, ordinal, width, height, fps, codec, frames, dropped, clock, files
             case timestampNoiseMicroseconds = "timestamp_noise_us", centerUncertaintyMicroseconds = "center_uncertainty_us"
-            case priority, recordEvery = "record_every", held, disabled, disabledBy = "disabled_by", controls
+            case priority, recordEvery = "record_every", held, disabled, disabledBy = "disabled_by", controls, device
         }
         public init(node: String, camera: String, ordinal: Int, width: Int, height: Int, fps: Int, codec: String,
                     frames: Int64, dropped: Int64, clock: ClockFigures, files: [File]) {
@@ -205,10 +207,12 @@ public struct TakeManifest: Codable, Equatable, Sendable {
         public var bytes: UInt64?
         /// Not a contract key: why the sound ended before the take did (the microphone went away).
         public var ended: String?
+        /// The ALSA card's name, or "synthetic" (CONTRACT §11); nil from a node that did not say.
+        public var device: String?
         enum CodingKeys: String, CodingKey {
             case node, mic, path, streamIndex = "stream_index", sampleRate = "sample_rate", channels
             case startMicroseconds = "start_us", frames, avOffsetMicroseconds = "av_offset_us", rateErrorPPM = "rate_error_ppm"
-            case sha256, bytes, ended
+            case sha256, bytes, ended, device
         }
         public init(node: String, mic: String, sampleRate: Int, channels: Int, startMicroseconds: Int64, frames: Int64,
                     avOffsetMicroseconds: Offsets, rateErrorPPM: Double) {

@@ -24,6 +24,9 @@ public struct PendingManifest: Sendable {
     public var finalStatus: [String: NodeStatus] = [:]
     /// Each camera's controls as its node armed it ("node/camera").
     public var controls: [String: CameraControls] = [:]
+    /// Each camera's device as its node armed it ("node/camera"), and each microphone's ("node/mic": the card's name).
+    public var devices: [String: DeviceIdentity] = [:]
+    public var micDevices: [String: String] = [:]
     /// The pressure policy's view of every camera: its priority and whether the policy disabled it.
     public var responderCameras: [PressureResponder.Camera] = []
     /// Cameras ("node/camera") someone other than this coordinator disabled during the take.
@@ -52,6 +55,7 @@ public struct PendingManifest: Sendable {
                 camera.priority = responderCamera?.priority
                 camera.recordEvery = s.recordEvery
                 camera.controls = controls[key]
+                camera.device = devices[key]
                 camera.held = status?.held ?? 0
                 camera.disabled = responderCamera?.disabled == true ? true : nil
                 if disabledElsewhere.contains(key) {
@@ -80,6 +84,7 @@ public struct PendingManifest: Sendable {
                                                                        p99: (m.offsetP99Microseconds * 10).rounded() / 10),
                                            rateErrorPPM: (m.rateErrorPPM * 100).rounded() / 100)
                 a.ended = m.error.isEmpty ? nil : m.error
+                a.device = micDevices["\(node.name)/\(m.mic)"]
                 return a
             }
         }

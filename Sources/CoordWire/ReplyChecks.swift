@@ -183,8 +183,22 @@ public enum NodeReply {
         return ClockProbeSample(t1: m.t1Us, t2: m.t2Us, t3: m.t3Us, t4: t4)
     }
 
-    /// An Armed reply of `takeID`: its cameras, warnings, and each camera's controls in force.
-    public static func armed(_ m: Coord_V1_Armed, takeID: String, from who: String) throws(FieldFault) -> [(camera: String, controls: CameraControls)] {
+    /// What an Armed reply tells the manifest: each camera's controls in force and each camera's and microphone's
+    /// device (CONTRACT §11).
+    public struct Armed: Sendable {
+        public var controls: [(camera: String, controls: CameraControls)] = []
+        /// By camera name.
+        public var cameraDevices: [String: DeviceIdentity] = [:]
+        /// By microphone name: the ALSA card's name, or "synthetic".
+        public var micDevices: [String: String] = [:]
+    }
+
+    /// A device field's longest text: QUERYCAP's `card` and `bus_info` are 32 bytes, GenICam's strings at most 512.
+    public static let maxDeviceTextBytes = 512
+
+    /// An Armed reply of `takeID`: its cameras, warnings, each camera's controls in force, and each source's device
+    /// (named once, a printable driver for a camera and a card for a microphone).
+    public static func armed(_ m: Coord_V1_Armed, takeID: String, from who: String) throws(FieldFault) -> Armed {
         let c = Checker(who)
         guard m.takeID == takeID else { throw c.fault("Armed.take_id", "\"\(Echo.short(m.takeID))\" in answer to arming take \(takeID)") }
         try c.count(m.cameras.count, maxCameras, "Armed.cameras")
@@ -192,10 +206,30 @@ public enum NodeReply {
         try c.count(m.warnings.count, maxCameras * 4, "Armed.warnings")
         for (i, warning) in m.warnings.enumerated() { try c.text(warning, "Armed.warnings[\(i)]") }
         try c.count(m.controls.count, maxCameras, "Armed.controls")
-        var out: [(camera: String, controls: CameraControls)] = []
+        var out = Armed()
         for (i, applied) in m.controls.enumerated() {
             let values = try controls(applied, field: "Armed.controls[\(i)]", c)
-            out.append((applied.camera, values))
+            out.controls.append((applied.camera, values))
+        }
+        try c.count(m.devices.count, maxCameras * 2, "Armed.devices")
+        for (i, d) in m.devices.enumerated() {
+            let f = "Armed.devices[\(i)]"
+            try c.name(d.source, "\(f).source", kind: d.microphone ? "microphone" : "camera")
+            let named = d.microphone ? out.micDevices[d.source] != nil : out.cameraDevices[d.source] != nil
+            if named { throw c.fault("\(f).source", "\"\(d.source)\", whose device is named already") }
+            let fields = [("driver", d.driver), ("card", d.card), ("bus_info", d.busInfo), ("protocol", d.`protocol`),
+                          ("vendor", d.vendor), ("model", d.model), ("serial", d.serial)]
+            for (name, value) in fields { try c.printable(value, "\(f).\(name)", limit: maxDeviceTextBytes) }
+            let some = { (s: String) in s.isEmpty ? nil : s }
+            if d.microphone {
+                guard !d.card.isEmpty else { throw c.fault("\(f).card", "empty; a microphone's device is its card's name") }
+                out.micDevices[d.source] = d.card
+            } else {
+                guard !d.driver.isEmpty else { throw c.fault("\(f).driver", "empty; a camera's device names its driver") }
+                out.cameraDevices[d.source] = DeviceIdentity(
+                    driver: d.driver, card: some(d.card), busInfo: some(d.busInfo), transport: some(d.`protocol`),
+                    vendor: some(d.vendor), model: some(d.model), serial: some(d.serial))
+            }
         }
         return out
     }
@@ -293,6 +327,15 @@ public enum NodeReply {
 
         func text(_ value: String, _ field: String, limit: Int = NodeReply.maxTextBytes) throws(FieldFault) {
             guard value.utf8.count <= limit else { throw fault(field, "of \(value.utf8.count) bytes (\"\(Echo.short(value))…\"); at most \(limit) are taken") }
+        }
+
+        /// Text the manifest and the console show as it is: at most `limit` bytes, no control characters.
+        func printable(_ value: String, _ field: String, limit: Int) throws(FieldFault) {
+            try text(value, field, limit: limit)
+            // Named by code point, not echoed: the sentence itself goes to terminals and logs.
+            if let bad = value.unicodeScalars.first(where: { $0.properties.generalCategory == .control }) {
+                throw fault(field, "with the control character U+\(String(format: "%04X", bad.value)); a device's name is printable text")
+            }
         }
 
         /// A node, camera, microphone or take name: CONTRACT §4's pattern, so it is safe as a file name.

@@ -179,6 +179,29 @@ extension CameraCapabilities {
     }
 }
 
+extension Coord_V1_SourceDevice {
+    /// A camera's device as Armed sends it (absent fields as empty strings).
+    public init(camera: String, _ identity: DeviceIdentity) {
+        self.init()
+        source = camera
+        driver = identity.driver
+        card = identity.card ?? ""
+        busInfo = identity.busInfo ?? ""
+        `protocol` = identity.transport ?? ""
+        vendor = identity.vendor ?? ""
+        model = identity.model ?? ""
+        serial = identity.serial ?? ""
+    }
+
+    /// A microphone's device: its card's name.
+    public init(microphone: String, card: String) {
+        self.init()
+        source = microphone
+        self.microphone = true
+        self.card = card
+    }
+}
+
 extension CameraSettings {
     public init(wire: Coord_V1_CameraConfig) {
         self.init(camera: wire.camera, ordinal: Int(wire.ordinal), width: Int(wire.width), height: Int(wire.height),

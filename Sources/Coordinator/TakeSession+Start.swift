@@ -71,10 +71,12 @@ extension TakeSession {
                     tracker.armed(plan.name, at: began, with: plan.mapping)
                     let (reply, _) = try await plan.link.request(arm, timeout: Double(armLead) / 1e6, what: "arming")
                     if case .armed(let armed) = reply.body {
-                        let controls: [(camera: String, controls: CameraControls)]
-                        do throws(FieldFault) { controls = try NodeReply.armed(armed, takeID: takeID, from: "node \(plan.name)") } catch { throw CoordError(error, node: plan.name) }
+                        let checked: NodeReply.Armed
+                        do throws(FieldFault) { checked = try NodeReply.armed(armed, takeID: takeID, from: "node \(plan.name)") } catch { throw CoordError(error, node: plan.name) }
                         self.shared.withLock { shared in
-                            for c in controls { shared.controls["\(plan.name)/\(c.camera)"] = c.controls }
+                            for c in checked.controls { shared.controls["\(plan.name)/\(c.camera)"] = c.controls }
+                            for (camera, device) in checked.cameraDevices { shared.devices["\(plan.name)/\(camera)"] = device }
+                            for (mic, device) in checked.micDevices { shared.micDevices["\(plan.name)/\(mic)"] = device }
                         }
                         for warning in armed.warnings {
                             self.console.step("  warning: \(warning)")

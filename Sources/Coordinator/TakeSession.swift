@@ -94,6 +94,9 @@ public final class TakeSession: Sendable {
         var takeID: String?
         /// Each camera's controls as its node armed it ("node/camera"), for the manifest.
         var controls: [String: CameraControls] = [:]
+        /// Each camera's and microphone's device as its node armed it ("node/camera", "node/mic"), for the manifest.
+        var devices: [String: DeviceIdentity] = [:]
+        var micDevices: [String: String] = [:]
         var stopRequested = false
         var collecting: URL?
         /// Group 0's instant and the stop instant (rig timebase), once the cameras record; the stop moves when the
@@ -153,6 +156,7 @@ public final class TakeSession: Sendable {
         pending.timecode = take.timecode
         pending.finalStatus = finalStatus
         (pending.controls, pending.events) = shared.withLock { ($0.controls, $0.events) }
+        (pending.devices, pending.micDevices) = shared.withLock { ($0.devices, $0.micDevices) }
         pending.responderCameras = take.responder.cameras
         pending.disabledElsewhere = take.disabledElsewhere
         pending.clockTrack = take.tracker.clockTrack

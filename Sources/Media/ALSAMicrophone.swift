@@ -11,8 +11,10 @@ public final class ALSAMicrophone: AudioSource, @unchecked Sendable {
     public let device: String
     public let sampleRate: Int
     public var channels: Int { 1 }
-    /// The ALSA device name as given (e.g. "hw:Loopback,1").
-    public var deviceName: String { device }
+    /// The sound card's name once started (e.g. "Loopback" for "hw:Loopback,1"); the device as given before, or
+    /// when it is no card's (a plugin such as "pulse").
+    public var deviceName: String { handleLock.holding { cardName } ?? device }
+    private var cardName: String?
     private let framesPerRead: Int
     private let localClock: @Sendable (Int64) -> Int64
     private let queue: AudioQueue
@@ -39,7 +41,9 @@ public final class ALSAMicrophone: AudioSource, @unchecked Sendable {
             snd_pcm_close(handle)
             return
         }
-        handleLock.holding { pcm = handle }
+        var name = [CChar](repeating: 0, count: 256)
+        let card = calsa_card_name(handle, &name, name.count) == 0 ? String(cString: name) : nil
+        handleLock.holding { pcm = handle; cardName = card }
         // The handle passes to the reader thread, which alone uses it from here on.
         let t = Thread { [self] in if let pcm = takeHandle() { read(pcm) } }
         t.name = "alsa-mic"

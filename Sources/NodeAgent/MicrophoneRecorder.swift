@@ -28,6 +28,8 @@ final class MicrophoneRecorder: Sendable {
     let node: String
     let url: URL
     private let source: AudioSource
+    /// The manifest's `audio[].device`: the ALSA card's name, or "synthetic".
+    var deviceName: String { source.deviceName }
     /// The file's writer, made at init (so a file that cannot be made refuses the take) and taken once by the
     /// recorder's thread, or by a failed arm to close it.
     private let writerHandOff: Mutex<MatroskaAudioWriter?>

@@ -46,9 +46,11 @@ extension NodeAgent {
         }
         let preview = message.hasPreview && message.preview.width > 0 ? self.preview : nil
         var made: [CameraRecorder] = []
+        var identities: [DeviceIdentity] = []
         for (index, s) in settings.enumerated() {
             do {
                 let source = try cameraSource(for: s, index: index)
+                identities.append(source.identity)
                 let camera = s.camera
                 made.append(try CameraRecorder(
                     settings: s, node: configuration.name, directory: directory, source: source, grid: grid, clock: mapping,
@@ -99,6 +101,8 @@ extension NodeAgent {
             c.controls = inForce.wire
             return c
         }
+        armed.devices = zip(settings, identities).map { s, identity in .init(camera: s.camera, identity) }
+            + mics.map { .init(microphone: $0.name, card: $0.deviceName) }
         return armed
     }
 

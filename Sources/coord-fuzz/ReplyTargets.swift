@@ -121,8 +121,10 @@ enum ReplyTarget: Int, CaseIterable {
 
     /// Armed: the controls each camera reports in force, as the take records them.
     private func armed(_ m: Coord_V1_Armed) {
-        guard let cameras = try? NodeReply.armed(m, takeID: "t1", from: Self.who) else { return }
-        for (camera, controls) in cameras { _ = Self.ranges.problem(with: controls, camera: camera) }
+        guard let armed = try? NodeReply.armed(m, takeID: "t1", from: Self.who) else { return }
+        for (camera, controls) in armed.controls { _ = Self.ranges.problem(with: controls, camera: camera) }
+        // The manifest encodes every device as JSON.
+        _ = try? JSONEncoder().encode(Array(armed.cameraDevices.values))
     }
 
     /// ControlsApplied: the values the console keeps, describes and checks against a camera's ranges.

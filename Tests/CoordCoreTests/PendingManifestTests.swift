@@ -1,3 +1,4 @@
+import Foundation
 import Testing
 @testable import CoordCore
 
@@ -51,6 +52,25 @@ import Testing
         #expect(m.cameras[2].disabled == true && m.cameras[2].disabledBy == "another coordinator or peer")
         #expect(m.audio?.map(\.mic) == ["mic0"] && m.audio?[0].ended == "unplugged" && m.audio?[0].rateErrorPPM == 1.23)
         #expect(m.audioRequired == true)
+    }
+
+    @Test func eachCamerasAndMicrophonesDeviceAndNullFieldsLeftOut() throws {
+        var p = pending()
+        var status = NodeStatus(node: "a", state: .finished, cameras: [])
+        status.mics = [NodeStatus.Mic(mic: "mic0")]
+        p.finalStatus = ["a": status]
+        p.devices = ["a/cam0": DeviceIdentity(driver: "vivid", card: "vivid", busInfo: "platform:vivid-000"), "a/cam1": .synthetic]
+        p.micDevices = ["a/mic0": "Loopback"]
+        let m = p.manifest
+        #expect(m.cameras.map(\.device?.driver) == ["vivid", "synthetic", nil])
+        #expect(m.audio?[0].device == "Loopback")
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = .sortedKeys
+        let json = try #require(String(data: try encoder.encode(m), encoding: .utf8))
+        #expect(json.contains(#""device":{"bus_info":"platform:vivid-000","card":"vivid","driver":"vivid"}"#))
+        #expect(json.contains(#""device":{"driver":"synthetic"}"#))
+        #expect(json.contains(#""device":"Loopback""#))
+        #expect(try JSONDecoder().decode(TakeManifest.self, from: Data(json.utf8)).cameras[0].device?.busInfo == "platform:vivid-000")
     }
 
     @Test func eventsInTimeOrder() {

@@ -152,6 +152,38 @@ private func probe(_ t1: Int64, _ t2: Int64, _ t3: Int64) -> Coord_V1_ClockProbe
         #expect(field { $0.stopGroup = -1 } == "Status.stop_group")
     }
 
+    @Test func armedDevicesAreCheckedAndCarryEveryField() throws {
+        var armed = Coord_V1_Armed()
+        armed.takeID = "T1"
+        armed.cameras = ["cam0", "gige"]
+        armed.devices = [.init(camera: "cam0", DeviceIdentity(driver: "vivid", card: "vivid", busInfo: "platform:vivid-000")),
+                         .init(camera: "gige", DeviceIdentity(driver: "aravis", transport: "GigEVision", vendor: "Aravis",
+                                                              model: "Fake", serial: "GV01")),
+                         .init(microphone: "mic0", card: "Dummy")]
+        let checked = try NodeReply.armed(armed, takeID: "T1", from: "node n1")
+        #expect(checked.cameraDevices["cam0"] == DeviceIdentity(driver: "vivid", card: "vivid", busInfo: "platform:vivid-000"))
+        #expect(checked.cameraDevices["gige"] == DeviceIdentity(driver: "aravis", transport: "GigEVision", vendor: "Aravis", model: "Fake", serial: "GV01"))
+        #expect(checked.micDevices == ["mic0": "Dummy"])
+        func field(_ edit: (inout Coord_V1_Armed) -> Void) -> String? {
+            var m = armed
+            edit(&m)
+            return fault { () throws(FieldFault) in try NodeReply.armed(m, takeID: "T1", from: "node n1") }?.field
+        }
+        #expect(field { $0.devices[0].card = String(repeating: "x", count: 513) } == "Armed.devices[0].card")
+        #expect(field { $0.devices[1].serial = "GV\u{1B}[2J" } == "Armed.devices[1].serial")
+        #expect(field { $0.devices[0].driver = "" } == "Armed.devices[0].driver")
+        #expect(field { $0.devices[2].card = "" } == "Armed.devices[2].card")
+        #expect(field { $0.devices[0].source = "../x" } == "Armed.devices[0].source")
+        #expect(field { $0.devices.append($0.devices[0]) } == "Armed.devices[3].source")
+        #expect(field { $0.devices = Array(repeating: $0.devices[0], count: 513) } == "Armed.devices")
+        let control = fault { () throws(FieldFault) in
+            var m = armed
+            m.devices[1].vendor = "Ara\u{7}vis"
+            _ = try NodeReply.armed(m, takeID: "T1", from: "node n1")
+        }
+        #expect(control?.sentence == "node n1 sent Armed.devices[1].vendor with the control character U+0007; a device's name is printable text.")
+    }
+
     @Test func chunksArmedControlsAndPreviewFramesAreChecked() throws {
         var chunk = Coord_V1_Chunk()
         chunk.path = "n1/cam0.mkv"
@@ -173,7 +205,7 @@ private func probe(_ t1: Int64, _ t2: Int64, _ t3: Int64) -> Coord_V1_ClockProbe
         var armed = Coord_V1_Armed()
         armed.takeID = "T1"
         armed.cameras = ["cam0"]
-        #expect(try NodeReply.armed(armed, takeID: "T1", from: "node n1").isEmpty)
+        #expect(try NodeReply.armed(armed, takeID: "T1", from: "node n1").controls.isEmpty)
         armed.controls = [applied]
         #expect(fault { () throws(FieldFault) in try NodeReply.armed(armed, takeID: "T1", from: "node n1") }?.field == "Armed.controls[0].controls.exposure_us")
 

@@ -40,6 +40,7 @@ def test_every_demo_node_records_sound_on_the_rig_timebase(tmp_path):
     assert sorted(a["node"] for a in audio) == ["node-1", "node-2", "node-3"]
     for a in audio:
         assert a["path"] == f"{a['node']}/mic0.mka" and a["stream_index"] == 0
+        assert a["device"] == "synthetic"  # CONTRACT §11
         assert a["sample_rate"] == 48000 and a["channels"] == 1
         assert a["start_us"] == manifest["t0_us"], "the sound must start on group 0's instant"
         assert set(a["av_offset_us"]) == {"p50", "p99"} and len(a["sha256"]) == 64

@@ -76,6 +76,8 @@ def test_default_demo_take_passes_every_check(tmp_path):
     assert manifest["format"] == "coord.take/1" and manifest["status"] == "complete"
     assert manifest["groups"] == 150 and len(manifest["cameras"]) == 3
     assert sorted(c["ordinal"] for c in manifest["cameras"]) == [0, 1, 2]
+    # CONTRACT §11: what each camera is, as its driver names it; a synthetic camera has no other field.
+    assert all(c["device"] == {"driver": "synthetic"} for c in manifest["cameras"])
     name = take.name.split("-")
     assert len(name[0]) == 8 and len(name[1]) == 6 and name[2] == "demo" and len(name[3]) == 6
     for f in ("manifest.json", "sync-report.json", "sync-report.html"):

@@ -751,6 +751,42 @@ public nonisolated struct Coord_V1_Armed: Sendable {
   /// each camera's controls in force as the take starts (for the manifest)
   public var controls: [Coord_V1_ControlsApplied] = []
 
+  /// what each camera and microphone is, as its driver names it (the manifest's `device`)
+  public var devices: [Coord_V1_SourceDevice] = []
+
+  public var unknownFields = SwiftProtobuf.UnknownStorage()
+
+  public init() {}
+}
+
+/// One camera's or microphone's device (CONTRACT §11, §12). An empty string is a field the driver does not give.
+/// A camera: `driver` always ("synthetic", a V4L2 driver such as "uvcvideo" or "vivid", "aravis"); V4L2 adds `card`
+/// and `bus_info` (VIDIOC_QUERYCAP), GenICam `protocol`, `vendor`, `model`, `serial`. A microphone: `card` only
+/// (the ALSA card's name, or "synthetic").
+public nonisolated struct Coord_V1_SourceDevice: Sendable {
+  // SwiftProtobuf.Message conformance is added in an extension below. See the
+  // `Message` and `Message+*Additions` files in the SwiftProtobuf library for
+  // methods supported on all messages.
+
+  /// the camera's or microphone's name
+  public var source: String = String()
+
+  public var microphone: Bool = false
+
+  public var driver: String = String()
+
+  public var card: String = String()
+
+  public var busInfo: String = String()
+
+  public var `protocol`: String = String()
+
+  public var vendor: String = String()
+
+  public var model: String = String()
+
+  public var serial: String = String()
+
   public var unknownFields = SwiftProtobuf.UnknownStorage()
 
   public init() {}
@@ -2889,7 +2925,7 @@ nonisolated extension Coord_V1_Arm: SwiftProtobuf.Message, SwiftProtobuf._Messag
 
 nonisolated extension Coord_V1_Armed: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
   public static let protoMessageName: String = _protobuf_package + ".Armed"
-  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{3}take_id\0\u{1}cameras\0\u{1}warnings\0\u{1}controls\0")
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{3}take_id\0\u{1}cameras\0\u{1}warnings\0\u{1}controls\0\u{1}devices\0")
 
   public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
     while let fieldNumber = try decoder.nextFieldNumber() {
@@ -2901,6 +2937,7 @@ nonisolated extension Coord_V1_Armed: SwiftProtobuf.Message, SwiftProtobuf._Mess
       case 2: try { try decoder.decodeRepeatedStringField(value: &self.cameras) }()
       case 3: try { try decoder.decodeRepeatedStringField(value: &self.warnings) }()
       case 4: try { try decoder.decodeRepeatedMessageField(value: &self.controls) }()
+      case 5: try { try decoder.decodeRepeatedMessageField(value: &self.devices) }()
       default: break
       }
     }
@@ -2919,6 +2956,9 @@ nonisolated extension Coord_V1_Armed: SwiftProtobuf.Message, SwiftProtobuf._Mess
     if !self.controls.isEmpty {
       try visitor.visitRepeatedMessageField(value: self.controls, fieldNumber: 4)
     }
+    if !self.devices.isEmpty {
+      try visitor.visitRepeatedMessageField(value: self.devices, fieldNumber: 5)
+    }
     try unknownFields.traverse(visitor: &visitor)
   }
 
@@ -2927,6 +2967,77 @@ nonisolated extension Coord_V1_Armed: SwiftProtobuf.Message, SwiftProtobuf._Mess
     if lhs.cameras != rhs.cameras {return false}
     if lhs.warnings != rhs.warnings {return false}
     if lhs.controls != rhs.controls {return false}
+    if lhs.devices != rhs.devices {return false}
+    if lhs.unknownFields != rhs.unknownFields {return false}
+    return true
+  }
+}
+
+nonisolated extension Coord_V1_SourceDevice: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
+  public static let protoMessageName: String = _protobuf_package + ".SourceDevice"
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}source\0\u{1}microphone\0\u{1}driver\0\u{1}card\0\u{3}bus_info\0\u{1}protocol\0\u{1}vendor\0\u{1}model\0\u{1}serial\0")
+
+  public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
+    while let fieldNumber = try decoder.nextFieldNumber() {
+      // The use of inline closures is to circumvent an issue where the compiler
+      // allocates stack space for every case branch when no optimizations are
+      // enabled. https://github.com/apple/swift-protobuf/issues/1034
+      switch fieldNumber {
+      case 1: try { try decoder.decodeSingularStringField(value: &self.source) }()
+      case 2: try { try decoder.decodeSingularBoolField(value: &self.microphone) }()
+      case 3: try { try decoder.decodeSingularStringField(value: &self.driver) }()
+      case 4: try { try decoder.decodeSingularStringField(value: &self.card) }()
+      case 5: try { try decoder.decodeSingularStringField(value: &self.busInfo) }()
+      case 6: try { try decoder.decodeSingularStringField(value: &self.`protocol`) }()
+      case 7: try { try decoder.decodeSingularStringField(value: &self.vendor) }()
+      case 8: try { try decoder.decodeSingularStringField(value: &self.model) }()
+      case 9: try { try decoder.decodeSingularStringField(value: &self.serial) }()
+      default: break
+      }
+    }
+  }
+
+  public func traverse<V: SwiftProtobuf.Visitor>(visitor: inout V) throws {
+    if !self.source.isEmpty {
+      try visitor.visitSingularStringField(value: self.source, fieldNumber: 1)
+    }
+    if self.microphone != false {
+      try visitor.visitSingularBoolField(value: self.microphone, fieldNumber: 2)
+    }
+    if !self.driver.isEmpty {
+      try visitor.visitSingularStringField(value: self.driver, fieldNumber: 3)
+    }
+    if !self.card.isEmpty {
+      try visitor.visitSingularStringField(value: self.card, fieldNumber: 4)
+    }
+    if !self.busInfo.isEmpty {
+      try visitor.visitSingularStringField(value: self.busInfo, fieldNumber: 5)
+    }
+    if !self.`protocol`.isEmpty {
+      try visitor.visitSingularStringField(value: self.`protocol`, fieldNumber: 6)
+    }
+    if !self.vendor.isEmpty {
+      try visitor.visitSingularStringField(value: self.vendor, fieldNumber: 7)
+    }
+    if !self.model.isEmpty {
+      try visitor.visitSingularStringField(value: self.model, fieldNumber: 8)
+    }
+    if !self.serial.isEmpty {
+      try visitor.visitSingularStringField(value: self.serial, fieldNumber: 9)
+    }
+    try unknownFields.traverse(visitor: &visitor)
+  }
+
+  public static func ==(lhs: Coord_V1_SourceDevice, rhs: Coord_V1_SourceDevice) -> Bool {
+    if lhs.source != rhs.source {return false}
+    if lhs.microphone != rhs.microphone {return false}
+    if lhs.driver != rhs.driver {return false}
+    if lhs.card != rhs.card {return false}
+    if lhs.busInfo != rhs.busInfo {return false}
+    if lhs.`protocol` != rhs.`protocol` {return false}
+    if lhs.vendor != rhs.vendor {return false}
+    if lhs.model != rhs.model {return false}
+    if lhs.serial != rhs.serial {return false}
     if lhs.unknownFields != rhs.unknownFields {return false}
     return true
   }

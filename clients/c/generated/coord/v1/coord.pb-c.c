@@ -682,6 +682,51 @@ void   coord__v1__armed__free_unpacked
   assert(message->base.descriptor == &coord__v1__armed__descriptor);
   protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
 }
+void   coord__v1__source_device__init
+                     (Coord__V1__SourceDevice         *message)
+{
+  static const Coord__V1__SourceDevice init_value = COORD__V1__SOURCE_DEVICE__INIT;
+  *message = init_value;
+}
+size_t coord__v1__source_device__get_packed_size
+                     (const Coord__V1__SourceDevice *message)
+{
+  assert(message->base.descriptor == &coord__v1__source_device__descriptor);
+  return protobuf_c_message_get_packed_size ((const ProtobufCMessage*)(message));
+}
+size_t coord__v1__source_device__pack
+                     (const Coord__V1__SourceDevice *message,
+                      uint8_t       *out)
+{
+  assert(message->base.descriptor == &coord__v1__source_device__descriptor);
+  return protobuf_c_message_pack ((const ProtobufCMessage*)message, out);
+}
+size_t coord__v1__source_device__pack_to_buffer
+                     (const Coord__V1__SourceDevice *message,
+                      ProtobufCBuffer *buffer)
+{
+  assert(message->base.descriptor == &coord__v1__source_device__descriptor);
+  return protobuf_c_message_pack_to_buffer ((const ProtobufCMessage*)message, buffer);
+}
+Coord__V1__SourceDevice *
+       coord__v1__source_device__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data)
+{
+  return (Coord__V1__SourceDevice *)
+     protobuf_c_message_unpack (&coord__v1__source_device__descriptor,
+                                allocator, len, data);
+}
+void   coord__v1__source_device__free_unpacked
+                     (Coord__V1__SourceDevice *message,
+                      ProtobufCAllocator *allocator)
+{
+  if(!message)
+    return;
+  assert(message->base.descriptor == &coord__v1__source_device__descriptor);
+  protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
+}
 void   coord__v1__clock_update__init
                      (Coord__V1__ClockUpdate         *message)
 {
@@ -3534,7 +3579,7 @@ const ProtobufCMessageDescriptor coord__v1__arm__descriptor =
   (ProtobufCMessageInit) coord__v1__arm__init,
   NULL,NULL,NULL    /* reserved[123] */
 };
-static const ProtobufCFieldDescriptor coord__v1__armed__field_descriptors[4] =
+static const ProtobufCFieldDescriptor coord__v1__armed__field_descriptors[5] =
 {
   {
     "take_id",
@@ -3584,17 +3629,30 @@ static const ProtobufCFieldDescriptor coord__v1__armed__field_descriptors[4] =
     0,             /* flags */
     0,NULL,NULL    /* reserved1,reserved2, etc */
   },
+  {
+    "devices",
+    5,
+    PROTOBUF_C_LABEL_REPEATED,
+    PROTOBUF_C_TYPE_MESSAGE,
+    offsetof(Coord__V1__Armed, n_devices),
+    offsetof(Coord__V1__Armed, devices),
+    &coord__v1__source_device__descriptor,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
 };
 static const unsigned coord__v1__armed__field_indices_by_name[] = {
   1,   /* field[1] = cameras */
   3,   /* field[3] = controls */
+  4,   /* field[4] = devices */
   0,   /* field[0] = take_id */
   2,   /* field[2] = warnings */
 };
 static const ProtobufCIntRange coord__v1__armed__number_ranges[1 + 1] =
 {
   { 1, 0 },
-  { 0, 4 }
+  { 0, 5 }
 };
 const ProtobufCMessageDescriptor coord__v1__armed__descriptor =
 {
@@ -3604,11 +3662,153 @@ const ProtobufCMessageDescriptor coord__v1__armed__descriptor =
   "Coord__V1__Armed",
   "coord.v1",
   sizeof(Coord__V1__Armed),
-  4,
+  5,
   coord__v1__armed__field_descriptors,
   coord__v1__armed__field_indices_by_name,
   1,  coord__v1__armed__number_ranges,
   (ProtobufCMessageInit) coord__v1__armed__init,
+  NULL,NULL,NULL    /* reserved[123] */
+};
+static const ProtobufCFieldDescriptor coord__v1__source_device__field_descriptors[9] =
+{
+  {
+    "source",
+    1,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_STRING,
+    0,   /* quantifier_offset */
+    offsetof(Coord__V1__SourceDevice, source),
+    NULL,
+    &protobuf_c_empty_string,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "microphone",
+    2,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_BOOL,
+    0,   /* quantifier_offset */
+    offsetof(Coord__V1__SourceDevice, microphone),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "driver",
+    3,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_STRING,
+    0,   /* quantifier_offset */
+    offsetof(Coord__V1__SourceDevice, driver),
+    NULL,
+    &protobuf_c_empty_string,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "card",
+    4,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_STRING,
+    0,   /* quantifier_offset */
+    offsetof(Coord__V1__SourceDevice, card),
+    NULL,
+    &protobuf_c_empty_string,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "bus_info",
+    5,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_STRING,
+    0,   /* quantifier_offset */
+    offsetof(Coord__V1__SourceDevice, bus_info),
+    NULL,
+    &protobuf_c_empty_string,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "protocol",
+    6,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_STRING,
+    0,   /* quantifier_offset */
+    offsetof(Coord__V1__SourceDevice, protocol),
+    NULL,
+    &protobuf_c_empty_string,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "vendor",
+    7,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_STRING,
+    0,   /* quantifier_offset */
+    offsetof(Coord__V1__SourceDevice, vendor),
+    NULL,
+    &protobuf_c_empty_string,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "model",
+    8,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_STRING,
+    0,   /* quantifier_offset */
+    offsetof(Coord__V1__SourceDevice, model),
+    NULL,
+    &protobuf_c_empty_string,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "serial",
+    9,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_STRING,
+    0,   /* quantifier_offset */
+    offsetof(Coord__V1__SourceDevice, serial),
+    NULL,
+    &protobuf_c_empty_string,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+};
+static const unsigned coord__v1__source_device__field_indices_by_name[] = {
+  4,   /* field[4] = bus_info */
+  3,   /* field[3] = card */
+  2,   /* field[2] = driver */
+  1,   /* field[1] = microphone */
+  7,   /* field[7] = model */
+  5,   /* field[5] = protocol */
+  8,   /* field[8] = serial */
+  0,   /* field[0] = source */
+  6,   /* field[6] = vendor */
+};
+static const ProtobufCIntRange coord__v1__source_device__number_ranges[1 + 1] =
+{
+  { 1, 0 },
+  { 0, 9 }
+};
+const ProtobufCMessageDescriptor coord__v1__source_device__descriptor =
+{
+  PROTOBUF_C__MESSAGE_DESCRIPTOR_MAGIC,
+  "coord.v1.SourceDevice",
+  "SourceDevice",
+  "Coord__V1__SourceDevice",
+  "coord.v1",
+  sizeof(Coord__V1__SourceDevice),
+  9,
+  coord__v1__source_device__field_descriptors,
+  coord__v1__source_device__field_indices_by_name,
+  1,  coord__v1__source_device__number_ranges,
+  (ProtobufCMessageInit) coord__v1__source_device__init,
   NULL,NULL,NULL    /* reserved[123] */
 };
 static const ProtobufCFieldDescriptor coord__v1__clock_update__field_descriptors[2] =

@@ -30,6 +30,7 @@ typedef struct Coord__V1__CameraConfig Coord__V1__CameraConfig;
 typedef struct Coord__V1__ClockMapping Coord__V1__ClockMapping;
 typedef struct Coord__V1__Arm Coord__V1__Arm;
 typedef struct Coord__V1__Armed Coord__V1__Armed;
+typedef struct Coord__V1__SourceDevice Coord__V1__SourceDevice;
 typedef struct Coord__V1__ClockUpdate Coord__V1__ClockUpdate;
 typedef struct Coord__V1__StartAt Coord__V1__StartAt;
 typedef struct Coord__V1__AdjustCamera Coord__V1__AdjustCamera;
@@ -554,10 +555,42 @@ struct  Coord__V1__Armed
    */
   size_t n_controls;
   Coord__V1__ControlsApplied **controls;
+  /*
+   * what each camera and microphone is, as its driver names it (the manifest's `device`)
+   */
+  size_t n_devices;
+  Coord__V1__SourceDevice **devices;
 };
 #define COORD__V1__ARMED__INIT \
  { PROTOBUF_C_MESSAGE_INIT (&coord__v1__armed__descriptor) \
-    , (char *)protobuf_c_empty_string, 0,NULL, 0,NULL, 0,NULL }
+    , (char *)protobuf_c_empty_string, 0,NULL, 0,NULL, 0,NULL, 0,NULL }
+
+
+/*
+ * One camera's or microphone's device (CONTRACT §11, §12). An empty string is a field the driver does not give.
+ * A camera: `driver` always ("synthetic", a V4L2 driver such as "uvcvideo" or "vivid", "aravis"); V4L2 adds `card`
+ * and `bus_info` (VIDIOC_QUERYCAP), GenICam `protocol`, `vendor`, `model`, `serial`. A microphone: `card` only
+ * (the ALSA card's name, or "synthetic").
+ */
+struct  Coord__V1__SourceDevice
+{
+  ProtobufCMessage base;
+  /*
+   * the camera's or microphone's name
+   */
+  char *source;
+  protobuf_c_boolean microphone;
+  char *driver;
+  char *card;
+  char *bus_info;
+  char *protocol;
+  char *vendor;
+  char *model;
+  char *serial;
+};
+#define COORD__V1__SOURCE_DEVICE__INIT \
+ { PROTOBUF_C_MESSAGE_INIT (&coord__v1__source_device__descriptor) \
+    , (char *)protobuf_c_empty_string, 0, (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string }
 
 
 /*
@@ -1467,6 +1500,25 @@ Coord__V1__Armed *
 void   coord__v1__armed__free_unpacked
                      (Coord__V1__Armed *message,
                       ProtobufCAllocator *allocator);
+/* Coord__V1__SourceDevice methods */
+void   coord__v1__source_device__init
+                     (Coord__V1__SourceDevice         *message);
+size_t coord__v1__source_device__get_packed_size
+                     (const Coord__V1__SourceDevice   *message);
+size_t coord__v1__source_device__pack
+                     (const Coord__V1__SourceDevice   *message,
+                      uint8_t             *out);
+size_t coord__v1__source_device__pack_to_buffer
+                     (const Coord__V1__SourceDevice   *message,
+                      ProtobufCBuffer     *buffer);
+Coord__V1__SourceDevice *
+       coord__v1__source_device__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data);
+void   coord__v1__source_device__free_unpacked
+                     (Coord__V1__SourceDevice *message,
+                      ProtobufCAllocator *allocator);
 /* Coord__V1__ClockUpdate methods */
 void   coord__v1__clock_update__init
                      (Coord__V1__ClockUpdate         *message);
@@ -2065,6 +2117,9 @@ typedef void (*Coord__V1__Arm_Closure)
 typedef void (*Coord__V1__Armed_Closure)
                  (const Coord__V1__Armed *message,
                   void *closure_data);
+typedef void (*Coord__V1__SourceDevice_Closure)
+                 (const Coord__V1__SourceDevice *message,
+                  void *closure_data);
 typedef void (*Coord__V1__ClockUpdate_Closure)
                  (const Coord__V1__ClockUpdate *message,
                   void *closure_data);
@@ -2175,6 +2230,7 @@ extern const ProtobufCMessageDescriptor coord__v1__camera_config__descriptor;
 extern const ProtobufCMessageDescriptor coord__v1__clock_mapping__descriptor;
 extern const ProtobufCMessageDescriptor coord__v1__arm__descriptor;
 extern const ProtobufCMessageDescriptor coord__v1__armed__descriptor;
+extern const ProtobufCMessageDescriptor coord__v1__source_device__descriptor;
 extern const ProtobufCMessageDescriptor coord__v1__clock_update__descriptor;
 extern const ProtobufCMessageDescriptor coord__v1__start_at__descriptor;
 extern const ProtobufCMessageDescriptor coord__v1__adjust_camera__descriptor;
