@@ -5,7 +5,9 @@ systemd, vivid and snd-aloop, each running the packaged coord-node; the host's c
     scripts/package.sh /var/cache/coord-test/vmlab/debs      # once (or COORD_VMLAB_DEBS=DIR)
     python3 bench/vmlab.py [--vms 2] [--seconds 10] [--clocksource tsc|hpet] [--out bench/results/vmlab.json]
 
-Measures, in one lab: each VM's boot time (QEMU start until the guest agent, a multi-user unit, answers), the
+Measures first one VM booted from scratch (the baseline) and the same VM restored from the state the lab saves
+(QMP migrate to a file, -incoming): seconds from QEMU's start until the guest agent answers. Then, in one lab:
+each VM's boot time (QEMU start until the guest agent, a multi-user unit, answers), the
 take (exit, status, filled frames, vivid's phase error and the cross-VM spread from sync-report.json, the clock
 figures coord reports per VM, the ALSA microphones' A/V offset and rate error as the node reports them), vivid's
 injected drops (70 %) as the node counts them, and the systemd watchdog's restart time after SIGSTOP. Needs root.
@@ -24,7 +26,29 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "scripts"))
+from vmlab_lib import image  # noqa: E402
 from vmlab_lib.lab import Lab, find_debs  # noqa: E402
+from vmlab_lib.vm import VM  # noqa: E402
+
+
+def boot_versus_restore(work: Path, clocksource: str | None) -> dict:
+    """vm1 booted from scratch, its state saved, then vm1 restored from it: the seconds until its agent answers."""
+    art = image.build()
+    figures: dict = {}
+    for how in ("boot", "restore"):
+        vm = VM("vm1", work / how, art, clocksource=clocksource)
+        vm.start(restore=(how == "restore"))
+        try:
+            figures[f"{how}_s"] = round(vm.wait_booted(), 1)
+            if how == "boot":
+                figures["save_s"] = round(vm.save_snapshot(), 1)
+                figures["state_mb"] = round((vm.snapshot / "state").stat().st_size / 2**20, 1)
+            else:
+                figures["restored"] = vm.restored
+        finally:
+            vm.stop()
+            (vm.dir / "disk.qcow2").unlink(missing_ok=True)
+    return figures
 
 
 def take_figures(take_dir: Path, code: int) -> dict:
@@ -55,6 +79,8 @@ def main() -> int:
                     "host_load_at_start": os.getloadavg()}
     with tempfile.TemporaryDirectory(prefix="vmlab-bench-") as work:
         work = Path(work)
+        result["boot_vs_restore"] = boot_versus_restore(work, a.clocksource)
+        print(json.dumps(result["boot_vs_restore"]), file=sys.stderr)
         started = time.monotonic()
         lab = Lab.up(work / "lab", a.vms, find_debs(a.debs), clocksource=a.clocksource)
         try:

@@ -14,7 +14,7 @@ from pathlib import Path
 
 from . import image
 from .image import Artefacts, LabError, log, run
-from .vm import VM
+from .vm import SNAPSHOTS, VM
 
 REPO = Path(__file__).resolve().parents[2]
 TAKE_ID = re.compile(r"^\d{8}-\d{6}-.+-[0-9a-f]{6}$")
@@ -49,6 +49,7 @@ class Lab:
         self.vms = vms
         self.art = art
         self.boot_seconds: dict[str, float] = {}
+        self.restored: dict[str, bool] = {}
         self.public_keys: dict[str, str] = {}
 
     # --- making one -------------------------------------------------------------------------------------------
@@ -78,7 +79,12 @@ class Lab:
             # The VMs boot and install side by side: each has its own agent, and TCG makes every step slow.
             def prepare(vm: VM) -> None:
                 lab.boot_seconds[vm.name] = vm.wait_booted()
-                log(f"{vm.name} answers after {lab.boot_seconds[vm.name]:.1f} s (port {vm.node_port})")
+                vm.after_boot()
+                how = "restored" if vm.restored else "booted"
+                log(f"{vm.name} {how}; answers after {lab.boot_seconds[vm.name]:.1f} s (port {vm.node_port})")
+                lab.restored[vm.name] = vm.restored
+                if SNAPSHOTS and not vm.restored:
+                    log(f"{vm.name}: state saved for the next lab in {vm.save_snapshot():.1f} s")
                 lab.install(vm, camera=camera)
                 if start_nodes:
                     lab.start_node(vm)
@@ -173,14 +179,15 @@ class Lab:
 
     def report(self) -> dict:
         return {"vms": [{"name": vm.name, "kernel": vm.sh("uname -r").strip(), "systemd": self.systemd(vm),
-                         "boot_s": round(self.boot_seconds.get(vm.name, 0.0), 2)} for vm in self.vms]}
+                         "boot_s": round(self.boot_seconds.get(vm.name, 0.0), 2),
+                         "restored": self.restored.get(vm.name, False)} for vm in self.vms]}
 
     # --- state across processes ----------------------------------------------------------------------------
     def save(self) -> None:
         state = {"vms": [{"name": v.name, "node_port": v.node_port, "clocksource": v.clocksource,
                           "pid": int(v.pidfile.read_text()) if v.pidfile.exists() and v.pidfile.read_text().strip()
                           else (v.proc.pid if v.proc else None)} for v in self.vms],
-                 "public_keys": self.public_keys, "boot_seconds": self.boot_seconds}
+                 "public_keys": self.public_keys, "boot_seconds": self.boot_seconds, "restored": self.restored}
         (self.dir / "lab.json").write_text(json.dumps(state, indent=2) + "\n")
 
     @classmethod
@@ -195,6 +202,7 @@ class Lab:
         lab = cls(run_dir, vms, art)
         lab.public_keys = state.get("public_keys", {})
         lab.boot_seconds = state.get("boot_seconds", {})
+        lab.restored = state.get("restored", {})
         return lab
 
     def down(self, keep_disks: bool = False) -> None:

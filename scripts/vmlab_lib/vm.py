@@ -3,17 +3,24 @@ copy-on-write qcow2 overlay over the cached root image, user-mode networking wit
 127.0.0.1, a 9p share of the host's run directory at /mnt/host, and the guest agent on a virtio-serial port."""
 from __future__ import annotations
 
+import hashlib
 import json
 import os
+import shlex
+import shutil
 import signal
 import socket
 import subprocess
 import time
 from pathlib import Path
 
+from . import image
 from .image import Artefacts, LabError, run
 
 NODE_PORT = 5710
+# COORD_VMLAB_SNAPSHOT=0 boots every VM from scratch (the bench's baseline); otherwise each VM restores the state
+# the lab saved the first time it booted (QMP migrate to a file, QEMU's -incoming).
+SNAPSHOTS = os.environ.get("COORD_VMLAB_SNAPSHOT", "1") != "0"
 
 
 def free_port() -> int:
@@ -96,6 +103,30 @@ class Agent:
         self.buf = b""
 
 
+class QMP:
+    """QEMU's machine protocol on the VM's unix socket: one connection per command, events skipped."""
+
+    def __init__(self, path: Path):
+        self.path = path
+
+    def command(self, name: str, **arguments) -> dict:
+        with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as s:
+            s.settimeout(60)
+            s.connect(str(self.path))
+            f = s.makefile("rwb")
+            f.readline()  # the greeting
+            for request in ({"execute": "qmp_capabilities"}, {"execute": name, "arguments": arguments}):
+                f.write((json.dumps(request) + "\n").encode())
+                f.flush()
+                while True:
+                    reply = json.loads(f.readline() or b"{}")
+                    if "error" in reply:
+                        raise LabError(f"QEMU refused {name}: {reply['error'].get('desc', reply['error'])}")
+                    if "return" in reply or not reply:
+                        break
+            return reply.get("return", {})
+
+
 class VM:
     def __init__(self, name: str, run_dir: Path, art: Artefacts, *, node_port: int | None = None,
                  memory_mb: int = 768, clocksource: str | None = None):
@@ -108,15 +139,29 @@ class VM:
         self.agent = Agent(self.dir / "agent.sock")
         self.proc: subprocess.Popen | None = None
         self.share = run_dir / "share"
+        self.restored = False
 
     @property
     def pidfile(self) -> Path:
         return self.dir / "qemu.pid"
 
-    def command(self) -> list[str]:
+    def append(self) -> str:
         append = f"console=ttyS0 root=/dev/vda rw quiet systemd.hostname={self.name} systemd.show_status=0"
         if self.clocksource:
             append += f" clocksource={self.clocksource}"
+        return append
+
+    @property
+    def snapshot(self) -> Path:
+        """Where this VM's booted state is cached: per name (its hostname and machine id stay its own) and per
+        everything the guest saw at boot (kernel command line, memory, image recipe, kernel, the image itself)."""
+        seen = [self.append(), str(self.memory_mb), image.RECIPE, self.art.release,
+                str(self.art.image.stat().st_mtime_ns), str(self.art.initrd.stat().st_mtime_ns)]
+        key = hashlib.sha256("\n".join(seen).encode()).hexdigest()[:12]
+        return self.art.lab / "snapshots" / f"{self.name}-{key}"
+
+    def command(self) -> list[str]:
+        append = self.append()
         return [
             "nice", "-n", "19", "qemu-system-x86_64", "-accel", "tcg", "-machine", "q35", "-cpu", "max",
             "-smp", "1", "-m", str(self.memory_mb), "-nodefaults", "-no-user-config", "-display", "none",
@@ -133,15 +178,62 @@ class VM:
             "-pidfile", str(self.pidfile),
         ]
 
-    def start(self) -> None:
+    def start(self, restore: bool | None = None) -> None:
+        """Starts QEMU: restoring the cached state when there is one (and `restore` is not False), else booting."""
         self.dir.mkdir(parents=True, exist_ok=True)
         self.share.mkdir(parents=True, exist_ok=True)
         disk = self.dir / "disk.qcow2"
         disk.unlink(missing_ok=True)
-        run(["qemu-img", "create", "-q", "-f", "qcow2", "-b", self.art.image, "-F", "raw", disk])
+        snap = self.snapshot
+        wanted = SNAPSHOTS if restore is None else restore
+        self.restored = wanted and (snap / "state").exists() and (snap / "disk.qcow2").exists()
+        command = self.command()
+        if self.restored:
+            # The disk as it was when the memory was saved (its backing file is the cached root image).
+            shutil.copyfile(snap / "disk.qcow2", disk)
+            command += ["-incoming", f"exec:cat {shlex.quote(str(snap / 'state'))}"]
+        else:
+            run(["qemu-img", "create", "-q", "-f", "qcow2", "-b", self.art.image, "-F", "raw", disk])
         log = open(self.dir / "qemu.log", "w")
         self.started = time.monotonic()
-        self.proc = subprocess.Popen(self.command(), stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+        self.proc = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+
+    def after_boot(self) -> None:
+        """A restored guest's wall clock still reads the moment it was saved: set it to the host's."""
+        if self.restored:
+            self.sh(f"date -u -s @{time.time():.6f} >/dev/null")
+
+    def save_snapshot(self, timeout: float = 600) -> float:
+        """Saves this freshly booted VM (nothing mounted from the host yet: a mounted 9p share blocks migration)
+        for later labs, then lets it run on. Returns the seconds it took."""
+        start = time.monotonic()
+        snap = self.snapshot
+        tmp = snap.with_name(f"{snap.name}.{os.getpid()}.tmp")
+        shutil.rmtree(tmp, ignore_errors=True)
+        tmp.mkdir(parents=True)
+        try:
+            self.sh("sync")
+            qmp = QMP(self.dir / "qmp.sock")
+            qmp.command("migrate-set-parameters", **{"max-bandwidth": 4 << 30})  # QEMU's default is 32 MiB/s
+            qmp.command("migrate", uri=f"exec:cat > {shlex.quote(str(tmp / 'state'))}")
+            deadline = time.monotonic() + timeout
+            while (status := qmp.command("query-migrate").get("status")) not in ("completed", "failed", "cancelled"):
+                if time.monotonic() > deadline:
+                    qmp.command("migrate_cancel")
+                    raise LabError(f"{self.name}: saving its state took over {timeout:.0f} s.")
+                time.sleep(0.2)  # QEMU's migration status, polled
+            if status != "completed":
+                raise LabError(f"{self.name}: saving its state {status}.")
+            # Paused now (post-migrate), its disk flushed: the overlay matches the saved memory.
+            shutil.copyfile(self.dir / "disk.qcow2", tmp / "disk.qcow2")
+            qmp.command("cont")
+            try:
+                tmp.rename(snap)
+            except OSError:  # another lab saved it first
+                pass
+        finally:
+            shutil.rmtree(tmp, ignore_errors=True)
+        return time.monotonic() - start
 
     def wait_booted(self, timeout: float = 240) -> float:
         """Seconds from QEMU's start until the guest agent (a multi-user systemd unit) answers."""
