@@ -77,12 +77,14 @@ def main() -> int:
     result: dict = {"command": "python3 bench/vmlab.py " + " ".join(sys.argv[1:]),
                     "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
                     "host_load_at_start": os.getloadavg()}
+    debs = find_debs(a.debs)
+    result["debs"] = sorted(d.name for d in debs.values())
     with tempfile.TemporaryDirectory(prefix="vmlab-bench-") as work:
         work = Path(work)
         result["boot_vs_restore"] = boot_versus_restore(work, a.clocksource)
         print(json.dumps(result["boot_vs_restore"]), file=sys.stderr)
         started = time.monotonic()
-        lab = Lab.up(work / "lab", a.vms, find_debs(a.debs), clocksource=a.clocksource)
+        lab = Lab.up(work / "lab", a.vms, debs, clocksource=a.clocksource)
         try:
             result["ready_s"] = round(time.monotonic() - started, 1)
             result["boot_s"] = {k: round(v, 1) for k, v in lab.boot_seconds.items()}
