@@ -102,7 +102,8 @@ class Lab:
         """dpkg -i the packages, load vivid, snd-dummy and snd-aloop, write the node file and enrol the keys."""
         vm.sh("mkdir -p /mnt/host && (mountpoint -q /mnt/host || "
               "mount -t 9p -o trans=virtio,version=9p2000.L,ro host /mnt/host)")
-        vm.sh("dpkg -i /mnt/host/debs/coord-node_*.deb /mnt/host/debs/coord_*.deb", timeout=300)
+        # xz under TCG: 3-6 minutes on the loaded machine.
+        vm.sh("dpkg -i /mnt/host/debs/coord-node_*.deb /mnt/host/debs/coord_*.deb", timeout=900)
         # One capture node only (node_types=1): no output, radio or SDR devices beside it.
         vm.sh("modprobe vivid n_devs=1 node_types=0x1 && modprobe snd-dummy && modprobe snd-aloop && udevadm settle")
         cam = {"name": "cam0", "v4l2": "/dev/video0"} | (camera or {})
