@@ -125,7 +125,7 @@ public final class GenICamCamera: CameraSource, ControllableCamera, @unchecked S
             let payload = try features.payload()
             var err = [CChar](repeating: 0, count: 512)
             guard let opened = carv_stream_open(camera, payload, Self.bufferCount, &err, 512) else {
-                throw CameraSourceError("\(deviceID) could not open its stream: \(String(cString: err))")
+                throw CameraSourceError("\(deviceID) could not open its stream: \(text(err))")
             }
             stream = opened
         }
@@ -308,7 +308,7 @@ extension GenICamCamera {
         func call(_ what: String, _ body: (UnsafeMutablePointer<CChar>, Int) -> Int32) throws {
             var err = [CChar](repeating: 0, count: 512)
             let rc = err.withUnsafeMutableBufferPointer { body($0.baseAddress!, $0.count) }
-            if rc != 0 { throw CameraSourceError("\(deviceID) refused \(what): \(String(cString: err))") }
+            if rc != 0 { throw CameraSourceError("\(deviceID) refused \(what): \(text(err))") }
         }
 
         func available(_ name: String) -> Bool { carv_feature_available(camera, name) != 0 }
@@ -347,7 +347,7 @@ extension GenICamCamera {
         func string(_ name: String) -> String? {
             var out = [CChar](repeating: 0, count: 256), err = [CChar](repeating: 0, count: 256)
             guard carv_get_string(camera, name, &out, 256, &err, 256) == 0 else { return nil }
-            return String(cString: out)
+            return text(out)
         }
 
         func pixelFormats() throws -> [String] {
@@ -357,7 +357,7 @@ extension GenICamCamera {
                 count = carv_pixel_formats(camera, &out, 4096, err, len)
                 return count < 0 ? -1 : 0
             }
-            return String(cString: out).split(separator: "\n").map(String.init)
+            return text(out).split(separator: "\n").map(String.init)
         }
 
         func payload() throws -> UInt32 {
@@ -425,7 +425,7 @@ extension GenICamCamera {
         func hostAddress() -> String? {
             var out = [CChar](repeating: 0, count: 64)
             guard carv_camera_gv_interface_address(camera, &out, 64) == 0 else { return nil }
-            return String(cString: out)
+            return text(out)
         }
 
         func exposureMicroseconds() -> Double? {
@@ -502,5 +502,12 @@ extension GenICamCamera {
         let camera = try Features.open(deviceID)
         defer { carv_camera_close(camera) }
         return try Features(camera: camera, deviceID: deviceID).description()
+    }
+}
+
+/// The NUL-terminated text a C call wrote into `chars`.
+private func text(_ chars: [CChar]) -> String {
+    chars.withUnsafeBufferPointer { buffer in
+        String(decoding: buffer.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
     }
 }

@@ -74,83 +74,80 @@ public enum GenICamPixelFormat: String, CaseIterable, Equatable, Sendable {
 }
 
 /// GenICam images to yuv420p (BT.601, limited range, as the V4L2 conversions): mono as grey, RGB8 with its chroma
-/// averaged over each 2×2 block, Bayer demosaiced bilinearly (each colour the mean of its neighbours in 3×3).
+/// averaged over each 2×2 block, Bayer demosaiced per 2×2 cell — each pixel keeps its own colour and takes the
+/// missing ones from its cell (red, blue, the mean of the two greens), the cell's mean colour is its chroma. Plain
+/// pointer loops over whole cells: the recorder converts every frame, in debug builds too.
 public enum GenICamConversion {
-    /// Converts one image of `frame`'s size; false, leaving `frame` untouched, when `bytes` is too short for it.
+    /// Converts one image of `frame`'s size (even width and height, as the rig's sizes are); false, leaving `frame`
+    /// untouched, when `bytes` is too short for it.
     @discardableResult
     public static func convert(_ bytes: UnsafeRawBufferPointer, format: GenICamPixelFormat, into frame: PlanarFrame) -> Bool {
         let width = frame.width, height = frame.height
-        guard width > 0, height > 0, bytes.count >= format.imageBytes(width: width, height: height),
+        guard width > 0, height > 0, width % 2 == 0, height % 2 == 0, bytes.count >= format.imageBytes(width: width, height: height),
               let src = bytes.baseAddress?.assumingMemoryBound(to: UInt8.self),
               let y = frame.luma.baseAddress, let cb = frame.cb.baseAddress, let cr = frame.cr.baseAddress else { return false }
         let cw = frame.chromaWidth, ch = frame.chromaHeight
         switch format {
         case .mono8, .mono16:
-            let step = format.bytesPerPixel
-            for i in 0..<(width * height) {
-                // Mono16 is little-endian (PFNC): its high byte carries the picture.
-                let v = step == 2 ? src[2 * i + 1] : src[i]
-                y[i] = lumaOfGrey(v)
-            }
+            let table = greyLuma
+            let step = format.bytesPerPixel, high = step - 1
+            // Mono16 is little-endian (PFNC): its high byte carries the picture.
+            for i in 0..<(width * height) { y[i] = table[Int(src[step * i + high])] }
             cb.update(repeating: 128, count: cw * ch)
             cr.update(repeating: 128, count: cw * ch)
         case .rgb8:
-            convertRGB(width: width, height: height, y: y, cb: cb, cr: cr, cw: cw) { x, row in
-                let p = src + 3 * (row * width + x)
-                return (Int(p[0]), Int(p[1]), Int(p[2]))
-            }
-        case .bayerRG8, .bayerGR8, .bayerGB8, .bayerBG8:
-            let cell = format.bayerCell!
-            convertRGB(width: width, height: height, y: y, cb: cb, cr: cr, cw: cw) { x, row in
-                var sum = (0, 0, 0), count = (0, 0, 0)
-                for dy in -1...1 {
-                    let yy = row + dy
-                    guard yy >= 0, yy < height else { continue }
-                    for dx in -1...1 {
-                        let xx = x + dx
-                        guard xx >= 0, xx < width else { continue }
-                        let v = Int(src[yy * width + xx])
-                        switch cell[(yy & 1) * 2 + (xx & 1)] {
-                        case 0: sum.0 += v; count.0 += 1
-                        case 1: sum.1 += v; count.1 += 1
-                        default: sum.2 += v; count.2 += 1
+            for cy in 0..<ch {
+                for cx in 0..<cw {
+                    var sr = 0, sg = 0, sb = 0
+                    for dy in 0..<2 {
+                        let row = 2 * cy + dy
+                        for dx in 0..<2 {
+                            let x = 2 * cx + dx
+                            let p = src + 3 * (row * width + x)
+                            let r = Int(p[0]), g = Int(p[1]), b = Int(p[2])
+                            y[row * width + x] = luma(r, g, b)
+                            sr += r; sg += g; sb += b
                         }
                     }
+                    cb[cy * cw + cx] = blueDifference(sr >> 2, sg >> 2, sb >> 2)
+                    cr[cy * cw + cx] = redDifference(sr >> 2, sg >> 2, sb >> 2)
                 }
-                // The pixel's own colour is exact, the others the mean of their neighbours (bilinear).
-                let own = cell[(row & 1) * 2 + (x & 1)], v = Int(src[row * width + x])
-                let r = own == 0 ? v : sum.0 / max(count.0, 1)
-                let g = own == 1 ? v : sum.1 / max(count.1, 1)
-                let b = own == 2 ? v : sum.2 / max(count.2, 1)
-                return (r, g, b)
+            }
+        case .bayerRG8, .bayerGR8, .bayerGB8, .bayerBG8:
+            // Offsets in the cell (0 top-left, 1 top-right, 2 bottom-left, 3 bottom-right) of red, blue and the greens.
+            let cell = format.bayerCell!
+            let ri = cell.firstIndex(of: 0)!, bi = cell.firstIndex(of: 2)!
+            let g1 = cell.firstIndex(of: 1)!, g2 = cell.lastIndex(of: 1)!
+            let offsets = [0, 1, width, width + 1]
+            let ro = offsets[ri], bo = offsets[bi], g1o = offsets[g1], g2o = offsets[g2]
+            for cy in 0..<ch {
+                for cx in 0..<cw {
+                    let top = 2 * cy * width + 2 * cx
+                    let p = src + top
+                    let r = Int(p[ro]), b = Int(p[bo]), ga = Int(p[g1o]), gb = Int(p[g2o])
+                    let g = (ga + gb + 1) >> 1
+                    y[top + ro] = luma(r, g, b)
+                    y[top + bo] = luma(r, g, b)
+                    y[top + g1o] = luma(r, ga, b)
+                    y[top + g2o] = luma(r, gb, b)
+                    cb[cy * cw + cx] = blueDifference(r, g, b)
+                    cr[cy * cw + cx] = redDifference(r, g, b)
+                }
             }
         }
         return true
     }
 
-    static func lumaOfGrey(_ v: UInt8) -> UInt8 { UInt8(16 + (Int(v) * 219 + 127) / 255) }
+    /// Limited-range luma of each grey level.
+    static let greyLuma: [UInt8] = (0..<256).map { UInt8(16 + ($0 * 219 + 127) / 255) }
 
-    /// BT.601 limited range from full-range RGB: luma per pixel, chroma from each 2×2 block's mean colour.
-    private static func convertRGB(width: Int, height: Int, y: UnsafeMutablePointer<UInt8>, cb: UnsafeMutablePointer<UInt8>,
-                                   cr: UnsafeMutablePointer<UInt8>, cw: Int, pixel: (Int, Int) -> (Int, Int, Int)) {
-        var sums = [(Int, Int, Int, Int)](repeating: (0, 0, 0, 0), count: cw)
-        for row in 0..<height {
-            for x in 0..<width {
-                let (r, g, b) = pixel(x, row)
-                y[row * width + x] = UInt8(clamping: 16 + (66 * r + 129 * g + 25 * b + 128) >> 8)
-                let s = sums[x / 2]
-                sums[x / 2] = (s.0 + r, s.1 + g, s.2 + b, s.3 + 1)
-            }
-            if row % 2 == 1 || row == height - 1 {
-                let crow = row / 2
-                for cx in 0..<cw {
-                    let s = sums[cx], n = max(s.3, 1)
-                    let r = s.0 / n, g = s.1 / n, b = s.2 / n
-                    cb[crow * cw + cx] = UInt8(clamping: 128 + (-38 * r - 74 * g + 112 * b + 128) >> 8)
-                    cr[crow * cw + cx] = UInt8(clamping: 128 + (112 * r - 94 * g - 18 * b + 128) >> 8)
-                    sums[cx] = (0, 0, 0, 0)
-                }
-            }
-        }
+    @inline(__always) static func luma(_ r: Int, _ g: Int, _ b: Int) -> UInt8 {
+        UInt8(truncatingIfNeeded: 16 + (66 * r + 129 * g + 25 * b + 128) >> 8)
+    }
+    @inline(__always) static func blueDifference(_ r: Int, _ g: Int, _ b: Int) -> UInt8 {
+        UInt8(truncatingIfNeeded: 128 + (-38 * r - 74 * g + 112 * b + 128) >> 8)
+    }
+    @inline(__always) static func redDifference(_ r: Int, _ g: Int, _ b: Int) -> UInt8 {
+        UInt8(truncatingIfNeeded: 128 + (112 * r - 94 * g - 18 * b + 128) >> 8)
     }
 }
