@@ -230,8 +230,10 @@ def test_a_vanished_camera_ends_with_its_event_and_the_other_records_on(tmp_path
     cam0 = rows(take_dir, "n1", "cam0")
     assert 0 < len(cam0) < manifest["groups"]
     assert check_take.ffprobe_frames(take_dir / "n1" / "cam0.mkv") == len(cam0)
+    # The other camera records on to the end (a loaded 2-core host may make it repeat a few frames).
     cam1 = rows(take_dir, "n1", "cam1")
-    assert len(cam1) == manifest["groups"] and not [r for r in cam1 if r[3] == "dup"]
+    assert len(cam1) == manifest["groups"] and len([r for r in cam1 if r[3] == "dup"]) <= manifest["groups"] // 20, cam1
+    assert check_take.ffprobe_frames(take_dir / "n1" / "cam1.mkv") == manifest["groups"]
 
 
 # ---- two fakes, two namespaces, two nodes ----
