@@ -32,6 +32,9 @@ let package = Package(
         .systemLibrary(name: "CALSA", path: "Sources/CALSA", pkgConfig: "alsa", providers: [.apt(["libasound2-dev"])]),
         .systemLibrary(name: "CFFmpeg", path: "Sources/CFFmpeg", pkgConfig: "libavformat libavcodec libavutil",
                        providers: [.apt(["libavformat-dev", "libavcodec-dev", "libavutil-dev"])]),
+        // Aravis: GenICam cameras over GigE Vision and USB3 Vision (its .pc needs libusb-1.0-0-dev and zlib1g-dev too).
+        .systemLibrary(name: "CAravis", path: "Sources/CAravis", pkgConfig: "aravis-0.8",
+                       providers: [.apt(["libaravis-dev", "libusb-1.0-0-dev", "zlib1g-dev"])]),
         .systemLibrary(name: "CXXHash", path: "Sources/CXXHash", pkgConfig: "libxxhash", providers: [.apt(["libxxhash-dev"])]),
 
         // One Swift funnel per C library.
@@ -53,6 +56,9 @@ let package = Package(
         // Camera sources, the SYNCSTRIPE painter/decoder, the libavformat writer.
         .target(name: "Media", dependencies: ["CFFmpeg", "CALSA", "V4L2", "V4L2Simulator", "Platform", "CoordCore"]),
 
+        // Machine-vision cameras through Aravis (GenICamCamera, the one funnel) and their pure pieces.
+        .target(name: "GenICam", dependencies: ["CAravis", "Media", "CoordCore", "Platform"]),
+
         // sync-report.html: the SVG plots and the page, rendered from a Mustache template (pure, like CoordCore).
         .target(name: "TakeReport", dependencies: ["CoordCore", .product(name: "Mustache", package: "swift-mustache")]),
 
@@ -65,7 +71,7 @@ let package = Package(
 
         // I/O shells.
         .target(name: "NodeAgent", dependencies: [
-            "CoordCore", "CoordWire", "Media", "ZeroMQ", "Platform", "VersionedYAML",
+            "CoordCore", "CoordWire", "Media", "GenICam", "ZeroMQ", "Platform", "VersionedYAML",
             .product(name: "Logging", package: "swift-log"),
             .product(name: "Crypto", package: "swift-crypto"),
             .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
@@ -130,6 +136,7 @@ let package = Package(
         // V4L2: the camera tests drive V4L2Camera through the scripted driver.
         .testTarget(name: "MediaTests", dependencies: ["Media", "V4L2", "V4L2Simulator", "CoordCore"]),
         .testTarget(name: "ZeroMQTests", dependencies: ["ZeroMQ", "CoordWire", "Platform"]),
+        .testTarget(name: "GenICamTests", dependencies: ["GenICam", "Media", "CoordCore"]),
         .testTarget(name: "V4L2Tests", dependencies: ["V4L2", "V4L2Simulator"]),
         .testTarget(name: "EndToEndTests", dependencies: [
             // Media: V4L2Access.scripted stands in for the cameras a node is configured with.

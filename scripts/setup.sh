@@ -5,6 +5,9 @@
 set -euo pipefail
 packages=(pkg-config libzmq3-dev libprotobuf-c-dev protobuf-c-compiler libv4l-dev libavformat-dev libavcodec-dev libavutil-dev libxxhash-dev protobuf-compiler ffmpeg python3 python3-venv
           iproute2 iptables iputils-ping libnetfilter-queue-dev build-essential python3-dev
+          # GenICam cameras through Aravis (aravis-0.8.pc also needs libusb and zlib); aravis-tools' fake GigE Vision
+          # camera is what Tests/python/test_genicam.py records from
+          libaravis-dev libusb-1.0-0-dev zlib1g-dev aravis-tools
           # headless chromium renders sync-report.html for Tests/python/test_report_page.py's screenshot checks,
           # and chromium-driver lets Selenium drive the live console's page (test_console_page.py)
           chromium chromium-driver

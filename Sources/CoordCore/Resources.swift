@@ -100,6 +100,7 @@ public struct ThermalZone: Equatable, Sendable {
 /// How many bytes one pixel of a camera's raw stream takes on its bus.
 public enum PixelFormats {
     public static func bytesPerPixel(_ pixelFormat: String) -> Double {
+        if let genicam = genicamBytesPerPixel(pixelFormat) { return genicam }
         switch pixelFormat.lowercased() {
         case "yuyv", "yuyv422", "uyvy", "uyvy422", "yuv422p", "nv16", "rgb565": return 2
         case "yuv420p", "nv12", "nv21", "yu12", "yv12", "i420": return 1.5

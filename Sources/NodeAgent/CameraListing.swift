@@ -1,9 +1,11 @@
 import CoordCore
 import Foundation
+import GenICam
 import Media
 
 /// What `coord-node --list-cameras` prints: one block per V4L2 device node (device, driver, card, bus, formats
-/// with sizes and rates), or why it was skipped, and a last line saying how many cameras coord can record.
+/// with sizes and rates), or why it was skipped, and a last line saying how many cameras coord can record; then
+/// the same for the GenICam cameras discovery finds, if any (`genicamLines`).
 public enum CameraListing {
     /// The lines to print; never empty, and the last one says what was found.
     public static func lines(access: V4L2Access, probe: HostProbe) -> [String] {
@@ -32,6 +34,31 @@ public enum CameraListing {
         }
         out.append(usable.isEmpty ? "no cameras found (\(paths.count) device node(s), none coord can record from)"
                        : "\(usable.count) camera(s) coord can record from: \(usable.joined(separator: ", ")); use --v4l2 NAME=DEVICE")
+        return out
+    }
+
+    /// One block per GenICam camera discovery finds (GigE Vision, USB3 Vision: protocol, vendor, model, serial,
+    /// sizes, rates, formats) or why it was skipped, and a summary line; empty when there is none.
+    public static func genicamLines() -> [String] {
+        let devices = GenICamCamera.devices()
+        guard !devices.isEmpty else { return [] }
+        var out: [String] = []
+        var usable: [String] = []
+        for device in devices {
+            do {
+                let found = try GenICamCamera.describe(deviceID: device.deviceID)
+                out += found.lines(device: device)
+                if let problem = found.formatProblem(deviceID: device.deviceID) {
+                    out.append("  skipped: \(problem)")
+                } else {
+                    usable.append(device.deviceID)
+                }
+            } catch {
+                out += ["genicam \(device.deviceID)", "  skipped: \(error)"]
+            }
+        }
+        out.append(usable.isEmpty ? "no GenICam cameras coord can record from (\(devices.count) found)"
+                       : "\(usable.count) GenICam camera(s) coord can record from: \(usable.joined(separator: ", ")); use --genicam NAME=DEVICE_ID")
         return out
     }
 }

@@ -1,4 +1,5 @@
 import CoordCore
+import GenICam
 import CoordWire
 import Foundation
 import Logging
@@ -84,8 +85,26 @@ public final class NodeAgent: Sendable {
             logger.info("camera found", metadata: ["camera": "\(entry.name)", "device": "\(entry.device)",
                                                    "card": "\(found.capabilities.card)", "bus": "\(found.busInfo)"])
         }
-        cameras = synthetic + v4l2
-        state = Mutex(NodeAgentState(take: NodeTake(node: configuration.name, cameras: synthetic + v4l2)))
+        var genicam: [CameraCapabilities] = []
+        for entry in configuration.genicamCameras {
+            let found: GenICamDescription
+            do {
+                found = try GenICamCamera.describe(deviceID: entry.deviceID)
+            } catch {
+                throw NodeFailure(.io, "camera \(entry.name): \(error).")
+            }
+            if let problem = found.formatProblem(deviceID: entry.deviceID) { throw NodeFailure(.io, "camera \(entry.name): \(problem).") }
+            ranges[entry.name] = found.controlRanges
+            // The link its stream crosses (a NIC's GigE, a USB3 link), shared with the node's other cameras on it.
+            let bus = GenICamLink.bus(of: found, deviceID: entry.deviceID, systemRoot: configuration.systemRoot)
+            if let bus, !buses.contains(where: { $0.id == bus.id }) { buses.append(bus) }
+            genicam.append(CameraCapabilities(name: entry.name, source: "genicam", device: entry.deviceID, formats: found.handshakeFormats,
+                                              codecs: VideoCodec.allCases.map(\.rawValue), bus: bus?.id ?? ""))
+            logger.info("camera found", metadata: ["camera": "\(entry.name)", "genicam": "\(entry.deviceID)",
+                                                   "model": "\(found.identity.model ?? "")", "protocol": "\(found.identity.transport ?? "")"])
+        }
+        cameras = synthetic + v4l2 + genicam
+        state = Mutex(NodeAgentState(take: NodeTake(node: configuration.name, cameras: synthetic + v4l2 + genicam)))
         v4l2ControlRanges = ranges
         self.buses = buses
         let gatekeeper = configuration.security.map { Gatekeeper(security: $0, logger: logger) }

@@ -1,4 +1,5 @@
 import CoordCore
+import GenICam
 import CoordWire
 import Foundation
 import Logging
@@ -142,6 +143,19 @@ extension NodeAgent {
                 logger.info("camera configured", metadata: [
                     "camera": "\(s.camera)", "device": "\(entry.device)", "format": "\(camera.choice.fourcc)",
                     "passthrough": "\(camera.choice.passthrough)", "exposure_us": "\(Int(camera.exposureMicroseconds))"])
+                return camera
+            } catch {
+                throw NodeFailure(.io, "camera \(configuration.name)/\(s.camera): \(error).")
+            }
+        }
+        if let entry = configuration.genicamCameras.first(where: { $0.name == s.camera }) {
+            do {
+                let camera = try GenICamCamera(deviceID: entry.deviceID, width: s.width, height: s.height, periodMicroseconds: period) { host in
+                    clock.local(fromHost: host)
+                }
+                logger.info("camera configured", metadata: [
+                    "camera": "\(s.camera)", "genicam": "\(entry.deviceID)", "format": "\(camera.pixelFormat.rawValue)",
+                    "tick_hz": "\(camera.tickFrequency.map(String.init) ?? "none")"])
                 return camera
             } catch {
                 throw NodeFailure(.io, "camera \(configuration.name)/\(s.camera): \(error).")

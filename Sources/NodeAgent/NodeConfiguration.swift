@@ -56,6 +56,8 @@ public struct NodeConfiguration: Sendable {
     public var previewEndpoint: String?
     /// V4L2 cameras (`--v4l2 NAME=/dev/videoN`), in flag order.
     public var v4l2Cameras: [V4L2CameraEntry] = []
+    /// GenICam cameras (`--genicam NAME=DEVICE_ID`), in flag order.
+    public var genicamCameras: [GenICamCameraEntry] = []
     /// How V4L2 devices are reached: libv4l2, or a scripted driver (`--v4l2-script`, tests only).
     public var v4l2: V4L2Access = .system
     /// CURVE keys: every socket serves only authorized coordinators (nil: no encryption, loopback only).
@@ -78,8 +80,8 @@ public struct NodeConfiguration: Sendable {
     /// Every microphone's name.
     public var micNames: [String] { microphones.map(\.name) }
 
-    /// Every camera's name: the synthetic ones, then the V4L2 ones.
-    public var cameraNames: [String] { syntheticCameras + v4l2Cameras.map(\.name) }
+    /// Every camera's name: the synthetic ones, then the V4L2 ones, then the GenICam ones.
+    public var cameraNames: [String] { syntheticCameras + v4l2Cameras.map(\.name) + genicamCameras.map(\.name) }
 
     /// The calibration file this node reads.
     public var calibrationFile: URL { calibrationPath ?? staging.appendingPathComponent("calibration.json") }
@@ -102,7 +104,7 @@ public struct NodeConfiguration: Sendable {
         if let clash = micNames.first(where: names.contains) {
             return "node \(name) has a camera and a microphone both named \(clash); every file of a node needs its own name."
         }
-        if names.isEmpty { return "node \(name) has no cameras: give --synthetic NAME[,NAME…] or --v4l2 NAME=/dev/videoN." }
+        if names.isEmpty { return "node \(name) has no cameras: give --synthetic NAME[,NAME…], --v4l2 NAME=/dev/videoN or --genicam NAME=DEVICE_ID." }
         if security == nil && !insecure {
             // An empty endpoint binds nothing (calibration, the fuzzer's agent): nothing to refuse.
             for endpoint in [endpoint] + [previewBindEndpoint].compactMap({ $0 }) where !endpoint.isEmpty && !Self.isLoopback(endpoint) {

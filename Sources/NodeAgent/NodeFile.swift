@@ -13,6 +13,7 @@ import VersionedYAML
 ///     cameras:
 ///       - {name: cam0, v4l2: /dev/v4l/by-id/usb-046d_HD_Pro_Webcam_C920-video-index0}
 ///       - {name: test, synthetic: true, bus: usb1}
+///       - {name: mv0, genicam: Basler-21234567}   # a GenICam camera by its device id (CONTRACT §12)
 ///     buses: {usb1: 5000}            # buses synthetic cameras share, Mbit/s
 ///     audio:                         # microphones recorded with every take (CONTRACT §9)
 ///       - {name: mic0, alsa: "hw:1,0"}
@@ -49,7 +50,8 @@ public struct NodeFile: Decodable, Equatable, Sendable {
         public var v4l2: String?
         public var synthetic: Bool?
         public var bus: String?
-        public enum CodingKeys: String, CodingKey, CaseIterable { case name, v4l2, synthetic, bus }
+        public var genicam: String?
+        public enum CodingKeys: String, CodingKey, CaseIterable { case name, v4l2, synthetic, bus, genicam }
     }
 
     public struct Keys: Decodable, Equatable, Sendable {
@@ -125,6 +127,14 @@ public struct NodeFile: Decodable, Equatable, Sendable {
             let at = "cameras[\(i)]"
             if !RigName.isValid(camera.name) { return ("\(at).name", "\(at).name \"\(Echo.short(camera.name))\" is not allowed: use 1 to 64 of A-Z a-z 0-9 . _ -") }
             if !seen.insert(camera.name).inserted { return ("\(at).name", "\(at).name \(camera.name) is listed twice.") }
+            if let id = camera.genicam {
+                if id.isEmpty { return ("\(at).genicam", "\(at).genicam is empty: give a device id as coord-node --list-cameras shows it.") }
+                if camera.v4l2 != nil || camera.synthetic == true {
+                    return (at, "\(at) (camera \(camera.name)) has genicam and also v4l2 or synthetic: a camera is one of them.")
+                }
+                if camera.bus != nil { return ("\(at).bus", "\(at).bus is for synthetic cameras: a GenICam camera's link is its own.") }
+                continue
+            }
             switch (camera.v4l2, camera.synthetic ?? false) {
             case (let device?, false):
                 if !device.hasPrefix("/") { return ("\(at).v4l2", "\(at).v4l2 must be a device path such as /dev/video0 (got \"\(Echo.short(device))\").") }
@@ -134,7 +144,7 @@ public struct NodeFile: Decodable, Equatable, Sendable {
             case (_?, true):
                 return (at, "\(at) (camera \(camera.name)) has both v4l2 and synthetic: a camera is one or the other.")
             case (nil, false):
-                return (at, "\(at) (camera \(camera.name)) needs v4l2: /dev/… or synthetic: true.")
+                return (at, "\(at) (camera \(camera.name)) needs v4l2: /dev/…, genicam: DEVICE_ID or synthetic: true.")
             }
         }
         if let metrics, HostPort.parse(metrics) == nil {
@@ -157,6 +167,7 @@ public struct NodeFile: Decodable, Equatable, Sendable {
     public var audioFlags: [String]? { audio.map { $0.compactMap { m in m.alsa.map { "\(m.name)=\($0)" } } } }
     public var syntheticMicFlag: String? { audio?.first { $0.synthetic == true }?.name }
     public var v4l2Flags: [String]? { cameras.map { $0.compactMap { c in c.v4l2.map { "\(c.name)=\($0)" } } } }
+    public var genicamFlags: [String]? { cameras.map { $0.compactMap { c in c.genicam.map { "\(c.name)=\($0)" } } } }
 
     /// Reads and checks a node file; throws one sentence naming the file and the line at fault.
     public static func load(_ path: String) throws(YAMLFileError) -> (file: NodeFile, warnings: [String]) {

@@ -92,6 +92,25 @@ public struct V4L2CameraEntry: Equatable, Sendable {
     }
 }
 
+/// A GenICam camera the node records: its name in the rig and its Aravis device id (`--genicam NAME=DEVICE_ID`).
+public struct GenICamCameraEntry: Equatable, Sendable {
+    public var name: String
+    public var deviceID: String
+
+    public init(name: String, deviceID: String) {
+        self.name = name
+        self.deviceID = deviceID
+    }
+
+    /// Parses the repeatable `--genicam NAME=DEVICE_ID` flag; the names are checked by `NodeConfiguration.problem()`.
+    public static func parse(_ entries: [String]) throws -> [GenICamCameraEntry] {
+        try entries.map { raw in
+            let parts = try nameAndValue(raw, option: "--genicam", expected: "expected NAME=DEVICE_ID, e.g. cam0=Aravis-Fake-GV01")
+            return GenICamCameraEntry(name: parts[0], deviceID: parts[1])
+        }
+    }
+}
+
 extension MicrophoneEntry {
     /// Parses the repeatable `--audio NAME=DEVICE` flag (an ALSA capture device: `hw:1,0`, `default`, `pulse`).
     public static func parseALSA(_ entries: [String]) throws -> [MicrophoneEntry] {

@@ -60,6 +60,8 @@ public struct Serve: AsyncParsableCommand {
     @Option(help: "Synthetic cameras to offer, comma-separated NAME or NAME@BUS (BUS declared by --synthetic-bus).") var synthetic: String?
     @Option(help: "A bus synthetic cameras can share, ID=MBITS (e.g. usb1=5000); repeatable.") var syntheticBus: [String] = []
     @Option(help: "A V4L2 camera to record, NAME=/dev/videoN (see --list-cameras); repeatable.") var v4l2: [String] = []
+    @Option(help: "A GenICam camera (GigE Vision, USB3 Vision) to record, NAME=DEVICE_ID (see --list-cameras); repeatable.")
+    var genicam: [String] = []
     @Option(help: "A microphone to record with every take, NAME=DEVICE (an ALSA capture device: hw:1,0, default); repeatable.")
     var audio: [String] = []
     @Option(help: "A synthetic microphone (SYNCCLICK v1: a 1 ms 4 kHz click at every whole second) to record with every take.")
@@ -67,7 +69,7 @@ public struct Serve: AsyncParsableCommand {
     @Option(help: "The synthetic microphone's sample-clock rate error, ppm.") var micRateErrorPpm: Double = 0
     // Tests only: the synthetic microphone goes away this many ms after it starts.
     @Option(help: .hidden) var syntheticMicEndsAfterMs: Int64?
-    @Flag(help: "Print the V4L2 devices this machine has (driver, card, bus, formats) or why each was skipped, and exit.")
+    @Flag(help: "Print the V4L2 and GenICam devices this machine has (driver, card, bus, formats) or why each was skipped, and exit.")
     var listCameras = false
     // Tests only: every V4L2 access goes through a scripted webcam described by this JSON file.
     @Option(help: .hidden) var v4l2Script: String?
@@ -104,10 +106,11 @@ public struct Serve: AsyncParsableCommand {
         calibration = calibration ?? file.calibration
         logLevel = logLevel ?? file.logLevel
         // Cameras come from the flags or from the file, never a mix of both.
-        if synthetic == nil && v4l2.isEmpty && syntheticBus.isEmpty {
+        if synthetic == nil && v4l2.isEmpty && genicam.isEmpty && syntheticBus.isEmpty {
             synthetic = file.syntheticFlag
             syntheticBus = file.syntheticBusFlags ?? []
             v4l2 = file.v4l2Flags ?? []
+            genicam = file.genicamFlags ?? []
         }
         // Microphones likewise: from the flags or from the file.
         if audio.isEmpty && syntheticMic == nil {
@@ -165,6 +168,8 @@ public struct Serve: AsyncParsableCommand {
         }
         if listCameras {
             for line in CameraListing.lines(access: access, probe: HostProbe(root: URL(fileURLWithPath: systemRoot))) { print(line) }
+            // A scripted V4L2 run is a test of the V4L2 listing alone.
+            if !access.isScripted { for line in CameraListing.genicamLines() { print(line) } }
             return
         }
         var config: NodeConfiguration
@@ -175,6 +180,7 @@ public struct Serve: AsyncParsableCommand {
             config.syntheticCameraBus = spec.cameraBus
             config.syntheticBuses = spec.buses
             config.v4l2Cameras = try V4L2CameraEntry.parse(v4l2)
+            config.genicamCameras = try GenICamCameraEntry.parse(genicam)
             config.microphones = try MicrophoneEntry.parseALSA(audio)
             if let syntheticMic {
                 config.microphones.insert(MicrophoneEntry(name: syntheticMic, device: .synthetic(rateErrorPPM: micRateErrorPpm),

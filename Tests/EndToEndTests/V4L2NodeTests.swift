@@ -29,7 +29,7 @@ import Testing
 
     @Test func aNodeNeedsACameraOfEitherKindAndUniqueNames() {
         var config = NodeConfiguration(name: "n1", endpoint: "", staging: URL(fileURLWithPath: "/tmp"), syntheticCameras: [])
-        #expect(config.problem() == "node n1 has no cameras: give --synthetic NAME[,NAME…] or --v4l2 NAME=/dev/videoN.")
+        #expect(config.problem() == "node n1 has no cameras: give --synthetic NAME[,NAME…], --v4l2 NAME=/dev/videoN or --genicam NAME=DEVICE_ID.")
         config.v4l2Cameras = [V4L2CameraEntry(name: "cam0", device: "/dev/video0")]
         #expect(config.problem() == nil)
         config.syntheticCameras = ["cam0"]

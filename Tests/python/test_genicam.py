@@ -1,0 +1,291 @@
+"""GenICam cameras (CONTRACT §12) on real coord-node processes, through Aravis' fake GigE Vision camera
+(`arv-fake-gv-camera-0.8`, aravis-tools): it speaks the real GVCP/GVSP protocol over UDP on loopback, so discovery,
+feature access, streaming, lost packets and a vanished camera go through the same code a Basler or FLIR camera does.
+
+The fake's frames sit where its own timer puts them (it cannot be triggered or steered precisely), so these tests
+check completeness, drops and faults, not sync; docs/genicam.md says what real rigs use for that. A second fake
+needs its own network namespace (two on one loopback collide on the GVCP port): the two-node test runs each node
+with its fake inside a netlab namespace (scripts/netlab.py)."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from contextlib import contextmanager
+from pathlib import Path
+
+import pytest
+
+from conftest import Node, node_binary
+
+ROOT = Path(__file__).resolve().parents[2]
+COORD = Path(os.environ.get("COORD") or ROOT / ".build" / "debug" / "coord")
+FAKE = shutil.which("arv-fake-gv-camera-0.8")
+DEVICE = "Aravis-Fake-GV01"
+GVCP_PORT = 3956
+
+pytestmark = pytest.mark.skipif(FAKE is None, reason="arv-fake-gv-camera-0.8 is missing (scripts/setup.sh installs aravis-tools)")
+
+_spec = importlib.util.spec_from_file_location("check_take", ROOT / "scripts" / "check-take.py")
+check_take = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(check_take)
+
+
+def run(args, timeout=60) -> subprocess.CompletedProcess:
+    return subprocess.run([str(a) for a in args], capture_output=True, text=True, timeout=timeout, stdin=subprocess.DEVNULL)
+
+
+def gvcp_bound(netns: str | None = None) -> bool:
+    """Whether a fake camera's GVCP socket (UDP 127.0.0.1:3956) is bound, in `netns` or here."""
+    prefix = ["ip", "netns", "exec", netns] if netns else []
+    out = run(prefix + ["cat", "/proc/net/udp"], timeout=10).stdout
+    return any(line.split()[1].upper() == f"0100007F:{GVCP_PORT:04X}" for line in out.splitlines()[1:] if len(line.split()) > 1)
+
+
+@contextmanager
+def fake_camera(*args: str, netns: str | None = None):
+    """A fake GigE Vision camera on 127.0.0.1, answering once its GVCP port is bound; killed on exit."""
+    if gvcp_bound(netns):
+        pytest.skip("another GigE Vision camera already answers on 127.0.0.1 here")
+    prefix = ["ip", "netns", "exec", netns] if netns else []
+    proc = subprocess.Popen(prefix + [FAKE, "-i", "127.0.0.1", *args], stdin=subprocess.DEVNULL,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + 10
+        while not gvcp_bound(netns):
+            assert proc.poll() is None, f"the fake camera exited with {proc.returncode}"
+            assert time.monotonic() < deadline, "the fake camera did not bind its GVCP port within 10 s"
+            time.sleep(0.05)
+        yield proc
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+        proc.wait(timeout=10)
+
+
+def genicam_node(tmp_path: Path, name: str, cameras: dict[str, str], synthetic: str = "") -> Node:
+    d = tmp_path / name
+    d.mkdir(parents=True, exist_ok=True)
+    args = ["--name", name, "--synthetic", synthetic]
+    for camera, device in cameras.items():
+        args += ["--genicam", f"{camera}={device}"]
+    return Node(d, extra_args=args)
+
+
+def rig(path: Path, nodes: dict[str, str], size: str = "320x240", fps: int = 30, extra: str = "") -> Path:
+    path.write_text("version: 1\nnodes:\n" + "".join(f"  - name: {n}\n    endpoint: {e}\n" for n, e in nodes.items())
+                    + f"take:\n  size: {size}\n  fps: {fps}\n  codec: ffv1\n{extra}")
+    return path
+
+
+def start_take(tmp_path: Path, rig_path: Path, seconds: float) -> subprocess.Popen:
+    return subprocess.Popen([str(COORD), "start-take", "--rig", str(rig_path), "--seconds", str(seconds),
+                             "--takes-dir", str(tmp_path / "takes")], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True, stdin=subprocess.DEVNULL)
+
+
+def finish(proc: subprocess.Popen, tmp_path: Path) -> tuple[int, str, Path | None]:
+    out, err = proc.communicate(timeout=120)
+    takes = tmp_path / "takes"
+    dirs = sorted(takes.iterdir()) if takes.exists() else []
+    return proc.returncode, out + err, (dirs[0] if dirs else None)
+
+
+def rows(take_dir: Path, node: str, camera: str) -> list[list[str]]:
+    lines = (take_dir / node / f"{camera}.frames.csv").read_text().splitlines()
+    return [l.split(",") for l in lines[1:] if l]
+
+
+# ---- one fake camera on loopback ----
+
+@pytest.fixture(scope="module")
+def loopback_take(tmp_path_factory):
+    """One 3 s take from `--genicam cam0=Aravis-Fake-GV01`; (returncode, output, take dir, node log)."""
+    tmp_path = tmp_path_factory.mktemp("genicam-take")
+    with fake_camera():
+        node = genicam_node(tmp_path, "n1", {"cam0": DEVICE})
+        try:
+            # Load on the test host is not the camera's doing: the pressure policy must not slow it.
+            extra = "pressure:\n  serious: none\n  critical: none\n"
+            code, output, take_dir = finish(start_take(tmp_path, rig(tmp_path / "rig.yaml", {"n1": node.endpoint}, extra=extra), 3), tmp_path)
+            log = node.stderr_tail(200)
+        finally:
+            node.cleanup()
+    # The fake is gone before the other tests start theirs.
+    return code, output, take_dir, log
+
+
+def test_a_take_from_the_fake_camera_is_complete(loopback_take):
+    code, output, take_dir, log = loopback_take
+    assert code == 0, output + log
+    manifest = json.loads((take_dir / "manifest.json").read_text())
+    groups = manifest["groups"]
+    assert groups >= 60, manifest
+    assert check_take.ffprobe_frames(take_dir / "n1" / "cam0.mkv") == groups
+    assert len(rows(take_dir, "n1", "cam0")) == groups
+    assert "genicam=Aravis-Fake-GV01" in log and "format=BayerRG8" in log, log
+    # Frames really came from the camera: on a quiet host none is repeated; on a loaded 2-core one (the suite runs
+    # beside builds and VMs) the recorder falls behind at times, so only most of them are asked for.
+    real = [r for r in rows(take_dir, "n1", "cam0") if r[3] != "dup"]
+    assert len(real) >= groups // 3, (len(real), groups)
+
+
+@pytest.mark.xfail(reason="manifest device arrives with the vmlab branch", strict=False)
+def test_the_manifest_names_the_camera_as_aravis_gige_vision(loopback_take):
+    code, output, take_dir, _ = loopback_take
+    assert code == 0, output
+    [cam] = json.loads((take_dir / "manifest.json").read_text())["cameras"]
+    assert cam["device"] == {"driver": "aravis", "protocol": "GigEVision", "vendor": "Aravis", "model": "Fake",
+                             "serial": "GV01"}, cam
+
+
+def test_list_cameras_shows_the_fake_with_its_formats():
+    with fake_camera():
+        done = run([node_binary(), "--list-cameras"], timeout=60)
+    assert done.returncode == 0, done.stderr
+    out = done.stdout
+    assert f"genicam {DEVICE}\n  protocol: GigEVision at 127.0.0.1\n  vendor: Aravis\n  model: Fake\n" in out, out
+    assert "    BayerRG8 (recorded)" in out and "    Mono16\n" in out, out
+    assert f"1 GenICam camera(s) coord can record from: {DEVICE}; use --genicam NAME=DEVICE_ID" in out, out
+
+
+def test_an_unknown_device_id_is_one_sentence(tmp_path):
+    done = run([node_binary(), "--name", "n1", "--endpoint", "tcp://127.0.0.1:*", "--staging", tmp_path / "staging",
+                "--synthetic", "", "--genicam", "cam0=Nobody-Here-42"], timeout=60)
+    assert done.returncode == 1 and done.stdout == "", (done.returncode, done.stdout, done.stderr)
+    lines = [l for l in done.stderr.splitlines() if l.strip()]
+    assert len(lines) == 1 and lines[0].startswith('coord-node: camera cam0: no GenICam camera answers as "Nobody-Here-42"'), lines
+
+
+@pytest.mark.parametrize("body, needle", [
+    ("cameras:\n  - {name: c, genicam: X-1, v4l2: /dev/video0}\n", "line 3: cameras[0] (camera c) has genicam and also v4l2"),
+    ("cameras:\n  - {name: c, genicam: \"\"}\n", "line 3: cameras[0].genicam is empty"),
+    ("cameras:\n  - {name: c, genicam: X-1, bus: usb1}\n", "cameras[0].bus is for synthetic cameras"),
+])
+def test_a_bad_genicam_entry_in_the_node_file_is_one_sentence(tmp_path, body, needle):
+    path = tmp_path / "node.yaml"
+    path.write_text("version: 1\n" + body)
+    done = run([node_binary(), "--config", path], timeout=30)
+    assert done.returncode == 2 and needle in done.stderr and len(done.stderr.strip().splitlines()) == 1, done.stderr
+
+
+def test_the_node_file_names_a_genicam_camera(tmp_path):
+    path = tmp_path / "node.yaml"
+    path.write_text(f"version: 1\nname: n1\nendpoint: tcp://127.0.0.1:*\nstaging: {tmp_path / 'staging'}\n"
+                    "cameras:\n  - {name: cam0, genicam: Nobody-Here-43}\n")
+    done = run([node_binary(), "--config", path], timeout=60)
+    lines = [l for l in done.stderr.splitlines() if l.strip()]
+    assert done.returncode == 1 and lines[-1].startswith('coord-node: camera cam0: no GenICam camera answers as "Nobody-Here-43"'), lines
+
+
+# ---- faults ----
+
+def test_lost_packets_are_dropped_frames_filled_and_the_file_is_intact(tmp_path):
+    # 0.5 % of the fake's packets lost: about a quarter of its 53-packet frames arrive incomplete.
+    with fake_camera("-r", "5"):
+        node = genicam_node(tmp_path, "n1", {"cam0": DEVICE})
+        try:
+            # A dropped frame reads as a node not keeping up; here it is the link, so the pressure policy must not act.
+            extra = "pressure:\n  serious: none\n  critical: none\n"
+            code, output, take_dir = finish(start_take(tmp_path, rig(tmp_path / "rig.yaml", {"n1": node.endpoint}, extra=extra), 3), tmp_path)
+            assert code == 0, output + node.stderr_tail()
+        finally:
+            node.cleanup()
+    manifest = json.loads((take_dir / "manifest.json").read_text())
+    groups = manifest["groups"]
+    [cam] = manifest["cameras"]
+    dups = [r for r in rows(take_dir, "n1", "cam0") if r[3] == "dup"]
+    assert cam["dropped"] >= 1 and cam["dropped"] == len(dups), (cam, len(dups))
+    assert len(rows(take_dir, "n1", "cam0")) == groups
+    assert check_take.ffprobe_frames(take_dir / "n1" / "cam0.mkv") == groups
+    done = run(["ffmpeg", "-v", "error", "-i", take_dir / "n1" / "cam0.mkv", "-f", "null", "-"], timeout=120)
+    assert done.returncode == 0 and not done.stderr.strip(), done.stderr
+
+
+def test_a_vanished_camera_ends_with_its_event_and_the_other_records_on(tmp_path):
+    with fake_camera() as fake:
+        node = genicam_node(tmp_path, "n1", {"cam0": DEVICE}, synthetic="cam1")
+        try:
+            proc = start_take(tmp_path, rig(tmp_path / "rig.yaml", {"n1": node.endpoint}, extra="pressure:\n  serious: none\n  critical: none\n"), 6)
+            # Kill the camera once its file has grown by a second of the take.
+            csvs = node.staging
+            deadline = time.monotonic() + 30
+            while True:
+                found = list(csvs.rglob("cam0.frames.csv"))
+                if found and len(found[0].read_text().splitlines()) > 30:
+                    break
+                assert proc.poll() is None, proc.communicate()
+                assert time.monotonic() < deadline, "the take wrote no cam0 rows within 30 s"
+                time.sleep(0.05)
+            fake.kill()
+            code, output, take_dir = finish(proc, tmp_path)
+        finally:
+            node.cleanup()
+    assert code == 4, output
+    manifest = json.loads((take_dir / "manifest.json").read_text())
+    assert manifest["status"] == "partial"
+    ended = [e for e in manifest["events"] if e["kind"] == "camera-ended"]
+    assert len(ended) == 1 and ended[0]["camera"] == "cam0" and DEVICE in ended[0]["detail"], manifest["events"]
+    cam0 = rows(take_dir, "n1", "cam0")
+    assert 0 < len(cam0) < manifest["groups"]
+    assert check_take.ffprobe_frames(take_dir / "n1" / "cam0.mkv") == len(cam0)
+    # The other camera records on to the end: real frames after cam0's last (a loaded host may repeat some).
+    cam1 = rows(take_dir, "n1", "cam1")
+    assert len(cam1) == manifest["groups"]
+    assert len([r for r in cam1[len(cam0):] if r[3] != "dup"]) >= (manifest["groups"] - len(cam0)) // 2, cam1
+    assert check_take.ffprobe_frames(take_dir / "n1" / "cam1.mkv") == manifest["groups"]
+
+
+# ---- two fakes, two namespaces, two nodes ----
+
+def test_two_fake_cameras_in_two_namespaces_on_two_nodes_record_one_take(tmp_path):
+    if os.geteuid() != 0 or shutil.which("ip") is None or shutil.which("iptables") is None:
+        pytest.skip("two fake cameras need network namespaces: root, iproute2 and iptables (scripts/setup.sh)")
+    sys.path.insert(0, str(ROOT / "scripts"))
+    import netlab
+    port = 5710
+    with netlab.Lab(nodes=2, delay_ms=0.1, jitter_ms=0.1, seed=3) as lab:
+        procs = []
+        try:
+            endpoints = {}
+            for i in (1, 2):
+                ns = lab.netns(i)
+                with_fake = lab.start_node(i, [FAKE, "-i", "127.0.0.1"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+                procs.append(with_fake)
+                deadline = time.monotonic() + 10
+                while not gvcp_bound(ns):
+                    assert with_fake.poll() is None and time.monotonic() < deadline, f"the fake in {ns} did not start"
+                    time.sleep(0.05)
+                endpoint = f"tcp://{lab.node_address(i)}:{port}"
+                node = lab.start_node(i, [str(node_binary()), "--name", f"n{i}", "--endpoint", endpoint,
+                                          "--staging", str(tmp_path / f"staging-{i}"), "--synthetic", "",
+                                          "--genicam", f"cam0={DEVICE}", "--parent-pid", str(os.getpid()),
+                                          "--insecure", "--log-level", "warning"],
+                                      stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
+                procs.append(node)
+                line = netlab._read_line(node, 30.0)
+                assert line == f"READY {endpoint}", f"node n{i} printed {line!r}"
+                endpoints[f"n{i}"] = endpoint
+            code, output, take_dir = finish(start_take(tmp_path, rig(tmp_path / "rig.yaml", endpoints), 3), tmp_path)
+        finally:
+            for p in procs:
+                if p.poll() is None:
+                    p.send_signal(signal.SIGTERM)
+            for p in procs:
+                try:
+                    p.wait(timeout=10)
+                except subprocess.TimeoutExpired:
+                    p.kill()
+    assert code == 0, output
+    manifest = json.loads((take_dir / "manifest.json").read_text())
+    groups = manifest["groups"]
+    assert {(c["node"], c["camera"]) for c in manifest["cameras"]} == {("n1", "cam0"), ("n2", "cam0")}
+    for n in ("n1", "n2"):
+        assert check_take.ffprobe_frames(take_dir / n / "cam0.mkv") == groups
+        assert len(rows(take_dir, n, "cam0")) == groups
