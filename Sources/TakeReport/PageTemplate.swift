@@ -115,7 +115,7 @@ extension SyncReportPage {
     <h2>Files</h2>
     <table class="files"><tr><th class="l">file</th><th>bytes</th>{{#hasXXH128}}<th class="l">xxh128</th>{{/hasXXH128}}</tr>
     {{#files}}
-    <tr><td class="l"><a href="{{path}}">{{path}}</a></td><td>{{size}}</td>{{#hasXXH128}}<td class="l hash">{{xxh128}}</td>{{/hasXXH128}}</tr>
+    <tr><td class="l">{{path}}</td><td>{{size}}</td>{{#hasXXH128}}<td class="l hash">{{xxh128}}</td>{{/hasXXH128}}</tr>
     {{/files}}
     {{^files}}
     <tr><td colspan="2" class="l">no files</td></tr>

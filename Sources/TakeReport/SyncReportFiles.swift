@@ -2,7 +2,7 @@ import CoordCore
 import Foundation
 
 // The report's file list: every file of the take the manifest names, with its size and, where the manifest
-// carries one, its xxh128 (the hand-off's checksum), each linked relative to the page.
+// carries one, its xxh128 (the hand-off's checksum); paths relative to the take directory (the page links nothing).
 extension SyncReportPage.PageContext {
     struct FileRow { var path: String; var size: String; var xxh128: String }
 }
