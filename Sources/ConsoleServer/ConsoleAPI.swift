@@ -12,10 +12,12 @@ struct ConsoleAPI: APIProtocol {
     }
 
     func multiview(_ input: Operations.Multiview.Input) async throws -> Operations.Multiview.Output {
-        guard let set = rig.multiview else {
-            return .notFound(.init(body: .json(.init(error: "no complete frame-matched set yet: every camera must deliver a tile of one group."))))
+        switch rig.currentMultiview {
+        case .success(let set): return .ok(.init(body: .json(.init(set))))
+        case .failure(let refusal) where refusal.kind == .notFound: return .notFound(.init(body: .json(.init(error: refusal.sentence))))
+        // Never an old set as if current: how old it is and which cameras are silent.
+        case .failure(let refusal): return .serviceUnavailable(.init(body: .json(.init(error: refusal.sentence))))
         }
-        return .ok(.init(body: .json(.init(set))))
     }
 
     func setControls(_ input: Operations.SetControls.Input) async throws -> Operations.SetControls.Output {
@@ -27,7 +29,7 @@ struct ConsoleAPI: APIProtocol {
         } catch {
             let sentence = Components.Schemas._Error(error: error.sentence)
             switch error.kind {
-            case .conflict: return .conflict(.init(body: .json(sentence)))
+            case .conflict, .unavailable: return .conflict(.init(body: .json(sentence)))
             case .invalid: return .unprocessableContent(.init(body: .json(sentence)))
             case .notFound: return .notFound(.init(body: .json(sentence)))
             }
@@ -64,7 +66,7 @@ struct ConsoleAPI: APIProtocol {
             let sentence = Components.Schemas._Error(error: error.sentence)
             switch error.kind {
             case .conflict: return .conflict(.init(body: .json(sentence)))
-            case .invalid, .notFound: return .unprocessableContent(.init(body: .json(sentence)))
+            case .invalid, .notFound, .unavailable: return .unprocessableContent(.init(body: .json(sentence)))
             }
         }
     }

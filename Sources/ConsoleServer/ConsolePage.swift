@@ -48,7 +48,8 @@ enum ConsolePage {
                    display:flex; flex-wrap:wrap; gap:2px 10px; font-variant-numeric:tabular-nums; }
   .tile .caption .name { font-weight:600; }
   .tile .nosignal { display:none; position:absolute; inset:0; align-items:center; justify-content:center; color:var(--dim); }
-  .tile.missing img { visibility:hidden; }
+  .tile.missing img, .tile img:not([src]) { visibility:hidden; }
+  .tile.waiting .nosignal { display:flex; }
   .tile.missing .nosignal { display:flex; }
   .tile.missing { border-color:var(--bad); }
   #tiles.pip { display:block; position:relative; }
@@ -117,7 +118,7 @@ enum ConsolePage {
         <button id="control-apply-all">Apply to all cameras</button>
       </div>
       <div id="control-message" class="message"></div>
-      <div class="message"><a id="controls-yaml" href="api/rig/controls.yaml">these controls as rig-file YAML</a> (paste into the rig file so every take starts with them)</div>
+      <div class="message"><a id="rig-file" href="api/rig/rig.yaml" download>Download the rig file with these controls</a>: save it over the rig file (or give it to the next <code>coord console --rig</code>) and every take starts with them.</div>
     </section>
     <section>
       <h2>Takes</h2>
@@ -165,7 +166,9 @@ function tileFor(node, camera) {
   const root = el("div", null, "tile");
   root.dataset.node = node; root.dataset.camera = camera;
   const img = el("img"); img.alt = key;
-  const nosignal = el("div", "no frame yet", "nosignal");
+  const nosignal = el("div", "waiting for the first frame", "nosignal");
+  // No picture (and no broken-image icon) until the first tile has loaded.
+  root.classList.add("waiting");
   const caption = el("div", null, "caption");
   const parts = { name: el("span", key, "name"), group: el("span"), phase: el("span"), drops: el("span"), pressure: el("span"), clock: el("span") };
   Object.values(parts).forEach((p) => caption.appendChild(p));
@@ -193,7 +196,7 @@ function showSet(set) {
     if (t.image && !t.missing) {
       // Swap only once loaded, so a tile never flashes empty.
       const next = new Image();
-      next.onload = () => { tile.img.src = next.src; };
+      next.onload = () => { tile.img.src = next.src; tile.root.classList.remove("waiting"); };
       next.src = t.image;
     }
   }
@@ -252,11 +255,22 @@ function showRig(rig) {
     select.replaceChildren(...options.map((k) => { const o = el("option", k); o.value = k; return o; }));
     if (options.includes(chosen)) select.value = chosen;
     fillControls();
+  } else if (JSON.stringify(selectedCamera() ? selectedCamera().controls : null) !== state.filled && !editingControls()) {
+    // The camera's values changed (read from the node, or applied): shown, unless the operator is typing.
+    fillControls();
   }
+}
+function selectedCamera() {
+  return state.rig ? state.rig.cameras.find((c) => keyOf(c.node, c.camera) === $("control-camera").value) : null;
+}
+function editingControls() {
+  const active = document.activeElement;
+  return !!(active && active.id && active.id.startsWith("control-") && active.tagName === "INPUT");
 }
 function fillControls() {
   if (!state.rig) return;
-  const camera = state.rig.cameras.find((c) => keyOf(c.node, c.camera) === $("control-camera").value);
+  const camera = selectedCamera();
+  state.filled = JSON.stringify(camera ? camera.controls : null);
   for (const k of CONTROL_KEYS) {
     const v = camera && camera.controls ? camera.controls[k] : undefined;
     $("control-" + k).value = v === undefined || v === null ? "" : v;

@@ -32,6 +32,15 @@ extension ConsoleServer {
                                              .contentDisposition: "attachment; filename=\"controls.yaml\""],
                      body: .init(byteBuffer: ByteBuffer(string: rig.controlsYAML)))
         }
+        router.get("/api/rig/rig.yaml") { _, _ in
+            let file: (name: String, text: String)
+            do throws(LiveRig.Refusal) { file = try rig.rigFileWithControls() } catch { return failure(.conflict, error.sentence) }
+            // The name as a header value: the rig file's own name when it is a plain one.
+            let name = file.name.allSatisfy { $0.isASCII && ($0.isLetter || $0.isNumber || "._-".contains($0)) } ? file.name : "rig.yaml"
+            return Response(status: .ok, headers: [.contentType: "application/yaml; charset=utf-8",
+                                                   .contentDisposition: "attachment; filename=\"\(name)\""],
+                            body: .init(byteBuffer: ByteBuffer(string: file.text)))
+        }
         router.get("/preview/:node/:camera/:file") { _, context in
             let node = context.parameters.get("node") ?? "", camera = context.parameters.get("camera") ?? ""
             let file = context.parameters.get("file") ?? ""

@@ -37,7 +37,8 @@ struct ConsoleCommand: AsyncParsableCommand {
         let request = try takeRequest(file, name: nil, seconds: 10, takesDir: takesDir, fps: nil, size: nil, codec: nil)
         let consoleSettings = try access.settings(address)
         let prepared = try await preflightConsole(consoleSettings)
-        try await serveConsole(spec: file.spec, template: request, settings: consoleSettings, prepared: prepared, preview: settings, console: Console())
+        try await serveConsole(spec: file.spec, template: request, settings: consoleSettings, prepared: prepared, preview: settings,
+                               rigFile: rig, console: Console())
     }
 }
 
@@ -132,9 +133,9 @@ func preflightConsole(_ settings: ConsoleServer.Settings) async throws -> Consol
 
 /// Runs the live console over `spec` until Ctrl-C (SIGINT/SIGTERM through ServiceLifecycle).
 func serveConsole(spec: RigSpec, template: TakeRequest, settings: ConsoleServer.Settings, prepared: ConsoleServer.Prepared,
-                  preview: PreviewSettings, console: Console) async throws {
+                  preview: PreviewSettings, rigFile: String? = nil, console: Console) async throws {
     let logger = Logger(label: "coord.console")
-    let live = LiveRig(spec: spec, template: template, preview: preview, logger: logger)
+    let live = LiveRig(spec: spec, template: template, preview: preview, rigFile: rigFile, logger: logger)
     if !["127.0.0.1", "localhost", "::1"].contains(settings.host) {
         console.step("warning: the console listens on \(settings.host), beyond this machine: anyone who reaches it with its token can start and stop takes\(settings.tls == nil ? ", and without --tls-cert the token crosses the network in clear text" : "").")
     }

@@ -71,6 +71,13 @@ public struct NodeTakeMachine: Sendable {
 
     public mutating func fail() { state = .failed }
 
+    /// The coordinator confirmed it holds `takeID`'s files: a finished take is done with, and the node idle again.
+    public mutating func collected(takeID: String) {
+        guard self.takeID == takeID, state == .finished else { return }
+        state = .idle
+        self.takeID = nil
+    }
+
     /// Back to idle after an abort; the take id is forgotten.
     public mutating func abort(takeID: String) throws(NodeFailure) {
         guard self.takeID == takeID else {

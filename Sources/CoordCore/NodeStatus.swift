@@ -53,6 +53,8 @@ public struct NodeStatus: Sendable, Equatable {
     public var grid: FrameGrid?
     public var rigNowMicroseconds: Int64 = 0
     public var stopGroup: Int64 = 0
+    /// While a take is armed or recording: its clock mapping's one-sigma uncertainty (µs); nil otherwise.
+    public var clockUncertaintyMicroseconds: Double?
 
     public init(node: String, state: TakeConductor.NodeState, takeID: String = "", cameras: [Camera] = []) {
         self.node = node; self.state = state; self.takeID = takeID; self.cameras = cameras

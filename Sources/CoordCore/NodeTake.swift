@@ -206,6 +206,13 @@ public struct NodeTake: Sendable {
         return [.openDevices(arming, cameras: settings, grid: grid, clock: clock)]
     }
 
+    /// The take's files are collected: a finished take lets the node go back to idle (status says idle, no take).
+    public mutating func collected(_ takeID: String) {
+        guard machine.takeID == takeID, machine.state == .finished else { return }
+        machine.collected(takeID: takeID)
+        forgetRecorders()
+    }
+
     private mutating func forgetRecorders() {
         arming = nil
         opening = nil

@@ -17,6 +17,7 @@ extension NodeStatus {
         }
         s.rigNowUs = rigNowMicroseconds
         s.stopGroup = stopGroup
+        s.clockUncertaintyUs = clockUncertaintyMicroseconds ?? 0
         switch state {
         case .idle: s.state = .idle
         case .configured: s.state = .configured

@@ -368,6 +368,7 @@ extension NodeStatus {
         }
         pressure = PressureLevel(rawValue: Int(wire.pressure.rawValue))
         pressureCause = wire.pressureCause
+        clockUncertaintyMicroseconds = wire.clockUncertaintyUs.isFinite && wire.clockUncertaintyUs > 0 ? min(wire.clockUncertaintyUs, 1e9) : nil
         // A node's own event keeps its kind as the node named it (a newer node's kind is kept as it is).
         events = wire.events.map { TakeEvent(TakeEvent.Kind(rawValue: $0.kind), at: $0.tUs, node: wire.node, camera: $0.camera, $0.detail) }
         // A node's numbers are checked as a request's are: a grid the core's arithmetic could overflow on is none.

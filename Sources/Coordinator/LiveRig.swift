@@ -16,6 +16,8 @@ public final class LiveRig: Sendable {
     public let spec: RigSpec
     public let template: TakeRequest
     public let preview: PreviewSettings
+    /// The rig file the console was started with (nil: a demo's rig, made by the console).
+    public let rigFile: String?
     let logger: Logger
     let context = ZMQContext()
     private let startedAt = MonotonicClock.now()
@@ -34,6 +36,70 @@ public final class LiveRig: Sendable {
         var controls: [String: CameraControls] = [:]
         /// What `/metrics` says of this node, from its last status (nil: never reached).
         var metrics: NodeMetricsSample?
+        /// The node process last shaken hands with (another one: the node restarted), its host and boot, where
+        /// it publishes tiles, and when (monotonic µs) the handshake was.
+        var instanceID = ""
+        var hostID = ""
+        var previewEndpoint: String?
+        var handshakeAt: Int64 = 0
+        var counts = CameraCounts()
+    }
+    /// A node's camera counters over the console's life: its status counts each take from zero, so a take's last
+    /// counts are kept when the next take (or none) replaces them, and a take this console ran is topped up to its
+    /// manifest's figures; `/metrics` never goes backwards or loses a take.
+    struct CameraCounts {
+        typealias Camera = NodeMetricsSample.Camera
+        var past: [String: Camera] = [:]
+        var current: [String: Camera] = [:]
+        /// Each camera's take last moved into `past`, as it was then.
+        var retired: [String: Camera] = [:]
+
+        /// The cameras' counts in a status now: a camera of another take, or absent, ended its take.
+        mutating func seen(_ now: [Camera]) {
+            // A take already counted whole (its manifest came first) is not counted again.
+            let byName = Dictionary(now.filter { retired[$0.camera]?.takeID != $0.takeID }.map { ($0.camera, $0) }) { first, _ in first }
+            for (name, last) in current where byName[name]?.takeID != last.takeID {
+                add(last, to: name)
+                retired[name] = last
+            }
+            current = byName
+        }
+
+        /// A take's final figures (its manifest): what the statuses seen did not count yet is added.
+        mutating func finished(_ final: Camera) {
+            let name = final.camera
+            if var c = current[name], c.takeID == final.takeID {
+                c.frames = max(c.frames, final.frames); c.dups = max(c.dups, final.dups)
+                current[name] = c
+            } else if let r = retired[name], r.takeID == final.takeID {
+                var more = Camera(camera: name, takeID: final.takeID)
+                more.frames = final.frames > r.frames ? final.frames - r.frames : 0
+                more.dups = final.dups > r.dups ? final.dups - r.dups : 0
+                add(more, to: name)
+                retired[name]?.frames = max(r.frames, final.frames); retired[name]?.dups = max(r.dups, final.dups)
+            } else {
+                add(final, to: name)
+                retired[name] = final
+            }
+        }
+
+        private mutating func add(_ c: Camera, to name: String) {
+            var p = past[name] ?? Camera(camera: name, takeID: "")
+            p.frames += c.frames; p.dups += c.dups; p.drops += c.drops; p.bytesWritten += c.bytesWritten
+            past[name] = p
+        }
+
+        /// Every camera's totals (over the console's life, so `takeID` is empty).
+        var totals: [Camera] {
+            Set(past.keys).union(current.keys).sorted().map { name in
+                var total = past[name] ?? Camera(camera: name, takeID: "")
+                if let c = current[name] {
+                    total.frames += c.frames; total.dups += c.dups; total.drops += c.drops; total.bytesWritten += c.bytesWritten
+                    total.phaseErrorMicroseconds = c.phaseErrorMicroseconds
+                }
+                return total
+            }
+        }
     }
     struct State {
         var nodes: [Node] = []
@@ -42,6 +108,9 @@ public final class LiveRig: Sendable {
         var images: [String: [UInt8]] = [:]
         var imageOrder: [String] = []
         var newestComplete: MultiviewView?
+        /// When (monotonic µs) the newest complete set was matched, and each camera's newest tile arrived.
+        var newestCompleteAt: Int64 = 0
+        var tileArrivedAt: [CameraKey: Int64] = [:]
         var lastTiles: [CameraKey: PreviewTile] = [:]
         var take: TakeView?
         var session: TakeSession?
@@ -60,8 +129,9 @@ public final class LiveRig: Sendable {
     /// Tiles kept for `/preview/...` (64 groups' worth per camera at most).
     public static let keptImagesPerCamera = 64
 
-    public init(spec: RigSpec, template: TakeRequest, preview: PreviewSettings = .standard, logger: Logger) {
+    public init(spec: RigSpec, template: TakeRequest, preview: PreviewSettings = .standard, rigFile: String? = nil, logger: Logger) {
         self.spec = spec
+        self.rigFile = rigFile
         self.template = template
         self.preview = preview
         self.logger = logger
@@ -124,6 +194,25 @@ public final class LiveRig: Sendable {
 
     public var rig: RigView { state.withLock { Self.rigView($0) } }
     public var multiview: MultiviewView? { state.withLock { $0.newestComplete } }
+    /// A complete set older than this is not current (`/api/multiview` says so instead of serving it).
+    public static let multiviewFreshSeconds = 3.0
+    /// The newest complete set if it is current; else one sentence: how old it is and which cameras are silent.
+    public var currentMultiview: Result<MultiviewView, Refusal> {
+        state.withLock { s in
+            guard let set = s.newestComplete else {
+                return .failure(Refusal(.notFound, "no complete frame-matched set yet: every camera must deliver a tile of one group."))
+            }
+            let now = MonotonicClock.now()
+            let age = Double(now - s.newestCompleteAt) / 1e6
+            guard age > Self.multiviewFreshSeconds else { return .success(set) }
+            let silent = s.nodes.flatMap { n in n.cameras.map { CameraKey(node: n.name, camera: $0.camera) } }.filter {
+                s.tileArrivedAt[$0].map { Double(now - $0) / 1e6 > Self.multiviewFreshSeconds } ?? true
+            }
+            let who = silent.isEmpty ? "the cameras' tiles no longer match one group"
+                : "no tile from \(silent.map { "\($0.node)/\($0.camera)" }.joined(separator: ", ")) for over \(Int(Self.multiviewFreshSeconds)) s"
+            return .failure(Refusal(.unavailable, "the newest complete set (group \(set.group)) is \(String(format: "%.1f", age)) s old: \(who)."))
+        }
+    }
     public var take: TakeView? { state.withLock { s in s.take.map { Self.withElapsed($0, session: s.session) } } }
     public var takes: [TakeEntry] { listTakes() }
     /// Every node as the rig's `/metrics` exports it (an unreachable node: up 0, its last counts kept).
@@ -132,6 +221,7 @@ public final class LiveRig: Sendable {
             s.nodes.map { n in
                 var sample = n.metrics ?? NodeMetricsSample(node: n.name)
                 sample.reachable = n.view.reachable
+                sample.cameras = n.counts.totals
                 return sample
             }
         }

@@ -4,6 +4,7 @@ import Foundation
 import Logging
 import Platform
 import Synchronization
+import VersionedYAML
 import ZeroMQ
 
 // Camera controls from the console.
@@ -93,6 +94,31 @@ extension LiveRig {
         return lines.joined(separator: "\n") + "\n"
     }
 
+    /// The rig file with every camera's controls as now in force written in (CONTRACT §6 controls as the rig's
+    /// defaults): the console's own rig file rewritten, or for a demo a rig file of its nodes. Its name and text.
+    public func rigFileWithControls() throws(Refusal) -> (name: String, text: String) {
+        let nodes = state.withLock { $0.nodes }
+        var cameras: [String: [RigFileControls.Camera]] = [:]
+        for node in nodes {
+            cameras[node.name] = node.cameras.compactMap { c in node.controls[c.camera].map { .init(name: c.camera, controls: $0) } }
+        }
+        let stamp = ISO8601DateFormatter().string(from: Date())
+        let original: String, path: String
+        if let rigFile {
+            do throws(YAMLFileError) { original = try VersionedYAML.read(rigFile, kind: "rig file") } catch { throw Refusal(.conflict, error.description) }
+            path = rigFile
+        } else {
+            original = DiscoveredNode.rigFile(spec.nodes.map {
+                DiscoveredNode(name: $0.name, endpoint: $0.endpoint, cameras: [], version: "", publicKey: $0.publicKey)
+            }, coordinatorCert: nil)
+            path = "rig.yaml"
+        }
+        let text: String
+        do throws(YAMLFileError) { text = try RigFileControls.text(original, path: path, cameras: cameras) } catch { throw Refusal(.conflict, error.description) }
+        let name = (path as NSString).lastPathComponent
+        return (name, "# \(name) with the camera controls set in coord console, \(stamp): every take starts with them.\n" + text)
+    }
+
     /// The console's answer to a node's refusal of the controls: a camera the node does not have is not found, a
     /// request out of turn a conflict, and anything else (a control the camera lacks, a value out of its range, a
     /// device that failed to apply it) a request it cannot carry out.
@@ -104,12 +130,33 @@ extension LiveRig {
         }
     }
 
-    /// What no camera can take (the node checks each camera's own ranges).
+    /// What no camera can take (the node checks each camera's own ranges), said in the operator's words before the
+    /// node's request checks would name wire fields.
     public static func basicProblem(_ c: CameraControls, camera: String) -> String? {
         if c.isEmpty { return "no control given for camera \(camera): set any of exposure_us, gain_db, white_balance_k, focus." }
         if let e = c.exposureMicroseconds, e <= 0 { return "camera \(camera): exposure_us \(e) must be positive." }
-        for v in [c.gainDecibels, c.focus].compactMap({ $0 }) where !v.isFinite { return "camera \(camera): \(v) is not a number a control can take." }
-        return nil
+        return anyCamera.problem(with: c, camera: camera)
+    }
+
+    /// The widest values any camera's controls take (what a node accepts on the wire; focus 0 nearest … 1 farthest).
+    static let anyCamera = ControlRanges(exposureMicroseconds: 1...10_000_000, gainDecibels: -100...1_000,
+                                         whiteBalanceKelvin: 1_000...15_000, focus: 0...1)
+
+    /// Each previewing camera's current controls, read once (an empty SetControls changes nothing and answers
+    /// every control's value in force), so the API and the page show them before anyone sets one.
+    func readControls(_ node: Node) async {
+        guard let link = node.link else { return }
+        for camera in node.cameras where (node.controls[camera.camera] ?? CameraControls()).isEmpty {
+            var m = Coord_V1_SetControls()
+            m.camera = camera.camera
+            guard let answer = try? await link.ask(.setControls(m), timeout: 2, what: "the controls"),
+                  case .controlsApplied(let r) = answer.0.body,
+                  let current = try? NodeReply.controlsApplied(r, from: "node \(node.name)"), !current.isEmpty else { continue }
+            state.withLock { s in
+                guard let i = s.nodes.firstIndex(where: { $0.name == node.name }), s.nodes[i].controls[camera.camera] == nil else { return }
+                s.nodes[i].controls[camera.camera] = current
+            }
+        }
     }
 
     static func describe(_ c: CameraControls) -> String {

@@ -27,35 +27,17 @@ extension LiveRig {
                 state.withLock { $0.nodes[index].link = link }
             }
             let link = node.link!
-            if node.cameras.isEmpty {
-                var hello = Coord_V1_Hello()
-                hello.coordinator = ProcessInfo.processInfo.hostName
-                let (reply, _) = try await link.request(.hello(hello), timeout: 2, what: "the handshake")
-                guard case .helloReply(let wire) = reply.body else { throw CoordError(.failure, "node \(node.name) answered the handshake with something else.") }
-                let r: Coord_V1_HelloReply
-                do throws(FieldFault) { r = try NodeReply.hello(wire, from: "node \(node.name)") } catch { throw CoordError(error, node: node.name) }
-                let settings = cameraSettings(node.spec, reply: r)
-                let endpoint = PreviewReceiver.endpoint(published: r.previewEndpoint, control: node.spec.endpoint)
-                if let endpoint { receiver.connect(endpoint, keys: spec.linkKeys(for: node.spec)) }
-                state.withLock { s in
-                    s.nodes[index].cameras = settings
-                    s.nodes[index].previewSubscribed = endpoint != nil
-                    // Ordinals run through the rig in its order, as a take's do (the stripe carries them).
-                    var ordinal = 0
-                    for n in s.nodes.indices {
-                        for c in s.nodes[n].cameras.indices { s.nodes[n].cameras[c].ordinal = ordinal; ordinal += 1 }
-                    }
-                    let keys = s.nodes.flatMap { n in n.cameras.map { CameraKey(node: n.name, camera: $0.camera) } }
-                    s.assembler.reset(cameras: keys, patienceGroups: 3 * preview.groupStride(framePeriodMicroseconds: previewGrid.periodMicroseconds))
-                }
-                node.cameras = settings
-                event("node-reached", node: node.name, "node \(node.name) reached at \(node.spec.endpoint): \(settings.count) camera(s)\(endpoint == nil ? ", no preview" : "")")
+            // Shaken hands with again every few seconds and after any silence: a node that restarted (another
+            // process, perhaps another preview port) or moved its preview is followed, not lost.
+            if node.cameras.isEmpty || !node.view.reachable || MonotonicClock.now() - node.handshakeAt >= Self.handshakeEveryMicroseconds {
+                try await handshake(index, &node, link: link)
             }
             let (reply, _) = try await link.request(.statusRequest(Coord_V1_StatusRequest()), timeout: 1, what: "status")
             guard case .status(let wire) = reply.body else { return }
             let status: NodeStatus
             do throws(FieldFault) { status = try NodeReply.status(wire, from: "node \(node.name)") } catch { throw CoordError(error, node: node.name) }
-            let uncertainty = state.withLock { $0.tracker }?.estimate(node.name)?.uncertaintyMicroseconds
+            // The console's own estimate while it follows the clocks; during a take, the node's mapping for it.
+            let uncertainty = state.withLock { $0.tracker }?.estimate(node.name)?.uncertaintyMicroseconds ?? status.clockUncertaintyMicroseconds
             state.withLock { s in
                 let wasReachable = s.nodes[index].view.reachable
                 s.nodes[index].view = NodeView(
@@ -72,11 +54,12 @@ extension LiveRig {
                 metrics.recording = status.state == .recording
                 metrics.pressure = status.pressure
                 metrics.clockUncertaintyMicroseconds = uncertainty
-                metrics.cameras = status.cameras.map {
-                    .init(camera: $0.camera, takeID: status.takeID, frames: UInt64(max(0, $0.frames)),
-                          dups: UInt64(max(0, $0.dropped)), bytesWritten: $0.bytesWritten,
-                          phaseErrorMicroseconds: s.nodes[index].cameraProgress[$0.camera]?.phase.map(Double.init))
+                let now = status.cameras.map {
+                    NodeMetricsSample.Camera(camera: $0.camera, takeID: status.takeID, frames: UInt64(max(0, $0.frames)),
+                                             dups: UInt64(max(0, $0.dropped)), bytesWritten: $0.bytesWritten,
+                                             phaseErrorMicroseconds: s.nodes[index].cameraProgress[$0.camera]?.phase.map(Double.init))
                 }
+                s.nodes[index].counts.seen(now)
                 s.nodes[index].metrics = metrics
                 if !wasReachable { s.nodes[index].view.message = nil }
             }
@@ -90,6 +73,67 @@ extension LiveRig {
                 return was
             }
             if changed { event("node-unreachable", node: node.name, sentence) }
+        }
+    }
+
+    /// How often a reached node is shaken hands with again, to see a restart or a moved preview endpoint.
+    static let handshakeEveryMicroseconds: Int64 = 5_000_000
+
+    private func handshake(_ index: Int, _ node: inout Node, link: NodeLink) async throws {
+        var hello = Coord_V1_Hello()
+        hello.coordinator = ProcessInfo.processInfo.hostName
+        let (reply, _) = try await link.request(.hello(hello), timeout: 2, what: "the handshake")
+        guard case .helloReply(let wire) = reply.body else { throw CoordError(.failure, "node \(node.name) answered the handshake with something else.") }
+        let r: Coord_V1_HelloReply
+        do throws(FieldFault) { r = try NodeReply.hello(wire, from: "node \(node.name)") } catch { throw CoordError(error, node: node.name) }
+        let now = MonotonicClock.now()
+        let settings = cameraSettings(node.spec, reply: r)
+        let endpoint = PreviewReceiver.endpoint(published: r.previewEndpoint, control: node.spec.endpoint)
+        let first = node.cameras.isEmpty
+        let restarted = !first && r.instanceID != node.instanceID
+        let rebooted = !first && r.resources.hostID != node.hostID
+        let camerasChanged = settings.map(\.camera) != node.cameras.map(\.camera)
+        let previewMoved = first || endpoint != node.previewEndpoint
+        node.handshakeAt = now
+        state.withLock { $0.nodes[index].handshakeAt = now }
+        guard first || restarted || camerasChanged || previewMoved else { return }
+        if previewMoved {
+            if let old = node.previewEndpoint { receiver.disconnect(old) }
+            if let endpoint { receiver.connect(endpoint, keys: spec.linkKeys(for: node.spec)) }
+        }
+        let cameras = state.withLock { s -> [CameraSettings] in
+            s.nodes[index].previewSubscribed = endpoint != nil
+            s.nodes[index].previewEndpoint = endpoint
+            s.nodes[index].instanceID = r.instanceID
+            s.nodes[index].hostID = r.resources.hostID
+            if restarted {
+                // A new process starts from its cameras' own controls, and counts afresh.
+                s.nodes[index].controls = [:]
+                s.nodes[index].cameraProgress = [:]
+            }
+            guard first || camerasChanged else { return s.nodes[index].cameras }
+            s.nodes[index].cameras = settings
+            // Ordinals run through the rig in its order, as a take's do (the stripe carries them).
+            var ordinal = 0
+            for n in s.nodes.indices {
+                for c in s.nodes[n].cameras.indices { s.nodes[n].cameras[c].ordinal = ordinal; ordinal += 1 }
+            }
+            let keys = s.nodes.flatMap { n in n.cameras.map { CameraKey(node: n.name, camera: $0.camera) } }
+            s.assembler.reset(cameras: keys, patienceGroups: 3 * preview.groupStride(framePeriodMicroseconds: previewGrid.periodMicroseconds))
+            return s.nodes[index].cameras
+        }
+        node.cameras = cameras
+        node.previewEndpoint = endpoint
+        node.instanceID = r.instanceID
+        // Another boot is another monotonic clock: the clocks are followed afresh.
+        if rebooted { stopTracker() }
+        let tiles = endpoint.map { "preview at \($0)" } ?? "no preview"
+        if first {
+            event("node-reached", node: node.name, "node \(node.name) reached at \(node.spec.endpoint): \(settings.count) camera(s), \(tiles)")
+        } else if restarted {
+            event("node-restarted", node: node.name, "node \(node.name) restarted (a new process): \(settings.count) camera(s), \(tiles)")
+        } else {
+            event("node-changed", node: node.name, "node \(node.name) changed: \(settings.count) camera(s), \(tiles)")
         }
     }
 
@@ -125,6 +169,7 @@ extension LiveRig {
                     m.leaseMs = 5000
                     do {
                         _ = try await node.link!.request(.startPreview(m), timeout: 4, what: "the preview")
+                        await self.readControls(node)
                     } catch {
                         self.logger.warning("preview refused", metadata: ["node": "\(node.name)", "error": "\(error)"])
                     }
@@ -178,9 +223,11 @@ extension LiveRig {
                 s.nodes[i].cameraProgress[r.tile.key.camera, default: (0, nil)].phase = r.tile.phaseErrorMicroseconds
             }
             s.lastTiles[r.tile.key] = r.tile
+            let now = MonotonicClock.now()
+            s.tileArrivedAt[r.tile.key] = now
             return s.assembler.add(r.tile).map { set in
                 let view = Self.view(of: set, takeID: r.takeID, lastTiles: s.lastTiles)
-                if set.complete { s.newestComplete = view }
+                if set.complete { s.newestComplete = view; s.newestCompleteAt = now }
                 return view
             }
         }

@@ -49,6 +49,7 @@ extension LiveRig {
                 final.report = "takes/\(outcome.manifest.takeID)/sync-report.html"
                 // What was recorded: the take's groups on its grid.
                 final.elapsedS = Double(outcome.manifest.groups) * Double(outcome.manifest.framePeriodMicroseconds) / 1e6
+                counted(outcome.manifest)
             } catch {
                 final.state = .failed
                 final.message = "\(error)"
@@ -67,6 +68,17 @@ extension LiveRig {
                   "take \(finished.takeId ?? finished.name): \(ended)\(finished.message.map { "; \($0)" } ?? "")")
         }
         return view
+    }
+
+    /// The rig's counters take the take's final figures (a status a second may have missed its last frames).
+    private func counted(_ manifest: TakeManifest) {
+        state.withLock { s in
+            for camera in manifest.cameras {
+                guard let i = s.nodes.firstIndex(where: { $0.name == camera.node }) else { continue }
+                s.nodes[i].counts.finished(.init(camera: camera.camera, takeID: manifest.takeID, frames: UInt64(max(0, camera.frames)),
+                                                 dups: UInt64(max(0, camera.dropped))))
+            }
+        }
     }
 
     /// Shows the phase the running take entered.

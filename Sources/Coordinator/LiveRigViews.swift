@@ -121,7 +121,7 @@ extension LiveRig {
 
     /// A request the console cannot carry out, with the HTTP status that says why.
     public struct Refusal: Error, Sendable {
-        public enum Kind: Sendable, Equatable { case conflict, invalid, notFound }
+        public enum Kind: Sendable, Equatable { case conflict, invalid, notFound, unavailable }
         public var kind: Kind
         public var sentence: String
         public init(_ kind: Kind, _ sentence: String) { self.kind = kind; self.sentence = sentence }

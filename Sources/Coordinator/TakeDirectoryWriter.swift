@@ -24,7 +24,7 @@ struct TakeDirectoryWriter {
         try atomically(encoder.encode(manifest), "manifest.json")
         try atomically(encoder.encode(report), "sync-report.json")
         try atomically(EditorialTimeline.otio(manifest), "\(manifest.takeID).otio")
-        try atomically(Data(SyncReportPage.html(manifest: manifest, report: report, rows: framesRows(manifest)).utf8),
+        try atomically(Data(SyncReportPage.html(takeDirectory: directory, manifest: manifest, report: report).utf8),
                        "sync-report.html")
     }
 

@@ -7,7 +7,11 @@ import Media
 struct NodeAgentState {
     var take: NodeTake
     /// The take's recorders, cameras and microphones alike, once its arm's devices are open.
-    var recorders: [any TakeRecorder] = []
+    var recorders: [any TakeRecorder] = [] {
+        willSet { retire(recorders) }
+    }
+    /// Each camera's counts from the takes whose recorders are gone: the metrics count over the process's life.
+    var pastCameraCounts: [String: NodeMetricsSample.Camera] = [:]
     /// The clock mapping the recorders read every frame (nil while no take's devices are open).
     var clock: ClockMappingBox?
     /// Microphones opened at configure, so their timing has settled and their clock fit has seconds of stamps by
@@ -31,6 +35,19 @@ struct NodeAgentState {
     var previewRun: PreviewRun?
 
     init(take: NodeTake) { self.take = take }
+
+    /// Adds the counts of recorders about to go to the process's totals.
+    private mutating func retire(_ old: [any TakeRecorder]) {
+        for recorder in old.cameras {
+            let p = recorder.snapshot
+            var c = pastCameraCounts[recorder.settings.camera] ?? NodeMetricsSample.Camera(camera: recorder.settings.camera, takeID: "")
+            c.frames += UInt64(max(0, p.frames))
+            c.dups += UInt64(max(0, p.dropped))
+            c.drops += UInt64(max(0, p.sensorSkips))
+            c.bytesWritten += p.bytesWritten
+            pastCameraCounts[recorder.settings.camera] = c
+        }
+    }
 
     /// A camera open now (preview or take); the camera itself takes `apply` from any thread.
     struct OpenCamera {

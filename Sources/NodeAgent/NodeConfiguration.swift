@@ -51,8 +51,8 @@ public struct NodeConfiguration: Sendable {
     /// (`--synthetic NAME@BUS`); a camera not listed sits on no shared bus.
     public var syntheticBuses: [Bus] = []
     public var syntheticCameraBus: [String: String] = [:]
-    /// Where preview tiles are published (a ZeroMQ PUB endpoint); nil: beside the control endpoint on a free
-    /// port; empty: no preview.
+    /// Where preview tiles are published (a ZeroMQ PUB endpoint); nil: beside the control endpoint (its port + 1,
+    /// or a free port when the control port is `*`); empty: no preview.
     public var previewEndpoint: String?
     /// V4L2 cameras (`--v4l2 NAME=/dev/videoN`), in flag order.
     public var v4l2Cameras: [V4L2CameraEntry] = []
@@ -69,12 +69,15 @@ public struct NodeConfiguration: Sendable {
     /// Microphones recorded with every take (CONTRACT §9): `--synthetic-mic NAME` and `--audio NAME=DEVICE`.
     public var microphones: [MicrophoneEntry] = []
 
-    /// The preview endpoint to bind: the one given, or the control endpoint's host on a free port (an ipc path
-    /// gets `.preview` appended); nil: none.
+    /// The preview endpoint to bind: the one given, or the control endpoint's host on the next port (5710 → 5711:
+    /// a fixed pair one firewall rule can name; a `*` control port: a free one; an ipc path gets `.preview`
+    /// appended); nil: none.
     public var previewBindEndpoint: String? {
         if let previewEndpoint { return previewEndpoint.isEmpty ? nil : previewEndpoint }
         if endpoint.hasPrefix("ipc://") { return endpoint + ".preview" }
-        return Endpoint(endpoint)?.with(port: "*").description
+        guard let control = Endpoint(endpoint) else { return nil }
+        if let port = control.portNumber, port > 0, port < 65535 { return control.with(port: String(port + 1)).description }
+        return control.with(port: "*").description
     }
 
     /// Every microphone's name.

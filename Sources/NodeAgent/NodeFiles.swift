@@ -95,10 +95,20 @@ extension NodeAgent {
         // The node's own --keep-after-collect wins; otherwise the rig's collect.after_confirm says.
         if configuration.keepAfterCollect || confirm.keep {
             logger.info("kept collected files", metadata: ["take": "\(confirm.takeID)", "files": "\(confirmed.count)"])
+            collected(confirm.takeID)
             return "kept \(confirmed.count) file(s)"
         }
         let released = try store.release(takeID: confirm.takeID, confirmed: confirmed)
         logger.info("released collected files", metadata: ["take": "\(confirm.takeID)", "files": "\(released.count)"])
+        collected(confirm.takeID)
         return "released \(released.count) file(s)"
+    }
+
+    /// A finished take is done with once collected: the node is idle again (its recorders' counts kept for metrics).
+    private func collected(_ takeID: String) {
+        state.withLock { s in
+            s.take.collected(takeID)
+            if s.take.state == .idle { s.recorders = []; s.clock = nil }
+        }
     }
 }

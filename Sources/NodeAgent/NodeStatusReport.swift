@@ -13,6 +13,7 @@ extension NodeAgent {
         status.pressure = take.pressure.level
         status.pressureCause = take.pressure.cause
         status.events = take.events
+        if take.isActive { status.clockUncertaintyMicroseconds = take.clock?.uncertaintyMicroseconds }
         if take.isActive, let grid = take.grid, let rigNow = take.rigNow(localNow: local) {
             status.grid = grid
             status.rigNowMicroseconds = Int64(rigNow.rounded())
@@ -36,14 +37,21 @@ extension NodeAgent {
             let take = s.take
             var sample = NodeMetricsSample(node: configuration.name)
             sample.recording = take.state == .recording
-            if let takeID = take.takeID, take.state == .recording || take.state == .finished {
-                sample.cameras = s.recorders.cameras.map { recorder in
-                    let p = recorder.snapshot
-                    return .init(camera: recorder.settings.camera, takeID: takeID, frames: UInt64(max(0, p.frames)),
-                                 dups: UInt64(max(0, p.dropped)), drops: UInt64(max(0, p.sensorSkips)),
-                                 bytesWritten: p.bytesWritten, phaseErrorMicroseconds: p.phaseError)
-                }
+            // Over the process's life (CONTRACT §7): the takes gone, plus the one whose recorders are here now.
+            var counts = s.pastCameraCounts
+            let live = take.state == .recording || take.state == .finished
+            for recorder in s.recorders.cameras {
+                let p = recorder.snapshot
+                let name = recorder.settings.camera
+                var c = counts[name] ?? NodeMetricsSample.Camera(camera: name, takeID: "")
+                c.frames += UInt64(max(0, p.frames))
+                c.dups += UInt64(max(0, p.dropped))
+                c.drops += UInt64(max(0, p.sensorSkips))
+                c.bytesWritten += p.bytesWritten
+                c.phaseErrorMicroseconds = live ? p.phaseError : nil
+                counts[name] = c
             }
+            sample.cameras = counts.values.sorted { $0.camera < $1.camera }
             sample.clockUncertaintyMicroseconds = take.clock?.uncertaintyMicroseconds
             sample.pressure = take.pressure.level
             sample.freeDiskBytes = s.pressureResources.freeDiskBytes

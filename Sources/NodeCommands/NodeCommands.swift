@@ -54,7 +54,7 @@ public struct Serve: AsyncParsableCommand {
     var nodeFile: String?
     @Option(help: "Node name ([A-Za-z0-9._-]{1,64}) (default: the host name).") var name: String?
     @Option(help: "ZeroMQ endpoint to listen on; a * port picks a free one (default: tcp://0.0.0.0:5710).") var endpoint: String?
-    @Option(help: "ZeroMQ PUB endpoint for the console's preview tiles (default: the control endpoint's host on a free port; empty: no preview).")
+    @Option(help: "ZeroMQ PUB endpoint for the console's preview tiles (default: the control endpoint's host on its port + 1, e.g. 5711 beside 5710; a free port when that is *; empty: no preview).")
     var previewEndpoint: String?
     @Option(help: "Staging directory for recordings until the coordinator collects them (default: /var/lib/coord-node).") var staging: String?
     @Option(help: "Synthetic cameras to offer, comma-separated NAME or NAME@BUS (BUS declared by --synthetic-bus).") var synthetic: String?

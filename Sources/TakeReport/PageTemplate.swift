@@ -45,6 +45,9 @@ extension SyncReportPage {
     {{/bound}}
     <div class="fig"><div class="k">groups</div><div class="v">{{groups}} <small>{{takeLength}}</small></div></div>
     <div class="fig"><div class="k">cameras</div><div class="v">{{cameraCount}} <small>{{onNodes}}</small></div></div>
+    {{#timecode}}
+    <div class="fig"><div class="k">timecode of group 0</div><div class="v timecode">{{.}}</div></div>
+    {{/timecode}}
     </div>
     <p class="note">Spread: per group, the latest minus the earliest frame centre across cameras on the rig timebase (node estimates, dup rows left out), over {{groupsMeasured}} groups.{{#bound}} Bound: the same allowing two sigma of each camera's clock and centre error (the figure to trust).{{/bound}} Frame period {{framePeriodMilliseconds}} ms; started {{startWallclock}}.</p>
     <h2>Frame-centre error per camera</h2>
@@ -72,9 +75,9 @@ extension SyncReportPage {
     {{/events}}
     </table>
     <h2>Cameras</h2>
-    <table class="cameras"><tr><th class="l">node</th><th class="l">camera</th><th>frames</th><th>dropped</th><th>held</th><th>phase p50 µs</th><th>phase p99 µs</th><th>phase max µs</th><th>clock ± µs</th><th>centre ± µs</th><th class="l">state</th></tr>
+    <table class="cameras"><tr><th class="l">node</th><th class="l">camera</th><th>frames</th><th>dropped</th><th>held</th><th>phase p50 µs</th><th>phase p99 µs</th><th>phase max µs</th><th>clock ± µs</th><th>centre ± µs</th>{{#hasState}}<th class="l">state</th>{{/hasState}}</tr>
     {{#cameras}}
-    <tr class="{{rowClass}}"><td class="l"><span class="chip" style="background:{{color}}"></span>{{node}}</td><td class="l">{{camera}}</td><td>{{frames}}</td><td>{{dropped}}</td><td>{{held}}</td><td>{{phaseP50}}</td><td>{{phaseP99}}</td><td>{{phaseMax}}</td><td>{{clock}}</td><td>{{centre}}</td><td class="l">{{state}}</td></tr>
+    <tr class="{{rowClass}}"><td class="l"><span class="chip" style="background:{{color}}"></span>{{node}}</td><td class="l">{{camera}}</td><td>{{frames}}</td><td>{{dropped}}</td><td>{{held}}</td><td>{{phaseP50}}</td><td>{{phaseP99}}</td><td>{{phaseMax}}</td><td>{{clock}}</td><td>{{centre}}</td>{{#hasState}}<td class="l">{{state}}</td>{{/hasState}}</tr>
     {{/cameras}}
     </table>
     {{#sound}}
@@ -109,6 +112,15 @@ extension SyncReportPage {
     </ul>
     {{/hasChanges}}
     {{/budget}}
+    <h2>Files</h2>
+    <table class="files"><tr><th class="l">file</th><th>bytes</th>{{#hasXXH128}}<th class="l">xxh128</th>{{/hasXXH128}}</tr>
+    {{#files}}
+    <tr><td class="l">{{path}}</td><td>{{size}}</td>{{#hasXXH128}}<td class="l hash">{{xxh128}}</td>{{/hasXXH128}}</tr>
+    {{/files}}
+    {{^files}}
+    <tr><td colspan="2" class="l">no files</td></tr>
+    {{/files}}
+    </table>
     <p class="note">Written by coord from manifest.json, sync-report.json and the cameras' frames.csv files; this page loads nothing from anywhere.</p>
     </body></html>
 

@@ -472,12 +472,16 @@ public enum SyncReportPage {
         var timelinePlot: String
         var events: [EventRow]
         var cameras: [CameraRow]
+        var hasState: Bool
+        var timecode: String?
+        var files: [FileRow]
+        var hasXXH128: Bool
         var budget: BudgetSection?
         var sound: SoundSection?
     }
 
     /// The template's context for a take: the verdict, figures, the four plots' SVG and the tables' rows.
-    static func context(manifest: TakeManifest, report: SyncReport, rows: [String: [FrameRow]]) -> PageContext {
+    static func context(manifest: TakeManifest, report: SyncReport, rows: [String: [FrameRow]], xxh128: [String: String] = [:]) -> PageContext {
         let traces = traces(manifest: manifest, rows: rows)
         let spreads = spreadPerGroup(manifest.cameras.compactMap { rows["\($0.node)/\($0.camera)"] })
         let numbered = manifest.events.filter { !summaryKinds.contains($0.kind.rawValue) }.enumerated().map { ($0.offset + 1, $0.element) }
@@ -544,7 +548,8 @@ public enum SyncReportPage {
             spreadPlot: spreadPlot(manifest, report: report, traces: traces, spreads: spreads).render(cssClass: "spread"),
             clockPlot: clockPlot(manifest, traces: traces).render(cssClass: "clock"),
             timelinePlot: timelinePlot(manifest, traces: traces, numbered: numbered).render(cssClass: "timeline"),
-            events: events, cameras: cameras, budget: budget, sound: soundSection(manifest))
+            events: events, cameras: cameras, hasState: cameras.contains { !$0.state.isEmpty }, timecode: manifest.timecode,
+            files: fileRows(manifest, xxh128: xxh128), hasXXH128: !xxh128.isEmpty, budget: budget, sound: soundSection(manifest))
     }
 
     /// The microphones' table and a plot of each one's A/V offset (p50 bar, p99 whisker) beside its rate error.
@@ -574,7 +579,8 @@ public enum SyncReportPage {
 
     /// The whole page. `rows` holds each camera's frames.csv rows keyed "node/camera"; a camera whose
     /// frames.csv is missing has no entry.
-    public static func html(manifest: TakeManifest, report: SyncReport, rows: [String: [FrameRow]]) -> String {
-        template.render(context(manifest: manifest, report: report, rows: rows))
+    /// `xxh128` holds each file's checksum by path where the manifest's files[] carry one.
+    public static func html(manifest: TakeManifest, report: SyncReport, rows: [String: [FrameRow]], xxh128: [String: String] = [:]) -> String {
+        template.render(context(manifest: manifest, report: report, rows: rows, xxh128: xxh128))
     }
 }

@@ -161,4 +161,18 @@ private func refusal(_ body: () throws -> Void) -> NodeFailure? {
         let f = NodeFailure(.io, "disk full on node n1.")
         #expect(f.description == "disk full on node n1.")
     }
+
+    @Test func aCollectedFinishedTakeLeavesTheNodeIdleAndNothingElseDoes() throws {
+        var m = NodeTakeMachine()
+        try m.configure(takeID: "T1", at: 0)
+        try m.arm(takeID: "T1")
+        try m.start(takeID: "T1")
+        m.collected(takeID: "T1")          // still recording: its files are not final
+        #expect(m.state == .recording && m.takeID == "T1")
+        m.finish()
+        m.collected(takeID: "T0")          // another take's collection
+        #expect(m.state == .finished && m.takeID == "T1")
+        m.collected(takeID: "T1")
+        #expect(m.state == .idle && m.takeID == nil)
+    }
 }

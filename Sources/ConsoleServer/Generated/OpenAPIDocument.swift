@@ -148,16 +148,55 @@ enum OpenAPIDocument {
     }
    }
   },
+  "/api/rig/rig.yaml": {
+   "get": {
+    "tags": [
+     "files"
+    ],
+    "summary": "The rig file with every camera's controls as now in force written in",
+    "description": "The rig file this console was started with (for a demo, a rig file of its nodes) with each camera's controls: set, so every take starts with what the operator settled on; saved over the old file (its comments are not kept) or given to the next `coord console --rig`. 409 with a sentence when the rig file can no longer be read.",
+    "operationId": "rigFileYAML",
+    "responses": {
+     "200": {
+      "description": "YAML, as an attachment named after the rig file",
+      "content": {
+       "application/yaml": {
+        "schema": {
+         "type": "string"
+        }
+       }
+      }
+     },
+     "409": {
+      "description": "the rig file cannot be read or rewritten",
+      "content": {
+       "application/json": {
+        "schema": {
+         "$ref": "#/components/schemas/Error"
+        }
+       }
+      }
+     },
+     "401": {
+      "$ref": "#/components/responses/Unauthorized"
+     },
+     "403": {
+      "$ref": "#/components/responses/Forbidden"
+     }
+    }
+   }
+  },
   "/api/multiview": {
    "get": {
     "tags": [
      "api"
     ],
     "summary": "The newest complete frame-matched set",
+    "description": "Only a set at most 3 s old is current: when every camera's tiles stopped coming for longer (a node gone or restarting), the answer is 503 with one sentence saying how old the newest set is and which cameras are silent, never that old set as if it were current.",
     "operationId": "multiview",
     "responses": {
      "200": {
-      "description": "every camera's tile of one group",
+      "description": "every camera's tile of one group, matched within the last 3 s",
       "content": {
        "application/json": {
         "schema": {
@@ -168,6 +207,16 @@ enum OpenAPIDocument {
      },
      "404": {
       "$ref": "#/components/responses/NoSet"
+     },
+     "503": {
+      "description": "the newest complete set is older than 3 s (its age and the silent cameras in the sentence)",
+      "content": {
+       "application/json": {
+        "schema": {
+         "$ref": "#/components/schemas/Error"
+        }
+       }
+      }
      },
      "401": {
       "$ref": "#/components/responses/Unauthorized"

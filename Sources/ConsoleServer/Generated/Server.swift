@@ -190,6 +190,8 @@ fileprivate extension UniversalServer where APIHandler: APIProtocol {
     }
     /// The newest complete frame-matched set
     ///
+    /// Only a set at most 3 s old is current: when every camera's tiles stopped coming for longer (a node gone or restarting), the answer is 503 with one sentence saying how old the newest set is and which cameras are silent, never that old set as if it were current.
+    ///
     /// - Remark: HTTP `GET /api/multiview`.
     /// - Remark: Generated from `#/paths//api/multiview/get(multiview)`.
     func multiview(
@@ -232,6 +234,24 @@ fileprivate extension UniversalServer where APIHandler: APIProtocol {
                 case let .notFound(value):
                     suppressUnusedWarning(value)
                     var response = HTTPTypes.HTTPResponse(soar_statusCode: 404)
+                    suppressMutabilityWarning(&response)
+                    let body: OpenAPIRuntime.HTTPBody
+                    switch value.body {
+                    case let .json(value):
+                        try converter.validateAcceptIfPresent(
+                            "application/json",
+                            in: request.headerFields
+                        )
+                        body = try converter.setResponseBodyAsJSON(
+                            value,
+                            headerFields: &response.headerFields,
+                            contentType: "application/json; charset=utf-8"
+                        )
+                    }
+                    return (response, body)
+                case let .serviceUnavailable(value):
+                    suppressUnusedWarning(value)
+                    var response = HTTPTypes.HTTPResponse(soar_statusCode: 503)
                     suppressMutabilityWarning(&response)
                     let body: OpenAPIRuntime.HTTPBody
                     switch value.body {

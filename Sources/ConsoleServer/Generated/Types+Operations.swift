@@ -163,6 +163,8 @@ internal enum Operations {
     }
     /// The newest complete frame-matched set
     ///
+    /// Only a set at most 3 s old is current: when every camera's tiles stopped coming for longer (a node gone or restarting), the answer is 503 with one sentence saying how old the newest set is and which cameras are silent, never that old set as if it were current.
+    ///
     /// - Remark: HTTP `GET /api/multiview`.
     /// - Remark: Generated from `#/paths//api/multiview/get(multiview)`.
     internal enum Multiview {
@@ -217,7 +219,7 @@ internal enum Operations {
                     self.body = body
                 }
             }
-            /// every camera's tile of one group
+            /// every camera's tile of one group, matched within the last 3 s
             ///
             /// - Remark: Generated from `#/paths//api/multiview/get(multiview)/responses/200`.
             ///
@@ -258,6 +260,57 @@ internal enum Operations {
                     default:
                         try throwUnexpectedResponseStatus(
                             expectedStatus: "notFound",
+                            response: self
+                        )
+                    }
+                }
+            }
+            internal struct ServiceUnavailable: Sendable, Hashable {
+                /// - Remark: Generated from `#/paths/api/multiview/GET/responses/503/content`.
+                internal enum Body: Sendable, Hashable {
+                    /// - Remark: Generated from `#/paths/api/multiview/GET/responses/503/content/application\/json`.
+                    case json(Components.Schemas._Error)
+                    /// The associated value of the enum case if `self` is `.json`.
+                    ///
+                    /// - Throws: An error if `self` is not `.json`.
+                    /// - SeeAlso: `.json`.
+                    internal var json: Components.Schemas._Error {
+                        get throws {
+                            switch self {
+                            case let .json(body):
+                                return body
+                            }
+                        }
+                    }
+                }
+                /// Received HTTP response body
+                internal var body: Operations.Multiview.Output.ServiceUnavailable.Body
+                /// Creates a new `ServiceUnavailable`.
+                ///
+                /// - Parameters:
+                ///   - body: Received HTTP response body
+                internal init(body: Operations.Multiview.Output.ServiceUnavailable.Body) {
+                    self.body = body
+                }
+            }
+            /// the newest complete set is older than 3 s (its age and the silent cameras in the sentence)
+            ///
+            /// - Remark: Generated from `#/paths//api/multiview/get(multiview)/responses/503`.
+            ///
+            /// HTTP response code: `503 serviceUnavailable`.
+            case serviceUnavailable(Operations.Multiview.Output.ServiceUnavailable)
+            /// The associated value of the enum case if `self` is `.serviceUnavailable`.
+            ///
+            /// - Throws: An error if `self` is not `.serviceUnavailable`.
+            /// - SeeAlso: `.serviceUnavailable`.
+            internal var serviceUnavailable: Operations.Multiview.Output.ServiceUnavailable {
+                get throws {
+                    switch self {
+                    case let .serviceUnavailable(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "serviceUnavailable",
                             response: self
                         )
                     }

@@ -12,6 +12,8 @@ internal protocol APIProtocol: Sendable {
     func rig(_ input: Operations.Rig.Input) async throws -> Operations.Rig.Output
     /// The newest complete frame-matched set
     ///
+    /// Only a set at most 3 s old is current: when every camera's tiles stopped coming for longer (a node gone or restarting), the answer is 503 with one sentence saying how old the newest set is and which cameras are silent, never that old set as if it were current.
+    ///
     /// - Remark: HTTP `GET /api/multiview`.
     /// - Remark: Generated from `#/paths//api/multiview/get(multiview)`.
     func multiview(_ input: Operations.Multiview.Input) async throws -> Operations.Multiview.Output
@@ -52,6 +54,8 @@ extension APIProtocol {
         try await rig(Operations.Rig.Input(headers: headers))
     }
     /// The newest complete frame-matched set
+    ///
+    /// Only a set at most 3 s old is current: when every camera's tiles stopped coming for longer (a node gone or restarting), the answer is 503 with one sentence saying how old the newest set is and which cameras are silent, never that old set as if it were current.
     ///
     /// - Remark: HTTP `GET /api/multiview`.
     /// - Remark: Generated from `#/paths//api/multiview/get(multiview)`.

@@ -1232,6 +1232,13 @@ public nonisolated struct Coord_V1_Status: @unchecked Sendable {
     set {_uniqueStorage()._mics = newValue}
   }
 
+  /// While a take is armed or recording: the one-sigma uncertainty of the rig-clock mapping it records by (µs);
+  /// 0: none (no take, or not sent by an older node).
+  public var clockUncertaintyUs: Double {
+    get {_storage._clockUncertaintyUs}
+    set {_uniqueStorage()._clockUncertaintyUs = newValue}
+  }
+
   public var unknownFields = SwiftProtobuf.UnknownStorage()
 
   public nonisolated enum State: SwiftProtobuf.Enum, Swift.CaseIterable {
@@ -3578,7 +3585,7 @@ nonisolated extension Coord_V1_StatusRequest: SwiftProtobuf.Message, SwiftProtob
 
 nonisolated extension Coord_V1_Status: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
   public static let protoMessageName: String = _protobuf_package + ".Status"
-  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}node\0\u{1}state\0\u{3}take_id\0\u{1}cameras\0\u{3}local_now_us\0\u{1}detail\0\u{1}pressure\0\u{3}pressure_cause\0\u{1}events\0\u{1}resources\0\u{3}t0_us\0\u{3}frame_period_us\0\u{3}rig_now_us\0\u{3}stop_group\0\u{1}mics\0")
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}node\0\u{1}state\0\u{3}take_id\0\u{1}cameras\0\u{3}local_now_us\0\u{1}detail\0\u{1}pressure\0\u{3}pressure_cause\0\u{1}events\0\u{1}resources\0\u{3}t0_us\0\u{3}frame_period_us\0\u{3}rig_now_us\0\u{3}stop_group\0\u{1}mics\0\u{3}clock_uncertainty_us\0")
 
   fileprivate class _StorageClass {
     var _node: String = String()
@@ -3596,6 +3603,7 @@ nonisolated extension Coord_V1_Status: SwiftProtobuf.Message, SwiftProtobuf._Mes
     var _rigNowUs: Int64 = 0
     var _stopGroup: Int64 = 0
     var _mics: [Coord_V1_MicStatus] = []
+    var _clockUncertaintyUs: Double = 0
 
       // This property is used as the initial default value for new instances of the type.
       // The type itself is protecting the reference to its storage via CoW semantics.
@@ -3621,6 +3629,7 @@ nonisolated extension Coord_V1_Status: SwiftProtobuf.Message, SwiftProtobuf._Mes
       _rigNowUs = source._rigNowUs
       _stopGroup = source._stopGroup
       _mics = source._mics
+      _clockUncertaintyUs = source._clockUncertaintyUs
     }
   }
 
@@ -3654,6 +3663,7 @@ nonisolated extension Coord_V1_Status: SwiftProtobuf.Message, SwiftProtobuf._Mes
         case 13: try { try decoder.decodeSingularInt64Field(value: &_storage._rigNowUs) }()
         case 14: try { try decoder.decodeSingularInt64Field(value: &_storage._stopGroup) }()
         case 15: try { try decoder.decodeRepeatedMessageField(value: &_storage._mics) }()
+        case 16: try { try decoder.decodeSingularDoubleField(value: &_storage._clockUncertaintyUs) }()
         default: break
         }
       }
@@ -3711,6 +3721,9 @@ nonisolated extension Coord_V1_Status: SwiftProtobuf.Message, SwiftProtobuf._Mes
       if !_storage._mics.isEmpty {
         try visitor.visitRepeatedMessageField(value: _storage._mics, fieldNumber: 15)
       }
+      if _storage._clockUncertaintyUs.bitPattern != 0 {
+        try visitor.visitSingularDoubleField(value: _storage._clockUncertaintyUs, fieldNumber: 16)
+      }
     }
     try unknownFields.traverse(visitor: &visitor)
   }
@@ -3735,6 +3748,7 @@ nonisolated extension Coord_V1_Status: SwiftProtobuf.Message, SwiftProtobuf._Mes
         if _storage._rigNowUs != rhs_storage._rigNowUs {return false}
         if _storage._stopGroup != rhs_storage._stopGroup {return false}
         if _storage._mics != rhs_storage._mics {return false}
+        if _storage._clockUncertaintyUs != rhs_storage._clockUncertaintyUs {return false}
         return true
       }
       if !storagesAreEqual {return false}

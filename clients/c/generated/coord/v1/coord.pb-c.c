@@ -4731,7 +4731,7 @@ const ProtobufCEnumDescriptor coord__v1__status__state__descriptor =
   coord__v1__status__state__value_ranges,
   NULL,NULL,NULL,NULL   /* reserved[1234] */
 };
-static const ProtobufCFieldDescriptor coord__v1__status__field_descriptors[15] =
+static const ProtobufCFieldDescriptor coord__v1__status__field_descriptors[16] =
 {
   {
     "node",
@@ -4913,9 +4913,22 @@ static const ProtobufCFieldDescriptor coord__v1__status__field_descriptors[15] =
     0,             /* flags */
     0,NULL,NULL    /* reserved1,reserved2, etc */
   },
+  {
+    "clock_uncertainty_us",
+    16,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_DOUBLE,
+    0,   /* quantifier_offset */
+    offsetof(Coord__V1__Status, clock_uncertainty_us),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
 };
 static const unsigned coord__v1__status__field_indices_by_name[] = {
   3,   /* field[3] = cameras */
+  15,   /* field[15] = clock_uncertainty_us */
   5,   /* field[5] = detail */
   8,   /* field[8] = events */
   11,   /* field[11] = frame_period_us */
@@ -4934,7 +4947,7 @@ static const unsigned coord__v1__status__field_indices_by_name[] = {
 static const ProtobufCIntRange coord__v1__status__number_ranges[1 + 1] =
 {
   { 1, 0 },
-  { 0, 15 }
+  { 0, 16 }
 };
 const ProtobufCMessageDescriptor coord__v1__status__descriptor =
 {
@@ -4944,7 +4957,7 @@ const ProtobufCMessageDescriptor coord__v1__status__descriptor =
   "Coord__V1__Status",
   "coord.v1",
   sizeof(Coord__V1__Status),
-  15,
+  16,
   coord__v1__status__field_descriptors,
   coord__v1__status__field_indices_by_name,
   1,  coord__v1__status__number_ranges,

@@ -881,10 +881,15 @@ struct  Coord__V1__Status
    */
   size_t n_mics;
   Coord__V1__MicStatus **mics;
+  /*
+   * While a take is armed or recording: the one-sigma uncertainty of the rig-clock mapping it records by (µs);
+   * 0: none (no take, or not sent by an older node).
+   */
+  double clock_uncertainty_us;
 };
 #define COORD__V1__STATUS__INIT \
  { PROTOBUF_C_MESSAGE_INIT (&coord__v1__status__descriptor) \
-    , (char *)protobuf_c_empty_string, COORD__V1__STATUS__STATE__STATE_UNSPECIFIED, (char *)protobuf_c_empty_string, 0,NULL, 0, (char *)protobuf_c_empty_string, COORD__V1__PRESSURE_LEVEL__PRESSURE_LEVEL_UNSPECIFIED, (char *)protobuf_c_empty_string, 0,NULL, NULL, 0, 0, 0, 0, 0,NULL }
+    , (char *)protobuf_c_empty_string, COORD__V1__STATUS__STATE__STATE_UNSPECIFIED, (char *)protobuf_c_empty_string, 0,NULL, 0, (char *)protobuf_c_empty_string, COORD__V1__PRESSURE_LEVEL__PRESSURE_LEVEL_UNSPECIFIED, (char *)protobuf_c_empty_string, 0,NULL, NULL, 0, 0, 0, 0, 0,NULL, 0 }
 
 
 /*

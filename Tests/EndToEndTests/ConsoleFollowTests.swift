@@ -1,0 +1,69 @@
+@testable import Coordinator
+import CoordCore
+import Foundation
+import Logging
+import Testing
+
+/// The console's bookkeeping as the rig changes (issue 27): the rig's camera counters over many takes, and the rig
+/// file written back with the controls the operator settled on.
+@Suite("Console follows the rig")
+struct ConsoleFollowTests {
+    typealias Camera = NodeMetricsSample.Camera
+
+    @Test func theCountersKeepEveryTakeAndTakeEachTakesFinalFigures() {
+        var counts = LiveRig.CameraCounts()
+        counts.seen([Camera(camera: "cam0", takeID: "A", frames: 10)])
+        counts.seen([Camera(camera: "cam0", takeID: "A", frames: 20, dups: 1)])
+        #expect(counts.totals.map(\.frames) == [20])
+        counts.seen([])                                   // collected: the node is idle, its counts gone
+        #expect(counts.totals.map(\.frames) == [20])
+        counts.finished(Camera(camera: "cam0", takeID: "A", frames: 25, dups: 2))  // the manifest: 5 frames unseen
+        #expect(counts.totals.map(\.frames) == [25] && counts.totals.map(\.dups) == [2])
+        counts.seen([Camera(camera: "cam0", takeID: "B", frames: 5)])
+        counts.finished(Camera(camera: "cam0", takeID: "B", frames: 7))
+        #expect(counts.totals.map(\.frames) == [32])
+        counts.seen([Camera(camera: "cam0", takeID: "C", frames: 1)])  // B ends as C starts
+        #expect(counts.totals.map(\.frames) == [33])
+        counts.finished(Camera(camera: "cam0", takeID: "Z", frames: 4))   // a take never seen counts whole
+        #expect(counts.totals.map(\.frames) == [37])
+        counts.seen([Camera(camera: "cam0", takeID: "Z", frames: 4)])     // and is not counted again when seen after
+        #expect(counts.totals.map(\.frames) == [37])
+    }
+
+    @Test func theRigFileTakesTheControlsAndStillLoads() throws {
+        let dir = try E2E.makeScratch()
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let path = dir.appendingPathComponent("rig.yaml").path
+        try """
+        version: 1
+        # the studio's rig
+        nodes:
+          - name: a
+            endpoint: tcp://127.0.0.1:5710
+            cameras: [cam0, {name: cam1, size: 320x240}]
+          - name: b
+            endpoint: tcp://127.0.0.1:5720
+        take:
+          fps: 25
+        """.write(toFile: path, atomically: true, encoding: .utf8)
+        let file = try RigFile.load(path)
+        let rig = LiveRig(spec: file.spec, template: TakeRequest(name: "t", seconds: 1, fps: 25, width: 320, height: 240, codec: "mjpeg",
+                                                                 takesDirectory: dir),
+                          rigFile: path, logger: Logger(label: "test"))
+        rig.state.withLock { s in
+            s.nodes[0].cameras = [CameraSettings(camera: "cam0", ordinal: 0, width: 320, height: 240, fps: 25, codec: "mjpeg"),
+                                  CameraSettings(camera: "cam1", ordinal: 1, width: 320, height: 240, fps: 25, codec: "mjpeg")]
+            s.nodes[0].controls = ["cam0": CameraControls(exposureMicroseconds: 9000, gainDecibels: 1.5, whiteBalanceKelvin: 4000, focus: 0.25)]
+            s.nodes[1].cameras = [CameraSettings(camera: "cam0", ordinal: 2, width: 320, height: 240, fps: 25, codec: "mjpeg")]
+            s.nodes[1].controls = ["cam0": CameraControls(exposureMicroseconds: 20000)]
+        }
+        let written = try rig.rigFileWithControls()
+        #expect(written.name == "rig.yaml")
+        let again = try RigFile.parse(written.text, path: "rig.yaml").spec
+        #expect(again.nodes[0].cameras?.map(\.name) == ["cam0", "cam1"])
+        #expect(again.nodes[0].cameras?[0].controls == CameraControls(exposureMicroseconds: 9000, gainDecibels: 1.5, whiteBalanceKelvin: 4000, focus: 0.25))
+        #expect(again.nodes[0].cameras?[1].controls == nil && again.nodes[0].cameras?[1].size == "320x240")
+        #expect(again.nodes[1].cameras?.first?.controls?.exposureMicroseconds == 20000)
+        #expect(again.nodes[1].endpoint == "tcp://127.0.0.1:5720" && again.take.fps == 25)
+    }
+}
