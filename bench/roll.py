@@ -73,7 +73,7 @@ def spread(take: Path) -> dict:
     manifest = json.loads((take / "manifest.json").read_text())
     return {"status": manifest["status"], "check_take_failures": failures[:5],
             "true_spread_us": figures.get("true_spread_us"), "claimed_spread_us": figures.get("claimed_spread_us"),
-            "clock_uncertainty_us_max": max(n["clock"]["uncertainty_us"] for n in manifest["nodes"])}
+            "clock_uncertainty_us_max": max(c["clock"]["uncertainty_us"] for c in manifest["cameras"])}
 
 
 class Events:
@@ -84,7 +84,7 @@ class Events:
         self.sock = socket.create_connection((host, int(port)), timeout=600)
         key = base64.b64encode(os.urandom(16)).decode()
         self.sock.sendall((f"GET /ws HTTP/1.1\r\nHost: {host}:{port}\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
-                           f"Authorization: Bearer {token}\r\n"
+                           f"Origin: {base}\r\nAuthorization: Bearer {token}\r\n"
                            f"Sec-WebSocket-Key: {key}\r\nSec-WebSocket-Version: 13\r\n\r\n").encode())
         self.buffer = b""
         while b"\r\n\r\n" not in self.buffer:
@@ -166,6 +166,7 @@ def from_console(n: int, coord: str, rig: Path, takes: Path, args, work: Path) -
             time.sleep(0.2)
         log(f"console follows {n} nodes; waiting {args.follow} s")
         time.sleep(args.follow)  # the benchmark's condition itself: a console that has followed the rig this long
+        followed = [x["clock_uncertainty_us"] for x in api(base, token, "/api/rig")["nodes"]]
         events = Events(base, token)
         time.sleep(0.5)  # let the WebSocket's replay of older events pass
         events.lines.clear()
@@ -182,7 +183,9 @@ def from_console(n: int, coord: str, rig: Path, takes: Path, args, work: Path) -
             return {"state": "failed", "message": current["message"]}
         take = the_take(takes, f"roll{n}")
         t0 = json.loads((take / "manifest.json").read_text())["t0_us"]
-        return {"start_to_group0_s": round((t0 - began) / 1e6, 2), **phases(events.lines, began, t0), **spread(take)}
+        return {"start_to_group0_s": round((t0 - began) / 1e6, 2),
+                "followed_uncertainty_us_at_start": {"max": max(followed), "p50": sorted(followed)[len(followed) // 2]},
+                **phases(events.lines, began, t0), **spread(take)}
     finally:
         proc.send_signal(signal.SIGINT)
         try:
