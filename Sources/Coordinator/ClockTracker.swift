@@ -135,13 +135,16 @@ final class ClockTracker: Sendable {
         while true {
             let now = MonotonicClock.now()
             let nodes = self.nodes
-            let (ready, silent) = state.withLock { s in
-                (nodes.allSatisfy { n in
-                    guard s.confirming[n.name] == nil, let first = s.firstProbe[n.name], let estimator = s.estimators[n.name],
-                          estimator.samples.count >= 20, now - first >= 1_000_000,
-                          let m = estimator.estimate(atRig: now + Self.settleAhead) else { return false }
-                    return m.uncertaintyMicroseconds <= Self.alignedUncertainty
-                }, nodes.filter { (s.estimators[$0.name]?.samples.isEmpty ?? true) || s.confirming[$0.name]?.fresh.isEmpty == true }.map(\.name))
+            // The fits are computed on a copy, outside the lock the probing loops take for every exchange.
+            let (estimators, firstProbe, confirming, silent) = state.withLock { s in
+                (s.estimators, s.firstProbe, Set(s.confirming.keys),
+                 nodes.filter { (s.estimators[$0.name]?.samples.isEmpty ?? true) || s.confirming[$0.name]?.fresh.isEmpty == true }.map(\.name))
+            }
+            let ready = nodes.allSatisfy { n in
+                guard !confirming.contains(n.name), let first = firstProbe[n.name], let estimator = estimators[n.name],
+                      estimator.samples.count >= 20, now - first >= 1_000_000,
+                      let m = estimator.estimate(atRig: now + Self.settleAhead) else { return false }
+                return m.uncertaintyMicroseconds <= Self.alignedUncertainty
             }
             if ready { break }
             if now > deadline {
@@ -175,7 +178,7 @@ final class ClockTracker: Sendable {
 
     /// The newest estimate for `node`, its uncertainty evaluated `ahead` µs from now.
     func estimate(_ node: String, ahead: Int64 = 0) -> ClockMapping? {
-        state.withLock { $0.estimators[node]?.estimate(atRig: MonotonicClock.now() + ahead) }
+        state.withLock { $0.estimators[node] }?.estimate(atRig: MonotonicClock.now() + ahead)
     }
 
     /// Every mapping sent, in time order.
@@ -238,13 +241,13 @@ final class ClockTracker: Sendable {
                     await push(mapping, to: node, take: take, at: now)
                 }
             }
-            let known = state.withLock { s -> Bool in
-                let probedFor = s.firstProbe[node.name].map { now - $0 } ?? 0
-                let uncertainty = s.estimators[node.name]?.estimate(atRig: now + Self.pushInterval)?.uncertaintyMicroseconds
-                // A followed clock being confirmed is probed at the burst rate: the take waits on it.
-                if s.confirming[node.name] != nil { return false }
-                return ClockProbePolicy.isKnown(probedFor: probedFor, uncertainty: uncertainty, target: Self.alignedUncertainty)
+            let (first, estimator, confirming) = state.withLock { s in
+                (s.firstProbe[node.name], s.estimators[node.name], s.confirming[node.name] != nil)
             }
+            // A followed clock being confirmed is probed at the burst rate: the take waits on it.
+            let known = !confirming && ClockProbePolicy.isKnown(
+                probedFor: first.map { now - $0 } ?? 0,
+                uncertainty: estimator?.estimate(atRig: now + Self.pushInterval)?.uncertaintyMicroseconds, target: Self.alignedUncertainty)
             do {
                 try await Task.sleep(nanoseconds: UInt64(ClockProbePolicy.interval(nodes: nodes.count, known: known)) * 1000)
             } catch {
