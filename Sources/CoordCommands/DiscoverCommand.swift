@@ -60,7 +60,16 @@ struct Discover: AsyncParsableCommand {
             throw CoordError(.failure, "\(writeRig) was not written: compare the keys above with each node's own /etc/coord-node/*.key and run coord discover again.")
         }
         if let writeRig {
-            let text = DiscoveredNode.rigFile(result.nodes, coordinatorCert: cert)
+            // The take section says what the cameras offer: the nodes are asked over a handshake, with the keys
+            // the file pins (a keyed rig needs this coordinator's pair for that, as for any take).
+            let unasked = DiscoveredNode.rigFile(result.nodes, coordinatorCert: cert)
+            let offer: (take: TakeOffer?, notAsked: String?)
+            do {
+                offer = await NodeDiscovery.commonTake(try RigFile.parse(unasked, path: writeRig).spec)
+            } catch let error as CoordError {
+                offer = (nil, error.message.hasSuffix(".") ? String(error.message.dropLast()) : error.message)
+            }
+            let text = DiscoveredNode.rigFile(result.nodes, coordinatorCert: cert, take: offer.take, notAsked: offer.notAsked)
             do {
                 try Data(text.utf8).write(to: URL(fileURLWithPath: writeRig), options: .withoutOverwriting)
             } catch {

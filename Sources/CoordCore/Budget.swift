@@ -435,7 +435,19 @@ public enum Budget {
         return RigBudget(nodes: budgets, cost: worstNode?.cost ?? 0,
                          limitingNode: worstNode?.limiting == nil ? nil : worstNode?.node, limitingLoad: worstNode?.limiting,
                          longestSeconds: shortest?.forecast.longestSeconds, longestNode: shortest?.node,
-                         forecastSentence: shortest?.forecast.sentence ?? "no node limits the take's length: no disk fills and no thermal trip is in reach.")
+                         forecastSentence: forecastSentence(shortest?.forecast.sentence, nodes))
+    }
+
+    /// The rig's forecast in one sentence. A node that is not calibrated may well fill its disk or run out of CPU,
+    /// only nothing says when: the sentence says so rather than "no disk fills".
+    static func forecastSentence(_ shortest: String?, _ nodes: [PlannedNode]) -> String {
+        let unknown = nodes.filter { $0.resources.calibration == nil && !$0.cameras.isEmpty }.map(\.name)
+        guard !unknown.isEmpty else { return shortest ?? "no node limits the take's length: no disk fills and no thermal trip is in reach." }
+        let one = unknown.count == 1
+        let clause = (one ? "node \(unknown[0]) is" : "nodes \(BudgetFigures.list(unknown)) are")
+            + " not calibrated, so when \(one ? "its disk fills" : "their disks fill") and how much CPU the encoding takes cannot be counted (run coord-node calibrate on \(one ? "it" : "them"))."
+        guard let shortest else { return "how long the take can run is not known: " + clause }
+        return String(shortest.dropLast()) + "; but " + clause
     }
 
     /// demand / capacity; a resource with no capacity cannot carry any demand.

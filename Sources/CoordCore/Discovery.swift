@@ -48,7 +48,8 @@ public struct DiscoveredNode: Sendable, Equatable, Codable {
 
     /// A rig file (version 1) recording from `nodes`; keyed nodes are pinned by public_key and the coordinator's
     /// own pair is named by `coordinatorCert` (a path as the file should say it).
-    public static func rigFile(_ nodes: [DiscoveredNode], coordinatorCert: String?) -> String {
+    public static func rigFile(_ nodes: [DiscoveredNode], coordinatorCert: String?, take: TakeOffer? = nil,
+                               notAsked: String? = nil) -> String {
         var text = "# Written by coord discover: the nodes that answered on the local network.\n"
         text += "# Check each public_key against the node's own /etc/coord-node/*.key before trusting it.\n"
         text += "version: 1\n"
@@ -62,8 +63,71 @@ public struct DiscoveredNode: Sendable, Equatable, Codable {
             if let key = node.publicKey { text += "    public_key: \(yamlString(key))\n" }
             if !node.cameras.isEmpty { text += "    cameras: [\(node.cameras.joined(separator: ", "))]\n" }
         }
+        return text + takeSection(take, notAsked: notAsked)
+    }
+
+    /// The rig file's `take:` section, commented: what every camera offers in common when the nodes were asked,
+    /// else coord's own defaults and why the nodes were not asked.
+    public static func takeSection(_ offer: TakeOffer?, notAsked: String? = nil) -> String {
+        let take = offer ?? TakeOffer(size: "640x480", fps: 30, codec: "mjpeg")
+        var text = "take:                            # the take's defaults; --size, --fps, --codec and --name override them\n"
+        if offer != nil {
+            text += "  size: \(pad(take.size, 29))# the largest size every camera offers\n"
+            text += "  fps: \(pad(String(take.fps), 30))# the fastest rate every camera reaches at that size (at most 30)\n"
+            text += "  codec: \(pad(take.codec, 28))# one every camera can be written in (mjpeg, ffv1 lossless, h264)\n"
+        } else {
+            text += "  # coord's defaults: the nodes were not asked what their cameras offer\(notAsked.map { " (\($0))" } ?? "");\n"
+            text += "  # coord plan --rig THIS_FILE lists each camera's sizes and the rig's budget.\n"
+            text += "  size: \(pad(take.size, 29))# WxH\n  fps: \(pad(String(take.fps), 30))# 1 to 240\n"
+            text += "  codec: \(pad(take.codec, 28))# mjpeg, ffv1 (lossless) or h264\n"
+        }
+        text += "  name: take                     # take ids are YYYYMMDD-HHMMSS-<name>-<6 hex>\n"
+        text += "  takes_dir: ./takes             # relative to this file's directory\n"
+        text += "  # seconds: a take records until Ctrl-C (or the console's Stop) unless given --seconds S\n"
         return text
     }
+
+    private static func pad(_ s: String, _ width: Int) -> String {
+        s.count >= width ? s + " " : s.padding(toLength: width, withPad: " ", startingAt: 0)
+    }
+
+    /// The take every camera can record: the largest size all offer, the fastest rate all reach at it (at most 30
+    /// fps), mjpeg when all can write it (else h264, else ffv1); nil when the cameras share no size or codec.
+    public static func commonTake(_ cameras: [CameraOffer]) -> TakeOffer? {
+        guard !cameras.isEmpty else { return nil }
+        var sizes = Set(cameras[0].formats.map { "\($0.width)x\($0.height)" })
+        for camera in cameras.dropFirst() { sizes.formIntersection(camera.formats.map { "\($0.width)x\($0.height)" }) }
+        func area(_ size: String) -> Int { size.split(separator: "x").compactMap { Int($0) }.reduce(1, *) }
+        guard let size = sizes.max(by: { (area($0), $0) < (area($1), $1) }) else { return nil }
+        let fps = cameras.map { camera in
+            camera.formats.filter { "\($0.width)x\($0.height)" == size && $0.minFramePeriodMicroseconds > 0 }
+                .map { Int(1_000_000 / $0.minFramePeriodMicroseconds) }.max() ?? 30
+        }.min() ?? 30
+        guard let codec = ["mjpeg", "h264", "ffv1"].first(where: { c in cameras.allSatisfy { $0.codecs.contains(c) } }) else { return nil }
+        return TakeOffer(size: size, fps: max(1, min(30, fps)), codec: codec)
+    }
+}
+
+/// One camera's sizes, fastest frame periods and codecs, as its node's handshake lists them.
+public struct CameraOffer: Sendable, Equatable {
+    public struct Format: Sendable, Equatable {
+        public var width: Int, height: Int, minFramePeriodMicroseconds: UInt64
+        public init(width: Int, height: Int, minFramePeriodMicroseconds: UInt64) {
+            self.width = width; self.height = height; self.minFramePeriodMicroseconds = minFramePeriodMicroseconds
+        }
+    }
+    public var formats: [Format]
+    public var codecs: [String]
+    public init(formats: [Format], codecs: [String]) { self.formats = formats; self.codecs = codecs }
+}
+
+/// A take's size, rate and codec as a rig file's `take:` section says them.
+public struct TakeOffer: Sendable, Equatable {
+    public var size: String, fps: Int, codec: String
+    public init(size: String, fps: Int, codec: String) { self.size = size; self.fps = fps; self.codec = codec }
+}
+
+extension DiscoveredNode {
 
     /// A double-quoted YAML scalar (Z85 keys hold characters YAML would otherwise read).
     static func yamlString(_ s: String) -> String {

@@ -33,14 +33,75 @@ final class ClockTracker: Sendable {
         var probesSent: [String: Int] = [:]
         /// The newest clock-probe reply each node sent that the coordinator could not use (one sentence naming the field).
         var probeFaults: [String: String] = [:]
+        /// Followed clocks (by node) waiting for the take's own first exchanges to agree, and those exchanges.
+        var confirming: [String: (followed: FollowedClock, fresh: [ClockProbeSample])] = [:]
+        /// Nodes whose followed clock was used, and those aligned afresh although one was handed over.
+        var followedUsed: Set<String> = []
+        var followedRefused: [String: String] = [:]
     }
     private let state: Mutex<State>
 
-    init(nodes: [Node]) {
+    /// `followed`: clocks a long-running follower (the console) already estimates, by endpoint; a fresh one seeds
+    /// its node's estimate, used once the first exchanges agree with it (`FollowedClock`).
+    init(nodes: [Node], followed: [String: FollowedClock] = [:]) {
         self.nodes = nodes
         var initial = State()
-        for n in nodes { initial.estimators[n.name] = ClockEstimator() }
+        let now = MonotonicClock.now()
+        for n in nodes {
+            initial.estimators[n.name] = ClockEstimator()
+            guard let clock = followed[n.link.endpoint] else { continue }
+            if clock.isFresh(now: now) {
+                initial.estimators[n.name] = clock.estimator
+                initial.firstProbe[n.name] = clock.since
+                initial.confirming[n.name] = (clock, [])
+            } else {
+                initial.followedRefused[n.name] = "stale"
+            }
+        }
         state = Mutex(initial)
+    }
+
+    /// Every node's clock as followed now, by endpoint, for a take that starts next (see `FollowedClock`).
+    func followed() -> [String: FollowedClock] {
+        state.withLock { s in
+            var result: [String: FollowedClock] = [:]
+            for n in nodes {
+                guard let estimator = s.estimators[n.name], !estimator.samples.isEmpty, s.confirming[n.name] == nil,
+                      let since = s.firstProbe[n.name] else { continue }
+                result[n.link.endpoint] = FollowedClock(estimator: estimator, since: since)
+            }
+            return result
+        }
+    }
+
+    /// Which handed-over clocks were used, and which nodes were aligned afresh instead (with why: stale, disagreed).
+    var followedOutcome: (used: Set<String>, refused: [String: String]) {
+        state.withLock { ($0.followedUsed, $0.followedRefused) }
+    }
+
+    /// Adds one exchange; a followed clock is confirmed, or dropped for the take's own exchanges, once enough are in.
+    private static func add(_ sample: ClockProbeSample, began: Int64, node: String, to s: inout State) {
+        if var pending = s.confirming[node] {
+            pending.fresh.append(sample)
+            switch pending.followed.agrees(with: pending.fresh) {
+            case nil:
+                s.confirming[node] = pending
+            case true?:
+                s.confirming[node] = nil
+                s.followedUsed.insert(node)
+            case false?:
+                // Another clock than the one followed (a restarted node): aligned afresh from this take's exchanges.
+                s.confirming[node] = nil
+                s.followedRefused[node] = "disagreed"
+                var fresh = ClockEstimator()
+                for f in pending.fresh { fresh.add(f) }
+                s.estimators[node] = fresh
+                s.firstProbe[node] = pending.fresh.map(\.t1).min() ?? began
+                return
+            }
+        }
+        s.estimators[node]?.add(sample)
+        if s.firstProbe[node] == nil { s.firstProbe[node] = began }
     }
 
     /// Probes every node until cancelled or `stop()`; returns when all loops end.
@@ -74,13 +135,16 @@ final class ClockTracker: Sendable {
         while true {
             let now = MonotonicClock.now()
             let nodes = self.nodes
-            let (ready, silent) = state.withLock { s in
-                (nodes.allSatisfy { n in
-                    guard let first = s.firstProbe[n.name], let estimator = s.estimators[n.name],
-                          estimator.samples.count >= 20, now - first >= 1_000_000,
-                          let m = estimator.estimate(atRig: now + Self.settleAhead) else { return false }
-                    return m.uncertaintyMicroseconds <= Self.alignedUncertainty
-                }, nodes.filter { s.estimators[$0.name]?.samples.isEmpty ?? true }.map(\.name))
+            // The fits are computed on a copy, outside the lock the probing loops take for every exchange.
+            let (estimators, firstProbe, confirming, silent) = state.withLock { s in
+                (s.estimators, s.firstProbe, Set(s.confirming.keys),
+                 nodes.filter { (s.estimators[$0.name]?.samples.isEmpty ?? true) || s.confirming[$0.name]?.fresh.isEmpty == true }.map(\.name))
+            }
+            let ready = nodes.allSatisfy { n in
+                guard !confirming.contains(n.name), let first = firstProbe[n.name], let estimator = estimators[n.name],
+                      estimator.samples.count >= 20, now - first >= 1_000_000,
+                      let m = estimator.estimate(atRig: now + Self.settleAhead) else { return false }
+                return m.uncertaintyMicroseconds <= Self.alignedUncertainty
             }
             if ready { break }
             if now > deadline {
@@ -114,7 +178,7 @@ final class ClockTracker: Sendable {
 
     /// The newest estimate for `node`, its uncertainty evaluated `ahead` µs from now.
     func estimate(_ node: String, ahead: Int64 = 0) -> ClockMapping? {
-        state.withLock { $0.estimators[node]?.estimate(atRig: MonotonicClock.now() + ahead) }
+        state.withLock { $0.estimators[node] }?.estimate(atRig: MonotonicClock.now() + ahead)
     }
 
     /// Every mapping sent, in time order.
@@ -160,10 +224,7 @@ final class ClockTracker: Sendable {
             let began = MonotonicClock.now()
             do {
                 let sample = try await node.link.probe(timeout: 0.5)
-                state.withLock { s in
-                    s.estimators[node.name]?.add(sample)
-                    if s.firstProbe[node.name] == nil { s.firstProbe[node.name] = began }
-                }
+                state.withLock { Self.add(sample, began: began, node: node.name, to: &$0) }
             } catch let error as CoordError where error.subject.field != nil {
                 // A reply with times no clock reads (checked at the edge): never fitted, named if the clock stays unknown.
                 state.withLock { $0.probeFaults[node.name] = error.message }
@@ -180,11 +241,13 @@ final class ClockTracker: Sendable {
                     await push(mapping, to: node, take: take, at: now)
                 }
             }
-            let known = state.withLock { s -> Bool in
-                let probedFor = s.firstProbe[node.name].map { now - $0 } ?? 0
-                let uncertainty = s.estimators[node.name]?.estimate(atRig: now + Self.pushInterval)?.uncertaintyMicroseconds
-                return ClockProbePolicy.isKnown(probedFor: probedFor, uncertainty: uncertainty, target: Self.alignedUncertainty)
+            let (first, estimator, confirming) = state.withLock { s in
+                (s.firstProbe[node.name], s.estimators[node.name], s.confirming[node.name] != nil)
             }
+            // A followed clock being confirmed is probed at the burst rate: the take waits on it.
+            let known = !confirming && ClockProbePolicy.isKnown(
+                probedFor: first.map { now - $0 } ?? 0,
+                uncertainty: estimator?.estimate(atRig: now + Self.pushInterval)?.uncertaintyMicroseconds, target: Self.alignedUncertainty)
             do {
                 try await Task.sleep(nanoseconds: UInt64(ClockProbePolicy.interval(nodes: nodes.count, known: known)) * 1000)
             } catch {

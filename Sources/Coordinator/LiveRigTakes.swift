@@ -20,9 +20,11 @@ extension LiveRig {
         request.preview = preview
         if let problem = request.problem() { throw Refusal(.invalid, problem) }
         let console = Console(quiet: false) { [weak self] line in self?.event("take", line.trimmingCharacters(in: .whitespaces)) }
+        // The clocks this console follows go to the take, which then need not align them again (issue 27).
         let session = TakeSession(endpoints: spec.nodes.map(\.endpoint),
                                   names: Dictionary(spec.nodes.map { ($0.endpoint, $0.name) }) { first, _ in first },
-                                  keys: spec.linkKeysByEndpoint, request: request, console: console, logger: logger)
+                                  keys: spec.linkKeysByEndpoint, request: request,
+                                  followed: state.withLock { $0.tracker }?.followed() ?? [:], console: console, logger: logger)
         let view = TakeView(takeId: nil, name: request.name, state: .starting, seconds: seconds, elapsedS: 0, message: nil, report: nil)
         let accepted = state.withLock { s -> Bool in
             guard s.session == nil else { return false }

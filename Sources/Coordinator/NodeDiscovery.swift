@@ -65,6 +65,28 @@ public enum NodeDiscovery {
         return result
     }
 
+    /// The take every camera of the rig can record (`DiscoveredNode.commonTake`), asked of each node over a
+    /// handshake; else nil and why the nodes could not be asked, as a clause.
+    public static func commonTake(_ spec: RigSpec) async -> (take: TakeOffer?, notAsked: String?) {
+        let context = ZMQContext()
+        do {
+            let links = try spec.nodes.map { try NodeLink(endpoint: $0.endpoint, name: $0.name, context: context, keys: spec.linkKeys(for: $0)) }
+            defer { links.forEach { $0.close() } }
+            let hellos = try await TakeSession.handshake(links)
+            let cameras = hellos.flatMap { $0.reply.cameras }.map { camera in
+                CameraOffer(formats: camera.formats.map {
+                    .init(width: Int($0.width), height: Int($0.height), minFramePeriodMicroseconds: $0.minFramePeriodUs)
+                }, codecs: camera.codecs)
+            }
+            guard let take = DiscoveredNode.commonTake(cameras) else { return (nil, "the cameras share no size and codec") }
+            return (take, nil)
+        } catch let error as CoordError {
+            return (nil, error.message.hasSuffix(".") ? String(error.message.dropLast()) : error.message)
+        } catch {
+            return (nil, "\(error)")
+        }
+    }
+
     /// The nodes as `coord discover` prints them.
     public static func table(_ nodes: [DiscoveredNode]) -> String {
         var rows = [["node", "endpoint", "cameras", "version", "public key"]]

@@ -25,7 +25,7 @@ public struct RigFile: Sendable {
     public static func parse(_ text: String, path: String) throws -> RigFile {
         do {
             let file = try VersionedYAML(text: text, path: path, kind: "rig file", version: RigSpec.supportedVersion,
-                                         topKeys: "version, nodes and take (see deploy/rig.example.yaml)", knownKeys: RigSpec.knownKeys)
+                                         topKeys: "version, nodes and take (see /usr/share/doc/coord/examples/rig.example.yaml)", knownKeys: RigSpec.knownKeys)
             let spec = try file.decode(RigSpec.self, missing: [
                 "nodes": "the key nodes is missing: list the rig's nodes, each with a name and an endpoint.",
             ])

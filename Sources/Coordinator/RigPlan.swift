@@ -29,7 +29,9 @@ public enum RigPlan {
         let asked = request.untilStopped ? nil : request.seconds
         func pressure(_ b: RigBudget) -> String? { asked.flatMap { b.pressureRefusal(requestedSeconds: $0) } }
         guard let refusal = budget.refusal() else {
-            lines.append("the rig is under budget (hardware cost \(String(format: "%.2f", budget.cost))).")
+            let uncounted = planned.filter { $0.resources.calibration == nil && !$0.cameras.isEmpty }.count
+            lines.append(uncounted == 0 ? "the rig is under budget (hardware cost \(String(format: "%.2f", budget.cost)))."
+                         : "the rig is under budget as far as it can be counted (hardware cost \(String(format: "%.2f", budget.cost))); \(uncounted) node(s) not calibrated are not counted.")
             return Outcome(text: lines.joined(separator: "\n"), refusal: pressure(budget))
         }
         guard fit else {

@@ -12,7 +12,8 @@ extension TakeSession {
         let aligning = MonotonicClock.now()
         do {
             mappings = try await take.tracker.aligned()
-            console.step(String(format: "clocks aligned in %.1f s", Double(MonotonicClock.now() - aligning) / 1e6))
+            console.step(String(format: "clocks aligned in %.1f s", Double(MonotonicClock.now() - aligning) / 1e6)
+                         + Self.followedNote(take.tracker.followedOutcome, handed: !followed.isEmpty, nodes: take.plans.count))
         } catch {
             try? FileManager.default.removeItem(at: take.directory)
             throw error
@@ -24,6 +25,18 @@ extension TakeSession {
                                 plan.name, figures.offsetMicroseconds, figures.driftPPM, figures.uncertaintyMicroseconds,
                                 figures.boundMicroseconds, plan.timeService))
         }
+    }
+
+    /// " (62 followed, 2 aligned afresh: n3 stale, n9 disagreed)"; nothing when no clock was handed over.
+    static func followedNote(_ outcome: (used: Set<String>, refused: [String: String]), handed: Bool, nodes: Int) -> String {
+        guard handed else { return "" }
+        let refused = outcome.refused.sorted { $0.key < $1.key }
+        var note = " (\(outcome.used.count) of \(nodes) already followed"
+        if !refused.isEmpty {
+            note += "; aligned afresh: " + refused.prefix(5).map { "\($0.key) \($0.value)" }.joined(separator: ", ")
+            if refused.count > 5 { note += " and \(refused.count - 5) more" }
+        }
+        return note + ")"
     }
 
     /// Phase 3: configures and arms every node as `TakeStart` directs — group 0 far enough ahead for all to be

@@ -84,6 +84,8 @@ public final class TakeSession: Sendable {
     let names: [String: String]
     let keys: [String: LinkKeys]
     let request: TakeRequest
+    /// Clocks a long-running coordinator (the console) already follows, by endpoint: not aligned again.
+    let followed: [String: FollowedClock]
     let console: Console
     let logger: Logger
     let context = ZMQContext(realtimeIOThreads: true)
@@ -109,9 +111,10 @@ public final class TakeSession: Sendable {
     private let phaseSink: AsyncStream<TakePhase>.Continuation
 
     /// `names`: each endpoint's node name in the rig file, so sentences name the node before its handshake.
-    /// `keys`: each endpoint's CURVE keys (none: links in the clear).
+    /// `keys`: each endpoint's CURVE keys (none: links in the clear). `followed`: see `FollowedClock`.
     public init(endpoints: [String], names: [String: String] = [:], keys: [String: LinkKeys] = [:], request: TakeRequest,
-                console: Console, logger: Logger) {
+                followed: [String: FollowedClock] = [:], console: Console, logger: Logger) {
+        self.followed = followed
         self.endpoints = endpoints
         self.names = names
         self.keys = keys

@@ -48,8 +48,7 @@ public enum Calibrator {
         for codec in VideoCodec.allCases {
             let rate = try measureEncode(codec, threads: cpus, seconds: seconds, directory: scratch, probe: probe)
             encode[codec.rawValue] = rate
-            let megapixels = Int((rate.pixelsPerSecond / 1e6).rounded())
-            progress("\(codec.rawValue) encode \(megapixels) Mpx/s (\(String(format: "%.2f", rate.bytesPerPixel)) bytes/px)")
+            progress(encodeLine(codec.rawValue, rate))
         }
         let encodeSeconds = Double(MonotonicClock.now() - start) / 1e6
         var heating: Double?
@@ -60,6 +59,18 @@ public enum Calibrator {
         }
         return Calibration(diskWriteBytesPerSecond: disk, encode: encode, heatingCelsiusPerSecond: heating,
                            cpuCount: cpus, measuredAt: measuredAt)
+    }
+
+    /// "h264 encode 31 Mpx/s, 2.6 KB a 1280x720 frame (0.0028 bytes/px)": what one codec measured. A frame's
+    /// size says it where bytes/px rounded to two places said 0.00 for h264.
+    static func encodeLine(_ codec: String, _ rate: Calibration.CodecRate) -> String {
+        let megapixels = Int((rate.pixelsPerSecond / 1e6).rounded())
+        let frame = rate.bytesPerPixel * Double(width * height)
+        let frameText = frame >= 1e6 ? String(format: "%.1f MB", frame / 1e6) : frame >= 1e3 ? String(format: "%.1f KB", frame / 1e3)
+            : "\(Int(frame.rounded())) bytes"
+        // Two significant figures, however small.
+        let digits = rate.bytesPerPixel > 0 ? max(2, 1 - Int(log10(rate.bytesPerPixel).rounded(.down))) : 2
+        return "\(codec) encode \(megapixels) Mpx/s, \(frameText) a \(width)x\(height) frame (\(String(format: "%.\(digits)f", rate.bytesPerPixel)) bytes/px)"
     }
 
     // MARK: - Disk

@@ -176,7 +176,7 @@ public struct NodeFile: Decodable, Equatable, Sendable {
 
     public static func parse(_ text: String, path: String) throws(YAMLFileError) -> (file: NodeFile, warnings: [String]) {
         let yaml = try VersionedYAML(text: text, path: path, kind: "node file", version: supportedVersion,
-                                     topKeys: "version, name, endpoint, staging and cameras (see deploy/node.example.yaml)",
+                                     topKeys: "version, name, endpoint, staging and cameras (see /usr/share/doc/coord-node/examples/node.example.yaml)",
                                      knownKeys: knownKeys)
         let file = try yaml.decode(NodeFile.self)
         if let fault = file.fault() { throw yaml.fault(fault.field, fault.sentence) }

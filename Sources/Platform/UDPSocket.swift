@@ -87,26 +87,63 @@ public final class UDPSocket: Sendable {
         return (Array(buffer.prefix(min(count, limit))), peer, count > limit)
     }
 
-    /// The broadcast address of every IPv4 interface that is up and can broadcast (loopback cannot).
-    public static func broadcastAddresses() -> [String] {
+    /// One IPv4 address of an interface that is up, as the kernel lists it (host byte order).
+    public struct IPv4Interface: Equatable, Sendable {
+        public var name: String
+        public var address: UInt32
+        public var netmask: UInt32
+        /// The broadcast address the interface reports; glibc reports the interface's own address when none is set.
+        public var broadcast: UInt32?
+        public var canBroadcast: Bool
+        public init(name: String, address: UInt32, netmask: UInt32, broadcast: UInt32?, canBroadcast: Bool) {
+            self.name = name; self.address = address; self.netmask = netmask; self.broadcast = broadcast
+            self.canBroadcast = canBroadcast
+        }
+
+        /// Where a query reaches every host of this interface's network: its broadcast address when one is set, else
+        /// the network's from its netmask; never its own address (an interface without `brd` reports that), and none
+        /// for loopback, a point-to-point link or a /31–/32 network, which have no broadcast.
+        public var queryTarget: UInt32? {
+            guard canBroadcast, netmask != 0xFFFF_FFFF, netmask != 0xFFFF_FFFE, address >> 24 != 127 else { return nil }
+            if let broadcast, broadcast != address, broadcast != 0 { return broadcast }
+            return (address & netmask) | ~netmask
+        }
+
+        public static func dotted(_ value: UInt32) -> String {
+            "\(value >> 24).\((value >> 16) & 0xFF).\((value >> 8) & 0xFF).\(value & 0xFF)"
+        }
+    }
+
+    /// Every IPv4 address of every interface that is up.
+    public static func ipv4Interfaces() -> [IPv4Interface] {
         var list: UnsafeMutablePointer<ifaddrs>?
         guard getifaddrs(&list) == 0, let first = list else { return [] }
         defer { freeifaddrs(list) }
-        var found: [String] = []
+        func ipv4(_ address: UnsafeMutablePointer<sockaddr>?) -> UInt32? {
+            guard let address, address.pointee.sa_family == sa_family_t(AF_INET) else { return nil }
+            return address.withMemoryRebound(to: sockaddr_in.self, capacity: 1) { UInt32(bigEndian: $0.pointee.sin_addr.s_addr) }
+        }
+        var found: [IPv4Interface] = []
         var cursor: UnsafeMutablePointer<ifaddrs>? = first
         while let entry = cursor {
             defer { cursor = entry.pointee.ifa_next }
             let flags = entry.pointee.ifa_flags
-            guard flags & UInt32(IFF_UP) != 0, flags & UInt32(IFF_BROADCAST) != 0,
-                  let broadcast = entry.pointee.ifa_ifu.ifu_broadaddr, broadcast.pointee.sa_family == sa_family_t(AF_INET)
-            else { continue }
-            let text = broadcast.withMemoryRebound(to: sockaddr_in.self, capacity: 1) { b -> String in
-                var addr = b.pointee.sin_addr
-                var host = [CChar](repeating: 0, count: Int(INET_ADDRSTRLEN))
-                inet_ntop(AF_INET, &addr, &host, socklen_t(INET_ADDRSTRLEN))
-                return String(cString: host)
-            }
-            if !found.contains(text) { found.append(text) }
+            guard flags & UInt32(IFF_UP) != 0, let address = ipv4(entry.pointee.ifa_addr) else { continue }
+            let canBroadcast = flags & UInt32(IFF_BROADCAST) != 0 && flags & UInt32(IFF_LOOPBACK) == 0
+            found.append(IPv4Interface(name: String(cString: entry.pointee.ifa_name), address: address,
+                                       netmask: ipv4(entry.pointee.ifa_netmask) ?? 0xFFFF_FFFF,
+                                       broadcast: canBroadcast ? ipv4(entry.pointee.ifa_ifu.ifu_broadaddr) : nil,
+                                       canBroadcast: canBroadcast))
+        }
+        return found
+    }
+
+    /// The broadcast address of every local IPv4 network that has one (see `IPv4Interface.queryTarget`).
+    public static func broadcastAddresses() -> [String] {
+        var found: [String] = []
+        for interface in ipv4Interfaces() {
+            guard let target = interface.queryTarget.map(IPv4Interface.dotted), !found.contains(target) else { continue }
+            found.append(target)
         }
         return found
     }

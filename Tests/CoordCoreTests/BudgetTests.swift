@@ -361,6 +361,18 @@ private func close(_ a: Double, _ b: Double) -> Bool { abs(a - b) <= 1e-9 * max(
         #expect(none.pressureRefusal(requestedSeconds: 1e9) == nil)
     }
 
+    @Test func beforeCalibrationThePlanSaysWhatItCannotKnow() {
+        // Issue 27: "no disk fills" was said of a rig no node of which was calibrated.
+        let one = Budget.evaluate([node("node-1", calibration: nil, cameras: [cam("node-1", "cam0")])])
+        #expect(one.forecastSentence == "how long the take can run is not known: node node-1 is not calibrated, so when its disk fills and how much CPU the encoding takes cannot be counted (run coord-node calibrate on it).")
+        let mixed = Budget.evaluate([node("node-1", cameras: [cam("node-1", "cam0")]),
+                                     node("node-2", calibration: nil, cameras: [cam("node-2", "cam0")]),
+                                     node("node-3", calibration: nil, cameras: [cam("node-3", "cam0")])])
+        #expect(mixed.forecastSentence.hasPrefix("node node-1 can record "), "\(mixed.forecastSentence)")
+        #expect(mixed.forecastSentence.hasSuffix("; but nodes node-2 and node-3 are not calibrated, so when their disks fill and how much CPU the encoding takes cannot be counted (run coord-node calibrate on them)."))
+        #expect(!mixed.forecastSentence.contains("no disk fills"))
+    }
+
     @Test func pressureRefusalNamesTheNodeThatStopsTheTakeFirst() {
         let budget = Budget.evaluate([writer("node-1", free: UInt64(16 * mib + 3000 * 2e6)), writer("node-2", free: UInt64(16 * mib + 750 * 2e6))])
         #expect(budget.longestNode == "node-2")

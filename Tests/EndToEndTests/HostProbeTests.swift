@@ -308,6 +308,14 @@ extension HostProbeTests {
             #expect(!shm.contains { $0.hasPrefix("coord-calibrate-\(getpid())-") })
         }
 
+        @Test func theEncodeLineSaysWhatWasMeasuredNotZero() {
+            // Issue 27: h264 printed "(0.00 bytes/px)".
+            let h264 = Calibrator.encodeLine("h264", .init(pixelsPerSecond: 31.2e6, bytesPerPixel: 0.00283))
+            #expect(h264 == "h264 encode 31 Mpx/s, 2.6 KB a 1280x720 frame (0.0028 bytes/px)")
+            #expect(Calibrator.encodeLine("ffv1", .init(pixelsPerSecond: 9e6, bytesPerPixel: 1.234)) == "ffv1 encode 9 Mpx/s, 1.1 MB a 1280x720 frame (1.23 bytes/px)")
+            #expect(Calibrator.encodeLine("mjpeg", .init(pixelsPerSecond: 50e6, bytesPerPixel: 0.0001)) == "mjpeg encode 50 Mpx/s, 92 bytes a 1280x720 frame (0.00010 bytes/px)")
+        }
+
         @Test func calibrateMakesTheStagingDirectoryAndSaves() throws {
             let dir = try FakeRoot()
             defer { dir.remove() }

@@ -1,5 +1,6 @@
 @testable import Coordinator
 import CoordCore
+import NodeAgent
 import Foundation
 import Testing
 
@@ -40,6 +41,45 @@ struct RigFileTests {
         #expect(file.spec.nodes[2].cameraNames == ["cam0"])
         #expect(file.spec.pressure == PressurePolicy(serious: .slow, critical: .disable, slowRecordEvery: 2, repeatSeconds: 10))
         #expect(file.spec.take.fps != nil && file.spec.take.size != nil && file.spec.take.codec != nil)
+    }
+
+    @Test func theRigFileDiscoverWritesLoadsAsWritten() throws {
+        // Issue 27: `coord discover --write-rig` writes a commented take section; both variants load without warnings.
+        let nodes = [DiscoveredNode(name: "box-1", endpoint: "tcp://10.0.0.7:5710", cameras: ["cam0", "cam1"], version: "0.1.0", publicKey: nil)]
+        for take in [TakeOffer(size: "1280x720", fps: 25, codec: "h264"), nil] {
+            let file = try load(DiscoveredNode.rigFile(nodes, coordinatorCert: nil, take: take, notAsked: "no reason"))
+            #expect(file.warnings.isEmpty, "\(file.warnings)")
+            #expect(file.spec.take.size == (take?.size ?? "640x480") && file.spec.take.fps == (take?.fps ?? 30))
+            #expect(file.spec.take.codec == (take?.codec ?? "mjpeg") && file.spec.take.takesDir == "./takes")
+        }
+    }
+
+    /// Every example the packages ship (deploy/*.example.yaml, scripts/package.sh) loads without warnings, as written
+    /// and with its commented-out settings switched on; tests/python/test_packages.py loads the installed copies.
+    @Test func everyShippedExampleLoads() throws {
+        let deploy = E2E.packageRoot.appendingPathComponent("deploy")
+        let examples = try FileManager.default.contentsOfDirectory(atPath: deploy.path).filter { $0.hasSuffix(".example.yaml") }.sorted()
+        #expect(examples == ["node.example.yaml", "rig.example.yaml"], "a new example needs a loader here")
+        for name in examples {
+            let text = try String(contentsOf: deploy.appendingPathComponent(name), encoding: .utf8)
+            // "  # max_mb_per_s: 40   # …" → "  max_mb_per_s: 40   # …", as an operator uncomments a setting (the
+            // rule test_packages.py's `uncommented` uses).
+            let uncommented = text.split(separator: "\n", omittingEmptySubsequences: false).map { line -> String in
+                guard let m = line.wholeMatch(of: /(\s*)# ?((?:[a-z_]+:|- |  ).*)/),
+                      !["coord", "Every", "A ", "1.", "2.", "3.", "Before"].contains(where: { line.drop { $0 == "#" || $0 == " " }.hasPrefix($0) })
+                else { return String(line) }
+                return String(m.1) + String(m.2)
+            }.joined(separator: "\n")
+            for (variant, body) in [("as written", text), ("uncommented", uncommented)] {
+                let dir = try E2E.makeScratch()
+                defer { try? FileManager.default.removeItem(at: dir) }
+                let path = dir.appendingPathComponent(name).path
+                try body.write(toFile: path, atomically: true, encoding: .utf8)
+                let warnings: [String]
+                if name.hasPrefix("rig") { warnings = try RigFile.load(path).warnings } else { warnings = try NodeFile.load(path).warnings }
+                #expect(warnings.isEmpty, "\(name) \(variant): \(warnings)")
+            }
+        }
     }
 
     @Test func cameraEntriesAndThePressurePolicy() throws {

@@ -86,3 +86,57 @@ def test_no_node_answering_is_one_sentence_and_exit_1(tmp_path):
     run = subprocess.run([str(COORD), "discover", "--address", "127.0.0.1", "--port", "1", "--timeout", "0.5"],
                          capture_output=True, text=True, timeout=30)
     assert run.returncode == 1 and "no node answered on UDP port 1" in run.stderr, run.stderr
+
+
+def test_discover_finds_a_node_on_an_interface_without_a_broadcast_address(tmp_path):
+    """Issue 27: on a network whose interface had no broadcast address set (`ip addr add A/24` without `brd`),
+    coord discover sent its query to its own address and found nothing. Two namespaces joined by a veth pair, both
+    addressed without `brd`: discover, run without --address, sends to the netmask's broadcast and finds the node,
+    and the rig file it writes has a take section with what the node's camera offers, and loads."""
+    tag = f"cdb{os.getpid() % 100000}"
+    coordinator_ns, node_ns = f"{tag}-c", f"{tag}-n"
+    subnet = "10.213.77"
+
+    def ip(*argv, check=True):
+        return subprocess.run(["ip", *argv], capture_output=True, text=True, timeout=30, check=check)
+
+    node = None
+    try:
+        ip("netns", "add", coordinator_ns)
+        ip("netns", "add", node_ns)
+        ip("link", "add", f"{tag}a", "netns", coordinator_ns, "type", "veth", "peer", "name", f"{tag}b", "netns", node_ns)
+        for ns, link, host in ((coordinator_ns, f"{tag}a", 1), (node_ns, f"{tag}b", 2)):
+            ip("-n", ns, "addr", "add", f"{subnet}.{host}/24", "dev", link)  # no `brd`: the case at hand
+            ip("-n", ns, "link", "set", link, "up")
+            ip("-n", ns, "link", "set", "lo", "up")
+        shown = ip("-n", coordinator_ns, "-4", "addr", "show", "dev", f"{tag}a").stdout
+        assert "brd" not in shown, shown
+        node = subprocess.Popen(["ip", "netns", "exec", node_ns, str(node_binary()), "--name", "box-nobrd",
+                                 "--endpoint", "tcp://0.0.0.0:5710", "--staging", str(tmp_path / "staging"),
+                                 "--synthetic", "cam0", "--insecure", "--log-level", "warning"],
+                                stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+        assert node.stdout.readline().startswith("READY "), "the node did not start"
+        rig = tmp_path / "found.yaml"
+        run = subprocess.run(["ip", "netns", "exec", coordinator_ns, str(COORD), "discover", "--timeout", "2", "--json",
+                              "--write-rig", str(rig)], capture_output=True, text=True, timeout=60)
+        assert run.returncode == 0, run.stderr
+        found = json.loads(run.stdout)
+        assert [(n["name"], n["endpoint"]) for n in found] == [("box-nobrd", f"tcp://{subnet}.2:5710")], found
+        text = rig.read_text()
+        assert "\ntake:" in text and "\n  size: " in text and "\n  fps: " in text and "\n  codec: " in text, text
+        assert "not asked" not in text, text  # the node was asked what its camera offers
+        plan = subprocess.run(["ip", "netns", "exec", coordinator_ns, str(COORD), "plan", "--rig", str(rig)],
+                              capture_output=True, text=True, timeout=60)
+        assert plan.returncode in (0, 3) and "warning" not in plan.stderr, plan.stderr
+        # With nothing answering, the sentence names where the query went: the broadcast, not the own address.
+        node.terminate()
+        node.wait(timeout=15)
+        again = subprocess.run(["ip", "netns", "exec", coordinator_ns, str(COORD), "discover", "--timeout", "0.5"],
+                               capture_output=True, text=True, timeout=30)
+        assert again.returncode == 1 and f"(query sent to {subnet}.255)" in again.stderr, again.stderr
+    finally:
+        if node and node.poll() is None:
+            node.kill()
+            node.wait(timeout=10)
+        for ns in (coordinator_ns, node_ns):
+            ip("netns", "del", ns, check=False)
