@@ -136,7 +136,6 @@ def test_a_take_from_the_fake_camera_is_complete(loopback_take):
     assert len(real) >= groups // 3, (len(real), groups)
 
 
-@pytest.mark.xfail(reason="manifest device arrives with the vmlab branch", strict=False)
 def test_the_manifest_names_the_camera_as_aravis_gige_vision(loopback_take):
     code, output, take_dir, _ = loopback_take
     assert code == 0, output
