@@ -283,7 +283,7 @@ public final class GenICamCamera: CameraSource, ControllableCamera, @unchecked S
                 _ = try features.integer("Width")
                 return nil
             } catch {
-                return "\(deviceID) stopped answering (\(error))"
+                return "\(deviceID) stopped answering: no frame for \(String(format: "%.1f", Double(quiet) / 1e6)) s, and \(error)"
             }
         }
     }

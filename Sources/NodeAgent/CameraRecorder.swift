@@ -118,7 +118,7 @@ final class CameraRecorder: Sendable {
         guard !canShiftPhase else { return nil }
         let rate = settings.recordEvery > 1 ? String(format: "%.3g", settings.capturedFPS) : "\(settings.fps)"
         if !canSteer {
-            return "camera \(node)/\(settings.camera) cannot steer its frame timing (a V4L2 camera free-runs once streaming at \(rate) fps): its stream was started as near the grid as it could be, and its phase drifts by its rate error through the take; frames.csv and the sync report give the measured phase, not the target."
+            return "camera \(node)/\(settings.camera) cannot steer its frame timing (a V4L2 camera, or a GenICam camera, free-runs once streaming at \(rate) fps): its stream was started as near the grid as it could be, and its phase drifts by its rate error through the take; frames.csv and the sync report give the measured phase, not the target."
         }
         return "camera \(node)/\(settings.camera) runs at the limit of its frame-duration range at \(rate) fps: its frames can be delayed onto the grid but not advanced, so if its clock runs slower than the grid's it drifts off by its rate error through the take (choose a lower frame rate for full phase lock)."
     }

@@ -183,6 +183,20 @@ def test_the_node_file_names_a_genicam_camera(tmp_path):
     assert done.returncode == 1 and lines[-1].startswith('coord-node: camera cam0: no GenICam camera answers as "Nobody-Here-43"'), lines
 
 
+def test_a_plan_the_gige_link_cannot_carry_is_refused_naming_the_link(tmp_path):
+    with fake_camera():
+        node = genicam_node(tmp_path, "n1", {"cam0": DEVICE})
+        try:
+            # 2048x2048 Bayer at 30 fps is 126 MB/s; a GigE link carries 112.5 (90 % of 1 Gb/s). 640x480 fits.
+            big = run([COORD, "plan", "--rig", rig(tmp_path / "big.yaml", {"n1": node.endpoint}, size="2048x2048")], timeout=60)
+            small = run([COORD, "plan", "--rig", rig(tmp_path / "small.yaml", {"n1": node.endpoint}, size="640x480")], timeout=60)
+        finally:
+            node.cleanup()
+    assert big.returncode == 3, big.stdout + big.stderr
+    assert "node n1 is over budget: bus gige-" in big.stderr and "(gige) needs" in big.stderr, big.stderr
+    assert small.returncode == 0, small.stdout + small.stderr
+
+
 # ---- faults ----
 
 def test_lost_packets_are_dropped_frames_filled_and_the_file_is_intact(tmp_path):
