@@ -83,16 +83,22 @@ final class ClockTracker: Sendable {
     private static func add(_ sample: ClockProbeSample, began: Int64, node: String, to s: inout State) {
         if var pending = s.confirming[node] {
             pending.fresh.append(sample)
-            switch pending.followed.agrees(with: pending.fresh) {
+            let agrees = pending.followed.agrees(with: pending.fresh)
+            // Known less well than a take needs at group 0: aligned afresh, as fast as without it (a window of
+            // many poorer exchanges would slow the fresh burst down).
+            let certain = (pending.followed.estimator.estimate(atRig: sample.t4 + settleAhead)?.uncertaintyMicroseconds ?? .infinity)
+                <= alignedUncertainty
+            switch agrees {
             case nil:
                 s.confirming[node] = pending
-            case true?:
+            case true? where certain:
                 s.confirming[node] = nil
                 s.followedUsed.insert(node)
-            case false?:
-                // Another clock than the one followed (a restarted node): aligned afresh from this take's exchanges.
+            case true?, false?:
+                // Another clock than the one followed (a restarted node), or one too uncertain: aligned afresh from
+                // this take's exchanges.
                 s.confirming[node] = nil
-                s.followedRefused[node] = "disagreed"
+                s.followedRefused[node] = agrees == true ? "uncertain" : "disagreed"
                 var fresh = ClockEstimator()
                 for f in pending.fresh { fresh.add(f) }
                 s.estimators[node] = fresh
