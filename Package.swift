@@ -39,8 +39,8 @@ let package = Package(
 
         // One Swift funnel per C library.
         .target(name: "ZeroMQ", dependencies: ["CZeroMQ", "Platform"]),
-        // Host clocks, sleeping to an instant, eventfd wake-ups, file checksums.
-        .target(name: "Platform", dependencies: [.product(name: "Crypto", package: "swift-crypto")]),
+        // Host clocks, sleeping to an instant, eventfd wake-ups, file checksums (SHA-256, and xxh128 through libxxhash).
+        .target(name: "Platform", dependencies: ["CXXHash", .product(name: "Crypto", package: "swift-crypto")]),
         .target(name: "V4L2", dependencies: ["CV4L2"]),
         // A V4L2 driver in Swift for machines without cameras (tests and `coord-node --v4l2-script`).
         .target(name: "V4L2Simulator", dependencies: ["V4L2", "CV4L2", "CoordCore", "Platform"]),
@@ -66,8 +66,8 @@ let package = Package(
         .target(name: "RigMetrics", dependencies: ["CoordCore", .product(name: "Prometheus", package: "swift-prometheus")]),
 
         // The hand-off to post-production (CONTRACT §10): FCPXML, FCP 7 XML, ASC MHL and the deliver plan (pure), the
-        // QuickTime/BWAV writer (libav) and the xxh128 hasher (libxxhash).
-        .target(name: "Deliverables", dependencies: ["CoordCore", "CFFmpeg", "CXXHash", .product(name: "Crypto", package: "swift-crypto")]),
+        // QuickTime/BWAV writer (libav); xxh128 comes from Platform.
+        .target(name: "Deliverables", dependencies: ["CoordCore", "CFFmpeg", "Platform", .product(name: "Crypto", package: "swift-crypto")]),
 
         // I/O shells.
         .target(name: "NodeAgent", dependencies: [
@@ -77,7 +77,8 @@ let package = Package(
             .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
         ]),
         .target(name: "Coordinator", dependencies: [
-            "CoordCore", "CoordWire", "ZeroMQ", "Platform", "TakeReport",
+            // Deliverables: the ASC MHL generation every collection adds.
+            "CoordCore", "CoordWire", "ZeroMQ", "Platform", "TakeReport", "Deliverables",
             .product(name: "Logging", package: "swift-log"),
             .product(name: "Crypto", package: "swift-crypto"),
             // Rig files (RigFile.swift).
@@ -126,7 +127,7 @@ let package = Package(
         // coord's argument parsing and error rendering, without a process.
         .testTarget(name: "CoordCommandsTests", dependencies: ["CoordCommands", "Coordinator", "CoordCore",
                                                                 .product(name: "ArgumentParser", package: "swift-argument-parser")]),
-        .testTarget(name: "DeliverablesTests", dependencies: ["Deliverables", "CoordCore"]),
+        .testTarget(name: "DeliverablesTests", dependencies: ["Deliverables", "CoordCore", "Platform"]),
         .testTarget(name: "TakeReportTests", dependencies: ["TakeReport", "CoordCore"]),
         .testTarget(name: "RigMetricsTests", dependencies: ["RigMetrics", "CoordCore"]),
         // The console's gate (CONTRACT §6b): Host, Origin, token and JSON-only decisions.

@@ -24,7 +24,7 @@ As root (the lab needs network namespaces). What it does:
      first, even rounds rsync first), each run starting from nothing:
        coord:  a fresh directory holding only the pending take's manifest.json, then
                `coord collect --rig R DIR`: wall time of the whole command (handshake, status, list, fetch
-               with SHA-256, fsync and rename per file, manifest and report, confirmation);
+               checked by the node's xxh128 as the bytes arrive, fsync and rename per file, manifest and report, confirmation);
        rsync:  four `rsync -a rsync://<node>/staging/<take-id>/ DEST/` clients started together from the
                root namespace, one per node (as coord fetches every node in parallel): from the first start
                to the last exit.
@@ -37,9 +37,9 @@ As root (the lab needs network namespaces). What it does:
      written through the page cache to the disk under --work (or --dest); coord fsyncs each file before its
      rename, rsync does not (that is part of coord's time; on this disk it costs < 0.1 s per run).
   6. ratio per round = rsync time / coord time (coord's throughput relative to rsync's); the median over the
-     rounds is the result (≥ 0.9 is the acceptance target). For each run the CPU seconds of every party are
-     recorded (the four lab delayers, the nodes, coord, the rsync clients and daemons) with the machine's
-     busy fraction and the load of processes outside the benchmark, and the lab's NFQUEUE rule counters,
+     rounds is the result (targets: ≥ 0.9 × rsync on the lab; on loopback ≥ 1.2 × rsync + sync). For each
+     run the CPU seconds of every party are recorded (the four lab delayers, the nodes, coord, the rsync
+     clients and daemons) with the machine's busy fraction and the load of processes outside the benchmark, and the lab's NFQUEUE rule counters,
      to show where the time goes (`result.cpu_per_gb` has the medians);
   7. `--sweep auto` (default) runs, when the median ratio is below 0.9, one `coord collect` for each
      collect.window in 4/8/16 × collect.chunk_kib in 256/1024/4096, and window 8 × 512 KiB, with an rsync run
@@ -676,8 +676,9 @@ def main() -> int:
                 else:
                     r_net["ratios_to_rsync_sync"] = [p["ratio_to_rsync_sync"] for p in parts]
                     r_net["median_ratio_to_rsync_sync"] = med(r_net["ratios_to_rsync_sync"])
-                    r_net["target"] = "coord ≥ rsync + sync (same durability); 0.9 × plain rsync reported"
-                    r_net["passed"] = verified and r_net["median_ratio_to_rsync_sync"] >= 1.0
+                    # Issue 25: with xxh128 checked as the bytes arrive (no SHA-256 on the coordinator), 1.2×.
+                    r_net["target"] = "coord ≥ 1.2 × rsync + sync (same durability); the ratio to plain rsync reported"
+                    r_net["passed"] = verified and r_net["median_ratio_to_rsync_sync"] >= 1.2
                 result[net] = r_net
                 result["every_copy_verified"] &= verified
                 result["passed"] &= r_net["passed"]

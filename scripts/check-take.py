@@ -3,7 +3,7 @@
 
     scripts/check-take.py TAKE_DIR [--json]
 
-For every camera in manifest.json: each file's size and SHA-256 match the manifest; ffprobe reads the
+For every camera in manifest.json: each file's size and SHA-256 (and xxh128, with pip xxhash) match the manifest; ffprobe reads the
 .mkv and counts exactly `groups` frames; frames.csv has the contract header and one row per frame with
 frame i in group i; the SYNCSTRIPE decodes in every frame (magic, CRC-8) with the camera's ordinal, and
 a `dup` row repeats the previous frame's stripe. It also prints the TRUE frame-centre spread per group,
@@ -18,6 +18,11 @@ import json
 import subprocess
 import sys
 from pathlib import Path
+
+try:  # pip xxhash (ascmhl's own dependency): the manifest's xxh128 is checked where it is installed
+    import xxhash
+except ImportError:
+    xxhash = None
 
 import numpy as np
 
@@ -95,6 +100,8 @@ def check(take: Path, per_group: bool = False):
                 failures.append(f"{who}: {path} has {len(data)} bytes, manifest says {f['bytes']}")
             if hashlib.sha256(data).hexdigest() != f["sha256"]:
                 failures.append(f"{who}: {path} does not match its sha256 in the manifest")
+            if f.get("xxh128") and xxhash is not None and xxhash.xxh128(data).hexdigest() != f["xxh128"]:
+                failures.append(f"{who}: {path} does not match its xxh128 in the manifest")
         mkv = take / f"{cam['node']}/{cam['camera']}.mkv"
         csv = take / f"{cam['node']}/{cam['camera']}.frames.csv"
         if not mkv.is_file() or not csv.is_file():

@@ -61,10 +61,32 @@ public struct TakeManifest: Codable, Equatable, Sendable {
         public var path: String
         public var bytes: UInt64
         public var sha256: String
-        public init(path: String, bytes: UInt64, sha256: String) {
+        /// xxh128 as the node computed it (32 lower-case hex digits): what collection checks the bytes by and the
+        /// ASC MHL lists; empty from a node or manifest that predates it (then sha256 is checked).
+        public var xxh128: String
+        public init(path: String, bytes: UInt64, sha256: String, xxh128: String = "") {
             self.path = path
             self.bytes = bytes
             self.sha256 = sha256
+            self.xxh128 = xxh128
+        }
+
+        enum CodingKeys: String, CodingKey { case path, bytes, sha256, xxh128 }
+
+        public init(from decoder: Decoder) throws {
+            let c = try decoder.container(keyedBy: CodingKeys.self)
+            path = try c.decode(String.self, forKey: .path)
+            bytes = try c.decode(UInt64.self, forKey: .bytes)
+            sha256 = try c.decode(String.self, forKey: .sha256)
+            xxh128 = try c.decodeIfPresent(String.self, forKey: .xxh128) ?? ""
+        }
+
+        public func encode(to encoder: Encoder) throws {
+            var c = encoder.container(keyedBy: CodingKeys.self)
+            try c.encode(path, forKey: .path)
+            try c.encode(bytes, forKey: .bytes)
+            try c.encode(sha256, forKey: .sha256)
+            if !xxh128.isEmpty { try c.encode(xxh128, forKey: .xxh128) }
         }
     }
 

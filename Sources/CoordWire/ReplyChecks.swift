@@ -154,6 +154,10 @@ public enum NodeReply {
             guard file.sha256.utf8.count == 64, file.sha256.utf8.allSatisfy({ (0x30...0x39).contains($0) || (0x61...0x66).contains($0) }) else {
                 throw c.fault("\(f).sha256", "\"\(Echo.short(file.sha256))\", which is not 64 lower-case hex digits")
             }
+            // Empty from a node that predates it; else exactly what ASC MHL will carry.
+            guard file.xxh128.isEmpty || (file.xxh128.utf8.count == 32 && file.xxh128.utf8.allSatisfy({ (0x30...0x39).contains($0) || (0x61...0x66).contains($0) })) else {
+                throw c.fault("\(f).xxh128", "\"\(Echo.short(file.xxh128))\", which is not 32 lower-case hex digits")
+            }
             files.append(TakeManifest.File(wire: file))
         }
         return files

@@ -241,7 +241,7 @@ extension ClockMapping {
 
 extension TakeManifest.File {
     public init(wire: Coord_V1_FileInfo) {
-        self.init(path: wire.path, bytes: wire.bytes, sha256: wire.sha256)
+        self.init(path: wire.path, bytes: wire.bytes, sha256: wire.sha256, xxh128: wire.xxh128)
     }
 
     public var wire: Coord_V1_FileInfo {
@@ -249,6 +249,7 @@ extension TakeManifest.File {
         w.path = path
         w.bytes = bytes
         w.sha256 = sha256
+        w.xxh128 = xxh128
         return w
     }
 }

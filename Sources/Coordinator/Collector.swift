@@ -1,6 +1,5 @@
 import CoordCore
 import CoordWire
-import Crypto
 import Foundation
 import Synchronization
 import Platform
@@ -12,7 +11,7 @@ import Glibc
 /// `window` chunk requests in flight (credit-based: a reply returns one credit), writes each file under a
 /// temporary name in a folder of its own (`.coord~partial/<node>/.<file>.part`: `~` is outside CONTRACT §4's
 /// names, so no path a node lists can name a temporary copy), hashes it as it arrives and renames it into place
-/// only when its SHA-256 matches the node's. A partial copy left by an earlier run is resumed, not fetched again; a file
+/// only when its xxh128 (SHA-256 from a node that predates xxh128) matches the node's. A partial copy left by an earlier run is resumed, not fetched again; a file
 /// that does not match is fetched once more, then reported as damaged.
 // Sendable: only `let`s; per-node plans and sinks are owned by one node's task each, the shared tallies are in
 // `progress`.
@@ -212,9 +211,10 @@ final class Collector: Sendable {
             }
             let (final, partial) = (finalURL(path), partialURL(path))
             let finalBytes = Self.size(final)
-            let sha = finalBytes == file.bytes ? (try? FileDigest.sha256(of: final).sha256) : nil
-            let action = FileAction.decide(expectedBytes: file.bytes, expectedSHA256: file.sha256,
-                                           final: finalBytes.map { ($0, sha) }, partialBytes: Self.size(partial))
+            // Compared by the hash the node stated (xxh128 when it has one): FileAction only matches the strings.
+            let digest = finalBytes == file.bytes ? ArrivalCheck.digest(of: final, like: file) : nil
+            let action = FileAction.decide(expectedBytes: file.bytes, expectedSHA256: file.xxh128.isEmpty ? file.sha256 : file.xxh128,
+                                           final: finalBytes.map { ($0, digest) }, partialBytes: Self.size(partial))
             switch action {
             case .have:
                 plan.have.append(file)
@@ -252,8 +252,7 @@ final class Collector: Sendable {
     static func verifiedLocally(_ known: [TakeManifest.File], in directory: URL) -> [TakeManifest.File] {
         known.filter { file in
             let url = directory.appendingPathComponent(file.path)
-            guard size(url) == file.bytes, let digest = try? FileDigest.sha256(of: url) else { return false }
-            return digest.sha256 == file.sha256
+            return size(url) == file.bytes && ArrivalCheck.matches(url, file)
         }
     }
 
@@ -270,7 +269,7 @@ final class Collector: Sendable {
     private final class Sink {
         let fetch: Fetch
         var handle: FileHandle?
-        var hasher = SHA256()
+        let check: ArrivalCheck
         var written: UInt64 = 0
         /// Up to where the kernel was asked to start writing the copy to the disk.
         var writebackStarted: UInt64 = 0
@@ -279,7 +278,7 @@ final class Collector: Sendable {
         /// Where this run really started: the partial copy's usable length (0 if it could not be read).
         var resumedFrom: UInt64 = 0
         var pending: [UInt64: Data] = [:]
-        init(fetch: Fetch) { self.fetch = fetch }
+        init(fetch: Fetch) { self.fetch = fetch; check = ArrivalCheck(fetch.file) }
     }
 
     private struct ChunkReply: Sendable {
@@ -401,7 +400,7 @@ final class Collector: Sendable {
                 while sink.written < sink.fetch.from {
                     let want = Int(min(UInt64(4 << 20), sink.fetch.from - sink.written))
                     guard let data = try handle.read(upToCount: want), !data.isEmpty else { break }
-                    sink.hasher.update(data: data)
+                    sink.check.update(data)
                     sink.written += UInt64(data.count)
                 }
                 try handle.truncate(atOffset: sink.written)
@@ -431,7 +430,7 @@ final class Collector: Sendable {
                 throw CoordError(.failure, "copying \(sink.fetch.file.path) failed: writing \(partialURL(sink.fetch.file.path).path): \(Self.fileProblem(error)).",
                                  file: sink.fetch.file.path)
             }
-            sink.hasher.update(data: data)
+            sink.check.update(data)
             sink.written += UInt64(data.count)
         }
         // The disk writes while the network brings the rest: the fsync at the end has little left to wait for.
@@ -448,19 +447,20 @@ final class Collector: Sendable {
     private func finish(_ sink: Sink, index: Int, schedule: inout ChunkSchedule, into result: inout NodeResult, node: String) {
         let file = sink.fetch.file
         let partial = partialURL(file.path)
-        let sha = FileDigest.hex(sink.hasher.finalize())
+        let got = sink.check.digest()
+        let (expected, hash) = (sink.check.expected, sink.check.name)
         do {
             try sink.handle?.synchronize()
         } catch {
             fail(sink, "copying \(file.path) failed: writing \(partial.path): \(Self.fileProblem(error))", into: &result, node: node)
             return
         }
-        guard sha == file.sha256 else {
+        guard got == expected else {
             if sink.attempts < 2 {
                 // Fetch it once more from the start: a resumed prefix or the transfer itself may be at fault.
-                console.step("\(file.path) does not match node \(node)'s checksum (got \(sha.prefix(12))…, expected \(file.sha256.prefix(12))…); fetching it again")
+                console.step("\(file.path) does not match node \(node)'s checksum (got \(hash) \(got.prefix(12))…, expected \(expected.prefix(12))…); fetching it again")
                 sink.attempts += 1
-                sink.hasher = SHA256()
+                sink.check.reset()
                 sink.written = 0
                 sink.writebackStarted = 0
                 sink.pending = [:]
@@ -481,7 +481,7 @@ final class Collector: Sendable {
             result.runs.append(.init(path: file.path, fromOffset: sink.resumedFrom, fetchedBytes: sink.fetchedBytes,
                                      attempts: sink.attempts, verified: false))
             result.missing.append(.init(path: file.path, node: node,
-                                        reason: "\(file.path) does not match node \(node)'s checksum after \(sink.attempts) fetches (got sha256 \(sha.prefix(12))…, expected \(file.sha256.prefix(12))…); the node keeps its copy"))
+                                        reason: "\(file.path) does not match node \(node)'s checksum after \(sink.attempts) fetches (got \(hash) \(got.prefix(12))…, expected \(expected.prefix(12))…); the node keeps its copy"))
             console.step("\(file.path) is damaged: it did not match node \(node)'s checksum twice; the node keeps its copy")
             return
         }

@@ -1,4 +1,5 @@
 import CoordCore
+import Crypto
 import Foundation
 import Platform
 import Synchronization
@@ -40,6 +41,49 @@ extension Collector {
         if let u = ns.userInfo[NSUnderlyingErrorKey] as? Error, (u as NSError).domain == NSPOSIXErrorDomain { return fileProblem(Int32((u as NSError).code)) }
         if ns.domain == NSPOSIXErrorDomain { return fileProblem(Int32(ns.code)) }
         return reason(error)
+    }
+}
+
+/// The check a copy must pass as its bytes arrive: the node's xxh128 (memory speed), or its SHA-256 when the node
+/// predates xxh128. One owner at a time (a node's fetcher).
+final class ArrivalCheck {
+    private var sha: SHA256?
+    private let xxh: XXH128.Hasher?
+    /// The digest the node stated, and the hash's name for the sentences.
+    let expected: String
+    let name: String
+
+    init(_ file: TakeManifest.File) {
+        if file.xxh128.isEmpty {
+            sha = SHA256(); xxh = nil; expected = file.sha256; name = "sha256"
+        } else {
+            sha = nil; xxh = XXH128.Hasher(); expected = file.xxh128; name = "xxh128"
+        }
+    }
+
+    func update(_ data: Data) {
+        if xxh != nil { xxh?.update(data) } else { sha?.update(data: data) }
+    }
+
+    func reset() {
+        if let xxh { xxh.reset() } else { sha = SHA256() }
+    }
+
+    /// The digest so far, in the node's notation.
+    func digest() -> String {
+        if let xxh { return xxh.hex() }
+        return sha.map { FileDigest.hex($0.finalize()) } ?? ""
+    }
+
+    /// The digest of a whole file already on disk (a previous run's copy), by the same hash; nil if unreadable.
+    static func digest(of url: URL, like file: TakeManifest.File) -> String? {
+        file.xxh128.isEmpty ? (try? FileDigest.sha256(of: url).sha256) : (try? XXH128.file(url.path))
+    }
+
+    /// Whether the file on disk is the node's file, by the hash the node stated.
+    static func matches(_ url: URL, _ file: TakeManifest.File) -> Bool {
+        guard let d = digest(of: url, like: file) else { return false }
+        return d == (file.xxh128.isEmpty ? file.sha256 : file.xxh128)
     }
 }
 

@@ -1,5 +1,6 @@
 import CoordCore
 import CoordWire
+import Deliverables
 import Foundation
 import Platform
 import ZeroMQ
@@ -46,6 +47,8 @@ public enum TakeCollection {
             throw CoordError(.failure, "\(first.reason.hasSuffix(".") ? String(first.reason.dropLast()) : first.reason); then \(error)", node: first.node, file: first.path)
         }
 
+        sealCollected(outcome.verified, directory: directory, console: console)
+
         // Only now, with the manifest on disk, may nodes let go of what arrived intact: each file only while its
         // copy at its final name is there at its size (it verified there when it arrived).
         let confirmations = outcome.confirmable.mapValues { files in
@@ -61,6 +64,30 @@ public enum TakeCollection {
             }
         }
         return (manifest, report)
+    }
+
+    /// Adds an ASC MHL generation (`<take>/ascmhl/`) listing every collected file with the xxh128 its node computed
+    /// and collection checked as the bytes arrived (files without one are hashed here). What the coordinator writes
+    /// itself changes with every run, so it is left to `coord deliver`'s generation. A history that cannot be written
+    /// is a warning: the files are collected and verified all the same.
+    static func sealCollected(_ verified: [String: TakeManifest.File], directory: URL, console: Console) {
+        let root = directory.standardizedFileURL.resolvingSymlinksInPath().path
+        var files: [String: ASCMHL.OnDisk] = [:]
+        var hashes: [String: String] = [:]
+        for (path, file) in verified {
+            guard let onDisk = ASCMHLHistory.onDisk(root: root, path: path), onDisk.size == file.bytes else { continue }
+            files[path] = onDisk
+            hashes[path] = file.xxh128
+        }
+        guard !files.isEmpty else { return }
+        do {
+            if let generation = try ASCMHLHistory.seal(root: root, files: files, known: hashes, exactly: false,
+                                                       ignore: ASCMHLHistory.coordinatorFiles, status: { _ in }) {
+                console.step("ASC MHL: \(ASCMHL.folder)/\(generation) lists \(files.count) collected file(s)")
+            }
+        } catch {
+            console.step("  warning: the take's ASC MHL history was not updated: \(error)")
+        }
     }
 
     /// The manifest and report from the pending manifest and what collection verified (pure but for reading

@@ -31,7 +31,9 @@ public enum ASCMHL {
     }
 
     /// A generation's bytes.
-    public static func generation(_ entries: [Entry], created: Date, hostname: String, tool: String, version: String) -> String {
+    /// `ignore`: ascmhl ignore patterns beyond its defaults (files the generation leaves out on purpose).
+    public static func generation(_ entries: [Entry], created: Date, hostname: String, tool: String, version: String,
+                                  ignore: [String] = []) -> String {
         let e = XMLText.escape
         var x = """
         <?xml version="1.0" encoding="UTF-8"?>
@@ -47,7 +49,7 @@ public enum ASCMHL {
               <pattern>.DS_Store</pattern>
               <pattern>ascmhl</pattern>
               <pattern>ascmhl/</pattern>
-            </ignore>
+        \(ignore.map { "      <pattern>\(e($0))</pattern>\n" }.joined())    </ignore>
           </processinfo>
           <hashes>
 
@@ -136,6 +138,11 @@ public enum ASCMHL {
     public static func isUpToDate(_ files: [String: OnDisk], known: [String: Known]) -> Bool {
         guard !known.isEmpty, Set(files.keys) == Set(known.keys) else { return false }
         return files.allSatisfy { path, f in known[path].map { $0.size == f.size && $0.modified == date(f.modified) } ?? false }
+    }
+
+    /// Whether the history already lists every one of these files at its size and date (it may list more).
+    public static func listsAll(_ files: [String: OnDisk], known: [String: Known]) -> Bool {
+        files.allSatisfy { path, f in known[path].map { $0.size == f.size && $0.modified == date(f.modified) } ?? false }
     }
 
     /// The next generation's entries for freshly hashed files: `verified` where the history has the same hash,

@@ -1,5 +1,6 @@
 import CoordCore
 import Foundation
+import Platform
 import Synchronization
 
 /// `coord deliver`'s I/O shell: reads the take directory (never the nodes), carries out the `DeliverPlan` on every
@@ -149,46 +150,11 @@ public enum Deliverer {
     /// Adds a generation to `<take>/ascmhl/` listing every file of the take with its xxh128, unless the history
     /// already lists exactly the files as they are.
     private static func seal(root: String, status: @escaping @Sendable (String) -> Void, summary: inout Summary) throws {
-        let folder = root + "/" + ASCMHL.folder
-        let names = (try? FileManager.default.contentsOfDirectory(atPath: folder)) ?? []
-        let generations = names.compactMap { n in ASCMHL.generationNumber(n).map { (number: $0, name: n) } }.sorted { $0.number < $1.number }
-        var known: [String: ASCMHL.Known] = [:]
-        for g in generations {
-            guard let text = try? String(contentsOfFile: folder + "/" + g.name, encoding: .utf8) else { continue }
-            known.merge(ASCMHL.parse(text)) { $1 }
-        }
-        let files = try takeFiles(root)
-        if ASCMHL.isUpToDate(files, known: known) {
+        if let file = try ASCMHLHistory.seal(root: root, files: try takeFiles(root), exactly: true, status: status) {
+            summary.made.append("\(ASCMHL.folder)/\(file)")
+        } else {
             summary.upToDate.append(ASCMHL.folder)
-            return
         }
-        let paths = files.keys.sorted { (files[$0]?.size ?? 0) > (files[$1]?.size ?? 0) }
-        let meter = ProgressMeter(what: "xxh128", total: paths.reduce(0) { $0 + Int64(files[$1]?.size ?? 0) }, status: status)
-        let hashes = Mutex<[String: Result<String, DeliverFailure>]>([:])
-        DispatchQueue.concurrentPerform(iterations: paths.count) { i in
-            let result: Result<String, DeliverFailure>
-            do { result = .success(try XXH128.file(root + "/" + paths[i]) { meter.add($0) }) } catch {
-                result = .failure(error as? DeliverFailure ?? DeliverFailure("cannot hash \(paths[i]): \(error)."))
-            }
-            hashes.withLock { $0[paths[i]] = result }
-        }
-        meter.finish()
-        var digests: [String: String] = [:]
-        for (path, result) in hashes.withLock({ $0 }) { digests[path] = try result.get() }
-        let entries = try ASCMHL.entries(files, hashes: digests, known: known).get()
-        let now = Date()
-        let number = (generations.last?.number ?? 0) + 1
-        let file = ASCMHL.generationFile(number, folderName: (root as NSString).lastPathComponent, created: now)
-        let bytes = Data(ASCMHL.generation(entries, created: now, hostname: ProcessInfo.processInfo.hostName,
-                                           tool: "coord", version: CoordVersion.current).utf8)
-        do { try FileManager.default.createDirectory(atPath: folder, withIntermediateDirectories: true) } catch {
-            throw DeliverFailure("cannot create \(folder): \(error.localizedDescription).")
-        }
-        let chainPath = folder + "/" + ASCMHL.chainFile
-        let links = (try? String(contentsOfFile: chainPath, encoding: .utf8)).map(ASCMHL.parseChain) ?? []
-        try writeAtomically(bytes, to: folder + "/" + file)
-        try writeAtomically(Data(ASCMHL.chain(links + [ASCMHL.Link(file: file, c4: ASCMHL.c4(bytes))]).utf8), to: chainPath)
-        summary.made.append("\(ASCMHL.folder)/\(file)")
     }
 
     /// Every regular file under the take directory but the ASC MHL folder (and what ascmhl ignores), by relative path.
@@ -198,10 +164,8 @@ public enum Deliverer {
         while let path = walker.nextObject() as? String {
             let name = (path as NSString).lastPathComponent
             guard path != ASCMHL.folder, !path.hasPrefix(ASCMHL.folder + "/"), name != ".DS_Store",
-                  let attributes = try? FileManager.default.attributesOfItem(atPath: root + "/" + path),
-                  attributes[.type] as? FileAttributeType == .typeRegular else { continue }
-            let modified = (attributes[.modificationDate] as? Date).map { Date(timeIntervalSince1970: $0.timeIntervalSince1970.rounded(.down)) } ?? Date(timeIntervalSince1970: 0)
-            files[path] = ASCMHL.OnDisk(size: (attributes[.size] as? NSNumber)?.uint64Value ?? 0, modified: modified)
+                  let file = ASCMHLHistory.onDisk(root: root, path: path) else { continue }
+            files[path] = file
         }
         return files
     }

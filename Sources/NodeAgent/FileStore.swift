@@ -62,6 +62,9 @@ struct FileStore {
             var path: String
             var bytes: UInt64
             var sha256: String
+            /// Absent from an index written before xxh128 (the file is then checked by sha256 alone).
+            var xxh128: String?
+            var file: TakeManifest.File { TakeManifest.File(path: path, bytes: bytes, sha256: sha256, xxh128: xxh128 ?? "") }
         }
         var version = 1
         var files: [Entry]
@@ -76,16 +79,16 @@ struct FileStore {
         let directory = try existingTakeDirectory(takeID)
         let files = try filesOnDisk(directory, takeID: takeID)
         // Every file at once: after a long take the node is final only once gigabytes are hashed.
-        let hashed = Mutex([Result<(UInt64, String), NodeFailure>?](repeating: nil, count: files.count))
+        let hashed = Mutex([Result<(UInt64, String, String), NodeFailure>?](repeating: nil, count: files.count))
         DispatchQueue.concurrentPerform(iterations: files.count) { i in
-            let result: Result<(UInt64, String), NodeFailure>
+            let result: Result<(UInt64, String, String), NodeFailure>
             do throws(NodeFailure) { result = .success(try Self.hash(files[i].1)) } catch { result = .failure(error) }
             hashed.withLock { $0[i] = result }
         }
         var entries: [Index.Entry] = []
         for (i, result) in hashed.withLock({ $0 }).enumerated() {
-            let (bytes, sha) = try result!.get()
-            entries.append(Index.Entry(path: files[i].0, bytes: bytes, sha256: sha))
+            let (bytes, sha, xxh) = try result!.get()
+            entries.append(Index.Entry(path: files[i].0, bytes: bytes, sha256: sha, xxh128: xxh))
         }
         let index = Index(files: entries)
         var problem: String?
@@ -96,14 +99,14 @@ struct FileStore {
             unsaved.withLock { $0[takeID] = index }
             problem = error.message
         }
-        return (entries.map { TakeManifest.File(path: $0.path, bytes: $0.bytes, sha256: $0.sha256) }, problem)
+        return (entries.map(\.file), problem)
     }
 
     /// The take's files from its index, when it lists the files on disk; nil when there is none or it names other
     /// files. A file changed since it was indexed keeps its first checksum: what the camera wrote is the truth,
     /// and collection then names the damage.
     func indexedFiles(takeID: String) throws(NodeFailure) -> [TakeManifest.File]? {
-        try currentIndex(takeID: takeID)?.files.map { TakeManifest.File(path: $0.path, bytes: $0.bytes, sha256: $0.sha256) }
+        try currentIndex(takeID: takeID)?.files.map(\.file)
     }
 
     private func currentIndex(takeID: String) throws(NodeFailure) -> Index? {
@@ -141,10 +144,11 @@ struct FileStore {
         return files
     }
 
-    static func hash(_ url: URL) throws(NodeFailure) -> (UInt64, String) {
+    /// Size, SHA-256 (the manifest's) and xxh128 (what the coordinator checks as the bytes arrive), in one read.
+    static func hash(_ url: URL) throws(NodeFailure) -> (UInt64, String, String) {
         do {
-            let digest = try FileDigest.sha256(of: url)
-            return (digest.bytes, digest.sha256)
+            let digest = try FileDigest.sha256AndXXH128(of: url)
+            return (digest.bytes, digest.sha256, digest.xxh128)
         } catch {
             throw NodeFailure(.io, "\(error)")
         }

@@ -1,5 +1,6 @@
 import CoordCore
 import Foundation
+import Platform
 #if canImport(FoundationXML)
 import FoundationXML
 #endif
@@ -199,6 +200,68 @@ import Testing
     @Test func xxh128IsTheCanonicalDigest() {
         // xxhsum -H2 of "hello\n" (also what ascmhl create wrote for it).
         #expect(XXH128.bytes(Data("hello\n".utf8)) == "6bba86c7e069f56d5a10b435f1c8e49c")
+    }
+
+    @Test func theNodesOneReadGivesTheSameDigestsAsEachHashAlone() throws {
+        // What a node computes as it finalizes a file, what the collector computes as the bytes arrive, and what
+        // deliver computes from the file: one hash.
+        let bytes = Data((0..<(5 << 20) + 7).map { UInt8(truncatingIfNeeded: $0 &* 31 &+ ($0 >> 9)) })
+        let url = FileManager.default.temporaryDirectory.appendingPathComponent("xxh128-\(UUID().uuidString).bin")
+        try bytes.write(to: url)
+        defer { try? FileManager.default.removeItem(at: url) }
+        let both = try FileDigest.sha256AndXXH128(of: url)
+        #expect(both.bytes == UInt64(bytes.count))
+        let sha = try FileDigest.sha256(of: url).sha256
+        let xxh = try XXH128.file(url.path)
+        #expect(both.sha256 == sha)
+        #expect(both.xxh128 == XXH128.bytes(bytes) && both.xxh128 == xxh)
+        let streaming = XXH128.Hasher()
+        var at = 0
+        for size in [1, 4095, 1 << 20, 3, 4 << 20] where at < bytes.count {
+            let end = min(bytes.count, at + size)
+            streaming.update(bytes[at..<end])
+            at = end
+        }
+        streaming.update(bytes[at...])
+        #expect(streaming.hex() == both.xxh128 && XXH128.isValid(both.xxh128))
+        streaming.reset()
+        #expect(streaming.hex() == XXH128.bytes(Data()))
+        #expect(!XXH128.isValid(both.xxh128.uppercased()) && !XXH128.isValid(both.sha256))
+    }
+
+    @Test func aCollectionGenerationUsesTheNodesHashesAndIsAddedOnlyForNewFiles() throws {
+        let root = FileManager.default.temporaryDirectory.appendingPathComponent("mhl-\(UUID().uuidString)").path
+        try FileManager.default.createDirectory(atPath: root + "/n1", withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(atPath: root) }
+        try Data("camera".utf8).write(to: URL(fileURLWithPath: root + "/n1/cam0.mkv"))
+        try Data("frames".utf8).write(to: URL(fileURLWithPath: root + "/n1/cam0.frames.csv"))
+        // The node's hash is taken as it is (collection checked it as the bytes arrived): no second read.
+        let nodes = String(repeating: "ab", count: 16)
+        func files(_ paths: [String]) -> [String: ASCMHL.OnDisk] {
+            Dictionary(uniqueKeysWithValues: paths.map { ($0, ASCMHLHistory.onDisk(root: root, path: $0)!) })
+        }
+        let first = try ASCMHLHistory.seal(root: root, files: files(["n1/cam0.mkv"]), known: ["n1/cam0.mkv": nodes],
+                                           exactly: false, ignore: ASCMHLHistory.coordinatorFiles, status: { _ in })
+        let text = try String(contentsOfFile: root + "/ascmhl/" + #require(first), encoding: .utf8)
+        #expect(ASCMHL.parse(text)["n1/cam0.mkv"]?.xxh128 == nodes)
+        #expect(text.contains("<pattern>manifest.json</pattern>") && text.contains("<pattern>*.otio</pattern>"))
+        #expect(try ASCMHLHistory.seal(root: root, files: files(["n1/cam0.mkv"]), exactly: false, status: { _ in }) == nil)
+        // A file without a node's hash is hashed here; the one already sealed is listed again as verified.
+        let second = try ASCMHLHistory.seal(root: root, files: files(["n1/cam0.mkv", "n1/cam0.frames.csv"]),
+                                            known: ["n1/cam0.mkv": nodes], exactly: false, status: { _ in })
+        let again = ASCMHL.parse(try String(contentsOfFile: root + "/ascmhl/" + #require(second), encoding: .utf8))
+        #expect(again["n1/cam0.frames.csv"]?.xxh128 == XXH128.bytes(Data("frames".utf8)))
+        let chain = ASCMHL.parseChain(try String(contentsOfFile: root + "/ascmhl/" + ASCMHL.chainFile, encoding: .utf8))
+        #expect(chain.map(\.file) == [first, second].compactMap { $0 })
+    }
+
+    @Test func aManifestFileCarriesXXH128AndReadsOlderManifestsWithout() throws {
+        let old = #"{"path":"n/c.mkv","bytes":3,"sha256":"ab"}"#
+        let file = try JSONDecoder().decode(TakeManifest.File.self, from: Data(old.utf8))
+        #expect(file.xxh128 == "")
+        #expect(!String(decoding: try JSONEncoder().encode(file), as: UTF8.self).contains("xxh128"))
+        let new = TakeManifest.File(path: "n/c.mkv", bytes: 3, sha256: "ab", xxh128: String(repeating: "0", count: 32))
+        #expect(try JSONDecoder().decode(TakeManifest.File.self, from: JSONEncoder().encode(new)) == new)
     }
 }
 

@@ -37,11 +37,13 @@ private func hello(_ cameras: [Coord_V1_CameraInfo], node: String = "n1") -> Coo
     return h
 }
 
-private func file(_ path: String, bytes: UInt64 = 10, sha: String = String(repeating: "ab", count: 32)) -> Coord_V1_FileInfo {
+private func file(_ path: String, bytes: UInt64 = 10, sha: String = String(repeating: "ab", count: 32),
+                  xxh: String = String(repeating: "cd", count: 16)) -> Coord_V1_FileInfo {
     var f = Coord_V1_FileInfo()
     f.path = path
     f.bytes = bytes
     f.sha256 = sha
+    f.xxh128 = xxh
     return f
 }
 
@@ -106,6 +108,12 @@ private func probe(_ t1: Int64, _ t2: Int64, _ t3: Int64) -> Coord_V1_ClockProbe
         #expect(field(list([file("n1/../cam0.mkv")])) == "FileList.files[0].path")
         #expect(field(list([file("n1/cam0.mkv", sha: "AB")])) == "FileList.files[0].sha256")
         #expect(field(list([file("n1/cam0.mkv")], take: "T2")) == "FileList.take_id")
+        // xxh128: 32 lower-case hex digits, or empty from a node that predates it (then sha256 is checked).
+        #expect(try NodeReply.fileList(good, node: "n1", takeID: "T1", from: "node n1").map(\.xxh128) == [String(repeating: "cd", count: 16), String(repeating: "cd", count: 16)])
+        #expect(try NodeReply.fileList(list([file("n1/cam0.mkv", xxh: "")]), node: "n1", takeID: "T1", from: "node n1").map(\.xxh128) == [""])
+        for bad in [String(repeating: "CD", count: 16), String(repeating: "c", count: 31), String(repeating: "c", count: 33), String(repeating: "g", count: 32)] {
+            #expect(field(list([file("n1/cam0.mkv", xxh: bad)])) == "FileList.files[0].xxh128")
+        }
     }
 
     @Test func clockProbeExtremesAreRefusedBeforeAnyArithmetic() throws {

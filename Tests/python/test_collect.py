@@ -14,6 +14,7 @@ import json
 import os
 import signal
 import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -108,6 +109,27 @@ def test_collect_later_leaves_the_files_on_the_nodes_until_coord_collect(tmp_pat
     assert again["status"] == "complete"
     assert again["collection"]["runs"][-1]["fetched_bytes"] == 0
     assert {p: p.stat().st_mtime_ns for p in take.rglob("*.mkv")} == before
+    # One ASC MHL generation (the second run added none) lists every collected file with the node's xxh128.
+    assert len(list((take / "ascmhl").glob("*.mhl"))) == 1
+    assert_ascmhl_verifies(take, [f["path"] for c in m["cameras"] for f in c["files"]])
+
+
+ASCMHL_VERIFY = [str(Path(sys.executable).parent / "ascmhl-debug"), "verify"]
+
+
+def assert_ascmhl_verifies(take: Path, paths: list[str]):
+    """The ASC's own `ascmhl verify` passes on the take, and fails once one byte of a collected file is flipped."""
+    generation = "".join(p.read_text() for p in (take / "ascmhl").glob("*.mhl"))
+    for path in paths:
+        assert f">{path}</path>" in generation, path
+    r = subprocess.run([*ASCMHL_VERIFY, str(take)], capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stdout + r.stderr
+    victim = take / paths[0]
+    data = bytearray(victim.read_bytes())
+    data[len(data) // 2] ^= 0x01
+    victim.write_bytes(bytes(data))
+    r = subprocess.run([*ASCMHL_VERIFY, str(take)], capture_output=True, text=True, timeout=120)
+    assert r.returncode != 0 and "mismatch" in r.stdout + r.stderr, r.stdout + r.stderr
 
 
 def test_killed_coordinator_then_collect_resumes_and_fetches_no_file_twice(tmp_path, rig):
@@ -194,6 +216,8 @@ def test_a_file_that_never_matches_is_named_and_the_take_is_partial(tmp_path, ri
     assert r.returncode == 4, r.stderr
     last = [l for l in r.stderr.splitlines() if l.startswith("coord:")][-1]
     assert "left/cam1.mkv" in last and "checksum" in last, last
+    # Checked by the node's xxh128 as the bytes arrived.
+    assert "got xxh128" in r.stderr, r.stderr
     m = manifest(take)
     assert m["status"] == "partial" and m["collection"]["state"] == "incomplete"
     assert [x["path"] for x in m["collection"]["missing"]] == ["left/cam1.mkv"]

@@ -172,12 +172,18 @@ def test_fcp7_xml_has_a_track_per_camera_and_mic_every_clip_at_zero(take, manife
 
 
 def test_ascmhl_verify_passes_and_fails_after_one_flipped_byte(take, manifest, tmp_path):
+    # Collection's generation (the nodes' files, by the xxh128 each node computed), then deliver's (everything).
     chain = (take / "ascmhl" / "ascmhl_chain.xml").read_text()
-    assert chain.count("<hashlist ") == 1
-    generation = next((take / "ascmhl").glob("0001_*.mhl")).read_text()
+    assert chain.count("<hashlist ") == 2
+    collected = next((take / "ascmhl").glob("0001_*.mhl")).read_text()
+    for f in manifest["cameras"][0]["files"]:
+        assert f">{f['path']}</path>" in collected and f">{f['xxh128']}</xxh128>" in collected
+    assert ">deliver/" not in collected and "<pattern>manifest.json</pattern>" in collected
+    generation = next((take / "ascmhl").glob("0002_*.mhl")).read_text()
     for f in manifest["cameras"][0]["files"]:
         assert f">{f['path']}</path>" in generation
     assert ">deliver/" in generation and f">{manifest['take_id']}.fcpxml<" in generation
+    assert ">manifest.json</path>" in generation
     for judge in (ASCMHL_VERIFY, ASCMHL_DIFF):
         proc = subprocess.run([*judge, str(take)], capture_output=True, text=True, timeout=120)
         assert proc.returncode == 0, proc.stdout + proc.stderr

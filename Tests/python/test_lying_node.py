@@ -37,6 +37,9 @@ class LyingProxy:
         self.node_endpoint = node_endpoint
         self.request = None
         self.reply = None
+        # Rewrites a reply's raw second frame (a Chunk's bytes): takes the Envelope, the request and the bytes,
+        # returns new bytes or None.
+        self.payload = None
         self.rewrites = 0
         self._stop = False
         self._ready = threading.Event()
@@ -85,10 +88,16 @@ class LyingProxy:
                 else:
                     frames = sock.recv_multipart()
                     env = self._decode(frames[0])
+                    req = asked.pop(env.request_id, None) if env is not None else None
                     if env is not None and self.reply is not None:
-                        if self.reply(env, asked.pop(env.request_id, None)):
+                        if self.reply(env, req):
                             self.rewrites += 1
                             frames[0] = env.SerializeToString()
+                    if env is not None and self.payload is not None and len(frames) > 1:
+                        changed = self.payload(env, req, frames[1])
+                        if changed is not None:
+                            self.rewrites += 1
+                            frames[1] = changed
                     front.send_multipart([owners[sock], *frames])
         for s in [front, *backs.values()]:
             s.close(linger=0)
@@ -275,7 +284,7 @@ def test_a_console_outlives_a_lying_clock(tmp_path, rig):
 
 # ---- after recording: collection ----
 
-def record_then_lie(tmp_path, rig, request=None, reply=None):
+def record_then_lie(tmp_path, rig, request=None, reply=None, payload=None):
     path, proxy, liar, honest = rig
     takes = tmp_path / "takes"
     r = run_coord("start-take", "--rig", path, "--seconds", 1, "--takes-dir", takes, "--collect-later")
@@ -284,7 +293,7 @@ def record_then_lie(tmp_path, rig, request=None, reply=None):
     take_id = take.name
     real = staged(liar, take_id)
     assert "liar/cam0.mkv" in real and len(staged(honest, take_id)) == 2
-    proxy.request, proxy.reply = request, reply
+    proxy.request, proxy.reply, proxy.payload = request, reply, payload
     r = run_coord("collect", "--rig", path, take)
     assert r.returncode >= 0, r.returncode
     return r, take, take_id, real
@@ -336,3 +345,52 @@ def test_a_part_name_beside_a_real_file_cannot_replace_its_copy(tmp_path, rig):
             assert (take / path).exists() and sha256(take / path) == digest, path
     assert "liar/cam0.mkv" not in after and m["status"] == "complete"
     assert not list(take.glob("liar/*.part.part"))
+
+
+def flip_in_flight(times: int):
+    """Flips one byte in the middle of the first chunk of liar/cam0.mkv, the first `times` times it passes."""
+    flips = []
+
+    def payload(env, asked, data):
+        if len(flips) >= times or env.WhichOneof("body") != "chunk" or env.chunk.path != "liar/cam0.mkv" \
+                or env.chunk.offset != 0 or len(data) == 0:
+            return None
+        flips.append(env.request_id)
+        b = bytearray(data)
+        b[len(b) // 2] ^= 0x01
+        return bytes(b)
+    return payload, flips
+
+
+def test_a_byte_flipped_in_flight_is_caught_by_xxh128_and_fetched_again(tmp_path, rig):
+    _, proxy, liar, _ = rig
+    payload, flips = flip_in_flight(1)
+    r, take, take_id, real = record_then_lie(tmp_path, rig, payload=payload)
+    assert r.returncode == 0, r.stderr
+    assert len(flips) == 1
+    assert "liar/cam0.mkv does not match node liar's checksum (got xxh128" in r.stderr and "fetching it again" in r.stderr, r.stderr
+    m = assert_every_file_verifies(take)
+    assert m["status"] == "complete"
+    run = next(f for f in m["collection"]["runs"][-1]["files"] if f["path"] == "liar/cam0.mkv")
+    assert run["attempts"] == 2 and run["verified"]
+    assert sha256(take / "liar" / "cam0.mkv") == real["liar/cam0.mkv"]
+    # The manifest carries the node's xxh128 of every file, and it is the bytes' own.
+    import xxhash
+    for c in m["cameras"]:
+        for f in c["files"]:
+            assert f["xxh128"] == xxhash.xxh128((take / f["path"]).read_bytes()).hexdigest(), f
+    assert staged(liar, take_id) == {}
+
+
+def test_a_byte_flipped_in_flight_every_time_fails_that_file_and_the_node_keeps_it(tmp_path, rig):
+    _, proxy, liar, _ = rig
+    payload, flips = flip_in_flight(1000)
+    r, take, take_id, real = record_then_lie(tmp_path, rig, payload=payload)
+    assert r.returncode == 4, r.stderr
+    assert len(flips) == 2
+    assert "liar/cam0.mkv" in sentence(r.stderr) and "checksum" in sentence(r.stderr), r.stderr
+    m = assert_every_file_verifies(take)
+    assert m["status"] == "partial" and [x["path"] for x in m["collection"]["missing"]] == ["liar/cam0.mkv"]
+    # No bad copy is kept, and the node keeps its own.
+    assert not (take / "liar" / "cam0.mkv").exists() and not list(take.rglob(".*.part"))
+    assert staged(liar, take_id) == {"liar/cam0.mkv": real["liar/cam0.mkv"]}

@@ -1481,6 +1481,11 @@ public nonisolated struct Coord_V1_FileInfo: Sendable {
   /// lower-case hex
   public var sha256: String = String()
 
+  /// xxh128 (XXH3 128-bit, canonical big-endian) of the same bytes, 32 lower-case hex digits: what the coordinator
+  /// checks as the bytes arrive and writes into the take's ASC MHL. Empty from a node that predates it (then the
+  /// coordinator checks sha256).
+  public var xxh128: String = String()
+
   public var unknownFields = SwiftProtobuf.UnknownStorage()
 
   public init() {}
@@ -4124,7 +4129,7 @@ nonisolated extension Coord_V1_FileList: SwiftProtobuf.Message, SwiftProtobuf._M
 
 nonisolated extension Coord_V1_FileInfo: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
   public static let protoMessageName: String = _protobuf_package + ".FileInfo"
-  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}path\0\u{1}bytes\0\u{1}sha256\0")
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}path\0\u{1}bytes\0\u{1}sha256\0\u{1}xxh128\0")
 
   public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
     while let fieldNumber = try decoder.nextFieldNumber() {
@@ -4135,6 +4140,7 @@ nonisolated extension Coord_V1_FileInfo: SwiftProtobuf.Message, SwiftProtobuf._M
       case 1: try { try decoder.decodeSingularStringField(value: &self.path) }()
       case 2: try { try decoder.decodeSingularUInt64Field(value: &self.bytes) }()
       case 3: try { try decoder.decodeSingularStringField(value: &self.sha256) }()
+      case 4: try { try decoder.decodeSingularStringField(value: &self.xxh128) }()
       default: break
       }
     }
@@ -4150,6 +4156,9 @@ nonisolated extension Coord_V1_FileInfo: SwiftProtobuf.Message, SwiftProtobuf._M
     if !self.sha256.isEmpty {
       try visitor.visitSingularStringField(value: self.sha256, fieldNumber: 3)
     }
+    if !self.xxh128.isEmpty {
+      try visitor.visitSingularStringField(value: self.xxh128, fieldNumber: 4)
+    }
     try unknownFields.traverse(visitor: &visitor)
   }
 
@@ -4157,6 +4166,7 @@ nonisolated extension Coord_V1_FileInfo: SwiftProtobuf.Message, SwiftProtobuf._M
     if lhs.path != rhs.path {return false}
     if lhs.bytes != rhs.bytes {return false}
     if lhs.sha256 != rhs.sha256 {return false}
+    if lhs.xxh128 != rhs.xxh128 {return false}
     if lhs.unknownFields != rhs.unknownFields {return false}
     return true
   }

@@ -5620,7 +5620,7 @@ const ProtobufCMessageDescriptor coord__v1__file_list__descriptor =
   (ProtobufCMessageInit) coord__v1__file_list__init,
   NULL,NULL,NULL    /* reserved[123] */
 };
-static const ProtobufCFieldDescriptor coord__v1__file_info__field_descriptors[3] =
+static const ProtobufCFieldDescriptor coord__v1__file_info__field_descriptors[4] =
 {
   {
     "path",
@@ -5658,16 +5658,29 @@ static const ProtobufCFieldDescriptor coord__v1__file_info__field_descriptors[3]
     0,             /* flags */
     0,NULL,NULL    /* reserved1,reserved2, etc */
   },
+  {
+    "xxh128",
+    4,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_STRING,
+    0,   /* quantifier_offset */
+    offsetof(Coord__V1__FileInfo, xxh128),
+    NULL,
+    &protobuf_c_empty_string,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
 };
 static const unsigned coord__v1__file_info__field_indices_by_name[] = {
   1,   /* field[1] = bytes */
   0,   /* field[0] = path */
   2,   /* field[2] = sha256 */
+  3,   /* field[3] = xxh128 */
 };
 static const ProtobufCIntRange coord__v1__file_info__number_ranges[1 + 1] =
 {
   { 1, 0 },
-  { 0, 3 }
+  { 0, 4 }
 };
 const ProtobufCMessageDescriptor coord__v1__file_info__descriptor =
 {
@@ -5677,7 +5690,7 @@ const ProtobufCMessageDescriptor coord__v1__file_info__descriptor =
   "Coord__V1__FileInfo",
   "coord.v1",
   sizeof(Coord__V1__FileInfo),
-  3,
+  4,
   coord__v1__file_info__field_descriptors,
   coord__v1__file_info__field_indices_by_name,
   1,  coord__v1__file_info__number_ranges,

@@ -1071,10 +1071,16 @@ struct  Coord__V1__FileInfo
    * lower-case hex
    */
   char *sha256;
+  /*
+   * xxh128 (XXH3 128-bit, canonical big-endian) of the same bytes, 32 lower-case hex digits: what the coordinator
+   * checks as the bytes arrive and writes into the take's ASC MHL. Empty from a node that predates it (then the
+   * coordinator checks sha256).
+   */
+  char *xxh128;
 };
 #define COORD__V1__FILE_INFO__INIT \
  { PROTOBUF_C_MESSAGE_INIT (&coord__v1__file_info__descriptor) \
-    , (char *)protobuf_c_empty_string, 0, (char *)protobuf_c_empty_string }
+    , (char *)protobuf_c_empty_string, 0, (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string }
 
 
 struct  Coord__V1__FetchChunk
