@@ -23,7 +23,7 @@ ARCHIVES = CACHE / "apt-archives"
 MIRROR = os.environ.get("COORD_DEBIAN_MIRROR", "http://deb.debian.org/debian")
 GUEST_DIR = Path(__file__).resolve().parent / "guest"
 # Bump when the image's recipe changes: a cached image of another recipe is rebuilt.
-RECIPE = "3"
+RECIPE = "4"
 
 CHROOT_ENV = {
     "PATH": "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
@@ -33,7 +33,8 @@ APT = ["apt-get", "-y", "-q", "--no-install-recommends", "-o", "APT::Sandbox::Us
 PACKAGES = [
     "systemd", "systemd-sysv", "udev", "kmod", "v4l-utils", "alsa-utils", "python3", "iproute2", "procps",
     # what coord-node and coord load (their Depends:)
-    "libasound2", "libavcodec59", "libavformat59", "libavutil57", "libv4l-0", "libzmq5",
+    "libasound2", "libavcodec59", "libavformat59", "libavutil57", "libv4l-0", "libzmq5", "libaravis-0.8-0",
+    "libxxhash0",
 ]
 # What the initramfs loads to reach the root file system (their dependencies come from modules.dep).
 BOOT_MODULES = ["virtio_pci", "virtio_blk", "crc32c_generic", "ext4"]
