@@ -50,6 +50,15 @@ struct ConsoleAPI: APIProtocol {
         return .ok(.init(body: .json(.init(cameras: applied.map(Components.Schemas.CameraControls.init), refused: refused))))
     }
 
+    func saveRigFile(_ input: Operations.SaveRigFile.Input) async throws -> Operations.SaveRigFile.Output {
+        do throws(LiveRig.Refusal) {
+            let saved = try rig.saveRigFile()
+            return .ok(.init(body: .json(.init(path: saved.path, backup: saved.backup, cameras: saved.cameras))))
+        } catch {
+            return .conflict(.init(body: .json(.init(error: error.sentence))))
+        }
+    }
+
     func takes(_ input: Operations.Takes.Input) async throws -> Operations.Takes.Output {
         .ok(.init(body: .json(.init(current: rig.take.map { .init(value1: .init($0)) }, takes: rig.takes.map(Components.Schemas.TakeEntry.init)))))
     }

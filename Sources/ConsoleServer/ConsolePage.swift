@@ -118,7 +118,9 @@ enum ConsolePage {
         <button id="control-apply-all">Apply to all cameras</button>
       </div>
       <div id="control-message" class="message"></div>
-      <div class="message"><a id="rig-file" href="api/rig/rig.yaml" download>Download the rig file with these controls</a>: save it over the rig file (or give it to the next <code>coord console --rig</code>) and every take starts with them.</div>
+      <div class="row" style="margin-top:8px"><button id="rig-save">Save as the rig file's defaults</button></div>
+      <div class="message">Writes every camera's controls as now in force into the rig file this console was started with, so every take starts with them; the file as it was, with its comments, is kept beside it as <code>.bak</code>. Or <a id="rig-file" href="api/rig/rig.yaml" download>download the rig file with these controls</a>.</div>
+      <div id="rig-save-message" class="message"></div>
     </section>
     <section>
       <h2>Takes</h2>
@@ -354,6 +356,13 @@ $("control-apply-all").addEventListener("click", async () => {
     say("control-message", "applied to " + answer.cameras.length + " camera(s)");
     $("control-message").dataset.inForceFromGroup = Math.max(0, ...answer.cameras.map(c => c.in_force_from_group));
   } catch (e) { say("control-message", e.message, true); }
+});
+
+$("rig-save").addEventListener("click", async () => {
+  try {
+    const saved = await api("POST", "/api/rig/save", {});
+    say("rig-save-message", "saved " + saved.cameras + " camera(s)' controls into " + saved.path + " (the file as it was: " + saved.backup + ")");
+  } catch (e) { say("rig-save-message", e.message, true); }
 });
 
 let retry = 1000;

@@ -154,7 +154,7 @@ enum OpenAPIDocument {
      "files"
     ],
     "summary": "The rig file with every camera's controls as now in force written in",
-    "description": "The rig file this console was started with (for a demo, a rig file of its nodes) with each camera's controls: set, so every take starts with what the operator settled on; saved over the old file (its comments are not kept) or given to the next `coord console --rig`. 409 with a sentence when the rig file can no longer be read.",
+    "description": "The rig file this console was started with (for a demo, a rig file of its nodes) with each camera's controls: set, so every take starts with what the operator settled on (POST /api/rig/save writes it over the console's own rig file). 409 with a sentence when the rig file can no longer be read.",
     "operationId": "rigFileYAML",
     "responses": {
      "200": {
@@ -182,6 +182,61 @@ enum OpenAPIDocument {
      },
      "403": {
       "$ref": "#/components/responses/Forbidden"
+     }
+    }
+   }
+  },
+  "/api/rig/save": {
+   "post": {
+    "tags": [
+     "api"
+    ],
+    "summary": "Save every camera's controls as now in force into the console's own rig file",
+    "description": "Writes what GET /api/rig/rig.yaml gives over the rig file this console was started with (never a path from the request): the new file is written beside it and renamed over it (fsync first), and the file as it was, with its comments, is kept beside it as NAME.bak (the new file keeps the YAML, not the comments). 409 with a sentence when the console has no rig file (a demo), the file can no longer be read, or its directory is not writable.",
+    "operationId": "saveRigFile",
+    "requestBody": {
+     "required": false,
+     "content": {
+      "application/json": {
+       "schema": {
+        "type": "object",
+        "description": "ignored; send {}"
+       }
+      }
+     }
+    },
+    "responses": {
+     "200": {
+      "description": "saved",
+      "content": {
+       "application/json": {
+        "schema": {
+         "$ref": "#/components/schemas/RigFileSaved"
+        }
+       }
+      }
+     },
+     "409": {
+      "description": "nothing was written; why, in one sentence",
+      "content": {
+       "application/json": {
+        "schema": {
+         "$ref": "#/components/schemas/Error"
+        }
+       }
+      }
+     },
+     "413": {
+      "$ref": "#/components/responses/TooLarge"
+     },
+     "401": {
+      "$ref": "#/components/responses/Unauthorized"
+     },
+     "403": {
+      "$ref": "#/components/responses/Forbidden"
+     },
+     "415": {
+      "$ref": "#/components/responses/NotJSON"
      }
     }
    }
@@ -805,7 +860,7 @@ enum OpenAPIDocument {
    },
    "ControlValues": {
     "type": "object",
-    "description": "the controls a camera applied; a control it was never given is left out",
+    "description": "a camera's controls as now in force (read back from the camera; before it first opens, what it will open with); a control the camera lacks is left out",
     "properties": {
      "exposure_us": {
       "type": "integer"
@@ -845,6 +900,28 @@ enum OpenAPIDocument {
       "type": "integer",
       "format": "int64",
       "description": "the first preview group (the multiview's `group`) whose pictures were exposed wholly after the change; a V4L2 driver may show it a frame or two later"
+     }
+    }
+   },
+   "RigFileSaved": {
+    "type": "object",
+    "required": [
+     "path",
+     "backup",
+     "cameras"
+    ],
+    "properties": {
+     "path": {
+      "type": "string",
+      "description": "the rig file written (the one the console was started with)"
+     },
+     "backup": {
+      "type": "string",
+      "description": "the file as it was, comments included: path + .bak"
+     },
+     "cameras": {
+      "type": "integer",
+      "description": "how many cameras' controls it now holds"
      }
     }
    },

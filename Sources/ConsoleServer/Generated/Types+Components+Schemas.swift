@@ -85,7 +85,7 @@ extension Components {
                 ])
             }
         }
-        /// the controls a camera applied; a control it was never given is left out
+        /// a camera's controls as now in force (read back from the camera; before it first opens, what it will open with); a control the camera lacks is left out
         ///
         /// - Remark: Generated from `#/components/schemas/ControlValues`.
         internal struct ControlValues: Codable, Hashable, Sendable {
@@ -157,6 +157,41 @@ extension Components {
                 case camera
                 case controls
                 case inForceFromGroup = "in_force_from_group"
+            }
+        }
+        /// - Remark: Generated from `#/components/schemas/RigFileSaved`.
+        internal struct RigFileSaved: Codable, Hashable, Sendable {
+            /// the rig file written (the one the console was started with)
+            ///
+            /// - Remark: Generated from `#/components/schemas/RigFileSaved/path`.
+            internal var path: Swift.String
+            /// the file as it was, comments included: path + .bak
+            ///
+            /// - Remark: Generated from `#/components/schemas/RigFileSaved/backup`.
+            internal var backup: Swift.String
+            /// how many cameras' controls it now holds
+            ///
+            /// - Remark: Generated from `#/components/schemas/RigFileSaved/cameras`.
+            internal var cameras: Swift.Int
+            /// Creates a new `RigFileSaved`.
+            ///
+            /// - Parameters:
+            ///   - path: the rig file written (the one the console was started with)
+            ///   - backup: the file as it was, comments included: path + .bak
+            ///   - cameras: how many cameras' controls it now holds
+            internal init(
+                path: Swift.String,
+                backup: Swift.String,
+                cameras: Swift.Int
+            ) {
+                self.path = path
+                self.backup = backup
+                self.cameras = cameras
+            }
+            internal enum CodingKeys: String, CodingKey {
+                case path
+                case backup
+                case cameras
             }
         }
         /// - Remark: Generated from `#/components/schemas/AllControls`.

@@ -10,6 +10,13 @@ internal protocol APIProtocol: Sendable {
     /// - Remark: HTTP `GET /api/rig`.
     /// - Remark: Generated from `#/paths//api/rig/get(rig)`.
     func rig(_ input: Operations.Rig.Input) async throws -> Operations.Rig.Output
+    /// Save every camera's controls as now in force into the console's own rig file
+    ///
+    /// Writes what GET /api/rig/rig.yaml gives over the rig file this console was started with (never a path from the request): the new file is written beside it and renamed over it (fsync first), and the file as it was, with its comments, is kept beside it as NAME.bak (the new file keeps the YAML, not the comments). 409 with a sentence when the console has no rig file (a demo), the file can no longer be read, or its directory is not writable.
+    ///
+    /// - Remark: HTTP `POST /api/rig/save`.
+    /// - Remark: Generated from `#/paths//api/rig/save/post(saveRigFile)`.
+    func saveRigFile(_ input: Operations.SaveRigFile.Input) async throws -> Operations.SaveRigFile.Output
     /// The newest complete frame-matched set
     ///
     /// Only a set at most 3 s old is current: when every camera's tiles stopped coming for longer (a node gone or restarting), the answer is 503 with one sentence saying how old the newest set is and which cameras are silent, never that old set as if it were current.
@@ -52,6 +59,21 @@ extension APIProtocol {
     /// - Remark: Generated from `#/paths//api/rig/get(rig)`.
     internal func rig(headers: Operations.Rig.Input.Headers = .init()) async throws -> Operations.Rig.Output {
         try await rig(Operations.Rig.Input(headers: headers))
+    }
+    /// Save every camera's controls as now in force into the console's own rig file
+    ///
+    /// Writes what GET /api/rig/rig.yaml gives over the rig file this console was started with (never a path from the request): the new file is written beside it and renamed over it (fsync first), and the file as it was, with its comments, is kept beside it as NAME.bak (the new file keeps the YAML, not the comments). 409 with a sentence when the console has no rig file (a demo), the file can no longer be read, or its directory is not writable.
+    ///
+    /// - Remark: HTTP `POST /api/rig/save`.
+    /// - Remark: Generated from `#/paths//api/rig/save/post(saveRigFile)`.
+    internal func saveRigFile(
+        headers: Operations.SaveRigFile.Input.Headers = .init(),
+        body: Operations.SaveRigFile.Input.Body? = nil
+    ) async throws -> Operations.SaveRigFile.Output {
+        try await saveRigFile(Operations.SaveRigFile.Input(
+            headers: headers,
+            body: body
+        ))
     }
     /// The newest complete frame-matched set
     ///
