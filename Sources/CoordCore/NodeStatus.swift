@@ -55,6 +55,8 @@ public struct NodeStatus: Sendable, Equatable {
     public var stopGroup: Int64 = 0
     /// While a take is armed or recording: its clock mapping's one-sigma uncertainty (µs); nil otherwise.
     public var clockUncertaintyMicroseconds: Double?
+    /// Each camera's controls as now in force (read back from the camera while it is open), by camera name.
+    public var controls: [String: CameraControls] = [:]
 
     public init(node: String, state: TakeConductor.NodeState, takeID: String = "", cameras: [Camera] = []) {
         self.node = node; self.state = state; self.takeID = takeID; self.cameras = cameras

@@ -18,6 +18,12 @@ extension NodeStatus {
         s.rigNowUs = rigNowMicroseconds
         s.stopGroup = stopGroup
         s.clockUncertaintyUs = clockUncertaintyMicroseconds ?? 0
+        s.controls = controls.sorted { $0.key < $1.key }.map { camera, values in
+            var c = Coord_V1_ControlsApplied()
+            c.camera = camera
+            c.controls = values.wire
+            return c
+        }
         switch state {
         case .idle: s.state = .idle
         case .configured: s.state = .configured

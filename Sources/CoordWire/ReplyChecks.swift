@@ -131,6 +131,12 @@ public enum NodeReply {
             try c.text(event.detail, "\(f).detail")
         }
         if m.hasResources { try resources(m.resources, "Status.resources", c) }
+        try c.count(m.controls.count, maxCameras, "Status.controls")
+        var controlled = Set<String>()
+        for (i, camera) in m.controls.enumerated() {
+            _ = try controls(camera, field: "Status.controls[\(i)]", c)
+            guard controlled.insert(camera.camera).inserted else { throw c.fault("Status.controls[\(i)].camera", "\"\(camera.camera)\" twice") }
+        }
         return NodeStatus(wire: m)
     }
 

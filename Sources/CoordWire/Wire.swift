@@ -350,6 +350,9 @@ extension NodeStatus {
             return camera
         })
         detail = wire.detail
+        for c in wire.controls where RigName.isValid(c.camera) && controls[c.camera] == nil {
+            controls[c.camera] = CameraControls(wire: c.controls)
+        }
         // A node's figures are kept only when they are numbers in range: the manifest must stay valid JSON.
         func finite(_ x: Double, _ limit: Double) -> Double { x.isFinite ? min(max(x, -limit), limit) : 0 }
         mics = wire.mics.filter { RigName.isValid($0.mic) }.map { m in

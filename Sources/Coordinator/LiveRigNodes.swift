@@ -50,6 +50,12 @@ extension LiveRig {
                 for c in status.cameras {
                     s.nodes[index].cameraProgress[c.camera, default: (0, nil)].drops = c.dropped
                 }
+                // The node's word on each camera's controls in force: shown before anyone sets one, and true after
+                // the node restarts or anyone else sets them.
+                let rigCameras = Set(s.nodes[index].cameras.map(\.camera))
+                for (camera, values) in status.controls where rigCameras.contains(camera) {
+                    s.nodes[index].controls[camera] = values
+                }
                 var metrics = NodeMetricsSample(node: node.name)
                 metrics.recording = status.state == .recording
                 metrics.pressure = status.pressure

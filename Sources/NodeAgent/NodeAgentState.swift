@@ -31,6 +31,8 @@ struct NodeAgentState {
     /// The operator's controls per camera (what each camera opens with), and the cameras open now that take them.
     var controls: [String: CameraControls] = [:]
     var openCameras: [String: OpenCamera] = [:]
+    /// Each camera's controls as last read back from it while open, and when (host µs): what Status reports.
+    var controlsRead: [String: (at: Int64, controls: CameraControls)] = [:]
     /// The cameras open for preview only while no take holds them.
     var previewRun: PreviewRun?
 

@@ -99,6 +99,12 @@ extension NodeAgent {
         let merged = state.withLock { s -> CameraControls in
             let merged = (s.controls[message.camera] ?? CameraControls()).updated(with: wanted)
             s.controls[message.camera] = merged
+            // What Status reports from now: the camera's own answer, or (closed) the last values read with these over them.
+            if streaming {
+                s.controlsRead[message.camera] = (MonotonicClock.now(), applied)
+            } else if let read = s.controlsRead[message.camera] {
+                s.controlsRead[message.camera] = (read.at, read.controls.updated(with: wanted))
+            }
             return merged
         }
         if !streaming { applied = merged }

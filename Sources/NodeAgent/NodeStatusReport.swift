@@ -1,6 +1,8 @@
 import CoordCore
 import CoordWire
 import Foundation
+import Media
+import Platform
 
 /// What the node says it is doing: its Status reply (built in the rig's words and converted by CoordWire), its
 /// metrics and its one line for the service manager.
@@ -25,10 +27,35 @@ extension NodeAgent {
             case .microphone(let mic): status.mics.append(mic.status)
             }
         }
+        status.controls = controlsInForce()
         var wire = status.wire
         wire.localNowUs = local
         wire.resources = resources.wire
         return wire
+    }
+
+    /// Each camera's controls as now in force: read back from the camera while it is open (at most once a second
+    /// per camera, outside the state lock: a GenICam read is a network round trip), else the last values read with
+    /// whatever was set since over them.
+    func controlsInForce() -> [String: CameraControls] {
+        let now = MonotonicClock.now()
+        let due = state.withLock { s in
+            s.openCameras.compactMap { name, open -> (String, any ControllableCamera & Sendable)? in
+                guard let camera = open.camera, camera.isStreaming, now - (s.controlsRead[name]?.at ?? .min / 2) >= 1_000_000 else { return nil }
+                return (name, camera)
+            }
+        }
+        let read = due.compactMap { name, camera in (try? camera.apply(CameraControls())).map { (name, $0) } }
+        return state.withLock { s in
+            for (name, values) in read { s.controlsRead[name] = (now, values) }
+            var out: [String: CameraControls] = [:]
+            for camera in cameras.map(\.name) {
+                // Never read (never open): what was set, which it opens with.
+                let values = s.controlsRead[camera]?.controls ?? s.controls[camera] ?? CameraControls()
+                if !values.isEmpty { out[camera] = values }
+            }
+            return out
+        }
     }
 
     /// What `--metrics` exports now (CONTRACT §7).

@@ -66,4 +66,46 @@ struct ConsoleFollowTests {
         #expect(again.nodes[1].cameras?.first?.controls?.exposureMicroseconds == 20000)
         #expect(again.nodes[1].endpoint == "tcp://127.0.0.1:5720" && again.take.fps == 25)
     }
+
+    @Test func savingWritesTheConsolesOwnRigFileKeepsTheOldOneAndRefusesADemo() throws {
+        let dir = try E2E.makeScratch()
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let path = dir.appendingPathComponent("rig.yaml").path
+        let original = """
+        version: 1
+        # the studio's rig: keep this comment
+        nodes:
+          - name: a
+            endpoint: tcp://127.0.0.1:5710
+            cameras: [cam0]
+        take:
+          fps: 25
+        """
+        try original.write(toFile: path, atomically: true, encoding: .utf8)
+        let template = TakeRequest(name: "t", seconds: 1, fps: 25, width: 320, height: 240, codec: "mjpeg", takesDirectory: dir)
+        let rig = LiveRig(spec: try RigFile.load(path).spec, template: template, rigFile: path, logger: Logger(label: "test"))
+        rig.state.withLock { s in
+            s.nodes[0].cameras = [CameraSettings(camera: "cam0", ordinal: 0, width: 320, height: 240, fps: 25, codec: "mjpeg")]
+            s.nodes[0].controls = ["cam0": CameraControls(exposureMicroseconds: 12000, whiteBalanceKelvin: 4300)]
+        }
+        let saved = try rig.saveRigFile()
+        #expect(saved == LiveRig.SavedRigFile(path: path, backup: path + ".bak", cameras: 1))
+        #expect(try String(contentsOfFile: path + ".bak", encoding: .utf8) == original)
+        let again = try RigFile.load(path).spec
+        #expect(again.nodes[0].cameras?.first?.controls == CameraControls(exposureMicroseconds: 12000, whiteBalanceKelvin: 4300))
+        #expect(try String(contentsOfFile: path, encoding: .utf8).contains("rig.yaml.bak"))
+        // Nothing else left in the directory (no temporary file).
+        #expect(try FileManager.default.contentsOfDirectory(atPath: dir.path).sorted() == ["rig.yaml", "rig.yaml.bak"])
+        // Saved again: the backup is the file as it was just before.
+        let first = try String(contentsOfFile: path, encoding: .utf8)
+        rig.state.withLock { $0.nodes[0].controls["cam0"]?.exposureMicroseconds = 15000 }
+        _ = try rig.saveRigFile()
+        #expect(try String(contentsOfFile: path + ".bak", encoding: .utf8) == first)
+        #expect(try RigFile.load(path).spec.nodes[0].cameras?.first?.controls?.exposureMicroseconds == 15000)
+
+        // A demo has no rig file: one sentence, nothing written.
+        let demo = LiveRig(spec: try RigFile.load(path).spec, template: template, logger: Logger(label: "test"))
+        #expect(throws: LiveRig.Refusal.self) { try demo.saveRigFile() }
+        do { _ = try demo.saveRigFile() } catch { #expect(error.sentence.contains("no rig file")) }
+    }
 }

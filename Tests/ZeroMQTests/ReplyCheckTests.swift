@@ -160,6 +160,26 @@ private func probe(_ t1: Int64, _ t2: Int64, _ t3: Int64) -> Coord_V1_ClockProbe
         #expect(field { $0.stopGroup = -1 } == "Status.stop_group")
     }
 
+    @Test func statusCarriesEachCamerasControlsInForceChecked() throws {
+        var s = Coord_V1_Status()
+        s.node = "n1"
+        s.state = .idle
+        var status = NodeStatus(node: "n1", state: .idle)
+        status.controls = ["cam0": CameraControls(exposureMicroseconds: 8000, gainDecibels: 3, whiteBalanceKelvin: 5000, focus: 0.5),
+                           "cam1": CameraControls(exposureMicroseconds: 20000)]
+        s.controls = status.wire.controls
+        #expect(try NodeReply.status(s, from: "node n1").controls == status.controls)
+        func field(_ edit: (inout Coord_V1_Status) -> Void) -> String? {
+            var m = s
+            edit(&m)
+            return fault { () throws(FieldFault) in try NodeReply.status(m, from: "node n1") }?.field
+        }
+        #expect(field { $0.controls[0].controls.focus = 2 } == "Status.controls[0].controls.focus")
+        #expect(field { $0.controls[0].controls.gainDb = .nan } == "Status.controls[0].controls.gain_db")
+        #expect(field { $0.controls[1].camera = "../x" } == "Status.controls[1].camera")
+        #expect(field { let first = $0.controls[0]; $0.controls.append(first) } == "Status.controls[2].camera")
+    }
+
     @Test func armedDevicesAreCheckedAndCarryEveryField() throws {
         var armed = Coord_V1_Armed()
         armed.takeID = "T1"

@@ -17,6 +17,7 @@ import time
 from pathlib import Path
 
 import pytest
+import yaml
 
 from test_console import COORD, ConsoleDemo, read_console_line, websocket_handshake
 
@@ -88,6 +89,7 @@ def test_no_token_is_401_and_each_of_the_three_places_for_it_works(demo):
     ("/api/takes", None, b'{"name": "untyped", "seconds": 1}'),
     ("/api/takes/stop", "application/x-www-form-urlencoded", b""),
     ("/api/takes/stop", None, b""),
+    ("/api/rig/save", "text/plain", b"{}"),
 ])
 def test_a_post_that_is_not_json_is_415_and_starts_no_take(demo, path, content_type, body):
     status, _, data = raw(demo, "POST", path, {"Authorization": f"Bearer {demo.token}", "Content-Type": content_type}, body)
@@ -104,7 +106,7 @@ def test_a_put_that_is_not_json_is_415(demo):
 
 @pytest.mark.parametrize("origin", ["http://evil.example", "null", "http://127.0.0.1:1", "http://localhost"])
 def test_a_state_change_from_a_foreign_origin_is_403(demo, origin):
-    for path in ("/api/takes", "/api/takes/stop"):
+    for path in ("/api/takes", "/api/takes/stop", "/api/rig/save"):
         status, _, data = raw(demo, "POST", path, {"Authorization": f"Bearer {demo.token}", "Content-Type": "application/json",
                                                    "Origin": origin}, b'{"name": "foreign", "seconds": 1}')
         assert status == 403 and "origin" in error_of(data), (path, status, data)
@@ -383,3 +385,44 @@ def test_with_tls_the_console_speaks_https_only_and_its_cookie_is_secure(tmp_pat
     done = subprocess.run([COORD, "console", "--rig", str(dead_rig(tmp_path)), "--listen", "127.0.0.1:0", "--tls-cert", str(cert),
                            "--tls-key", str(cert)], capture_output=True, text=True, timeout=30)
     assert done.returncode == 2 and str(cert) in done.stderr and "CONSOLE" not in done.stdout, done.stderr
+
+
+def test_saving_the_controls_writes_only_the_consoles_own_rig_file_and_keeps_the_old_one(demo, tmp_path):
+    # A demo has no rig file: one sentence, nothing written.
+    status, answer = demo.send("POST", "/api/rig/save", {})
+    assert status == 409 and "no rig file" in answer["error"], answer
+    rig = dead_rig(tmp_path)
+    original = "# the studio's rig, with a comment worth keeping\n" + rig.read_text()
+    rig.write_text(original)
+    proc = subprocess.Popen([COORD, "console", "--rig", str(rig), "--takes-dir", str(tmp_path / "takes"), "--listen", "127.0.0.1:0"],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        base, token = read_console_line(proc)
+        host, port = base.removeprefix("http://").split(":")
+        def post(body: bytes, headers: dict):
+            connection = http.client.HTTPConnection(host, int(port), timeout=10)
+            connection.request("POST", "/api/rig/save", body=body, headers={"Authorization": f"Bearer {token}", **headers})
+            response = connection.getresponse()
+            return response.status, json.loads(response.read())
+        # From a foreign page: refused before anything is written.
+        status, _ = post(b"{}", {"Content-Type": "application/json", "Origin": "http://evil.example"})
+        assert status == 403 and rig.read_text() == original and not rig.with_name("rig.yaml.bak").exists()
+        # A path in the request is not where it writes: only the console's own rig file.
+        elsewhere = tmp_path / "elsewhere.yaml"
+        status, saved = post(json.dumps({"path": str(elsewhere)}).encode(), {"Content-Type": "application/json"})
+        assert status == 200, saved
+        assert saved["path"] == str(rig) and saved["backup"] == str(rig) + ".bak" and not elsewhere.exists(), saved
+        assert rig.with_name("rig.yaml.bak").read_text() == original
+        written = yaml.safe_load(rig.read_text())
+        assert written["nodes"][0]["name"] == "n1" and written["version"] == 1, written
+        assert "rig.yaml.bak" in rig.read_text()
+        assert sorted(p.name for p in tmp_path.iterdir() if p.name.startswith(("rig", ".rig"))) == ["rig.yaml", "rig.yaml.bak"]
+    finally:
+        stop_console(proc)
+    # The file it wrote starts the next console.
+    proc = subprocess.Popen([COORD, "console", "--rig", str(rig), "--takes-dir", str(tmp_path / "takes"), "--listen", "127.0.0.1:0"],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        read_console_line(proc)
+    finally:
+        stop_console(proc)

@@ -77,6 +77,14 @@ def test_a_shoot_day(tmp_path, browser):  # noqa: F811
         rig_file = yaml.safe_load(demo.get("/api/rig/rig.yaml"))
         node1 = next(n for n in rig_file["nodes"] if n["name"] == "node-1")
         assert next(c for c in node1["cameras"] if c["name"] == "cam0")["controls"]["exposure_us"] == 12000, rig_file
+        # Saving them in place needs a rig file, which a demo has not: the page says so in one sentence.
+        browser.find_element(By.ID, "rig-save").click()
+        wait(browser, lambda d: "no rig file" in d.find_element(By.ID, "rig-save-message").text, what="the save's answer")
+        assert "error" in browser.find_element(By.ID, "rig-save-message").get_attribute("class")
+
+        # node-2's exposure set here is lost when its process restarts: the console shows what the node has then.
+        status, _ = demo.send("PUT", "/api/cameras/node-2/cam0/controls", {"exposure_us": 7000})
+        assert status == 200
 
         # node-2 restarts (a new process on another preview port): its tile comes back by itself.
         before = max(g for g in tile_groups(browser).values() if g is not None)
@@ -84,6 +92,9 @@ def test_a_shoot_day(tmp_path, browser):  # noqa: F811
         wait(browser, lambda d: (lambda g: all(v is not None and v > before for v in g.values()) and len(g) == 3)(tile_groups(d)),
              timeout=20, what="node-2's tile back in a newer set")
         assert node_row(browser, "node-2")[1] == "idle"
+        wait(browser, lambda d: (lambda c: c.get("exposure_us") not in (None, 7000))(
+            next(c["controls"] for c in demo.get("/api/rig")["cameras"] if c["node"] == "node-2")),
+             timeout=10, what="node-2's controls as the restarted node has them")
 
         # Three takes from the page.
         ids = []

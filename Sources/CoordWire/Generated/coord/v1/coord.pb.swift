@@ -1239,6 +1239,14 @@ public nonisolated struct Coord_V1_Status: @unchecked Sendable {
     set {_uniqueStorage()._clockUncertaintyUs = newValue}
   }
 
+  /// Each camera's controls as now in force, so a console shows them before anyone sets one: read back from the
+  /// camera while it is open (V4L2 VIDIOC_G_CTRL, GenICam ExposureTime/Gain, a synthetic sensor's values), else
+  /// the last values read with what was set since over them; a control the camera lacks is left out.
+  public var controls: [Coord_V1_ControlsApplied] {
+    get {_storage._controls}
+    set {_uniqueStorage()._controls = newValue}
+  }
+
   public var unknownFields = SwiftProtobuf.UnknownStorage()
 
   public nonisolated enum State: SwiftProtobuf.Enum, Swift.CaseIterable {
@@ -3590,7 +3598,7 @@ nonisolated extension Coord_V1_StatusRequest: SwiftProtobuf.Message, SwiftProtob
 
 nonisolated extension Coord_V1_Status: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
   public static let protoMessageName: String = _protobuf_package + ".Status"
-  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}node\0\u{1}state\0\u{3}take_id\0\u{1}cameras\0\u{3}local_now_us\0\u{1}detail\0\u{1}pressure\0\u{3}pressure_cause\0\u{1}events\0\u{1}resources\0\u{3}t0_us\0\u{3}frame_period_us\0\u{3}rig_now_us\0\u{3}stop_group\0\u{1}mics\0\u{3}clock_uncertainty_us\0")
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}node\0\u{1}state\0\u{3}take_id\0\u{1}cameras\0\u{3}local_now_us\0\u{1}detail\0\u{1}pressure\0\u{3}pressure_cause\0\u{1}events\0\u{1}resources\0\u{3}t0_us\0\u{3}frame_period_us\0\u{3}rig_now_us\0\u{3}stop_group\0\u{1}mics\0\u{3}clock_uncertainty_us\0\u{1}controls\0")
 
   fileprivate class _StorageClass {
     var _node: String = String()
@@ -3609,6 +3617,7 @@ nonisolated extension Coord_V1_Status: SwiftProtobuf.Message, SwiftProtobuf._Mes
     var _stopGroup: Int64 = 0
     var _mics: [Coord_V1_MicStatus] = []
     var _clockUncertaintyUs: Double = 0
+    var _controls: [Coord_V1_ControlsApplied] = []
 
       // This property is used as the initial default value for new instances of the type.
       // The type itself is protecting the reference to its storage via CoW semantics.
@@ -3635,6 +3644,7 @@ nonisolated extension Coord_V1_Status: SwiftProtobuf.Message, SwiftProtobuf._Mes
       _stopGroup = source._stopGroup
       _mics = source._mics
       _clockUncertaintyUs = source._clockUncertaintyUs
+      _controls = source._controls
     }
   }
 
@@ -3669,6 +3679,7 @@ nonisolated extension Coord_V1_Status: SwiftProtobuf.Message, SwiftProtobuf._Mes
         case 14: try { try decoder.decodeSingularInt64Field(value: &_storage._stopGroup) }()
         case 15: try { try decoder.decodeRepeatedMessageField(value: &_storage._mics) }()
         case 16: try { try decoder.decodeSingularDoubleField(value: &_storage._clockUncertaintyUs) }()
+        case 17: try { try decoder.decodeRepeatedMessageField(value: &_storage._controls) }()
         default: break
         }
       }
@@ -3729,6 +3740,9 @@ nonisolated extension Coord_V1_Status: SwiftProtobuf.Message, SwiftProtobuf._Mes
       if _storage._clockUncertaintyUs.bitPattern != 0 {
         try visitor.visitSingularDoubleField(value: _storage._clockUncertaintyUs, fieldNumber: 16)
       }
+      if !_storage._controls.isEmpty {
+        try visitor.visitRepeatedMessageField(value: _storage._controls, fieldNumber: 17)
+      }
     }
     try unknownFields.traverse(visitor: &visitor)
   }
@@ -3754,6 +3768,7 @@ nonisolated extension Coord_V1_Status: SwiftProtobuf.Message, SwiftProtobuf._Mes
         if _storage._stopGroup != rhs_storage._stopGroup {return false}
         if _storage._mics != rhs_storage._mics {return false}
         if _storage._clockUncertaintyUs != rhs_storage._clockUncertaintyUs {return false}
+        if _storage._controls != rhs_storage._controls {return false}
         return true
       }
       if !storagesAreEqual {return false}

@@ -4731,7 +4731,7 @@ const ProtobufCEnumDescriptor coord__v1__status__state__descriptor =
   coord__v1__status__state__value_ranges,
   NULL,NULL,NULL,NULL   /* reserved[1234] */
 };
-static const ProtobufCFieldDescriptor coord__v1__status__field_descriptors[16] =
+static const ProtobufCFieldDescriptor coord__v1__status__field_descriptors[17] =
 {
   {
     "node",
@@ -4925,10 +4925,23 @@ static const ProtobufCFieldDescriptor coord__v1__status__field_descriptors[16] =
     0,             /* flags */
     0,NULL,NULL    /* reserved1,reserved2, etc */
   },
+  {
+    "controls",
+    17,
+    PROTOBUF_C_LABEL_REPEATED,
+    PROTOBUF_C_TYPE_MESSAGE,
+    offsetof(Coord__V1__Status, n_controls),
+    offsetof(Coord__V1__Status, controls),
+    &coord__v1__controls_applied__descriptor,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
 };
 static const unsigned coord__v1__status__field_indices_by_name[] = {
   3,   /* field[3] = cameras */
   15,   /* field[15] = clock_uncertainty_us */
+  16,   /* field[16] = controls */
   5,   /* field[5] = detail */
   8,   /* field[8] = events */
   11,   /* field[11] = frame_period_us */
@@ -4947,7 +4960,7 @@ static const unsigned coord__v1__status__field_indices_by_name[] = {
 static const ProtobufCIntRange coord__v1__status__number_ranges[1 + 1] =
 {
   { 1, 0 },
-  { 0, 16 }
+  { 0, 17 }
 };
 const ProtobufCMessageDescriptor coord__v1__status__descriptor =
 {
@@ -4957,7 +4970,7 @@ const ProtobufCMessageDescriptor coord__v1__status__descriptor =
   "Coord__V1__Status",
   "coord.v1",
   sizeof(Coord__V1__Status),
-  16,
+  17,
   coord__v1__status__field_descriptors,
   coord__v1__status__field_indices_by_name,
   1,  coord__v1__status__number_ranges,

@@ -886,10 +886,17 @@ struct  Coord__V1__Status
    * 0: none (no take, or not sent by an older node).
    */
   double clock_uncertainty_us;
+  /*
+   * Each camera's controls as now in force, so a console shows them before anyone sets one: read back from the
+   * camera while it is open (V4L2 VIDIOC_G_CTRL, GenICam ExposureTime/Gain, a synthetic sensor's values), else
+   * the last values read with what was set since over them; a control the camera lacks is left out.
+   */
+  size_t n_controls;
+  Coord__V1__ControlsApplied **controls;
 };
 #define COORD__V1__STATUS__INIT \
  { PROTOBUF_C_MESSAGE_INIT (&coord__v1__status__descriptor) \
-    , (char *)protobuf_c_empty_string, COORD__V1__STATUS__STATE__STATE_UNSPECIFIED, (char *)protobuf_c_empty_string, 0,NULL, 0, (char *)protobuf_c_empty_string, COORD__V1__PRESSURE_LEVEL__PRESSURE_LEVEL_UNSPECIFIED, (char *)protobuf_c_empty_string, 0,NULL, NULL, 0, 0, 0, 0, 0,NULL, 0 }
+    , (char *)protobuf_c_empty_string, COORD__V1__STATUS__STATE__STATE_UNSPECIFIED, (char *)protobuf_c_empty_string, 0,NULL, 0, (char *)protobuf_c_empty_string, COORD__V1__PRESSURE_LEVEL__PRESSURE_LEVEL_UNSPECIFIED, (char *)protobuf_c_empty_string, 0,NULL, NULL, 0, 0, 0, 0, 0,NULL, 0, 0,NULL }
 
 
 /*
