@@ -33,7 +33,7 @@ extension LiveRig {
             throw Refusal(.conflict, "the rig file \(path) cannot be read any more: \(error.localizedDescription)")
         }
         let directory = (path as NSString).deletingLastPathComponent.isEmpty ? "." : (path as NSString).deletingLastPathComponent
-        guard access(directory, W_OK) == 0 else {
+        guard Glibc.access(directory, W_OK) == 0 else {
             throw Refusal(.conflict, "the rig file's directory \(directory) is not writable by this console, so \(name) was left as it is.")
         }
         let header = "# The file as it was before, with its comments, is \(name).bak beside it.\n"
@@ -57,13 +57,13 @@ extension LiveRig {
     static func replace(_ path: String, with data: Data, permissions: mode_t) -> String? {
         let directory = (path as NSString).deletingLastPathComponent.isEmpty ? "." : (path as NSString).deletingLastPathComponent
         let temporary = "\(directory)/.\((path as NSString).lastPathComponent).\(getpid()).tmp"
-        let fd = open(temporary, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, permissions)
+        let fd = Glibc.open(temporary, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, permissions)
         guard fd >= 0 else { return "cannot create \(temporary): \(String(cString: strerror(errno)))." }
         var failure: String?
         data.withUnsafeBytes { raw in
             var offset = 0
             while offset < raw.count {
-                let n = write(fd, raw.baseAddress! + offset, raw.count - offset)
+                let n = Glibc.write(fd, raw.baseAddress! + offset, raw.count - offset)
                 if n < 0 {
                     if errno == EINTR { continue }
                     failure = "cannot write \(temporary): \(String(cString: strerror(errno)))."
@@ -73,16 +73,16 @@ extension LiveRig {
             }
         }
         if failure == nil, fsync(fd) != 0 { failure = "cannot flush \(temporary) to disk: \(String(cString: strerror(errno)))." }
-        close(fd)
-        if failure == nil, rename(temporary, path) != 0 { failure = "cannot rename \(temporary) to \(path): \(String(cString: strerror(errno)))." }
+        Glibc.close(fd)
+        if failure == nil, Glibc.rename(temporary, path) != 0 { failure = "cannot rename \(temporary) to \(path): \(String(cString: strerror(errno)))." }
         if let failure {
-            unlink(temporary)
+            Glibc.unlink(temporary)
             return failure
         }
-        let dirFD = open(directory, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
+        let dirFD = Glibc.open(directory, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
         if dirFD >= 0 {
             _ = fsync(dirFD)
-            close(dirFD)
+            Glibc.close(dirFD)
         }
         return nil
     }
