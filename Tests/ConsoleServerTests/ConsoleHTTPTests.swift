@@ -144,7 +144,7 @@ struct ConsoleHTTPTests {
             let paths = try #require(document["paths"] as? [String: Any])
             for path in ["/", "/ws", "/api/rig", "/api/multiview", "/api/takes", "/api/takes/stop", "/api/controls",
                          "/api/cameras/{node}/{camera}/controls", "/preview/{node}/{camera}/{file}", "/takes/{take}/{path}",
-                         "/metrics", "/openapi.json", "/api/rig/controls.yaml", "/api/rig/rig.yaml"] {
+                         "/metrics", "/openapi.json", "/api/rig/controls.yaml", "/api/rig/rig.yaml", "/api/rig/save"] {
                 #expect(paths[path] != nil, "\(path)")
             }
         }
