@@ -319,6 +319,14 @@ def test_the_console_sets_a_scripted_webcams_controls_through_its_ioctls(tmp_pat
                     break
             except urllib.error.HTTPError:
                 time.sleep(0.2)
+        # Before anyone sets one, the rig shows the device's values as its node read them back (VIDIOC_G_CTRL).
+        def shown():
+            with urllib.request.urlopen(urllib.request.Request(base + "/api/rig", headers=auth), timeout=10) as r:
+                return json.loads(r.read())["cameras"][0]["controls"]
+        while time.monotonic() < deadline and set(shown()) != {"exposure_us", "gain_db", "white_balance_k", "focus"}:
+            time.sleep(0.2)
+        current = shown()
+        assert current.get("white_balance_k") == 5000 and current.get("exposure_us", 1) % 100 == 0, current
         status, answer = put({"exposure_us": 10050})
         assert status == 200, answer
         # Exposure goes to the device in its 100 µs units; the answer is what VIDIOC_G_CTRL read back.
