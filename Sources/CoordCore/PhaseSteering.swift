@@ -1,3 +1,5 @@
+import Foundation
+
 /// Steers a camera that free-runs but takes a new frame interval while it streams (vivid does; uvcvideo answers
 /// EBUSY): running ONE frame at another interval the camera offers, then back, moves every later frame by the
 /// difference, for good. The driver snaps intervals to its list, so the rate itself cannot be trimmed; the
@@ -60,8 +62,12 @@ public struct PhaseSteering: Equatable, Sendable {
         }
         errors.append(Self.wrap(error, period: periodMicroseconds))
         guard errors.count >= windowFrames else { return .nothing }
-        let sorted = errors.sorted()
-        let median = sorted.count % 2 == 1 ? sorted[sorted.count / 2] : (sorted[sorted.count / 2 - 1] + sorted[sorted.count / 2]) / 2
+        // A phase near half a period shows up on both sides of the wrap: the median is taken around the window's
+        // circular mean, so such a camera is not pulled both ways.
+        let centre = Self.circularMean(errors, period: periodMicroseconds)
+        let sorted = errors.map { Self.wrap($0 - centre, period: periodMicroseconds) }.sorted()
+        let around = sorted.count % 2 == 1 ? sorted[sorted.count / 2] : (sorted[sorted.count / 2 - 1] + sorted[sorted.count / 2]) / 2
+        let median = Self.wrap(centre + around, period: periodMicroseconds)
         errors.removeAll(keepingCapacity: true)
         lastMedian = median
         guard abs(median) > toleranceMicroseconds else { return .nothing }
@@ -73,6 +79,16 @@ public struct PhaseSteering: Equatable, Sendable {
         steps += 1
         settling = settleFrames
         return .rePhase(periodMicroseconds: best, shiftMicroseconds: shift)
+    }
+
+    /// The mean of phases on the circle of one period (µs, within half a period of zero).
+    static func circularMean(_ xs: [Double], period: Double) -> Double {
+        var c = 0.0, s = 0.0
+        for x in xs {
+            c += cos(2 * .pi * x / period)
+            s += sin(2 * .pi * x / period)
+        }
+        return c == 0 && s == 0 ? 0 : atan2(s, c) / (2 * .pi) * period
     }
 
     /// `x` folded into (−period/2, period/2].

@@ -67,6 +67,14 @@ private func run(startPhase: Double, noise: Double, frames: Int, seed: UInt64,
     #expect(abs(moved.phase + 10_000 - 6_667) < 1)
 }
 
+@Test func aPhaseAtHalfAPeriodSeenOnBothSidesOfTheWrapIsStillStepped() {
+    // True phase 16 ms (the wrap is at ±16.7): noise puts frames on both sides; a plain median would see ~0.
+    var steering = PhaseSteering(periodMicroseconds: period, offeredPeriods: vividPeriods)
+    let result = run(startPhase: 16_000, noise: 4_000, frames: 300, seed: 9, steering: &steering)
+    #expect(abs(result.phase) < period / 5, "ended at \(result.phase)")
+    #expect(result.steps <= 3, "took \(result.steps) steps")
+}
+
 @Test func phaseWrapsIntoHalfAPeriod() {
     #expect(PhaseSteering.wrap(20_000, period: period).rounded() == -13_333)
     #expect(PhaseSteering.wrap(-20_000, period: period).rounded() == 13_333)
