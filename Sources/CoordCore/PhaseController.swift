@@ -184,6 +184,9 @@ public struct PhaseController: Sendable {
         return e
     }
 
+    /// Forgets the fit: the sensor's timing was moved on purpose (a camera re-phased by a frame-interval step).
+    public mutating func restartFit() { restart() }
+
     private mutating func restart() {
         if !window.isEmpty { restarts += 1 }
         window.removeAll(keepingCapacity: true)

@@ -23,9 +23,11 @@ import Glibc
 /// error). A camera cannot
 /// be steered once streaming, so `start` waits for the instant that puts its first frame's centre on the grid
 /// (assuming exposure starts at STREAMON), `settlePhase` restarts it once or twice to take out the start-up
-/// latency its first frame shows, and the phase it really runs at is measured from then on.
+/// latency its first frame shows, and the phase it really runs at is measured from then on. A driver that takes
+/// VIDIOC_S_PARM while streaming (vivid; uvcvideo answers EBUSY) can be re-phased: `rePhase` runs one frame at
+/// another offered interval, which moves every later frame by the difference (`RePhasingCamera`).
 // @unchecked: the device is driven by the recorder's thread only; the buffer pool and stop state are under `lock`.
-public final class V4L2Camera: CameraSource, ControllableCamera, @unchecked Sendable {
+public final class V4L2Camera: CameraSource, ControllableCamera, RePhasingCamera, @unchecked Sendable {
     /// White balance every camera of a rig is locked to (K), so their colours match.
     public static let whiteBalanceKelvin: Int32 = 5000
     /// Buffers queued to the driver: enough for a recorder thread that is late by a few frames.
@@ -55,6 +57,11 @@ public final class V4L2Camera: CameraSource, ControllableCamera, @unchecked Send
     private var stopped = false
     /// Set when the device failed while a frame was being handed back; the next call reports the end.
     private var endReason: String?
+    /// The intervals the device offers at the chosen format and size (discrete lists only).
+    private var offeredIntervals: [V4L2FrameInterval] = []
+    /// Set by `rePhase`: the next frame dequeued puts the nominal interval back.
+    private var restoreIntervalAfterNextFrame = false
+    public private(set) var rePhaseVerdict: RePhaseVerdict?
 
     /// Opens `path` through `driver` and configures it for `width`×`height`, one frame every
     /// `periodMicroseconds`, recorded with `codec`. `localClock` maps CLOCK_MONOTONIC (µs) to the node's clock.
@@ -84,6 +91,9 @@ public final class V4L2Camera: CameraSource, ControllableCamera, @unchecked Send
                 throw CameraSourceError("\(path) was asked for \(choice.fourcc) \(width)x\(height) but set \(V4L2Device.fourcc(set.pixelFormat)) \(set.width)x\(set.height)")
             }
             bytesPerLine = Int(set.bytesPerLine)
+            let size = formats.first { $0.pixelFormat == choice.pixelFormat }?.sizes
+                .first { Int($0.width) == width && Int($0.height) == height }
+            offeredIntervals = size?.intervalKind == .discrete ? size?.intervals ?? [] : []
             let kept = try device.setFrameInterval(choice.interval)
             let keptPeriod = kept.periodUs ?? 0
             guard abs(keptPeriod - periodMicroseconds) <= periodMicroseconds * V4L2FormatChoice.intervalTolerance else {
@@ -190,6 +200,47 @@ public final class V4L2Camera: CameraSource, ControllableCamera, @unchecked Send
         } catch {
             throw CameraSourceError(Self.sentence(error))
         }
+        probeRePhase()
+    }
+
+    // MARK: Re-phasing (RePhasingCamera)
+
+    public var offeredPeriodsMicroseconds: [Double] { offeredIntervals.compactMap(\.periodUs) }
+
+    /// Asks the streaming device for the interval it already runs: uvcvideo answers EBUSY (nothing changes),
+    /// vivid takes it (and restarts its frame timing at its next frame, on the same phase).
+    private func probeRePhase() {
+        do {
+            let kept = try device.setFrameInterval(choice.interval)
+            rePhaseVerdict = kept == choice.interval ? .accepted
+                : .refused("\(path) answered VIDIOC_S_PARM while streaming with another interval (\(kept.numerator)/\(kept.denominator))")
+        } catch {
+            rePhaseVerdict = .refused(Self.sentence(error))
+        }
+    }
+
+    public func rePhase(throughPeriod periodMicroseconds: Double) -> Bool {
+        guard rePhaseVerdict == .accepted, !restoreIntervalAfterNextFrame,
+              let interval = offeredIntervals.first(where: { abs(($0.periodUs ?? 0) - periodMicroseconds) < 1 }) else { return false }
+        do {
+            _ = try device.setFrameInterval(interval)
+        } catch {
+            return false
+        }
+        restoreIntervalAfterNextFrame = true
+        return true
+    }
+
+    /// After the first frame dequeued since `rePhase`, the nominal interval again (the driver applies it at its
+    /// next frame, so exactly one frame ran at the other period).
+    private func restoreIntervalIfDue() {
+        guard restoreIntervalAfterNextFrame else { return }
+        restoreIntervalAfterNextFrame = false
+        do {
+            _ = try device.setFrameInterval(choice.interval)
+        } catch {
+            endReason = "\(path) did not take its frame interval back after a re-phase: \(Self.sentence(error))"
+        }
     }
 
     /// The phase the stream settled at (µs from the nearest grid instant, by the first frame's timestamp), once
@@ -293,6 +344,7 @@ public final class V4L2Camera: CameraSource, ControllableCamera, @unchecked Send
             } catch {
                 endReason = Self.sentence(error)
             }
+            restoreIntervalIfDue()
             if let capture { return .frame(capture) }
             if let endReason { return .ended(endReason) }
         }

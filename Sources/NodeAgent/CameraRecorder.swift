@@ -19,7 +19,8 @@ import Glibc
 ///
 /// A source that cannot steer its frames (a V4L2 camera free-runs once streaming) is started as near the grid as
 /// it can be and left to run: the phase loop then only measures, and every centre in frames.csv is the measured
-/// one. A source that ends for good (a camera unplugged) finalizes the files where they are; the node's other
+/// one; a camera that takes a frame interval while streaming (vivid; a UVC webcam answers EBUSY) is re-phased onto
+/// the grid by `PhaseSteering`. A source that ends for good (a camera unplugged) finalizes the files where they are; the node's other
 /// cameras go on.
 final class CameraRecorder: Sendable {
     struct Progress: Sendable {
@@ -44,6 +45,8 @@ final class CameraRecorder: Sendable {
         var bytesWritten: UInt64 = 0
         /// The newest frame's centre minus its nearest grid instant (µs), nil before the first frame.
         var phaseError: Double?
+        /// Times a free-running camera was re-phased onto the grid (one frame at another interval).
+        var rePhases = 0
     }
 
     /// What the node asks and what the recorder's thread reports, between the two.
@@ -56,6 +59,8 @@ final class CameraRecorder: Sendable {
         var abandon = false
         /// Why the source could not start, once it did not.
         var startFailure: String?
+        /// A free-running camera's answer to a frame interval while streaming, once its stream ran (nil: not asked).
+        var rePhasing: RePhaseVerdict?
     }
 
     /// `Shared` behind its lock, reached by the recorder and by its recording's thread.
@@ -117,7 +122,13 @@ final class CameraRecorder: Sendable {
     var phaseWarning: String? {
         guard !canShiftPhase else { return nil }
         let rate = settings.recordEvery > 1 ? String(format: "%.3g", settings.capturedFPS) : "\(settings.fps)"
+        if !canSteer, case .accepted = shared.update({ $0.rePhasing }) {
+            return "camera \(node)/\(settings.camera) free-runs once streaming at \(rate) fps but takes a new frame interval while it streams (as vivid does): the node re-phases it onto the grid, one frame at another interval, whenever its measured phase strays past a tenth of a frame; frames.csv and the sync report give the measured phase."
+        }
         if !canSteer {
+            if case .refused(let why) = shared.update({ $0.rePhasing }) {
+                return "camera \(node)/\(settings.camera) cannot steer its frame timing (a V4L2 camera free-runs once streaming at \(rate) fps, and it refused a frame interval while streaming: \(why)): its stream was started as near the grid as it could be, and its phase drifts by its rate error through the take; frames.csv and the sync report give the measured phase, not the target."
+            }
             return "camera \(node)/\(settings.camera) cannot steer its frame timing (a V4L2 camera, or a GenICam camera, free-runs once streaming at \(rate) fps): its stream was started as near the grid as it could be, and its phase drifts by its rate error through the take; frames.csv and the sync report give the measured phase, not the target."
         }
         return "camera \(node)/\(settings.camera) runs at the limit of its frame-duration range at \(rate) fps: its frames can be delayed onto the grid but not advanced, so if its clock runs slower than the grid's it drifts off by its rate error through the take (choose a lower frame rate for full phase lock)."

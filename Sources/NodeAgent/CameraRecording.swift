@@ -64,6 +64,8 @@ final class CameraRecording {
     /// The phase last logged for a source that cannot steer (µs from the nearest grid instant).
     private var loggedPhase: Int64?
     private var phase: PhaseController
+    /// Re-phases a camera that takes a frame interval while streaming (vivid); nil for every other source.
+    private var steering: PhaseSteering?
     /// The source takes frame-duration requests at all (false for a V4L2 camera).
     private let canSteer: Bool
 
@@ -126,6 +128,7 @@ final class CameraRecording {
             onFinish()
             return
         }
+        noteRePhasing()
         started.signal()
         // Before the take starts (group 0 is seconds away): a source that cannot steer restarts to near the grid.
         source.settlePhase(on: anchor)
@@ -216,6 +219,7 @@ final class CameraRecording {
                     source.requestNextFramePeriod(FrameCentres.steer(phase, mapping: mapping, acquiring: assigner == nil))
                 } else {
                     notePhase(center: center)
+                    steerPhase(center: center)
                 }
                 let restarts = phase.restarts
                 let (dropped, uncertainty) = shared.update { s in
@@ -272,6 +276,40 @@ final class CameraRecording {
 
     /// The measured phase of a source that cannot steer: logged once its fit has settled (a second of frames),
     /// then whenever it has moved by a tenth of a period, so the log shows where the camera really runs.
+    /// Whether this free-running camera can be re-phased (asked once its stream ran), for the arm's warning.
+    private func noteRePhasing() {
+        guard !canSteer, let camera = source as? RePhasingCamera, let verdict = camera.rePhaseVerdict else { return }
+        var state = verdict
+        if verdict == .accepted, ProcessInfo.processInfo.environment["COORD_NODE_REPHASE"] == "off" {
+            // The baseline of bench/vmlab_steer.py: the same node, measuring only.
+            state = .refused("re-phasing is switched off (COORD_NODE_REPHASE=off)")
+        } else if verdict == .accepted {
+            let candidate = PhaseSteering(periodMicroseconds: source.minPeriodMicroseconds,
+                                          offeredPeriods: camera.offeredPeriodsMicroseconds)
+            if candidate.canStep {
+                steering = candidate
+            } else {
+                state = .refused("it offers no other frame interval within half a frame of its own")
+            }
+        }
+        logger.info("camera re-phasing probed", metadata: ["camera": "\(settings.camera)", "verdict": "\(state)"])
+        shared.update { $0.rePhasing = state }
+    }
+
+    /// Feeds the measured phase to the steering and carries out its decision (one frame at another interval).
+    private func steerPhase(center: Int64) {
+        guard steering != nil, let camera = source as? RePhasingCamera else { return }
+        let error = center - sensorGrid.instant(ofGroup: sensorGrid.nearestGroup(to: center))
+        guard case .rePhase(let period, let shift) = steering!.observe(phaseErrorMicroseconds: Double(error)) else { return }
+        guard camera.rePhase(throughPeriod: period) else { return }
+        // The frames move on purpose: the fit starts again rather than take the step for noise.
+        phase.restartFit()
+        loggedPhase = nil
+        logger.info("camera re-phased", metadata: ["camera": "\(settings.camera)", "phase_error_us": "\(error)",
+                                                   "shift_us": "\(Int(shift.rounded()))"])
+        shared.update { $0.progress.rePhases += 1 }
+    }
+
     private func notePhase(center: Int64) {
         guard phase.estimate.map({ $0.frames >= max(settings.fps, 8) }) ?? false else { return }
         let error = center - grid.instant(ofGroup: grid.nearestGroup(to: center))

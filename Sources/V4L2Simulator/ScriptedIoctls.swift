@@ -80,7 +80,7 @@ extension ScriptedV4L2Driver {
             guard profile.isCapture else { return ENOTTY }
             guard parm.pointee.type == CV4L2_BUF_TYPE_VIDEO_CAPTURE else { return EINVAL }
             if request == .sParm {
-                if device.streaming { return EBUSY }
+                if device.streaming, device.script.sParmWhileStreaming != "resync" { return EBUSY }
                 let t = parm.pointee.parm.capture.timeperframe
                 device.setInterval(numerator: t.numerator, denominator: t.denominator)
             }

@@ -50,6 +50,9 @@ extension ScriptedV4L2Driver {
         public var streamonError: String?
         /// From STREAMON to frame 0's start of exposure; default a seeded draw within one frame interval.
         public var startPhaseUs: Double?
+        /// What S_PARM does while streaming: "EBUSY" (default, as uvcvideo answers) or "resync" (as vivid: the
+        /// new interval runs from the frame after the one in progress, so one odd frame moves all later ones).
+        public var sParmWhileStreaming: String?
 
         public init(profile: String = "uvc-webcam", openError: String? = nil, unplugAfterFrames: Int? = nil,
                     dropSequences: [UInt32]? = nil, timestampSource: String? = nil, timestampJitterUs: Double? = nil,
@@ -81,6 +84,7 @@ extension ScriptedV4L2Driver {
                 sFmtError: try c.decodeIfPresent(String.self, forKey: .sFmtError),
                 streamonError: try c.decodeIfPresent(String.self, forKey: .streamonError),
                 startPhaseUs: try c.decodeIfPresent(Double.self, forKey: .startPhaseUs))
+            sParmWhileStreaming = try c.decodeIfPresent(String.self, forKey: .sParmWhileStreaming)
         }
 
         /// What is wrong with this device's description, as a clause, or nil.
@@ -95,6 +99,9 @@ extension ScriptedV4L2Driver {
             }
             if let source = timestampSource, source != "soe", source != "eof" {
                 return "gives \(path) an unknown timestampSource \"\(source)\" (known: soe, eof)"
+            }
+            if let mode = sParmWhileStreaming, mode != "EBUSY", mode != "resync" {
+                return "gives \(path) an unknown sParmWhileStreaming \"\(mode)\" (known: EBUSY, resync)"
             }
             if let n = unplugAfterFrames, n < 0 {
                 return "gives \(path) a negative unplugAfterFrames"

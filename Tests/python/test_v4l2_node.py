@@ -180,6 +180,38 @@ def test_an_mjpeg_take_muxes_the_cameras_jpegs_and_passes_check_take(tmp_path):
         node.cleanup()
 
 
+def test_a_camera_that_takes_an_interval_while_streaming_is_re_phased_onto_the_grid(tmp_path):
+    # vivid-like: S_PARM while streaming runs from the next frame on. A 3000 ppm fast clock drifts the phase by
+    # 3 ms a second, which the node takes out a step (one frame at 1/24 s: +8.3 ms) at a time.
+    s = script(tmp_path / "cams.json", {"/dev/video0": {**UVC, "rateErrorPPM": 3000, "sParmWhileStreaming": "resync"}})
+    node = v4l2_node(tmp_path, "n1", {"cam0": "/dev/video0"}, s)
+    try:
+        done, take_dir = take(tmp_path, rig(tmp_path / "rig.yaml", node, "n1", "mjpeg"), 5)
+        assert done.returncode == 0, done.stdout + done.stderr
+        assert "re-phases it onto the grid" in done.stderr, done.stderr
+        failures, figures = check_take.check(take_dir)
+        assert not failures, failures
+        assert "camera re-phased" in node.stderr_tail(400)
+        true = next(c for c in figures["cameras"] if c["camera"] == "cam0")["true_phase_us"]["p99"]
+        # A step (+8.3 or +16.7 ms: this webcam offers 24 and 20 fps) is taken once the median of 15 frames is
+        # past −5 ms, and the drift goes on for that window: about −7 ms at worst.
+        assert true < 9_000, true
+    finally:
+        node.cleanup()
+    # The same camera answering EBUSY, as uvcvideo does: left alone, it drifts (the baseline).
+    s = script(tmp_path / "cams2.json", {"/dev/video0": {**UVC, "rateErrorPPM": 3000}})
+    node = v4l2_node(tmp_path / "base", "n1", {"cam0": "/dev/video0"}, s)
+    try:
+        done, take_dir = take(tmp_path / "base", rig(tmp_path / "rig2.yaml", node, "n1", "mjpeg"), 5)
+        assert done.returncode == 0, done.stdout + done.stderr
+        assert "cannot steer its frame timing" in done.stderr and "refused a frame interval" in done.stderr, done.stderr
+        _, figures = check_take.check(take_dir)
+        free = next(c for c in figures["cameras"] if c["camera"] == "cam0")["true_phase_us"]["p99"]
+        assert free > 9_000, free
+    finally:
+        node.cleanup()
+
+
 def test_a_yuyv_take_is_converted_and_encoded_with_the_take_codec(tmp_path):
     # End-of-frame timestamps this time: the centre comes from the readout assumption.
     s = script(tmp_path / "cams.json", {"/dev/video0": {**UVC, "timestampSource": "eof"}})
