@@ -142,6 +142,7 @@ class CPUMeter:
         out[client_name] = round(ch1 - ch0, 2)
         out["machine_busy_fraction"] = round((busy1 - busy0) / TICK / dt / (os.cpu_count() or 1), 3)
         out["other_processes_cores_mean"] = host["other_cores_mean"]
+        out["load_average_1m_at_end"] = round(os.getloadavg()[0], 2)  # others' builds share the machine
         if host["top_other_processes_cpu_s"]:
             out["other_processes_cpu_s"] = host["top_other_processes_cpu_s"]
         return out
@@ -567,6 +568,7 @@ def main() -> int:
            "secure": args.secure,
            "page_cache": "not dropped: both tools read the staging files from the page cache; `sync` before each "
                          "timed run (not timed)"}
+    doc["load_average_at_start"] = [round(x, 2) for x in os.getloadavg()]
     calibration = b.calibration()
     doc["calibration"] = json.loads(Path(calibration).read_text()) if Path(calibration).is_file() else calibration
     try:
@@ -724,6 +726,7 @@ def main() -> int:
         if not args.keep:
             shutil.rmtree(b.work, ignore_errors=True)
     doc["wall_s"] = round(time.monotonic() - t_start, 1)
+    doc["load_average_at_end"] = [round(x, 2) for x in os.getloadavg()]
     text = json.dumps(doc, indent=1)
     if args.out:
         Path(args.out).parent.mkdir(parents=True, exist_ok=True)

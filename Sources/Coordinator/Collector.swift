@@ -268,7 +268,7 @@ final class Collector: Sendable {
     /// One file being written: its temporary copy, the hash so far and where the next in-order byte goes.
     private final class Sink {
         let fetch: Fetch
-        var handle: FileHandle?
+        var file: CopyFile?
         let check: ArrivalCheck
         var written: UInt64 = 0
         /// Up to where the kernel was asked to start writing the copy to the disk.
@@ -341,7 +341,7 @@ final class Collector: Sendable {
                 switch reply.result {
                 case .success(let data) where data.count == reply.request.length:
                     retries[reply.request] = nil
-                    guard sink.handle != nil else { break }  // the file already failed
+                    guard sink.file != nil else { break }  // the file already failed
                     sink.pending[reply.request.offset] = data
                     sink.fetchedBytes += UInt64(data.count)
                     do {
@@ -373,10 +373,10 @@ final class Collector: Sendable {
             }
         }
         // Whatever did not finish stays as a partial copy for the next run to resume.
-        for sink in sinks where sink.handle != nil {
-            try? sink.handle?.synchronize()
-            try? sink.handle?.close()
-            sink.handle = nil
+        for sink in sinks where sink.file != nil {
+            try? sink.file?.sync()
+            sink.file?.close()
+            sink.file = nil
             result.missing.append(.init(path: sink.fetch.file.path, node: node.name,
                                         reason: "\(result.failure ?? "collection stopped"); \(formatBytes(sink.written)) of \(formatBytes(sink.fetch.file.bytes)) arrived and will be resumed"))
             result.runs.append(.init(path: sink.fetch.file.path, fromOffset: sink.resumedFrom, fetchedBytes: sink.fetchedBytes,
@@ -394,8 +394,9 @@ final class Collector: Sendable {
         } catch {
             throw CoordError(.failure, "cannot create \(partial.deletingLastPathComponent().path): \(reason(error)).")
         }
-        if sink.fetch.from > 0, let handle = try? FileHandle(forUpdating: partial) {
+        if sink.fetch.from > 0, let handle = try? FileHandle(forReadingFrom: partial) {
             // Hash the bytes already here, so the whole file is checked at the end.
+            defer { try? handle.close() }
             do {
                 while sink.written < sink.fetch.from {
                     let want = Int(min(UInt64(4 << 20), sink.fetch.from - sink.written))
@@ -403,39 +404,41 @@ final class Collector: Sendable {
                     sink.check.update(data)
                     sink.written += UInt64(data.count)
                 }
-                try handle.truncate(atOffset: sink.written)
-                try handle.seek(toOffset: sink.written)
+                let file = try CopyFile.reopen(partial.path)
+                try file.truncate(to: sink.written)
+                sink.file = file
                 sink.writebackStarted = sink.written
+            } catch let error as CopyFileError {
+                throw CoordError(.failure, "cannot resume the partial copy \(partial.path): \(Self.fileProblem(error.errno)).", file: path)
             } catch {
-                try? handle.close()
                 throw CoordError(.failure, "cannot read the partial copy \(partial.path): \(reason(error)).")
             }
-            sink.handle = handle
             sink.resumedFrom = sink.written
             return
         }
-        let fd = Glibc.open(partial.path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o644)
-        guard fd >= 0 else {
-            throw CoordError(.failure, "cannot create the copy of \(path) (\(partial.path)): \(Self.fileProblem(errno)).", file: path)
+        do throws(CopyFileError) {
+            sink.file = try CopyFile.create(partial.path)
+        } catch {
+            throw CoordError(.failure, "cannot create the copy of \(path) (\(partial.path)): \(Self.fileProblem(error.errno)).", file: path)
         }
-        sink.handle = FileHandle(fileDescriptor: fd, closeOnDealloc: true)
     }
 
     /// Writes and hashes every chunk that is next in order.
     private func drain(_ sink: Sink) throws {
         while let data = sink.pending.removeValue(forKey: sink.written) {
-            do {
-                try sink.handle?.write(contentsOf: data)
+            do throws(CopyFileError) {
+                try sink.file?.write(data, at: sink.written)
             } catch {
-                throw CoordError(.failure, "copying \(sink.fetch.file.path) failed: writing \(partialURL(sink.fetch.file.path).path): \(Self.fileProblem(error)).",
+                throw CoordError(.failure, "copying \(sink.fetch.file.path) failed: writing \(partialURL(sink.fetch.file.path).path): \(Self.fileProblem(error.errno)).",
                                  file: sink.fetch.file.path)
             }
             sink.check.update(data)
             sink.written += UInt64(data.count)
         }
-        // The disk writes while the network brings the rest: the fsync at the end has little left to wait for.
-        if let fd = sink.handle?.fileDescriptor, sink.written - sink.writebackStarted >= Self.writebackStep {
-            Writeback.start(fd: fd, offset: Int64(sink.writebackStarted), length: Int64(sink.written - sink.writebackStarted))
+        // Through the page cache (no direct I/O here), the disk writes while the network brings the rest: the fsync
+        // at the end has little left to wait for.
+        if let file = sink.file, !file.direct, sink.written - sink.writebackStarted >= Self.writebackStep {
+            Writeback.start(fd: file.fd, offset: Int64(sink.writebackStarted), length: Int64(sink.written - sink.writebackStarted))
             sink.writebackStarted = sink.written
         }
     }
@@ -449,10 +452,10 @@ final class Collector: Sendable {
         let partial = partialURL(file.path)
         let got = sink.check.digest()
         let (expected, hash) = (sink.check.expected, sink.check.name)
-        do {
-            try sink.handle?.synchronize()
+        do throws(CopyFileError) {
+            try sink.file?.sync()
         } catch {
-            fail(sink, "copying \(file.path) failed: writing \(partial.path): \(Self.fileProblem(error))", into: &result, node: node)
+            fail(sink, "copying \(file.path) failed: writing \(partial.path): \(Self.fileProblem(error.errno))", into: &result, node: node)
             return
         }
         guard got == expected else {
@@ -464,19 +467,18 @@ final class Collector: Sendable {
                 sink.written = 0
                 sink.writebackStarted = 0
                 sink.pending = [:]
-                do {
-                    try sink.handle?.truncate(atOffset: 0)
-                    try sink.handle?.seek(toOffset: 0)
+                do throws(CopyFileError) {
+                    try sink.file?.truncate(to: 0)
                 } catch {
-                    fail(sink, "cannot rewrite \(partial.path): \(reason(error))", into: &result, node: node)
+                    fail(sink, "cannot rewrite \(partial.path): \(Self.fileProblem(error.errno))", into: &result, node: node)
                     return
                 }
                 progress.withLock { _ = $0.meters[node]?.grow(by: file.bytes) }
                 schedule.add(file: index, from: 0, bytes: file.bytes)
                 return
             }
-            try? sink.handle?.close()
-            sink.handle = nil
+            sink.file?.close()
+            sink.file = nil
             try? FileManager.default.removeItem(at: partial)
             result.runs.append(.init(path: file.path, fromOffset: sink.resumedFrom, fetchedBytes: sink.fetchedBytes,
                                      attempts: sink.attempts, verified: false))
@@ -486,9 +488,9 @@ final class Collector: Sendable {
             return
         }
         // The copy that verified is this very file: checked again at its final name, by identity and size.
-        let written = sink.handle.flatMap { Self.identity(fd: $0.fileDescriptor) }
-        try? sink.handle?.close()
-        sink.handle = nil
+        let written = sink.file.flatMap { Self.identity(fd: $0.fd) }
+        sink.file?.close()
+        sink.file = nil
         let final = finalURL(file.path)
         do {
             try FileManager.default.createDirectory(at: final.deletingLastPathComponent(), withIntermediateDirectories: true)
@@ -511,8 +513,8 @@ final class Collector: Sendable {
     }
 
     private func fail(_ sink: Sink, _ reason: String, into result: inout NodeResult, node: String) {
-        try? sink.handle?.close()
-        sink.handle = nil
+        sink.file?.close()
+        sink.file = nil
         result.missing.append(.init(path: sink.fetch.file.path, node: node, reason: reason))
         result.runs.append(.init(path: sink.fetch.file.path, fromOffset: sink.resumedFrom, fetchedBytes: sink.fetchedBytes,
                                  attempts: sink.attempts, verified: false))

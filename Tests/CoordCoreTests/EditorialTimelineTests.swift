@@ -125,6 +125,22 @@ import Testing
         #expect(start.value == 119 && start.rate == 60)
     }
 
+    @Test func aRateWithoutSMPTETimecodeIsWrittenAtItsSmallestMultipleThatHasOne() throws {
+        #expect([15, 10, 12, 20, 5, 24, 25, 30, 50, 60, 7, 120].map { EditorialTimeline.editRate(fps: $0) }
+                == [30, 30, 24, 60, 25, 24, 25, 30, 50, 60, 7, 120])
+        var m = manifest
+        m.framePeriodMicroseconds = FrameGrid.period(fps: 15)
+        m.timecode = "10:00:00:14"
+        let t = try decoded(m)
+        let start = try #require(time(t["global_start_time"]))
+        #expect(start.value == Double((10 * 3600 * 15 + 14) * 2) && start.rate == 30)
+        #expect((((t["metadata"] as? [String: Any])?["coord"] as? [String: Any])?["fps"] as? NSNumber)?.intValue == 15)
+        for track in try tracks(t) {
+            let clip = try #require((track["children"] as? [[String: Any]])?.first)
+            #expect(range(clip["source_range"]).map { [$0.start, $0.duration, $0.rate] } == [start.value, 300, 30])
+        }
+    }
+
     @Test func theBytesAreStableWithSortedKeys() throws {
         let a = try EditorialTimeline.otio(manifest)
         #expect(a == (try EditorialTimeline.otio(manifest)))

@@ -118,6 +118,32 @@ def test_the_otio_timeline_lines_every_camera_up_by_group(take, manifest):
     assert len(starts) == 1, f"the tracks start at different times: {starts}"
 
 
+@pytest.mark.parametrize("fps", [15, 25])
+def test_the_otio_of_a_take_at_15_and_25_fps_goes_through_both_official_adapters(tmp_path, fps):
+    """15 fps has no SMPTE timecode, which OTIO's FCP 7 adapter writes every range as: the timeline runs at 30."""
+    takes = tmp_path / "takes"
+    proc = subprocess.run([COORD, "demo", "--takes-dir", str(takes), "--nodes", "1", "--seconds", "1", "--fps", str(fps),
+                           "--size", "320x240"], capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    take = next(d for d in takes.iterdir() if d.is_dir())
+    manifest = json.loads((take / "manifest.json").read_text())
+    assert take_fps(manifest) == fps
+    start_s = frame_of_day(manifest["timecode"], fps) / fps
+    timeline = otio.adapters.read_from_file(str(take / f"{manifest['take_id']}.otio"))
+    assert timeline.global_start_time.to_seconds() == pytest.approx(start_s)
+    for adapter, ext in [("fcp_xml", "xml"), ("fcpx_xml", "fcpxml")]:
+        out = tmp_path / f"take-{fps}.{ext}"
+        otio.adapters.write_to_file(timeline, str(out), adapter_name=adapter)
+        back = otio.adapters.read_from_file(str(out), adapter_name=adapter)
+        clips = [c for t in back.tracks for c in t.find_clips()]
+        assert len(clips) == len(manifest["cameras"]) + len(manifest.get("audio", [])), adapter
+        for c in clips:
+            # Every track from the sequence's start, at group 0's timecode, over the take's groups, frame-exact.
+            assert c.range_in_parent().start_time.to_seconds() == 0, (adapter, c.name)
+            assert c.source_range.start_time.to_frames(fps) == frame_of_day(manifest["timecode"], fps), (adapter, c.name)
+            assert c.source_range.duration.to_frames(fps) == manifest["groups"], (adapter, c.name)
+
+
 # ---- the node alone: Arm's timecode, valid and not ----
 
 
