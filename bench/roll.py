@@ -2,7 +2,7 @@
 """Rolling from a console that follows the rig (issue 27 item 2): Start → group 0, with its baseline.
 
     $(scripts/python-env.sh) bench/roll.py [--nodes 8,32,64,128] [--follow 30] [--seconds 4] [--size 320x240] [--fps 10]
-                                           [--build-dir .build/debug] [--out bench/results/roll.json]
+                                           [--build-dir .build-release/release] [--out bench/results/roll.json]
 
 For each N, on one set of N coord-node processes (one synthetic camera each, loopback, no keys, no preview — as
 bench/scale.py runs them):
@@ -49,8 +49,8 @@ def monotonic_us() -> int:
 
 
 # The phases a take prints, in order, and what each line begins with.
-PHASES = [("handshake", "handshake with"), ("aligning", "aligning clocks"), ("aligned", "clocks aligned in"),
-          ("arming", "arming; group 0 in"), ("recording", "recording")]
+PHASES = [("handshake", "handshake with"), ("aligning", "aligning clocks"), ("configured", "configured"),
+          ("aligned", "clocks aligned in"), ("arming", "arming; group 0 in"), ("recording", "recording")]
 
 
 def phases(lines: list[tuple[int, str]], began_us: int, t0_us: int) -> dict:
@@ -62,8 +62,8 @@ def phases(lines: list[tuple[int, str]], began_us: int, t0_us: int) -> dict:
             out[f"{name}_ms"] = round((hit[0] - began_us) / 1000)
             if name == "arming":
                 out["lead_ms"] = int(re.search(r"(\d+) ms", hit[1]).group(1))
-            if name == "aligned":
-                out["aligned_line"] = hit[1].strip()
+            if name in ("aligned", "configured"):
+                out[f"{name}_line"] = hit[1].strip()
     out["group0_ms"] = round((t0_us - began_us) / 1000)
     return out
 
@@ -136,7 +136,12 @@ def the_take(takes: Path, name: str) -> Path:
     return found[0]
 
 
+def load() -> list[float]:
+    return [round(x, 2) for x in os.getloadavg()]
+
+
 def cold(n: int, coord: str, rig: Path, takes: Path, args) -> dict:
+    load_at_start = load()
     launched = monotonic_us()
     cp = subprocess.Popen([coord, "start-take", "--rig", str(rig), "--seconds", str(args.seconds), "--name", f"cold{n}"],
                           stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
@@ -146,7 +151,8 @@ def cold(n: int, coord: str, rig: Path, takes: Path, args) -> dict:
         return {"exit": cp.returncode, "stderr_tail": [l for _, l in lines[-5:]]}
     take = the_take(takes, f"cold{n}")
     t0 = json.loads((take / "manifest.json").read_text())["t0_us"]
-    return {"start_to_group0_s": round((t0 - launched) / 1e6, 2), **phases(lines, launched, t0), **spread(take)}
+    return {"start_to_group0_s": round((t0 - launched) / 1e6, 2), "load_average_at_start": load_at_start,
+            **phases(lines, launched, t0), **spread(take)}
 
 
 def from_console(n: int, coord: str, rig: Path, takes: Path, args, work: Path) -> dict:
@@ -170,6 +176,7 @@ def from_console(n: int, coord: str, rig: Path, takes: Path, args, work: Path) -
         events = Events(base, token)
         time.sleep(0.5)  # let the WebSocket's replay of older events pass
         events.lines.clear()
+        load_at_start = load()
         began = monotonic_us()
         api(base, token, "/api/takes", {"name": f"roll{n}", "seconds": args.seconds})
         deadline = time.monotonic() + 300
@@ -183,7 +190,7 @@ def from_console(n: int, coord: str, rig: Path, takes: Path, args, work: Path) -
             return {"state": "failed", "message": current["message"]}
         take = the_take(takes, f"roll{n}")
         t0 = json.loads((take / "manifest.json").read_text())["t0_us"]
-        return {"start_to_group0_s": round((t0 - began) / 1e6, 2),
+        return {"start_to_group0_s": round((t0 - began) / 1e6, 2), "load_average_at_start": load_at_start,
                 "followed_uncertainty_us_at_start": {"max": max(followed), "p50": sorted(followed)[len(followed) // 2]},
                 **phases(events.lines, began, t0), **spread(take)}
     finally:
@@ -239,13 +246,14 @@ def main():
     ap.add_argument("--seconds", type=float, default=4)
     ap.add_argument("--size", default="320x240")
     ap.add_argument("--fps", type=int, default=10)
-    ap.add_argument("--build-dir", default=str(ROOT / ".build/debug"))
+    ap.add_argument("--build-dir", default=str(ROOT / ".build-release/release"))
     ap.add_argument("--calibration", default=os.environ.get("COORD_CALIBRATION"))
     ap.add_argument("--out", default=str(ROOT / "bench/results/roll.json"))
     ap.add_argument("--work", default=None)
     ap.add_argument("--keep", action="store_true", help="keep the work directory (takes, logs)")
     args = ap.parse_args()
     base = Path(args.work or tempfile.mkdtemp(prefix="coord-roll-"))
+    load_before = load()
     results = []
     for n in [int(x) for x in args.nodes.split(",")]:
         log(f"--- {n} nodes")
@@ -253,7 +261,8 @@ def main():
     doc = {"benchmark": "roll", "command": shlex.join(["$(scripts/python-env.sh)", "bench/roll.py", *sys.argv[1:]]),
            "git_tree_at_run": subprocess.run(["git", "-C", str(ROOT), "describe", "--always", "--dirty"],
                                              capture_output=True, text=True).stdout.strip(),
-           "build": Path(args.build_dir).name, "follow_s": args.follow, "seconds": args.seconds, "size": args.size,
+           "build": Path(args.build_dir).name, "cores": os.cpu_count(), "load_average_before": load_before,
+           "load_average_after": load(), "follow_s": args.follow, "seconds": args.seconds, "size": args.size,
            "fps": args.fps, "results": results}
     Path(args.out).write_text(json.dumps(doc, indent=1) + "\n")
     print(json.dumps(doc, indent=1))

@@ -265,12 +265,12 @@ public struct TakeStart: Sendable {
     public let nodes: [String]
     public private(set) var isDone = false
 
-    /// How far ahead of the arm command group 0 is placed: 2 s for the cameras' phase loops to settle on the grid,
-    /// plus room for arming every node at once, from the slowest configure round trip just measured (configure
-    /// fans out to the nodes the same way). It does not grow with the number of nodes, only with how slow they
-    /// answer; at most 5 s.
+    /// How far ahead of the arm command group 0 is placed: 2 s for the cameras' phase loops to settle on the grid
+    /// once a node has the arm, plus the time the arm takes to reach every node: the slowest configure round trip
+    /// just measured (configure fans out to the nodes the same way and the arm follows it), at least 0.1 s. It
+    /// does not grow with the number of nodes, only with how slow they answer; at most 5 s.
     public static func groupZeroLead(slowestConfigure: Int64) -> Int64 {
-        2_000_000 + min(3_000_000, max(100_000, 3 * slowestConfigure))
+        2_000_000 + min(3_000_000, max(100_000, slowestConfigure))
     }
 
     public init(nodes: [String]) { self.nodes = nodes }

@@ -15,8 +15,8 @@ final class ClockTracker: Sendable {
     }
 
     /// Pause between probes: ClockProbePolicy (100 a second until a clock is known, then a share of a rig-wide
-    /// budget). Many exchanges matter more than which are kept: with jitter on the path the fastest of many are
-    /// nearly symmetric (bench/results/README.md: lab offset error p99 went from 37 to 29 µs going from 50 to 100
+    /// budget, larger for a clock known less well where group 0 would be). Many exchanges matter more than which
+    /// are kept: with jitter on the path the fastest of many are nearly symmetric (bench/results/README.md: lab offset error p99 went from 37 to 29 µs going from 50 to 100
     /// a second), so small rigs keep 100 a second throughout.
     static let pushInterval: Int64 = 500_000
 
@@ -38,6 +38,13 @@ final class ClockTracker: Sendable {
         /// Nodes whose followed clock was used, and those aligned afresh although one was handed over.
         var followedUsed: Set<String> = []
         var followedRefused: [String: String] = [:]
+        /// Followed clocks that agree but are known less well than a take needs: topped up with this take's
+        /// exchanges while, in parallel, an estimate of this take's exchanges alone is made; whichever is known
+        /// first is used, so a poor follow is never slower than a cold start.
+        var afresh: [String: (estimator: ClockEstimator, since: Int64)] = [:]
+        var toppedUp: Set<String> = []
+        /// Each known clock's claim on the rig's probe budget (`ClockProbePolicy.weight`), by node.
+        var weights: [String: Double] = [:]
     }
     private let state: Mutex<State>
 
@@ -49,6 +56,7 @@ final class ClockTracker: Sendable {
         let now = MonotonicClock.now()
         for n in nodes {
             initial.estimators[n.name] = ClockEstimator()
+            initial.weights[n.name] = ClockProbePolicy.weight(uncertainty: nil, target: Self.alignedUncertainty)
             guard let clock = followed[n.link.endpoint] else { continue }
             if clock.isFresh(now: now) {
                 initial.estimators[n.name] = clock.estimator
@@ -67,44 +75,64 @@ final class ClockTracker: Sendable {
             var result: [String: FollowedClock] = [:]
             for n in nodes {
                 guard let estimator = s.estimators[n.name], !estimator.samples.isEmpty, s.confirming[n.name] == nil,
-                      let since = s.firstProbe[n.name] else { continue }
+                      s.afresh[n.name] == nil, let since = s.firstProbe[n.name] else { continue }
                 result[n.link.endpoint] = FollowedClock(estimator: estimator, since: since)
             }
             return result
         }
     }
 
-    /// Which handed-over clocks were used, and which nodes were aligned afresh instead (with why: stale, disagreed).
-    var followedOutcome: (used: Set<String>, refused: [String: String]) {
-        state.withLock { ($0.followedUsed, $0.followedRefused) }
+    /// Which handed-over clocks were used (`toppedUp`: those of them that needed this take's exchanges too), and
+    /// which nodes were aligned afresh instead (with why: stale, disagreed, uncertain).
+    var followedOutcome: (used: Set<String>, refused: [String: String], toppedUp: Set<String>) {
+        state.withLock { ($0.followedUsed, $0.followedRefused, $0.toppedUp) }
     }
 
-    /// Adds one exchange; a followed clock is confirmed, or dropped for the take's own exchanges, once enough are in.
-    private static func add(_ sample: ClockProbeSample, began: Int64, node: String, to s: inout State) {
+    /// What the take's first exchanges say of a followed clock.
+    enum Verdict: Sendable {
+        case waiting, used, disagreed, uncertain
+    }
+
+    /// Decides on a followed clock from the take's own exchanges so far (fits: computed outside the lock).
+    static func verdict(_ followed: FollowedClock, fresh: [ClockProbeSample]) -> Verdict {
+        switch followed.agrees(with: fresh) {
+        case nil: return .waiting
+        case false?: return .disagreed
+        case true?:
+            let at = (fresh.map(\.t4).max() ?? 0) + settleAhead
+            let u = followed.estimator.estimate(atRig: at)?.uncertaintyMicroseconds ?? .infinity
+            return u <= alignedUncertainty ? .used : .uncertain
+        }
+    }
+
+    /// Adds one exchange; a followed clock is confirmed, topped up or dropped for the take's own exchanges once
+    /// enough are in (`verdict`, decided by the caller on the exchanges pending before this one plus this one).
+    private static func add(_ sample: ClockProbeSample, began: Int64, node: String, verdict: Verdict, to s: inout State) {
         if var pending = s.confirming[node] {
             pending.fresh.append(sample)
-            let agrees = pending.followed.agrees(with: pending.fresh)
-            // Known less well than a take needs at group 0: aligned afresh, as fast as without it (a window of
-            // many poorer exchanges would slow the fresh burst down).
-            let certain = (pending.followed.estimator.estimate(atRig: sample.t4 + settleAhead)?.uncertaintyMicroseconds ?? .infinity)
-                <= alignedUncertainty
-            switch agrees {
-            case nil:
+            switch verdict {
+            case .waiting:
                 s.confirming[node] = pending
-            case true? where certain:
+            case .used:
                 s.confirming[node] = nil
                 s.followedUsed.insert(node)
-            case true?, false?:
-                // Another clock than the one followed (a restarted node), or one too uncertain: aligned afresh from
-                // this take's exchanges.
+            case .disagreed, .uncertain:
+                // Another clock than the one followed (a restarted node): aligned afresh from this take's exchanges.
+                // One too uncertain: also topped up with them, and whichever is known first is used (`aligned`).
                 s.confirming[node] = nil
-                s.followedRefused[node] = agrees == true ? "uncertain" : "disagreed"
                 var fresh = ClockEstimator()
                 for f in pending.fresh { fresh.add(f) }
-                s.estimators[node] = fresh
-                s.firstProbe[node] = pending.fresh.map(\.t1).min() ?? began
-                return
+                let since = pending.fresh.map(\.t1).min() ?? began
+                if verdict == .disagreed {
+                    s.followedRefused[node] = "disagreed"
+                    s.estimators[node] = fresh
+                    s.firstProbe[node] = since
+                    return
+                }
+                s.afresh[node] = (fresh, since)
             }
+        } else {
+            s.afresh[node]?.estimator.add(sample)
         }
         s.estimators[node]?.add(sample)
         if s.firstProbe[node] == nil { s.firstProbe[node] = began }
@@ -142,24 +170,34 @@ final class ClockTracker: Sendable {
             let now = MonotonicClock.now()
             let nodes = self.nodes
             // The fits are computed on a copy, outside the lock the probing loops take for every exchange.
-            let (estimators, firstProbe, confirming, silent) = state.withLock { s in
-                (s.estimators, s.firstProbe, Set(s.confirming.keys),
+            let (estimators, firstProbe, confirming, afresh, silent) = state.withLock { s in
+                (s.estimators, s.firstProbe, Set(s.confirming.keys), s.afresh,
                  nodes.filter { (s.estimators[$0.name]?.samples.isEmpty ?? true) || s.confirming[$0.name]?.fresh.isEmpty == true }.map(\.name))
             }
-            let ready = nodes.allSatisfy { n in
-                guard !confirming.contains(n.name), let first = firstProbe[n.name], let estimator = estimators[n.name],
-                      estimator.samples.count >= 20, now - first >= 1_000_000,
-                      let m = estimator.estimate(atRig: now + Self.settleAhead) else { return false }
-                return m.uncertaintyMicroseconds <= Self.alignedUncertainty
+            let timedOut = now > deadline
+            var ready = true
+            // Topped-up clocks for which this take's exchanges alone are known better.
+            var useAfresh: Set<String> = []
+            for n in nodes {
+                if !ready && !timedOut { break }
+                if confirming.contains(n.name) { ready = false; continue }
+                let main = Self.uncertainty(estimators[n.name], since: firstProbe[n.name], now: now)
+                if let main, main <= Self.alignedUncertainty { continue }
+                if let racing = afresh[n.name] {
+                    let other = Self.uncertainty(racing.estimator, since: racing.since, now: now)
+                    if (other ?? .infinity) < (main ?? .infinity) { useAfresh.insert(n.name) }
+                    if let other, other <= Self.alignedUncertainty { continue }
+                }
+                ready = false
             }
-            if ready { break }
-            if now > deadline {
-                if let node = silent.first {
+            if ready || timedOut {
+                if !ready, let node = silent.first {
                     if let fault = state.withLock({ $0.probeFaults[node] }) {
                         throw CoordError(.failure, "node \(node)'s clock cannot be aligned: it answered no usable clock probe within \(Int(timeout)) s (\(fault.hasSuffix(".") ? String(fault.dropLast()) : fault)).", node: node)
                     }
                     throw CoordError(.failure, "node \(node) answered no clock probe within \(Int(timeout)) s; its clock cannot be aligned.", node: node)
                 }
+                settleTopUps(useAfresh: useAfresh)
                 break
             }
             try await Task.sleep(nanoseconds: 20_000_000)
@@ -172,6 +210,31 @@ final class ClockTracker: Sendable {
             result[n.name] = m
         }
         return result
+    }
+
+    /// The uncertainty (one sigma, µs) `settleAhead` from `now` of an estimate with a second of exchanges, at
+    /// least 20; nil before.
+    private static func uncertainty(_ estimator: ClockEstimator?, since: Int64?, now: Int64) -> Double? {
+        guard let estimator, let since, estimator.samples.count >= 20, now - since >= 1_000_000 else { return nil }
+        return estimator.estimate(atRig: now + settleAhead)?.uncertaintyMicroseconds
+    }
+
+    /// Ends every race between a topped-up followed clock and this take's exchanges alone: the followed one is
+    /// used unless `useAfresh` names the node.
+    private func settleTopUps(useAfresh: Set<String>) {
+        state.withLock { s in
+            for (node, racing) in s.afresh {
+                if useAfresh.contains(node) {
+                    s.estimators[node] = racing.estimator
+                    s.firstProbe[node] = racing.since
+                    s.followedRefused[node] = "uncertain"
+                } else {
+                    s.followedUsed.insert(node)
+                    s.toppedUp.insert(node)
+                }
+            }
+            s.afresh = [:]
+        }
     }
 
     /// Records that `mapping` is what `node` was armed with (in force from `t`).
@@ -224,13 +287,19 @@ final class ClockTracker: Sendable {
         state.withLock { $0.stopped }
     }
 
+    /// How often a node's claim on the probe budget is weighed again (a fit over the window each time).
+    static let weighInterval: Int64 = 250_000
+
     private func follow(_ node: Node) async {
         var lastPush: Int64 = 0
+        var lastWeighed: Int64 = 0
         while !isStopped && !Task.isCancelled {
             let began = MonotonicClock.now()
             do {
                 let sample = try await node.link.probe(timeout: 0.5)
-                state.withLock { Self.add(sample, began: began, node: node.name, to: &$0) }
+                // Only this loop changes its node's pending confirmation: decided on a copy, outside the lock.
+                let verdict = state.withLock { $0.confirming[node.name] }.map { Self.verdict($0.followed, fresh: $0.fresh + [sample]) } ?? .waiting
+                state.withLock { Self.add(sample, began: began, node: node.name, verdict: verdict, to: &$0) }
             } catch let error as CoordError where error.subject.field != nil {
                 // A reply with times no clock reads (checked at the edge): never fitted, named if the clock stays unknown.
                 state.withLock { $0.probeFaults[node.name] = error.message }
@@ -248,14 +317,26 @@ final class ClockTracker: Sendable {
                 }
             }
             let (first, estimator, confirming) = state.withLock { s in
-                (s.firstProbe[node.name], s.estimators[node.name], s.confirming[node.name] != nil)
+                (s.firstProbe[node.name], s.estimators[node.name], s.confirming[node.name] != nil || s.afresh[node.name] != nil)
             }
-            // A followed clock being confirmed is probed at the burst rate: the take waits on it.
+            // A followed clock being confirmed or topped up is probed at the burst rate: the take waits on it.
             let known = !confirming && ClockProbePolicy.isKnown(
                 probedFor: first.map { now - $0 } ?? 0,
                 uncertainty: estimator?.estimate(atRig: now + Self.pushInterval)?.uncertaintyMicroseconds, target: Self.alignedUncertainty)
+            var interval = ClockProbePolicy.burstInterval
+            if known {
+                // The share a take would need: how well the clock is known where group 0 would be.
+                if now - lastWeighed >= Self.weighInterval {
+                    lastWeighed = now
+                    let weight = ClockProbePolicy.weight(uncertainty: estimator?.estimate(atRig: now + Self.settleAhead)?.uncertaintyMicroseconds,
+                                                         target: Self.alignedUncertainty)
+                    state.withLock { $0.weights[node.name] = weight }
+                }
+                let (weight, rigWeights) = state.withLock { s in (s.weights[node.name] ?? 1, s.weights.values.reduce(0, +)) }
+                interval = ClockProbePolicy.interval(weight: weight, rigWeights: rigWeights, nodes: nodes.count)
+            }
             do {
-                try await Task.sleep(nanoseconds: UInt64(ClockProbePolicy.interval(nodes: nodes.count, known: known)) * 1000)
+                try await Task.sleep(nanoseconds: UInt64(interval) * 1000)
             } catch {
                 return
             }

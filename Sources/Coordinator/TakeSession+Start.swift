@@ -27,11 +27,14 @@ extension TakeSession {
         }
     }
 
-    /// " (62 followed, 2 aligned afresh: n3 stale, n9 disagreed)"; nothing when no clock was handed over.
-    static func followedNote(_ outcome: (used: Set<String>, refused: [String: String]), handed: Bool, nodes: Int) -> String {
+    /// " (63 of 64 already followed, 2 of them topped up; aligned afresh: n3 disagreed)"; nothing when no clock was
+    /// handed over.
+    static func followedNote(_ outcome: (used: Set<String>, refused: [String: String], toppedUp: Set<String>), handed: Bool,
+                             nodes: Int) -> String {
         guard handed else { return "" }
         let refused = outcome.refused.sorted { $0.key < $1.key }
         var note = " (\(outcome.used.count) of \(nodes) already followed"
+        if !outcome.toppedUp.isEmpty { note += ", \(outcome.toppedUp.count) of them topped up" }
         if !refused.isEmpty {
             note += "; aligned afresh: " + refused.prefix(5).map { "\($0.key) \($0.value)" }.joined(separator: ", ")
             if refused.count > 5 { note += " and \(refused.count - 5) more" }
@@ -39,25 +42,58 @@ extension TakeSession {
         return note + ")"
     }
 
-    /// Phase 3: configures and arms every node as `TakeStart` directs — group 0 far enough ahead for all to be
+    /// What configuring the rig left: the start's state, its next directive (arm, or abandon) and the slowest
+    /// configure round trip (µs).
+    struct Configured: Sendable {
+        var start: TakeStart
+        var directive: TakeStart.Directive
+        var slowest: Int64
+    }
+
+    /// Each node's failure as one sentence, by node name.
+    static func failures<T>(_ nodes: [String], _ results: [Result<T, Error>]) -> [String: String] {
+        Dictionary(uniqueKeysWithValues: zip(nodes, results).compactMap { node, r in r.failure.map { (node, "\($0)") } })
+    }
+
+    /// Configures the rig as `TakeStart` directs (the rig file's first node alone, then the others). It runs while
+    /// the clocks are aligned: neither needs the other, so a console's take does not wait for both in turn.
+    func configure(_ plans: [NodePlan], takeID: String) async -> Configured {
+        let byName = Dictionary(uniqueKeysWithValues: plans.map { ($0.name, $0) })
+        var start = TakeStart(nodes: plans.map(\.name))
+        var directive = start.begin()
+        var slowest: Int64 = 0
+        let began = MonotonicClock.now()
+        while case .configure(let nodes) = directive {
+            let sent = MonotonicClock.now()
+            let results = await eachNodeResult(nodes.compactMap { byName[$0] }) { plan in
+                _ = try await plan.link.request(CoordRequest.configure(takeID: takeID, cameras: plan.cameras),
+                                                timeout: 5, what: "the configuration")
+            }
+            slowest = max(slowest, MonotonicClock.now() - sent)
+            directive = start.configured(nodes, failures: Self.failures(nodes, results))
+        }
+        if case .arm = directive {
+            console.step(String(format: "configured %d node(s) in %.2f s (slowest round trip %.0f ms)", plans.count,
+                                Double(MonotonicClock.now() - began) / 1e6, Double(slowest) / 1e3))
+        }
+        return Configured(start: start, directive: directive, slowest: slowest)
+    }
+
+    /// Phase 3: arms every node as `TakeStart` directs (after `configure`) — group 0 far enough ahead for all to be
     /// ready and for each camera's phase loop to settle on the grid — and starts every camera on group 0, to stop
     /// after the last group. Leaves the manifest of a recording take on disk.
-    func start(_ take: inout TakeRun) async throws {
+    func start(_ take: inout TakeRun, after configured: Configured) async throws {
         let period = FrameGrid.period(fps: request.fps)
         let plannedGroups = Int64((request.seconds * 1_000_000 / Double(period)).rounded())
         guard plannedGroups >= 1 else { throw CoordError(.usage, "--seconds \(request.seconds) is shorter than one frame.") }
         take.plannedGroups = plannedGroups
         var lead: Int64 = 0
-        var slowestConfigure: Int64 = 0
+        var slowestConfigure = configured.slowest
         let margin = max(200_000, 3 * period)
         var t0Date = Date()
         let takeID = take.takeID, tracker = take.tracker, byName = take.byName, preview = request.preview
-        /// Each node's failure as one sentence, by node name.
-        func failures<T>(_ nodes: [String], _ results: [Result<T, Error>]) -> [String: String] {
-            Dictionary(uniqueKeysWithValues: zip(nodes, results).compactMap { node, r in r.failure.map { (node, "\($0)") } })
-        }
-        var start = TakeStart(nodes: take.plans.map(\.name))
-        var directive = start.begin()
+        var start = configured.start
+        var directive = configured.directive
         startLoop: while true {
             switch directive {
             case .configure(let nodes):
@@ -67,7 +103,7 @@ extension TakeSession {
                                                     timeout: 5, what: "the configuration")
                 }
                 slowestConfigure = max(slowestConfigure, MonotonicClock.now() - began)
-                directive = start.configured(nodes, failures: failures(nodes, results))
+                directive = start.configured(nodes, failures: Self.failures(nodes, results))
             case .arm(let nodes):
                 lead = TakeStart.groupZeroLead(slowestConfigure: slowestConfigure)
                 take.grid = FrameGrid(t0: MonotonicClock.now() + lead, periodMicroseconds: period)
@@ -99,7 +135,7 @@ extension TakeSession {
                     return MonotonicClock.now() - began
                 }
                 let times = Dictionary(uniqueKeysWithValues: zip(nodes, results).compactMap { n, r in r.success.map { (n, $0) } })
-                directive = start.armed(failures: failures(nodes, results), armTimes: times, now: MonotonicClock.now(),
+                directive = start.armed(failures: Self.failures(nodes, results), armTimes: times, now: MonotonicClock.now(),
                                         t0: take.grid.t0, margin: margin)
                 if case .start = directive { tracker.startPushing(takeID: takeID) }
             case .start(let nodes):
@@ -109,7 +145,7 @@ extension TakeSession {
                                                     timeout: Double(startGrid.t0 - margin - MonotonicClock.now()) / 1e6,
                                                     what: "the start")
                 }
-                directive = start.started(failures: failures(nodes, results))
+                directive = start.started(failures: Self.failures(nodes, results))
             case .abandon(let reason, let failure):
                 await abortAll(take.plans, takeID: takeID, reason: reason)
                 try? FileManager.default.removeItem(at: take.directory)

@@ -75,7 +75,7 @@ public struct TakeOutcome: Sendable {
 }
 
 /// Runs one take across a set of node agents as phases — plan (handshake, budget, take directory), align
-/// (clocks), start (configure, arm, start on one instant), record (until every node's files are final) and
+/// (clocks) while configuring, start (arm, start on one instant), record (until every node's files are final) and
 /// collect — handing one `TakeRun` from phase to phase.
 // Sendable without @unchecked: only `let`s; what other threads reach (a stop request, the collecting take,
 // events) is in the `Mutex`, everything else of a running take in its `TakeRun`.
@@ -137,8 +137,17 @@ public final class TakeSession: Sendable {
         async let tracking: Void = tracker.run()
         let trackingSince = MonotonicClock.now()
         defer { tracker.stop() }
-        try await align(&take)
-        try await start(&take)
+        // Configuring needs no clock: it runs while the clocks are aligned.
+        let (plans, takeID) = (take.plans, take.takeID)
+        async let configuring = configure(plans, takeID: takeID)
+        do {
+            try await align(&take)
+        } catch {
+            _ = await configuring
+            await abortAll(plans, takeID: takeID, reason: "the clocks could not be aligned")
+            throw error
+        }
+        try await start(&take, after: await configuring)
         let recorded = try await record(&take)
         tracker.stop()
         await tracking

@@ -24,7 +24,28 @@ struct ClockProbePolicyTests {
 
     @Test func groupZerosLeadGrowsWithSlowAnswersNotWithNodes() {
         #expect(TakeStart.groupZeroLead(slowestConfigure: 5_000) == 2_100_000)
-        #expect(TakeStart.groupZeroLead(slowestConfigure: 200_000) == 2_600_000)
+        #expect(TakeStart.groupZeroLead(slowestConfigure: 200_000) == 2_200_000)
         #expect(TakeStart.groupZeroLead(slowestConfigure: 10_000_000) == 5_000_000)
+    }
+
+    @Test func aClockKnownLessWellGetsMoreOfTheBudgetAndTheRigStaysWithinIt() {
+        #expect(ClockProbePolicy.weight(uncertainty: 5, target: 10) == 1)
+        #expect(ClockProbePolicy.weight(uncertainty: 10, target: 10) == 4)
+        #expect(ClockProbePolicy.weight(uncertainty: 1, target: 10) == 0.25)
+        #expect(ClockProbePolicy.weight(uncertainty: nil, target: 10) == 4)
+        #expect(ClockProbePolicy.weight(uncertainty: .nan, target: 10) == 4)
+        // Equal claims: the even share.
+        #expect(ClockProbePolicy.interval(weight: 1, rigWeights: 64, nodes: 64) == ClockProbePolicy.interval(nodes: 64, known: true))
+        // 60 clocks known well (¼ each), 4 poorly (4 each): the four get 100 a second, the others what is left.
+        let weights = [Double](repeating: 0.25, count: 60) + [Double](repeating: 4, count: 4)
+        let total = weights.reduce(0, +)
+        let poor = ClockProbePolicy.interval(weight: 4, rigWeights: total, nodes: 64)
+        let good = ClockProbePolicy.interval(weight: 0.25, rigWeights: total, nodes: 64)
+        #expect(poor == ClockProbePolicy.burstInterval)
+        #expect(good > ClockProbePolicy.interval(nodes: 64, known: true))
+        let perSecond = weights.map { 1e6 / Double(ClockProbePolicy.interval(weight: $0, rigWeights: total, nodes: 64)) }.reduce(0, +)
+        #expect(perSecond <= ClockProbePolicy.rigBudgetPerSecond + 1)
+        // No clock falls below 10 a second, however many share the budget.
+        #expect(ClockProbePolicy.interval(weight: 0.25, rigWeights: 0.25 + 4 * 511, nodes: 512) == ClockProbePolicy.slowestInterval)
     }
 }

@@ -22,3 +22,42 @@ import Testing
         #expect(!ClockTracker.shouldHold(mapping(4), insteadOf: mapping(900), heldFor: 5_000_000))
     }
 }
+
+/// What a take decides on a clock a console followed (issue 27): used as is, topped up with the take's own
+/// exchanges, or aligned afresh; and the line that says so.
+@Suite struct FollowedVerdictTests {
+    /// Exchanges with a clock `offset` µs ahead of the rig's (no drift) over a path of 40 µs each way plus up to
+    /// `jitter` µs.
+    func exchanges(offset: Int64, from start: Int64, count: Int, every: Int64, jitter: Int64, rng: inout SeededRandom) -> [ClockProbeSample] {
+        (0..<count).map { i in
+            let t1 = start + Int64(i) * every
+            let forward = 40 + Int64.random(in: 0...jitter, using: &rng), back = 40 + Int64.random(in: 0...jitter, using: &rng)
+            return ClockProbeSample(t1: t1, t2: t1 + forward + offset, t3: t1 + forward + offset + 20, t4: t1 + forward + 20 + back)
+        }
+    }
+
+    func followed(count: Int, over span: Int64, jitter: Int64, until end: Int64, rng: inout SeededRandom) -> FollowedClock {
+        var e = ClockEstimator()
+        for s in exchanges(offset: 250_000, from: end - span, count: count, every: span / Int64(count), jitter: jitter, rng: &rng) { e.add(s) }
+        return FollowedClock(estimator: e, since: end - span)
+    }
+
+    @Test func aClockKnownWellIsUsedOneKnownPoorlyIsToppedUpAnotherIsAlignedAfresh() {
+        var rng = SeededRandom(seed: 2727)
+        let well = followed(count: 600, over: 20_000_000, jitter: 10, until: 40_000_000, rng: &rng)
+        let poorly = followed(count: 40, over: 2_000_000, jitter: 400, until: 40_000_000, rng: &rng)
+        let fresh = exchanges(offset: 250_000, from: 40_010_000, count: 3, every: 10_000, jitter: 10, rng: &rng)
+        #expect(ClockTracker.verdict(well, fresh: Array(fresh.prefix(2))) == .waiting)
+        #expect(ClockTracker.verdict(well, fresh: fresh) == .used)
+        #expect(ClockTracker.verdict(poorly, fresh: fresh) == .uncertain)
+        let restarted = exchanges(offset: 251_500, from: 40_010_000, count: 3, every: 10_000, jitter: 10, rng: &rng)
+        #expect(ClockTracker.verdict(well, fresh: restarted) == .disagreed)
+    }
+
+    @Test func theLineSaysHowManyClocksWereFollowedToppedUpAndAlignedAfresh() {
+        #expect(TakeSession.followedNote((["n1", "n2", "n3"], [:], []), handed: true, nodes: 3) == " (3 of 3 already followed)")
+        #expect(TakeSession.followedNote((["n1", "n2"], ["n3": "disagreed"], ["n2"]), handed: true, nodes: 3)
+                == " (2 of 3 already followed, 1 of them topped up; aligned afresh: n3 disagreed)")
+        #expect(TakeSession.followedNote(([], [:], []), handed: false, nodes: 3) == "")
+    }
+}
