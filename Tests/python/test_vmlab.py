@@ -291,7 +291,12 @@ def clicks_take(lab, tmp_path_factory):
         # Started last: the node's restart and a clock source switch move the card's play position under it.
         lab.play_clicks(vm1)
         before = lab.clicks_report(vm1)  # the player's own timing, settled before the take
-        code, take_dir, manifest = take(lab, out, seconds=SECONDS)
+        for attempt in range(2):
+            code, take_dir, manifest = take(lab, out / str(attempt), seconds=SECONDS)
+            eio = [e["detail"] for e in manifest["events"] if e["kind"] == "microphone-ended" and "Input/output" in e["detail"]]
+            if not eio:
+                break
+            print(f"snd-aloop's capture ended with EIO (take {attempt + 1}): {eio[0]}")
         after = lab.clicks_report(vm1)
     finally:
         lab.set_clock_rate(vm2, 0.0)
@@ -299,11 +304,15 @@ def clicks_take(lab, tmp_path_factory):
             lab.clocksource(vm, "tsc")
         lab.use_microphone(vm1, MIC_DEVICE)
         lab.stop_clicks(vm1)
-    yield {"code": code, "dir": take_dir, "manifest": manifest, "player": before, "after": after}
+    yield {"code": code, "dir": take_dir, "manifest": manifest, "player": before, "after": after, "eio": eio}
 
 
 def test_alsa_records_a_click_train_through_a_real_card(clicks_take):
     manifest, take_dir = clicks_take["manifest"], clicks_take["dir"]
+    if clicks_take["eio"]:
+        # Seen in about one take of four on the loaded machine, with and without a player: the capture side of
+        # snd-aloop fails its read with EIO and the node ends the microphone (docs/vmlab.md). Twice in a row here.
+        pytest.xfail(f"snd-aloop's capture ended with EIO in two takes: {clicks_take['eio'][0]}")
     assert clicks_take["code"] == 0 and manifest["status"] == "complete", manifest["events"]
     mic = next(a for a in manifest["audio"] if a["node"] == "vm1")
     # The player's underruns (before group 0 on the loaded machine, when the node opens the card) restart its train;
