@@ -86,7 +86,8 @@ def click_takes(lab: Lab, work: Path, count: int, seconds: float, ppm: float) ->
             code, take_dir, stderr = lab.start_take(work / f"clicks{i}", seconds)
             after = lab.clicks_report(vm1)
             figures: dict = {"clocksource": sources, "truth_ppm": truth, "player_before": before,
-                             "player_xruns": after["xruns"], "player_shifts": after["shifts"]}
+                             "player_xruns": after["xruns"], "player_shifts": after["shifts"],
+                             "player_moves": after.get("moves", 0)}
             if take_dir is None:
                 figures |= {"exit": code, "stderr": stderr[-800:]}
             else:

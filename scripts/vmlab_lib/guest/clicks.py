@@ -9,8 +9,9 @@ killed. The player streams without a gap (silence between bursts, 16-bit mono 48
 reads them, written 40 ms at a time into a 200 ms buffer) and places each burst by where the card's play position is on CLOCK_MONOTONIC: after every blocking
 write (it returns right after the card's timer freed a period, as the node's read does) it reads the frames still
 queued (snd_pcm_delay) and the clock, so frame 0 played at now − (written − queued)/rate. Each reading is late by
-the wake-up; the 4th percentile of the last 2 s of readings is the estimate (a few early outliers are ignored, and a
-real shift of the card's position is followed within 2 s), and the readings' scatter above it is the player's own
+the wake-up; the 4th percentile of the last 2 s of readings is the estimate (a few early outliers are ignored; when three
+readings in a row are 50 ms off it, the card's position moved and the estimate starts again from them, in silence
+until 12 readings agree), and the readings' scatter above it is the player's own
 timing error, written with the xrun and shift counts to --report every second. Only libasound (ctypes): nothing to install.
 """
 import argparse
@@ -61,7 +62,7 @@ def main() -> int:
     offset = a.offset_us * 1e-6
     written = 0
     readings: list[float] = []  # frame 0's play instant as each reading puts it (s, CLOCK_MONOTONIC)
-    xruns = clicks = 0
+    xruns = clicks = moves = 0
     reported = time.monotonic()
     delay = ctypes.c_long()
 
@@ -120,11 +121,19 @@ def main() -> int:
                 readings.append(now - played / RATE)
                 cached[2] += 1
                 del readings[:-2 * WINDOW]
+                # The card's position moved (snd-aloop does when its other side opens or closes): three readings
+                # in a row 50 ms off the estimate. Start again from them; silence until 12 readings agree.
+                if start is not None and len(readings) >= 3 and (all(x - start > 0.05 for x in readings[-3:])
+                                                                 or all(start - x > 0.05 for x in readings[-3:])):
+                    readings[:] = readings[-3:]
+                    cached[:] = [None, 0, cached[2]]
+                    moves += 1
         if a.report and time.monotonic() - reported >= 1 and len(readings) >= 12:
             reported = time.monotonic()
             best = estimate()
             late = sorted((x - best) * 1e6 for x in readings[-WINDOW:])
-            report = {"start_s": best, "device": a.device, "period": period.value, "write": frames, "buffer": buffer.value, "xruns": xruns, "shifts": shifts, "steps": steps,
+            report = {"start_s": best, "device": a.device, "period": period.value, "write": frames, "buffer": buffer.value, "xruns": xruns, "moves": moves, "shifts": shifts,
+                      "steps": steps,
                       "clicks": clicks,
                       "readings": len(late), "late_us": {"p50": round(late[len(late) // 2], 1),
                                                          "p99": round(late[int(0.99 * (len(late) - 1))], 1),
