@@ -325,7 +325,8 @@ def test_alsa_records_a_click_train_through_a_real_card(clicks_take):
     # A click every second of the take, each within 5 ms of its whole second on vm1's clock (seen: under 1 ms).
     assert vm1["clicks"] >= SECONDS - 1, vm1
     assert not vm1["problems"], vm1
-    assert mic["device"] in ("Loopback", "hw:Loopback,1,0"), mic  # the card's name from packages that report it
+    if "device" in mic:  # packages older than the manifest's `device` leave it out
+        assert mic["device"] == "Loopback", mic
 
 
 def test_coord_reports_a_kernel_clock_rate_within_its_own_bound(clicks_take):
