@@ -4,8 +4,9 @@ kernel, recording vivid (a real kernel V4L2 driver) and snd-dummy (a real ALSA c
 One lab of two VMs is booted for the module (`scripts/vmlab take OUTDIR --vms 2 --keep`); the later tests reuse it.
 Needs root, qemu-system-x86_64 and the packages (scripts/package.sh "$COORD_TEST_CACHE/vmlab/debs", or
 COORD_VMLAB_DEBS=DIR). The image is built once into $COORD_TEST_CACHE/vmlab (scripts/vmlab build, ~2 min).
-Costs about 6-10 minutes with the image cached, most of it installing the packages in two TCG guests: each VM
-restores the state saved at its first boot (seconds) instead of booting (1.5-4 minutes on the loaded machine).
+Costs about 10-14 minutes with the image cached on the loaded machine (640-856 s measured), most of it installing
+the packages in two TCG guests: each VM restores the state saved at its first boot (seconds) instead of booting
+(1.5-4 minutes on the loaded machine).
 """
 from __future__ import annotations
 
