@@ -294,7 +294,8 @@ def clicks_take(lab, tmp_path_factory):
         before = lab.clicks_report(vm1)  # the player's own timing, settled before the take
         for attempt in range(2):
             code, take_dir, manifest = take(lab, out / str(attempt), seconds=SECONDS)
-            eio = [e["detail"] for e in manifest["events"] if e["kind"] == "microphone-ended" and "Input/output" in e["detail"]]
+            eio = [e["detail"] for e in manifest["events"]
+                   if e["kind"] == "microphone-ended" and "Input/output" in e["detail"]]
             if not eio:
                 break
             print(f"snd-aloop's capture ended with EIO (take {attempt + 1}): {eio[0]}")
@@ -334,7 +335,8 @@ def test_coord_reports_a_kernel_clock_rate_within_its_own_bound(clicks_take):
     manifest = clicks_take["manifest"]
     clocks = {c["node"]: c["clock"] for c in manifest["cameras"]}
     truth = {"vm1": 0.0, "vm2": CLOCK_PPM}
-    print({vm: (clocks[vm]["drift_ppm"], truth[vm], clocks[vm]["uncertainty_us"], clocks[vm]["bound_us"]) for vm in truth})
+    print({vm: (clocks[vm]["drift_ppm"], truth[vm], clocks[vm]["uncertainty_us"], clocks[vm]["bound_us"])
+           for vm in truth})
     for vm, ppm in truth.items():
         track = [p["t_us"] for p in manifest["clock_track"] if p["node"] == vm]
         span_s = max(max(track) - min(track), manifest["groups"] * manifest["frame_period_us"]) / 1e6

@@ -23,9 +23,10 @@ TAKE_ID = re.compile(r"^\d{8}-\d{6}-.+-[0-9a-f]{6}$")
 # played into it failed with EIO under TCG's lag in one VM of two, so it is loaded for tests that play into it.
 MIC_CARD = "Dummy"
 MIC_DEVICE = "hw:Dummy,0,0"
-# A take that nothing recorded because a node did not answer arming within the lead coord gave it (or armed past
-# the start instant) is recorded again this many times: on the loaded 2-core machine a TCG guest sometimes takes longer than the lead to open its
-# camera (seen in bench runs 1 and 3 and the VM tier); each retry is counted in Lab.arming_retries and logged.
+# A take that nothing recorded because a node did not answer arming within the lead coord gave it (or armed past the
+# start instant) is recorded again this many times: on the loaded 2-core machine a TCG guest sometimes takes longer
+# than the lead to open its camera (seen in bench runs 1 and 3 and the VM tier); each retry is counted in
+# Lab.arming_retries and logged.
 ARMING_RETRIES = 2
 SYSTEMD_FIELDS = ("Type", "ActiveState", "WatchdogUSec", "NRestarts", "MainPID")
 

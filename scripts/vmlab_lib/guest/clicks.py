@@ -6,13 +6,14 @@ beginning at every whole second of this kernel's CLOCK_MONOTONIC (plus --offset-
 
 Played into snd-aloop's Loopback,0 it comes back on Loopback,1, which the node records through ALSA. Plays until
 killed. The player streams without a gap (silence between bursts, 16-bit mono 48 kHz, 10 ms periods as the node
-reads them, written 40 ms at a time into a 200 ms buffer) and places each burst by where the card's play position is on CLOCK_MONOTONIC: after every blocking
-write (it returns right after the card's timer freed a period, as the node's read does) it reads the frames still
-queued (snd_pcm_delay) and the clock, so frame 0 played at now − (written − queued)/rate. Each reading is late by
-the wake-up; the 4th percentile of the last 2 s of readings is the estimate (a few early outliers are ignored; when three
-readings in a row are 50 ms off it, the card's position moved and the estimate starts again from them, in silence
-until 12 readings agree), and the readings' scatter above it is the player's own
-timing error, written with the xrun and shift counts to --report every second. Only libasound (ctypes): nothing to install.
+reads them, written 40 ms at a time into a 200 ms buffer) and places each burst by where the card's play position is
+on CLOCK_MONOTONIC: after every blocking write (it returns right after the card's timer freed a period, as the
+node's read does) it reads the frames still queued (snd_pcm_delay) and the clock, so frame 0 played at now −
+(written − queued)/rate. Each reading is late by the wake-up; the 4th percentile of the last 2 s of readings is the
+estimate (a few early outliers are ignored; when three readings in a row are 50 ms off it, the card's position moved
+and the estimate starts again from them, in silence until 12 readings agree), and the readings' scatter above it is
+the player's own timing error, written with the xrun and shift counts to --report every second. Only libasound
+(ctypes): nothing to install.
 """
 import argparse
 import ctypes
@@ -132,8 +133,8 @@ def main() -> int:
             reported = time.monotonic()
             best = estimate()
             late = sorted((x - best) * 1e6 for x in readings[-WINDOW:])
-            report = {"start_s": best, "device": a.device, "period": period.value, "write": frames, "buffer": buffer.value, "xruns": xruns, "moves": moves, "shifts": shifts,
-                      "steps": steps,
+            report = {"start_s": best, "device": a.device, "period": period.value, "write": frames,
+                      "buffer": buffer.value, "xruns": xruns, "moves": moves, "shifts": shifts, "steps": steps,
                       "clicks": clicks,
                       "readings": len(late), "late_us": {"p50": round(late[len(late) // 2], 1),
                                                          "p99": round(late[int(0.99 * (len(late) - 1))], 1),
