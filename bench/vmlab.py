@@ -10,7 +10,12 @@ Measures first one VM booted from scratch (the baseline) and the same VM restore
 each VM's boot time (QEMU start until the guest agent, a multi-user unit, answers), the
 take (exit, status, filled frames, vivid's phase error and the cross-VM spread from sync-report.json, the clock
 figures coord reports per VM, the ALSA microphones' A/V offset and rate error as the node reports them), vivid's
-injected drops (70 %) as the node counts them, and the systemd watchdog's restart time after SIGSTOP. Needs root.
+injected drops (70 %) as the node counts them, and the systemd watchdog's restart time after SIGSTOP. Then
+--click-takes takes (issue 26 items 3 and 5) with both guests on the hpet clock source (their CLOCK_MONOTONIC counts
+the host's) and vm2's kernel clock set --ppm fast with adjtimex, the truth coord's drift is held against, while
+vm1's node records SYNCCLICK v1 through ALSA from snd-aloop's Loopback,1 that a guest-side player
+(scripts/vmlab_lib/guest/clicks.py) plays into Loopback,0 on whole seconds of vm1's clock: the clicks' offsets from
+those seconds (scripts/check-audio.py --node-clock), the node's own figures, and the player's own timing. Needs root.
 """
 from __future__ import annotations
 
@@ -27,7 +32,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "scripts"))
 from vmlab_lib import image  # noqa: E402
-from vmlab_lib.lab import Lab, find_debs  # noqa: E402
+from vmlab_lib.lab import MIC_DEVICE, Lab, find_debs  # noqa: E402
 from vmlab_lib.vm import VM  # noqa: E402
 
 
@@ -66,12 +71,55 @@ def take_figures(take_dir: Path, code: int) -> dict:
     }
 
 
+def click_takes(lab: Lab, work: Path, count: int, seconds: float, ppm: float) -> list[dict]:
+    """`count` takes: vm1 records the click train from hw:Loopback,1,0; vm2's clock runs `ppm` fast (hpet, adjtimex)."""
+    vm1, vm2 = lab.vms[0], lab.vms[1]
+    takes = []
+    try:
+        sources = {vm.name: lab.clocksource(vm, "hpet") for vm in (vm1, vm2)}
+        truth = {vm1.name: lab.set_clock_rate(vm1, 0.0), vm2.name: lab.set_clock_rate(vm2, ppm)}
+        lab.use_microphone(vm1, "hw:Loopback,1,0")
+        lab.play_clicks(vm1)
+        for i in range(count):
+            before = lab.clicks_report(vm1)
+            lab.write_rig(takes_dir=work / f"clicks{i}")
+            code, take_dir, stderr = lab.start_take(work / f"clicks{i}", seconds)
+            after = lab.clicks_report(vm1)
+            figures: dict = {"clocksource": sources, "truth_ppm": truth, "player_before": before,
+                             "player_xruns": after["xruns"], "player_shifts": after["shifts"],
+                             "player_moves": after.get("moves", 0)}
+            if take_dir is None:
+                figures |= {"exit": code, "stderr": stderr[-800:]}
+            else:
+                manifest = json.loads((take_dir / "manifest.json").read_text())
+                figures |= {"exit": code, "status": manifest["status"], "groups": manifest["groups"],
+                            "clocks": [{"node": c["node"], "truth_ppm": truth[c["node"]], **c["clock"]}
+                                       for c in manifest["cameras"]]}
+                check = subprocess.run([sys.executable, str(ROOT / "scripts/check-audio.py"), str(take_dir),
+                                        "--node-clock", "--json"], capture_output=True, text=True, timeout=120)
+                figures["check_audio_node_clock"] = [
+                    {k: r.get(k) for k in ("node", "mic", "clicks", "offset_us", "reported_av_offset_us",
+                                           "reported_rate_error_ppm", "problems")}
+                    for r in json.loads(check.stdout)["mics"]]
+            takes.append(figures)
+            print(json.dumps(figures, indent=1), file=sys.stderr)
+    finally:
+        lab.stop_clicks(vm1)
+        lab.set_clock_rate(vm2, 0.0)
+        for vm in (vm1, vm2):
+            lab.clocksource(vm, "tsc")
+        lab.use_microphone(vm1, MIC_DEVICE)
+    return takes
+
+
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--vms", type=int, default=2)
     p.add_argument("--seconds", type=float, default=10)
     p.add_argument("--clocksource", choices=["tsc", "hpet"])
     p.add_argument("--debs")
+    p.add_argument("--click-takes", type=int, default=2)
+    p.add_argument("--ppm", type=float, default=40.0, help="vm2's kernel clock rate set with adjtimex")
     p.add_argument("--out", type=Path, default=ROOT / "bench/results/vmlab.json")
     a = p.parse_args()
     result: dict = {"command": "python3 bench/vmlab.py " + " ".join(sys.argv[1:]),
@@ -106,7 +154,10 @@ def main() -> int:
                                             "cameras": figures["cameras"]}
             else:  # recorded, not dropped: a failed take is a figure too
                 result["injected_drops"] = {"injected_percent": 70, "exit": code, "stderr": stderr[-800:]}
+            if a.vms >= 2 and a.click_takes > 0:
+                result["click_takes"] = click_takes(lab, work, a.click_takes, a.seconds, a.ppm)
             result["watchdog_restart_s"] = round(lab.watchdog_restart(lab.vms[0]), 2)
+            result["arming_retries"] = lab.arming_retries
             result["watchdog_usec"] = lab.systemd(lab.vms[0])["WatchdogUSec"]
         finally:
             lab.down()

@@ -13,6 +13,10 @@ For every entry of manifest.json's `audio` list:
   - each click's offset = start_us + onset_sample / sample_rate × 10^6 − the nearest whole second (µs): the
     sound's real offset from the rig timebase (on one host the rig timebase is CLOCK_MONOTONIC). Passing needs
     |offset| p99 ≤ --max-offset-us;
+  - with --node-clock the clicks are on whole seconds of each node's own clock instead (a player on another
+    kernel, scripts/vmlab_lib/guest/clicks.py): each click's rig time is mapped back to the node's clock through
+    the manifest's `clock_track` (the mapping the node was using at that instant) before the nearest whole second
+    is taken;
   - with --truth (`coord demo --truth-file`): the microphone's injected rate error must be within
     --max-rate-error-diff-ppm of the manifest's `rate_error_ppm`.
 Exit 0 when every check passes, 1 otherwise; prints one line per microphone (or JSON with --json).
@@ -69,6 +73,16 @@ def clicks(samples: array.array, rate: int) -> list[float]:
     return onsets
 
 
+def node_time(track: list[dict], rig_us: float) -> float:
+    """The node's clock at rig instant `rig_us`, by the newest clock_track point at or before it (each point: node
+    clock − rig clock at t_us, and the node clock's rate against the rig's)."""
+    point = track[0]
+    for p in track:
+        if p["t_us"] <= rig_us:
+            point = p
+    return rig_us + point["offset_us"] + point["drift_ppm"] * 1e-6 * (rig_us - point["t_us"])
+
+
 def percentile(xs: list[float], p: float) -> float:
     s = sorted(xs)
     return s[min(len(s) - 1, int(round(p * (len(s) - 1))))]
@@ -80,6 +94,8 @@ def main() -> int:
     ap.add_argument("--truth", help="coord demo --truth-file output (the injected microphone rate errors)")
     ap.add_argument("--max-offset-us", type=float, default=1000)
     ap.add_argument("--max-rate-error-diff-ppm", type=float, default=5)
+    ap.add_argument("--node-clock", action="store_true",
+                    help="the clicks are on whole seconds of each node's own clock (mapped through clock_track)")
     ap.add_argument("--json", action="store_true")
     args = ap.parse_args()
     take = Path(args.take)
@@ -122,8 +138,13 @@ def main() -> int:
         if len(samples) != a["frames"]:
             r["problems"].append(f"{len(samples)} samples decoded, manifest says {a['frames']}")
         offsets = []
+        track = sorted((p for p in m.get("clock_track") or [] if p.get("node") == a["node"]), key=lambda p: p["t_us"])
+        if args.node_clock and not track:
+            r["problems"].append("the manifest has no clock_track for this node (--node-clock needs it)")
         for onset in clicks(samples, a["sample_rate"]):
             t = a["start_us"] + onset / a["sample_rate"] * 1e6
+            if args.node_clock and track:
+                t = node_time(track, t)
             offsets.append(t - round(t / 1e6) * 1e6)
         r["clicks"] = len(offsets)
         if not offsets:

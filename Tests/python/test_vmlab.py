@@ -4,8 +4,9 @@ kernel, recording vivid (a real kernel V4L2 driver) and snd-dummy (a real ALSA c
 One lab of two VMs is booted for the module (`scripts/vmlab take OUTDIR --vms 2 --keep`); the later tests reuse it.
 Needs root, qemu-system-x86_64 and the packages (scripts/package.sh "$COORD_TEST_CACHE/vmlab/debs", or
 COORD_VMLAB_DEBS=DIR). The image is built once into $COORD_TEST_CACHE/vmlab (scripts/vmlab build, ~2 min).
-Costs about 6-10 minutes with the image cached, most of it installing the packages in two TCG guests: each VM
-restores the state saved at its first boot (seconds) instead of booting (1.5-4 minutes on the loaded machine).
+Costs about 10-14 minutes with the image cached on the loaded machine (640-856 s measured), most of it installing
+the packages in two TCG guests: each VM restores the state saved at its first boot (seconds) instead of booting
+(1.5-4 minutes on the loaded machine).
 """
 from __future__ import annotations
 
@@ -23,7 +24,7 @@ import pytest
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO / "scripts"))
 from vmlab_lib import image  # noqa: E402
-from vmlab_lib.lab import MIC_CARD, Lab  # noqa: E402
+from vmlab_lib.lab import MIC_CARD, MIC_DEVICE, Lab  # noqa: E402
 
 VMLAB = REPO / "scripts/vmlab"
 DEBS = Path(os.environ.get("COORD_VMLAB_DEBS") or os.environ.get("COORD_PACKAGES_DIR") or image.LAB / "debs")
@@ -278,3 +279,79 @@ def test_disconnect_mid_take_ends_that_camera_while_the_other_vm_records_on(lab,
     assert ffprobe_count(take_dir / "vm2/cam0.mkv", "v:0") == manifest["groups"], camera(manifest, "vm2")
     # vivid reconnects once its last user closes the device: the node let go of it.
     assert "vivid" in vm.sh("v4l2-ctl -d /dev/video0 --info")
+
+
+# --- a real card's click train, and a kernel clock whose rate is known (issue 26 items 3 and 5) -----------------------
+
+CLOCK_PPM = 40.0  # vm2's CLOCK_MONOTONIC is set this much fast with adjtimex: a truth coord does not see
+# On the hpet clock source a guest's CLOCK_MONOTONIC counts the host's own (QEMU's emulated HPET runs on it), within
+# the 0.2-0.5 ppm of the kernel's rounding (issue 26's measurement); tsc would add each boot's calibration error.
+HPET_PPM = 0.5
+
+
+@pytest.fixture(scope="module")
+def clicks_take(lab, tmp_path_factory):
+    """One take: vm1 records SYNCCLICK v1 played into snd-aloop's Loopback,0 (on whole seconds of vm1's own clock)
+    from Loopback,1 through ALSA; both guests on the hpet clock source, vm2's kernel clock set CLOCK_PPM fast."""
+    vm1, vm2 = lab.vm("vm1"), lab.vm("vm2")
+    out = tmp_path_factory.mktemp("clicks")
+    try:
+        sources = [lab.clocksource(vm, "hpet") for vm in (vm1, vm2)]
+        rates = lab.set_clock_rate(vm1, 0.0), lab.set_clock_rate(vm2, CLOCK_PPM)
+        assert sources == ["hpet", "hpet"] and rates == (0.0, CLOCK_PPM), (sources, rates)
+        lab.use_microphone(vm1, "hw:Loopback,1,0")
+        # Started last: the node's restart and a clock source switch move the card's play position under it.
+        lab.play_clicks(vm1)
+        before = lab.clicks_report(vm1)  # the player's own timing, settled before the take
+        for attempt in range(2):
+            code, take_dir, manifest = take(lab, out / str(attempt), seconds=SECONDS)
+            eio = [e["detail"] for e in manifest["events"]
+                   if e["kind"] == "microphone-ended" and "Input/output" in e["detail"]]
+            if not eio:
+                break
+            print(f"snd-aloop's capture ended with EIO (take {attempt + 1}): {eio[0]}")
+        after = lab.clicks_report(vm1)
+    finally:
+        lab.set_clock_rate(vm2, 0.0)
+        for vm in (vm1, vm2):
+            lab.clocksource(vm, "tsc")
+        lab.use_microphone(vm1, MIC_DEVICE)
+        lab.stop_clicks(vm1)
+    yield {"code": code, "dir": take_dir, "manifest": manifest, "player": before, "after": after, "eio": eio}
+
+
+def test_alsa_records_a_click_train_through_a_real_card(clicks_take):
+    manifest, take_dir = clicks_take["manifest"], clicks_take["dir"]
+    if clicks_take["eio"]:
+        # Seen in about one take of four on the loaded machine, with and without a player: the capture side of
+        # snd-aloop fails its read with EIO and the node ends the microphone (docs/vmlab.md). Twice in a row here.
+        pytest.xfail(f"snd-aloop's capture ended with EIO in two takes: {clicks_take['eio'][0]}")
+    assert clicks_take["code"] == 0 and manifest["status"] == "complete", manifest["events"]
+    mic = next(a for a in manifest["audio"] if a["node"] == "vm1")
+    # The player's underruns (before group 0 on the loaded machine, when the node opens the card) restart its train;
+    # the clicks in the file below are the judge of the take's part.
+    check = subprocess.run([sys.executable, str(REPO / "scripts/check-audio.py"), str(take_dir), "--node-clock",
+                            "--json", "--max-offset-us", "5000"], capture_output=True, text=True, timeout=120)
+    vm1 = next(r for r in json.loads(check.stdout)["mics"] if r["node"] == "vm1")
+    print(f"ALSA hw:Loopback,1,0 in vm1: {vm1}; the player before the take {clicks_take['player']}, "
+          f"after {clicks_take['after']}")
+    # A click every second of the take, each within 5 ms of its whole second on vm1's clock (seen: under 1 ms).
+    assert vm1["clicks"] >= SECONDS - 1, vm1
+    assert not vm1["problems"], vm1
+    if "device" in mic:  # packages older than the manifest's `device` leave it out
+        assert mic["device"] == "Loopback", mic
+
+
+def test_coord_reports_a_kernel_clock_rate_within_its_own_bound(clicks_take):
+    manifest = clicks_take["manifest"]
+    clocks = {c["node"]: c["clock"] for c in manifest["cameras"]}
+    truth = {"vm1": 0.0, "vm2": CLOCK_PPM}
+    print({vm: (clocks[vm]["drift_ppm"], truth[vm], clocks[vm]["uncertainty_us"], clocks[vm]["bound_us"])
+           for vm in truth})
+    for vm, ppm in truth.items():
+        track = [p["t_us"] for p in manifest["clock_track"] if p["node"] == vm]
+        span_s = max(max(track) - min(track), manifest["groups"] * manifest["frame_period_us"]) / 1e6
+        # The drift coord reports may be off (the emulated CPU's load skews the probes), but never by more than
+        # the error it admits: over the take, the wrong rate must stay inside the stated bound.
+        error_us = max(0.0, abs(clocks[vm]["drift_ppm"] - ppm) - HPET_PPM) * span_s
+        assert error_us <= clocks[vm]["bound_us"], (vm, clocks[vm], ppm, span_s)
