@@ -68,6 +68,9 @@ public final class ALSAMicrophone: AudioSource, @unchecked Sendable {
         /// The stamp of the very first buffer: frame 0.
         var originStamp: Double?
         var renumber = true
+        /// Reads that ended in EIO since the last buffer: a stream reset under the read (snd-aloop does this when its
+        /// other side restarts) is started again, a device that keeps failing ends.
+        var failedRestarts = 0
         while queue.isRunning {
             var delay = 0
             var now: Int64 = 0
@@ -82,10 +85,17 @@ public final class ALSAMicrophone: AudioSource, @unchecked Sendable {
                     continue
                 }
                 if code == -calsa_EAGAIN { continue }
+                if code == -calsa_EIO, failedRestarts < 3, snd_pcm_drop(pcm) >= 0, snd_pcm_prepare(pcm) >= 0 {
+                    failedRestarts += 1
+                    _ = snd_pcm_start(pcm)
+                    renumber = true
+                    continue
+                }
                 queue.end("ALSA device \(device) stopped delivering sound: \(String(cString: calsa_strerror(code)))")
                 return
             }
             if n == 0 { continue }
+            failedRestarts = 0
             // The first sample of this buffer was captured (delay + n) frames before now.
             let stamp = Double(now) - Double(delay + n) * 1e6 / Double(sampleRate)
             if renumber {
