@@ -33,6 +33,8 @@ struct NodeAgentState {
     var openCameras: [String: OpenCamera] = [:]
     /// Each camera's controls as last read back from it while open, and when (host µs): what Status reports.
     var controlsRead: [String: (at: Int64, controls: CameraControls)] = [:]
+    /// Cameras whose controls are being read back now (one read at a time each).
+    var controlsReading: Set<String> = []
     /// The cameras open for preview only while no take holds them.
     var previewRun: PreviewRun?
 

@@ -34,20 +34,36 @@ extension NodeAgent {
         return wire
     }
 
-    /// Each camera's controls as now in force: read back from the camera while it is open (at most once a second
-    /// per camera, outside the state lock: a GenICam read is a network round trip), else the last values read with
-    /// whatever was set since over them.
+    /// Each camera's controls as now in force: the values last read back from the camera (while it is open and no
+    /// take records) with whatever was set since over them. The read-back (at most once a second per camera) runs on
+    /// its own thread, never on the status request's path: a GigE camera gone from the network times out each
+    /// register read, and the node's status must stay prompt; the next status carries what it read.
     func controlsInForce() -> [String: CameraControls] {
         let now = MonotonicClock.now()
         let due = state.withLock { s in
-            s.openCameras.compactMap { name, open -> (String, any ControllableCamera & Sendable)? in
-                guard let camera = open.camera, camera.isStreaming, now - (s.controlsRead[name]?.at ?? .min / 2) >= 1_000_000 else { return nil }
+            // Only while no take's recorders hold the cameras: during a take the values change only by a set, whose
+            // answer is kept, and a camera that vanished mid-take must not be asked (each read would time out).
+            guard !s.take.isActive, s.recorders.cameras.isEmpty else { return [(String, any ControllableCamera & Sendable)]() }
+            let due = s.openCameras.compactMap { name, open -> (String, any ControllableCamera & Sendable)? in
+                guard let camera = open.camera, camera.isStreaming, !s.controlsReading.contains(name),
+                      now - (s.controlsRead[name]?.at ?? .min / 2) >= 1_000_000 else { return nil }
                 return (name, camera)
             }
+            s.controlsReading.formUnion(due.map(\.0))
+            return due
         }
-        let read = due.compactMap { name, camera in (try? camera.apply(CameraControls())).map { (name, $0) } }
+        if !due.isEmpty {
+            Thread.detachNewThread { [self] in
+                for (name, camera) in due {
+                    let values = try? camera.apply(CameraControls())
+                    state.withLock { s in
+                        if let values { s.controlsRead[name] = (MonotonicClock.now(), values) }
+                        s.controlsReading.remove(name)
+                    }
+                }
+            }
+        }
         return state.withLock { s in
-            for (name, values) in read { s.controlsRead[name] = (now, values) }
             var out: [String: CameraControls] = [:]
             for camera in cameras.map(\.name) {
                 // Never read (never open): what was set, which it opens with.

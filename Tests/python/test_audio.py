@@ -87,14 +87,16 @@ def test_no_audio_records_pictures_only(tmp_path):
 
 def test_a_microphone_removed_mid_take_ends_cleanly_and_the_cameras_go_on(tmp_path):
     lost = Node(tmp_path / "lost", extra_args=["--name", "lost", "--synthetic", "cam0", "--synthetic-mic", "mic0",
-                                               "--synthetic-mic-ends-after-ms", "4000"])
+                                               "--synthetic-mic-ends-after-ms", "9000"])
     kept = Node(tmp_path / "kept", extra_args=["--name", "kept", "--synthetic", "cam0", "--synthetic-mic", "mic0"])
     try:
         rig = tmp_path / "rig.yaml"
         rig.write_text(f"version: 1\nnodes:\n  - name: lost\n    endpoint: {lost.endpoint}\n"
                        f"  - name: kept\n    endpoint: {kept.endpoint}\n")
         takes = tmp_path / "takes"
-        out = subprocess.run([str(COORD), "start-take", "--rig", str(rig), "--seconds", "6", "--size", "320x240",
+        # The microphone ends 9 s after the node opened it at configure, which now runs while the clocks are
+        # aligned: several seconds before group 0 on a loaded machine, so the take runs long enough to see it end.
+        out = subprocess.run([str(COORD), "start-take", "--rig", str(rig), "--seconds", "10", "--size", "320x240",
                               "--takes-dir", str(takes)], capture_output=True, text=True, timeout=180)
         assert out.returncode == 0, out.stdout + out.stderr
     finally:
