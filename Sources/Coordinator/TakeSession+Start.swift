@@ -64,19 +64,25 @@ extension TakeSession {
         var slowest: Int64 = 0
         let began = MonotonicClock.now()
         while case .configure(let nodes) = directive {
-            let sent = MonotonicClock.now()
-            let results = await eachNodeResult(nodes.compactMap { byName[$0] }) { plan in
-                _ = try await plan.link.request(CoordRequest.configure(takeID: takeID, cameras: plan.cameras),
-                                                timeout: 5, what: "the configuration")
-            }
-            slowest = max(slowest, MonotonicClock.now() - sent)
-            directive = start.configured(nodes, failures: Self.failures(nodes, results))
+            let (failures, took) = await configureRound(nodes.compactMap { byName[$0] }, takeID: takeID)
+            slowest = max(slowest, took)
+            directive = start.configured(nodes, failures: failures)
         }
         if case .arm = directive {
             console.step(String(format: "configured %d node(s) in %.2f s (slowest round trip %.0f ms)", plans.count,
                                 Double(MonotonicClock.now() - began) / 1e6, Double(slowest) / 1e3))
         }
         return Configured(start: start, directive: directive, slowest: slowest)
+    }
+
+    /// One configure round to `plans` at once: each node's failure and how long the round took.
+    private func configureRound(_ plans: [NodePlan], takeID: String) async -> (failures: [String: String], took: Int64) {
+        let sent = MonotonicClock.now()
+        let results = await eachNodeResult(plans) { plan in
+            _ = try await plan.link.request(CoordRequest.configure(takeID: takeID, cameras: plan.cameras),
+                                            timeout: 5, what: "the configuration")
+        }
+        return (Self.failures(plans.map(\.name), results), MonotonicClock.now() - sent)
     }
 
     /// Phase 3: arms every node as `TakeStart` directs (after `configure`) — group 0 far enough ahead for all to be
@@ -97,13 +103,9 @@ extension TakeSession {
         startLoop: while true {
             switch directive {
             case .configure(let nodes):
-                let began = MonotonicClock.now()
-                let results = await eachNodeResult(nodes.compactMap { byName[$0] }) { plan in
-                    _ = try await plan.link.request(CoordRequest.configure(takeID: takeID, cameras: plan.cameras),
-                                                    timeout: 5, what: "the configuration")
-                }
-                slowestConfigure = max(slowestConfigure, MonotonicClock.now() - began)
-                directive = start.configured(nodes, failures: Self.failures(nodes, results))
+                let (failures, took) = await configureRound(nodes.compactMap { byName[$0] }, takeID: takeID)
+                slowestConfigure = max(slowestConfigure, took)
+                directive = start.configured(nodes, failures: failures)
             case .arm(let nodes):
                 lead = TakeStart.groupZeroLead(slowestConfigure: slowestConfigure)
                 take.grid = FrameGrid(t0: MonotonicClock.now() + lead, periodMicroseconds: period)
