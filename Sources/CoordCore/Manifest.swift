@@ -169,6 +169,21 @@ public struct TakeManifest: Codable, Equatable, Sendable {
     public var audio: [Audio]?
     /// The rig file said `take.audio: required`: the take is complete only with all its sound. Not a contract key.
     public var audioRequired: Bool?
+    /// Microphones that ended before they recorded a sample (lost after configure, before group 0): the take holds
+    /// no file for them, so they are not in `audio`. Not a contract key.
+    public var audioLost: [LostMicrophone]?
+
+    /// A microphone of the take that recorded no sound, and why.
+    public struct LostMicrophone: Codable, Equatable, Sendable {
+        public var node: String
+        public var mic: String
+        /// Why it ended (the node's sentence).
+        public var ended: String
+        public var device: String?
+        public init(node: String, mic: String, ended: String, device: String? = nil) {
+            self.node = node; self.mic = mic; self.ended = ended; self.device = device
+        }
+    }
 
     /// The hardware cost per node and resource, and the longest take the nodes could sustain, as planned.
     public struct BudgetSummary: Codable, Equatable, Sendable {
@@ -248,7 +263,7 @@ public struct TakeManifest: Codable, Equatable, Sendable {
     enum CodingKeys: String, CodingKey {
         case format, takeID = "take_id", name, status, t0Microseconds = "t0_us", framePeriodMicroseconds = "frame_period_us"
         case groups, startWallclock = "start_wallclock", cameras, events, clockTrack = "clock_track", budget
-        case timecode, collection, audio, audioRequired = "audio_required"
+        case timecode, collection, audio, audioRequired = "audio_required", audioLost = "audio_lost"
     }
 
     public init(takeID: String, name: String, status: Status, t0Microseconds: Int64, framePeriodMicroseconds: Int64,

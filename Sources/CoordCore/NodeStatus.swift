@@ -34,6 +34,8 @@ public struct NodeStatus: Sendable, Equatable {
         public var levelDBFS: Double = -100
         public var bytesWritten: UInt64 = 0
         public init(mic: String) { self.mic = mic }
+        /// It ended before its first sample (lost before group 0): the node keeps no file for it.
+        public var recordedNothing: Bool { finished && frames == 0 && !error.isEmpty }
     }
 
     public var node: String

@@ -75,9 +75,16 @@ public struct PendingManifest: Sendable {
             cameras: cameras, events: events.sorted { $0.tMicroseconds < $1.tMicroseconds })
         manifest.clockTrack = clockTrack
         manifest.budget = budget
-        // Every microphone the nodes recorded, with the node's own figures; checksums come with collection.
+        // Every microphone the nodes recorded, with the node's own figures; checksums come with collection. One that
+        // ended before its first sample has no file (the node removed it): listed apart, with why.
+        let lost = nodes.flatMap { node in
+            (finalStatus[node.name]?.mics ?? []).filter(\.recordedNothing).map { m in
+                TakeManifest.LostMicrophone(node: node.name, mic: m.mic, ended: m.error, device: micDevices["\(node.name)/\(m.mic)"])
+            }
+        }
+        manifest.audioLost = lost.isEmpty ? nil : lost
         let audio = nodes.flatMap { node in
-            (finalStatus[node.name]?.mics ?? []).map { m in
+            (finalStatus[node.name]?.mics ?? []).filter { !$0.recordedNothing }.map { m in
                 var a = TakeManifest.Audio(node: node.name, mic: m.mic, sampleRate: m.sampleRate, channels: m.channels,
                                            startMicroseconds: m.startMicroseconds, frames: m.frames,
                                            avOffsetMicroseconds: .init(p50: (m.offsetP50Microseconds * 10).rounded() / 10,

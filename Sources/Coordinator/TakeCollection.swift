@@ -165,6 +165,13 @@ public enum TakeCollection {
                 }
             }
         }
+        if pending.audioRequired == true {
+            for lost in pending.audioLost ?? [] {
+                complete = false
+                events.append(.init(tMicroseconds: end, node: lost.node, camera: lost.mic, kind: .incomplete,
+                                    detail: "sound is required and microphone \(lost.node)/\(lost.mic) recorded none: it ended before group 0: \(lost.ended)"))
+            }
+        }
         for (node, reason) in outcome.nodeFailures {
             events.append(.init(tMicroseconds: end, node: node, camera: "", kind: .collectFailed, detail: reason))
         }

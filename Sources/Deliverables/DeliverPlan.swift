@@ -84,6 +84,8 @@ public struct DeliverPlan: Equatable, Sendable {
     public var startFrameOfDay: Int64
     public var movs: [MovJob]
     public var wavs: [WavJob]
+    /// What is left out and why, one sentence each (a microphone that recorded no sound has no WAV).
+    public var notes: [String] = []
 
     /// The plan for a complete take, or the sentence why this take cannot be delivered.
     public static func make(_ manifest: TakeManifest, codec: VideoCodecChoice) -> Result<DeliverPlan, DeliverProblem> {
@@ -116,7 +118,15 @@ public struct DeliverPlan: Equatable, Sendable {
                                fingerprint: "mov/1 \(file.sha256) \(mode.rawValue) \(manifest.groups) \(fps) \(tc)"))
         }
         var wavs: [WavJob] = []
+        var notes = (manifest.audioLost ?? []).map {
+            "microphone \($0.node)/\($0.mic) recorded no sound (it ended before group 0), so it has no WAV."
+        }
         for a in manifest.audio ?? [] {
+            // A take recorded before lost microphones were left out lists one with an empty file ffprobe cannot read.
+            if a.frames == 0 && a.ended != nil {
+                notes.append("microphone \(a.node)/\(a.mic) recorded no sound (\(a.path) holds none), so it has no WAV.")
+                continue
+            }
             guard !a.sha256.isEmpty, a.sampleRate > 0, a.channels > 0 else {
                 return .failure(DeliverProblem("take \(manifest.takeID) lacks \(a.path) (microphone \(a.node)/\(a.mic)); coord deliver needs every microphone's file."))
             }
@@ -130,7 +140,7 @@ public struct DeliverPlan: Equatable, Sendable {
                                fingerprint: "wav/1 \(a.sha256) \(skip) \(samples) \(tc)"))
         }
         return .success(DeliverPlan(takeID: manifest.takeID, fps: fps, groups: manifest.groups, timecode: tc.description,
-                                    startFrameOfDay: tc.frameOfDay, movs: movs, wavs: wavs))
+                                    startFrameOfDay: tc.frameOfDay, movs: movs, wavs: wavs, notes: notes))
     }
 
     /// Whether a camera's `frames.csv` (CONTRACT §4: `frame,group,center_us,flags`) has frame i in group i for every

@@ -30,6 +30,7 @@ public enum Deliverer {
             throw DeliverProblem("\(takeDirectory)/manifest.json is not a readable coord manifest.")
         }
         let plan = try DeliverPlan.make(manifest, codec: codec).get()
+        for note in plan.notes { status(note) }
         for source in plan.movs.map(\.source) + plan.wavs.map(\.source) where !FileManager.default.fileExists(atPath: root + "/" + source) {
             throw DeliverProblem("take \(plan.takeID) is incomplete: \(source) is missing from \(takeDirectory).")
         }

@@ -185,7 +185,10 @@ final class MicrophoneRecorder: Sendable {
         } catch {
             endReason = endReason ?? "closing \(url.lastPathComponent) failed: \(error)"
         }
-        if abandoned && retimer == nil {
+        // Ended before its first sample (lost before group 0): a Matroska file without a block is one ffprobe cannot
+        // read, so the take keeps no file for it and the manifest lists the microphone as lost.
+        let recordedNothing = !abandoned && endReason != nil && (retimer?.produced ?? 0) == 0
+        if (abandoned && retimer == nil) || recordedNothing {
             try? FileManager.default.removeItem(at: url)
         }
         // Sound the device never delivered was written as silence: said, never hidden.
@@ -196,7 +199,9 @@ final class MicrophoneRecorder: Sendable {
         let bytes = (try? FileManager.default.attributesOfItem(atPath: url.path)[.size] as? UInt64) ?? 0
         if let endReason, !abandoned {
             let frames = shared.withLock { $0.progress.frames }
-            let detail = "microphone \(node)/\(mic) ended after \(frames) samples: \(endReason); its file ends there and the cameras go on."
+            let detail = recordedNothing
+                ? "microphone \(node)/\(mic) ended before group 0 (before its first sample of the take): \(endReason); it recorded no sound, so the take holds no file for it, and the cameras go on."
+                : "microphone \(node)/\(mic) ended after \(frames) samples: \(endReason); its file ends there and the cameras go on."
             logger.warning("microphone ended", metadata: ["mic": "\(mic)", "why": "\(endReason)"])
             onEvent(.microphoneEnded, detail)
             shared.withLock { $0.progress.error = endReason }

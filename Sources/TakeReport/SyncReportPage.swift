@@ -554,7 +554,12 @@ public enum SyncReportPage {
 
     /// The microphones' table and a plot of each one's A/V offset (p50 bar, p99 whisker) beside its rate error.
     static func soundSection(_ manifest: TakeManifest) -> PageContext.SoundSection? {
-        guard let audio = manifest.audio, !audio.isEmpty else { return nil }
+        let audio = manifest.audio ?? [], lost = manifest.audioLost ?? []
+        guard !audio.isEmpty || !lost.isEmpty else { return nil }
+        // A microphone lost before group 0 has no file and no figures: a row that says so.
+        let lostRows = lost.map { PageContext.MicRow(node: $0.node, mic: $0.mic, seconds: "0.000", p50: "–", p99: "–", rate: "–",
+                                                    path: "none", state: "no sound: ended before group 0: \($0.ended)") }
+        guard !audio.isEmpty else { return .init(soundPlot: "", mics: lostRows) }
         let rows = audio.map { a in
             PageContext.MicRow(node: a.node, mic: a.mic, seconds: String(format: "%.3f", Double(a.frames) / Double(max(a.sampleRate, 1))),
                                p50: fixed(a.avOffsetMicroseconds.p50), p99: fixed(a.avOffsetMicroseconds.p99),
@@ -574,7 +579,7 @@ public enum SyncReportPage {
             svg += "<text x=\"\(width - right + 6)\" y=\"\(y + 14)\" font-size=\"12\">\(htmlEscape(String(format: "%+.1f ppm", a.rateErrorPPM)))</text>"
         }
         svg += "<text x=\"\(left)\" y=\"\(rowHeight * Double(audio.count) + 20)\" font-size=\"11\">A/V offset, 0 to \(htmlEscape(fixed(top))) µs (bar p50, line p99)</text></svg>"
-        return .init(soundPlot: svg, mics: rows)
+        return .init(soundPlot: svg, mics: rows + lostRows)
     }
 
     /// The whole page. `rows` holds each camera's frames.csv rows keyed "node/camera"; a camera whose

@@ -73,6 +73,28 @@ import Testing
         #expect(try JSONDecoder().decode(TakeManifest.self, from: Data(json.utf8)).cameras[0].device?.busInfo == "platform:vivid-000")
     }
 
+    @Test func aMicrophoneLostBeforeGroupZeroIsListedApartWithoutAFile() throws {
+        var p = pending()
+        var status = NodeStatus(node: "a", state: .finished, cameras: [])
+        var lost = NodeStatus.Mic(mic: "mic0")
+        lost.finished = true
+        lost.error = "unplugged"
+        var short = NodeStatus.Mic(mic: "mic1")
+        short.finished = true
+        short.frames = 480
+        short.error = "unplugged"
+        status.mics = [lost, short]
+        p.finalStatus = ["a": status]
+        p.micDevices = ["a/mic0": "USB"]
+        let m = p.manifest
+        #expect(m.audio?.map(\.mic) == ["mic1"] && m.audio?[0].ended == "unplugged")
+        #expect(m.audioLost == [TakeManifest.LostMicrophone(node: "a", mic: "mic0", ended: "unplugged", device: "USB")])
+        let json = try JSONEncoder().encode(m)
+        #expect(String(decoding: json, as: UTF8.self).contains(#""audio_lost":[{"#))
+        #expect(try JSONDecoder().decode(TakeManifest.self, from: json).audioLost?.first?.mic == "mic0")
+        #expect(pending().manifest.audioLost == nil)
+    }
+
     @Test func eventsInTimeOrder() {
         var p = pending()
         p.events = [.init(tMicroseconds: 30, node: "a", camera: "", kind: .start, detail: "late"),

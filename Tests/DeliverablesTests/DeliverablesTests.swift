@@ -82,6 +82,22 @@ import Testing
         #expect(try DeliverPlan.make(Self.manifest(micStartOffset: -10_000), codec: .prores).get().wavs[0].skipSamples == 480)
     }
 
+    @Test func aMicrophoneThatRecordedNoSoundHasNoWavAndASentence() throws {
+        var lost = Self.manifest()
+        lost.audio = nil
+        lost.audioLost = [.init(node: "n2", mic: "mic1", ended: "unplugged")]
+        let plan = try DeliverPlan.make(lost, codec: .prores).get()
+        #expect(plan.wavs.isEmpty && plan.movs.count == 2)
+        #expect(plan.notes == ["microphone n2/mic1 recorded no sound (it ended before group 0), so it has no WAV."])
+        // An older take lists it in audio with 0 frames and an empty file: left out the same way.
+        var older = Self.manifest()
+        older.audio![0].frames = 0
+        older.audio![0].ended = "unplugged"
+        let olderPlan = try DeliverPlan.make(older, codec: .prores).get()
+        #expect(olderPlan.wavs.isEmpty && olderPlan.notes.count == 1 && olderPlan.notes[0].contains("n1/mic0"))
+        #expect(try DeliverPlan.make(Self.manifest(), codec: .prores).get().notes.isEmpty)
+    }
+
     @Test func anIncompleteTakeIsRefusedInOneSentence() {
         var m = Self.manifest()
         m.status = .partial

@@ -119,6 +119,45 @@ def test_a_microphone_removed_mid_take_ends_cleanly_and_the_cameras_go_on(tmp_pa
     assert abs(float(check_audio.probe(take / audio["kept"]["path"])["format"]["duration"]) - video_s) <= 0.011
 
 
+def test_a_microphone_lost_before_group_0_leaves_no_file_and_the_manifest_says_so(tmp_path):
+    from test_deliver import ASCMHL_VERIFY, deliver
+    # The microphone ends 0.1 s after the node starts it at arm, long before group 0 (the lead alone is 2 s).
+    lost = Node(tmp_path / "lost", extra_args=["--name", "lost", "--synthetic", "cam0", "--synthetic-mic", "mic0",
+                                               "--synthetic-mic-ends-after-ms", "100"])
+    kept = Node(tmp_path / "kept", extra_args=["--name", "kept", "--synthetic", "cam0", "--synthetic-mic", "mic0"])
+    try:
+        rig = tmp_path / "rig.yaml"
+        rig.write_text(f"version: 1\nnodes:\n  - name: lost\n    endpoint: {lost.endpoint}\n"
+                       f"  - name: kept\n    endpoint: {kept.endpoint}\n")
+        takes = tmp_path / "takes"
+        out = subprocess.run([str(COORD), "start-take", "--rig", str(rig), "--seconds", "2", "--size", "320x240",
+                              "--takes-dir", str(takes)], capture_output=True, text=True, timeout=180)
+        assert out.returncode == 0, out.stdout + out.stderr
+    finally:
+        lost.terminate()
+        kept.terminate()
+    take = only_take(takes)
+    manifest = json.loads((take / "manifest.json").read_text())
+    assert manifest["status"] == "complete", "sound alone never fails a take"
+    # No file for it, on the node or in the take, and none listed: every sound file the manifest lists ffprobe reads.
+    assert not (take / "lost" / "mic0.mka").exists() and not list(lost.staging.rglob("*.mka"))
+    assert [a["node"] for a in manifest["audio"]] == ["kept"]
+    assert float(check_audio.probe(take / manifest["audio"][0]["path"])["format"]["duration"]) > 1
+    assert [(m["node"], m["mic"]) for m in manifest["audio_lost"]] == [("lost", "mic0")], manifest.get("audio_lost")
+    assert "simulated unplug" in manifest["audio_lost"][0]["ended"]
+    ended = [e for e in manifest["events"] if e["kind"] == "microphone-ended"]
+    assert len(ended) == 1 and "ended before group 0" in ended[0]["detail"] and "no file" in ended[0]["detail"], ended
+    assert "no sound: ended before group 0" in (take / "sync-report.html").read_text()
+    # Deliver: a WAV for the kept microphone only, one sentence for the lost one; the MHL verifies.
+    proc = deliver(take, "--to", "mov,fcpxml,fcp7xml,mhl")
+    assert proc.returncode == 0, proc.stderr
+    assert "microphone lost/mic0 recorded no sound" in proc.stderr, proc.stderr
+    assert sorted(p.name for p in (take / "deliver").glob("*.wav")) == ["kept_mic0.wav"]
+    assert "lost_mic0" not in (take / f"{manifest['take_id']}.fcpxml").read_text()
+    verify = subprocess.run([*ASCMHL_VERIFY, str(take)], capture_output=True, text=True, timeout=120)
+    assert verify.returncode == 0, verify.stdout + verify.stderr
+
+
 def test_required_sound_refuses_a_node_without_a_microphone_and_makes_a_lost_one_a_gap(tmp_path):
     silent = Node(tmp_path / "silent", extra_args=["--name", "silent", "--synthetic", "cam0"])
     lost = Node(tmp_path / "lost", extra_args=["--name", "lost", "--synthetic", "cam0", "--synthetic-mic", "mic0",
