@@ -67,7 +67,7 @@ let package = Package(
 
         // The hand-off to post-production (CONTRACT §10): FCPXML, FCP 7 XML, ASC MHL and the deliver plan (pure), the
         // QuickTime/BWAV writer (libav); xxh128 comes from Platform.
-        .target(name: "Deliverables", dependencies: ["CoordCore", "CFFmpeg", "Platform", .product(name: "Crypto", package: "swift-crypto")]),
+        .target(name: "Deliverables", dependencies: ["CoordCore", "Media", "Platform", .product(name: "Crypto", package: "swift-crypto")]),
 
         // I/O shells.
         .target(name: "NodeAgent", dependencies: [

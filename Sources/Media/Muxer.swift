@@ -1,6 +1,8 @@
-// The one funnel to libav (libavformat, libavcodec): every av_* call in the tree is in this file. `Muxer` writes one
+// The libav funnel (libavformat, libavcodec) is this module: every av_* call in the tree is in Sources/Media, and
+// every file written through libavformat goes through `LibavWriter` (LibavWriter.swift). Here `Muxer` writes one
 // Matroska stream (MatroskaWriter's video, MatroskaAudioWriter's sound, MatroskaRepair's copy), `VideoEncoder` feeds
-// it encoded pictures, `Demuxer` reads a file back for the repair, and `JPEGEncoder` makes single JPEGs.
+// it encoded pictures, `Demuxer` reads a file back for the repair, and `JPEGEncoder` makes single JPEGs;
+// QuickTimeExport.swift makes `coord deliver`'s QuickTime and WAV files.
 import CFFmpeg
 
 #if canImport(Glibc)
@@ -39,7 +41,8 @@ final class Muxer {
     private let reportedPath: String
     /// Every sentence says this instead of the step's own operation (the repair's "repair").
     private let fixedOperation: String?
-    private var formatContext: UnsafeMutablePointer<AVFormatContext>?
+    /// The container, through the funnel's one writer; nil once released.
+    private var writer: LibavWriter?
     private var stream: UnsafeMutablePointer<AVStream>?
     private var packet: UnsafeMutablePointer<AVPacket>?
     /// The last packet written with `keep` (intra codecs only), re-muxed by `writeRepeat`.
@@ -52,11 +55,7 @@ final class Muxer {
         self.path = path
         self.reportedPath = reportedPath ?? path
         self.fixedOperation = fixedOperation
-        cff_log_quiet()
-        var fc: UnsafeMutablePointer<AVFormatContext>?
-        try check(avformat_alloc_output_context2(&fc, nil, "matroska", path), "create", "avformat_alloc_output_context2")
-        guard let fc else { throw failure("create", "avformat_alloc_output_context2", cff_AVERROR_ENOMEM) }
-        formatContext = fc
+        do throws(LibavCall) { writer = try LibavWriter(format: "matroska", path: path) } catch { throw failure("create", error) }
     }
 
     deinit { release() }
@@ -66,9 +65,8 @@ final class Muxer {
     /// A video stream carrying `encoder`'s packets at `fps`, in Matroska's 1 ms; `timecode` (`HH:MM:SS:FF`) is also
     /// the track's tag.
     func addVideoStream(_ encoder: VideoEncoder, fps: Int, timecode: String?) throws(MediaError) {
-        guard let fc = formatContext, let cc = encoder.context else { throw failure("create", "avformat_new_stream", cff_AVERROR_EINVAL) }
-        guard let st = avformat_new_stream(fc, nil) else { throw failure("create", "avformat_new_stream", cff_AVERROR_ENOMEM) }
-        stream = st
+        guard let cc = encoder.context else { throw failure("create", "avformat_new_stream", cff_AVERROR_EINVAL) }
+        let st = try newStream()
         st.pointee.time_base = AVRational(num: 1, den: 1000)
         st.pointee.avg_frame_rate = AVRational(num: Int32(fps), den: 1)
         st.pointee.r_frame_rate = AVRational(num: Int32(fps), den: 1)
@@ -82,9 +80,7 @@ final class Muxer {
 
     /// 16-bit PCM, the time base one sample: each packet's timestamp is the index of its first sample.
     func addAudioStream(sampleRate: Int, channels: Int) throws(MediaError) {
-        guard let fc = formatContext else { throw failure("create", "avformat_new_stream", cff_AVERROR_EINVAL) }
-        guard let st = avformat_new_stream(fc, nil) else { throw failure("create", "avformat_new_stream", cff_AVERROR_ENOMEM) }
-        stream = st
+        let st = try newStream()
         let par = st.pointee.codecpar!
         par.pointee.codec_type = AVMEDIA_TYPE_AUDIO
         par.pointee.codec_id = AV_CODEC_ID_PCM_S16LE
@@ -97,50 +93,50 @@ final class Muxer {
 
     /// The input's first stream as it is (no re-encoding), with its tags and the file's.
     func addStream(copying input: Demuxer) throws(MediaError) {
-        guard let fc = formatContext else { throw failure("create", "avformat_new_stream", cff_AVERROR_EINVAL) }
         let inStream = input.stream
-        guard let outStream = avformat_new_stream(fc, nil) else { throw failure("create", "avformat_new_stream", cff_AVERROR_ENOMEM) }
-        stream = outStream
+        let outStream = try newStream()
         try check(avcodec_parameters_copy(outStream.pointee.codecpar, inStream.pointee.codecpar), "create", "avcodec_parameters_copy")
         outStream.pointee.codecpar.pointee.codec_tag = 0
         outStream.pointee.time_base = inStream.pointee.time_base
         outStream.pointee.avg_frame_rate = inStream.pointee.avg_frame_rate
         outStream.pointee.r_frame_rate = inStream.pointee.r_frame_rate
-        _ = av_dict_copy(&fc.pointee.metadata, input.context.pointee.metadata, 0)
+        writer?.copyTags(from: input.context)
         _ = av_dict_copy(&outStream.pointee.metadata, inStream.pointee.metadata, 0)
+    }
+
+    /// A new stream of the file, kept as the one this muxer writes.
+    private func newStream() throws(MediaError) -> UnsafeMutablePointer<AVStream> {
+        guard let writer else { throw failure("create", "avformat_new_stream", cff_AVERROR_EINVAL) }
+        do throws(LibavCall) {
+            let st = try writer.newStream()
+            stream = st
+            return st
+        } catch { throw failure("create", error) }
     }
 
     /// The file's global tags, in key order.
     func setMetadata(_ metadata: [String: String]) throws(MediaError) {
-        guard let fc = formatContext else { return }
+        guard let writer else { return }
         for key in metadata.keys.sorted() {
-            try check(av_dict_set(&fc.pointee.metadata, key, metadata[key], 0), "create", "av_dict_set(\(key))")
+            do throws(LibavCall) { try writer.setTag(key, metadata[key]!) } catch { throw failure("create", error) }
         }
     }
 
     /// Whether this container wants the codec's headers out of band (an encoder must know before it opens).
-    var wantsGlobalHeader: Bool {
-        guard let fc = formatContext else { return false }
-        return fc.pointee.oformat.pointee.flags & cff_AVFMT_GLOBALHEADER != 0
-    }
+    var wantsGlobalHeader: Bool { writer?.wantsGlobalHeader ?? false }
 
     /// Creates the file and writes the header. `clusterMilliseconds`: bytes leave the muxer only when a cluster
     /// closes, so bound that (a crash then loses at most that much) and flush after every packet; nil: libav's way.
     func open(clusterMilliseconds: Int?) throws(MediaError) {
-        guard let fc = formatContext else { throw failure("create", "avio_open", cff_AVERROR_EINVAL) }
-        try check(avio_open(&fc.pointee.pb, path, cff_AVIO_FLAG_WRITE), "create", "avio_open")
-        createdFile = true
-        if let clusterMilliseconds {
-            var options: OpaquePointer?
-            defer { av_dict_free(&options) }
-            try check(av_dict_set(&options, "cluster_time_limit", String(clusterMilliseconds), 0), "create", "av_dict_set")
+        guard let writer else { throw failure("create", "avio_open", cff_AVERROR_EINVAL) }
+        do throws(LibavCall) {
+            try writer.create()
+            createdFile = true
             // avio_flush after every packet (what `ffmpeg -flush_packets 1` does): one write(2) per closed cluster, and
             // av_write_frame then reports I/O errors. Measured the same CPU as calling avio_flush here by hand.
-            fc.pointee.flush_packets = 1
-            try check(avformat_write_header(fc, &options), "create", "avformat_write_header")
-        } else {
-            try check(avformat_write_header(fc, nil), "create", "avformat_write_header")
-        }
+            try writer.writeHeader(options: clusterMilliseconds.map { [("cluster_time_limit", String($0))] } ?? [],
+                                   flushEveryPacket: clusterMilliseconds != nil)
+        } catch { throw failure("create", error) }
         headerWritten = true
         guard let p = av_packet_alloc(), let lp = av_packet_alloc() else { throw failure("create", "av_packet_alloc", cff_AVERROR_ENOMEM) }
         packet = p
@@ -153,7 +149,7 @@ final class Muxer {
     /// `writeRepeat`. `allocating` and `writing` are the sentences' operations for the two steps.
     func write(_ bytes: UnsafeRawBufferPointer, pts: Int64, duration: Int64, timeBase: TimeBase, keep: Bool,
                allocating: String, writing: String) throws(MediaError) {
-        guard let fc = formatContext, let stream, let packet, let lastPacket, let base = bytes.baseAddress else {
+        guard writer != nil, let stream, let packet, let lastPacket, let base = bytes.baseAddress else {
             throw MediaError.invalid("write to", path: reportedPath, "the recording is already finished")
         }
         try check(av_new_packet(packet, Int32(bytes.count)), allocating, "av_new_packet")
@@ -164,14 +160,7 @@ final class Muxer {
         packet.pointee.flags |= cff_AV_PKT_FLAG_KEY
         packet.pointee.stream_index = stream.pointee.index
         av_packet_rescale_ts(packet, timeBase.rational, stream.pointee.time_base)
-        let w = av_write_frame(fc, packet)
-        if keep && w >= 0 {
-            av_packet_unref(lastPacket)
-            av_packet_move_ref(lastPacket, packet)
-        } else {
-            av_packet_unref(packet)
-        }
-        try check(w, writing, "av_write_frame")
+        try write(packet, keep: keep, lastPacket, writing)
     }
 
     /// Whether a kept packet can be written again.
@@ -179,7 +168,7 @@ final class Muxer {
 
     /// Writes the kept packet again at `pts` lasting `duration` (in `timeBase`).
     func writeRepeat(pts: Int64, duration: Int64, timeBase: TimeBase) throws(MediaError) {
-        guard let fc = formatContext, let stream, let lastPacket else {
+        guard let writer, let stream, let lastPacket else {
             throw MediaError.invalid("write to", path: reportedPath, "the recording is already finished")
         }
         let ts = av_rescale_q(pts, timeBase.rational, stream.pointee.time_base)
@@ -188,12 +177,12 @@ final class Muxer {
         lastPacket.pointee.duration = av_rescale_q(duration, timeBase.rational, stream.pointee.time_base)
         lastPacket.pointee.pos = -1
         // av_write_frame leaves the caller's packet untouched, so lastPacket stays reusable.
-        try check(av_write_frame(fc, lastPacket), "write a frame to", "av_write_frame")
+        do throws(LibavCall) { try writer.write(lastPacket) } catch { throw failure("write a frame to", error) }
     }
 
     /// Moves every packet `encoder` has ready into the file (its time base µs); `keep`: each is kept for `writeRepeat`.
     func writeEncoded(from encoder: VideoEncoder, frameDuration: Int64, keep: Bool) throws(MediaError) {
-        guard let cc = encoder.context, let fc = formatContext, let stream, let packet, let lastPacket else {
+        guard let cc = encoder.context, writer != nil, let stream, let packet, let lastPacket else {
             throw MediaError.invalid("write to", path: reportedPath, "the recording is already finished")
         }
         while true {
@@ -203,14 +192,7 @@ final class Muxer {
             if packet.pointee.duration == 0 { packet.pointee.duration = frameDuration }
             av_packet_rescale_ts(packet, TimeBase.microseconds.rational, stream.pointee.time_base)
             packet.pointee.stream_index = stream.pointee.index
-            let w = av_write_frame(fc, packet)
-            if keep && w >= 0 {
-                av_packet_unref(lastPacket)
-                av_packet_move_ref(lastPacket, packet)
-            } else {
-                av_packet_unref(packet)
-            }
-            try check(w, "write a frame to", "av_write_frame")
+            try write(packet, keep: keep, lastPacket, "write a frame to")
         }
     }
 
@@ -219,7 +201,7 @@ final class Muxer {
     /// and whether the last was left out.
     func copyPackets(from input: Demuxer,
                      lastIsWhole: (UnsafeBufferPointer<UInt8>, _ corrupt: Bool) -> Bool) throws(MediaError) -> (frames: Int, droppedTail: Bool) {
-        guard let fc = formatContext, let outStream = stream, let packet, let held = lastPacket else {
+        guard let writer, let outStream = stream, let packet, let held = lastPacket else {
             throw MediaError.invalid("write to", path: reportedPath, "the recording is already finished")
         }
         let inStream = input.stream
@@ -228,7 +210,7 @@ final class Muxer {
         func write(_ p: UnsafeMutablePointer<AVPacket>) throws(MediaError) {
             p.pointee.stream_index = 0
             av_packet_rescale_ts(p, inStream.pointee.time_base, outStream.pointee.time_base)
-            try check(av_write_frame(fc, p), "write a frame to", "av_write_frame")
+            do throws(LibavCall) { try writer.write(p) } catch { throw failure("write a frame to", error) }
             frames += 1
         }
         while av_read_frame(input.context, packet) >= 0 {
@@ -251,19 +233,14 @@ final class Muxer {
     /// thrown, after everything is released. Idempotent.
     func finish(flushing encoder: VideoEncoder? = nil, frameDuration: Int64 = 0, keep: Bool = false) throws(MediaError) {
         var firstError: MediaError?
-        if headerWritten, let fc = formatContext {
-            if let encoder {
-                do throws(MediaError) {
-                    try encoder.flush()
-                    try writeEncoded(from: encoder, frameDuration: frameDuration, keep: keep)
-                } catch { firstError = error }
-            }
-            let r = av_write_trailer(fc)
-            if r < 0, firstError == nil { firstError = failure("finish", "av_write_trailer", r) }
+        if headerWritten, writer != nil, let encoder {
+            do throws(MediaError) {
+                try encoder.flush()
+                try writeEncoded(from: encoder, frameDuration: frameDuration, keep: keep)
+            } catch { firstError = error }
         }
-        if let fc = formatContext, fc.pointee.pb != nil {
-            let r = avio_closep(&fc.pointee.pb)
-            if r < 0, firstError == nil { firstError = failure("close", "avio_closep", r) }
+        do throws(LibavCall) { try writer?.finish() } catch {
+            if firstError == nil { firstError = failure(error.call == "avio_closep" ? "close" : "finish", error) }
         }
         release()
         if let firstError { throw firstError }
@@ -273,12 +250,27 @@ final class Muxer {
     func release() {
         if packet != nil { av_packet_free(&packet) }
         if lastPacket != nil { av_packet_free(&lastPacket) }
-        if let fc = formatContext {
-            if fc.pointee.pb != nil { avio_closep(&fc.pointee.pb) }
-            avformat_free_context(fc)
-            formatContext = nil
-        }
+        writer?.release()
+        writer = nil
         stream = nil
+    }
+
+    /// Writes `packet`; with `keep` it moves into `lastPacket` for `writeRepeat`, else it is unreffed.
+    private func write(_ packet: UnsafeMutablePointer<AVPacket>, keep: Bool, _ lastPacket: UnsafeMutablePointer<AVPacket>,
+                       _ operation: String) throws(MediaError) {
+        guard let writer else { throw MediaError.invalid("write to", path: reportedPath, "the recording is already finished") }
+        do throws(LibavCall) {
+            try writer.write(packet)
+        } catch {
+            av_packet_unref(packet)
+            throw failure(operation, error)
+        }
+        if keep {
+            av_packet_unref(lastPacket)
+            av_packet_move_ref(lastPacket, packet)
+        } else {
+            av_packet_unref(packet)
+        }
     }
 
     @discardableResult
@@ -290,6 +282,8 @@ final class Muxer {
     private func failure(_ operation: String, _ call: String, _ code: Int32) -> MediaError {
         MediaError(ffmpeg: code, operation: fixedOperation ?? operation, path: reportedPath, call: call)
     }
+
+    private func failure(_ operation: String, _ call: LibavCall) -> MediaError { failure(operation, call.call, call.code) }
 }
 
 /// A video encoder (mjpeg, ffv1 or libx264) feeding a `Muxer`, with two input frames used in turn: an encoder may
