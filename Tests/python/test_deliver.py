@@ -12,6 +12,7 @@ import subprocess
 import sys
 import time
 import xml.etree.ElementTree as ET
+from fractions import Fraction
 from pathlib import Path
 
 import pytest
@@ -212,12 +213,15 @@ def test_the_otio_goes_through_both_official_adapters_aligned(take, manifest, tm
     for adapter, ext in [("fcp_xml", "xml"), ("fcpx_xml", "fcpxml")]:
         out = tmp_path / f"take.{ext}"
         otio.adapters.write_to_file(timeline, str(out), adapter_name=adapter)
+        if adapter == "fcpx_xml":  # the file is exact; the adapter's reader truncates (see test_editorial.py)
+            starts = {Fraction(e.get("start").rstrip("s")) for e in ET.parse(out).iter() if e.tag in ("asset", "clip")}
+            assert starts == {Fraction(start, fps_of(manifest))}, starts
         back = otio.adapters.read_from_file(str(out), adapter_name=adapter)
         clips = [c for t in back.tracks for c in t.find_clips()]
         assert len(clips) == len(manifest["cameras"]) + len(manifest["audio"]), adapter
         for c in clips:
             assert c.range_in_parent().start_time.to_frames() == 0, (adapter, c.name)
-            assert c.source_range.start_time.to_frames() == start, (adapter, c.name)
+            assert 0 <= start - c.source_range.start_time.to_frames() <= (adapter == "fcpx_xml"), (adapter, c.name)
             assert c.source_range.duration.to_frames() == manifest["groups"], (adapter, c.name)
 
 

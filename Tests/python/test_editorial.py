@@ -6,7 +6,9 @@ import json
 import math
 import os
 import subprocess
+import xml.etree.ElementTree as ET
 from datetime import datetime, timezone
+from fractions import Fraction
 from pathlib import Path
 
 import opentimelineio as otio
@@ -134,13 +136,20 @@ def test_the_otio_of_a_take_at_15_and_25_fps_goes_through_both_official_adapters
     for adapter, ext in [("fcp_xml", "xml"), ("fcpx_xml", "fcpxml")]:
         out = tmp_path / f"take-{fps}.{ext}"
         otio.adapters.write_to_file(timeline, str(out), adapter_name=adapter)
+        if adapter == "fcpx_xml":
+            # What the adapter wrote is exact: every asset and clip starts at group 0's timecode, as a rational.
+            starts = {Fraction(e.get("start").rstrip("s")) for e in ET.parse(out).iter() if e.tag in ("asset", "clip")}
+            assert starts == {Fraction(frame_of_day(manifest["timecode"], fps), fps)}, starts
         back = otio.adapters.read_from_file(str(out), adapter_name=adapter)
         clips = [c for t in back.tracks for c in t.find_clips()]
         assert len(clips) == len(manifest["cameras"]) + len(manifest.get("audio", [])), adapter
+        # The FCPXML adapter reads "N/Ds" back as int(N / D * fps) (otio_fcpx_xml_adapter 1.0.0, fcpx_xml.py), which
+        # truncates 906996/25 s to frame 906995: a frame early for some times of day, in its reader, not in the file.
+        slack = 1 if adapter == "fcpx_xml" else 0
         for c in clips:
             # Every track from the sequence's start, at group 0's timecode, over the take's groups, frame-exact.
             assert c.range_in_parent().start_time.to_seconds() == 0, (adapter, c.name)
-            assert c.source_range.start_time.to_frames(fps) == frame_of_day(manifest["timecode"], fps), (adapter, c.name)
+            assert 0 <= frame_of_day(manifest["timecode"], fps) - c.source_range.start_time.to_frames(fps) <= slack, (adapter, c.name)
             assert c.source_range.duration.to_frames(fps) == manifest["groups"], (adapter, c.name)
 
 
