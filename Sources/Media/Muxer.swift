@@ -14,9 +14,7 @@ import Darwin
 extension MediaError {
     /// A failed libav call as one sentence, with FFmpeg's own words for `code`.
     init(ffmpeg code: Int32, operation: String, path: String?, call: String) {
-        var buffer = [CChar](repeating: 0, count: Int(cff_AV_ERROR_MAX_STRING_SIZE))
-        _ = cff_err2str(code, &buffer, buffer.count)
-        self.init(operation: operation, path: path, call: call, code: code, reason: String(cString: buffer))
+        self.init(operation: operation, path: path, call: call, code: code, reason: LibavCall.text(code))
     }
 
     /// Input refused before any libav call (AVERROR(EINVAL)).
@@ -556,9 +554,7 @@ public final class JPEGEncoder {
     }
 
     private func failure(_ call: String, _ code: Int32) -> MediaError {
-        var buffer = [CChar](repeating: 0, count: Int(cff_AV_ERROR_MAX_STRING_SIZE))
-        _ = cff_err2str(code, &buffer, buffer.count)
-        return MediaError(operation: "encode a JPEG", path: nil, call: call, code: code, reason: String(cString: buffer))
+        MediaError(operation: "encode a JPEG", path: nil, call: call, code: code, reason: LibavCall.text(code))
     }
 
     private func release() {
