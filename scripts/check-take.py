@@ -6,7 +6,8 @@
 For every camera in manifest.json: each file's size and SHA-256 (and xxh128, with pip xxhash) match the manifest; ffprobe reads the
 .mkv and counts exactly `groups` frames; frames.csv has the contract header and one row per frame with
 frame i in group i; the SYNCSTRIPE decodes in every frame (magic, CRC-8) with the camera's ordinal, and
-a `dup` row repeats the previous frame's stripe. It also prints the TRUE frame-centre spread per group,
+a `dup` row repeats the previous frame's stripe. Every microphone file (CONTRACT §9) matches its SHA-256 and ffprobe
+reads its sound; a microphone in `audio_lost` has no file. It also prints the TRUE frame-centre spread per group,
 from the stripes (ground truth only the simulation knows), beside what sync-report.json claims.
 Exit 0 when every check passes, 1 otherwise (one line per failure on stderr).
 """
@@ -158,6 +159,24 @@ def check(take: Path, per_group: bool = False):
                                                  "max": max([abs(e) for e in errors], default=0)},
                            "true_phase_us": {"p99": percentile([abs(s[2] - (t0 + i * period)) for i, s in enumerate(decoded)
                                                                 if s is not None and i < len(rows) and rows[i][3] == ""], .99)}})
+    # Sound (CONTRACT §9): every microphone file the manifest lists is there, matches its checksum and ffprobe reads
+    # it; a microphone lost before group 0 (`audio_lost`) has no file at all.
+    for a in manifest.get("audio") or []:
+        who, p = f"{a['node']}/{a['mic']}", take / a["path"]
+        if not a.get("sha256"):
+            continue  # not collected: collection's own events say so
+        if not p.is_file():
+            failures.append(f"{who}: {a['path']} is listed in the manifest but missing")
+            continue
+        if hashlib.sha256(p.read_bytes()).hexdigest() != a["sha256"]:
+            failures.append(f"{who}: {a['path']} does not match its sha256 in the manifest")
+        out = subprocess.run(["ffprobe", "-v", "error", "-select_streams", "a", "-show_entries", "stream=codec_type",
+                              "-of", "csv=p=0", str(p)], capture_output=True, text=True, timeout=120)
+        if out.returncode != 0 or "audio" not in out.stdout:
+            failures.append(f"{who}: ffprobe cannot read a sound stream in {a['path']}: {(out.stderr.strip().splitlines() or [''])[-1][:200]}")
+    for lost in manifest.get("audio_lost") or []:
+        if (take / lost["node"] / f"{lost['mic']}.mka").exists():
+            failures.append(f"{lost['node']}/{lost['mic']}: lost before group 0 but its file is in the take")
     spreads = [max(v) - min(v) for v in true_by_group.values() if len(v) >= 2]
     truth = {"p50": percentile(spreads, .5), "p99": percentile(spreads, .99), "max": max(spreads, default=0)}
     report = json.loads((take / "sync-report.json").read_text())

@@ -148,6 +148,8 @@ def test_a_microphone_lost_before_group_0_leaves_no_file_and_the_manifest_says_s
     ended = [e for e in manifest["events"] if e["kind"] == "microphone-ended"]
     assert len(ended) == 1 and "ended before group 0" in ended[0]["detail"] and "no file" in ended[0]["detail"], ended
     assert "no sound: ended before group 0" in (take / "sync-report.html").read_text()
+    failures, _ = check_take.check(take)
+    assert failures == [], failures
     # Deliver: a WAV for the kept microphone only, one sentence for the lost one; the MHL verifies.
     proc = deliver(take, "--to", "mov,fcpxml,fcp7xml,mhl")
     assert proc.returncode == 0, proc.stderr
