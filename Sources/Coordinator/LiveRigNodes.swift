@@ -45,7 +45,7 @@ extension LiveRig {
                     name: node.name, reachable: true, state: NodeState(status.state),
                     pressure: status.pressure ?? .nominal, clockUncertaintyUs: uncertainty.map { ($0 * 10).rounded() / 10 },
                     takeId: status.takeID.isEmpty ? nil : status.takeID,
-                    message: !status.detail.isEmpty ? status.detail : (status.pressure ?? .nominal) > .nominal && !status.pressureCause.isEmpty ? status.pressureCause : s.nodes[index].controlsNote)
+                    message: Self.message(status, controlsNote: s.nodes[index].controlsNote))
                 s.nodes[index].view.mics = status.mics.map { MicView(mic: $0.mic, levelDbfs: ($0.levelDBFS * 10).rounded() / 10,
                                                                      error: $0.error.isEmpty ? nil : $0.error) }
                 for c in status.cameras {
@@ -81,6 +81,15 @@ extension LiveRig {
             }
             if changed { event("node-unreachable", node: node.name, sentence) }
         }
+    }
+
+    /// A node's message: its own word (a take's detail, else what raised its pressure), then what became of the
+    /// controls set here when it last restarted.
+    static func message(_ status: NodeStatus, controlsNote: String?) -> String? {
+        let own = !status.detail.isEmpty ? status.detail
+            : (status.pressure ?? .nominal) > .nominal && !status.pressureCause.isEmpty ? status.pressureCause : nil
+        let parts = [own, controlsNote].compactMap { $0 }
+        return parts.isEmpty ? nil : parts.joined(separator: " · ")
     }
 
     /// How often a reached node is shaken hands with again, to see a restart or a moved preview endpoint.
