@@ -244,6 +244,15 @@ take:
         status, refused = send("POST", "/api/rig/save")
         assert status == 409 and "changed on disk" in refused["error"], refused
         assert rig.read_text() == by_hand
+        # A take from this console opens cam0 with what the operator set, not the 8000 the file said at start.
+        status, _ = send("POST", "/api/takes", {"name": "saved", "seconds": 1})
+        assert status == 202
+        done = wait_for(lambda: (lambda t: t if t and t["state"] in ("done", "partial", "failed") else None)(send("GET", "/api/takes")[1]["current"]),
+                        90, "the take's end")
+        assert done["state"] == "done", done
+        manifest = json.loads((tmp_path / "takes" / done["take_id"] / "manifest.json").read_text())
+        recorded = {c["camera"]: c["controls"] for c in manifest["cameras"]}
+        assert recorded["cam0"]["exposure_us"] == 12000 and recorded["cam0"]["gain_db"] == 2.5, recorded
     finally:
         proc.send_signal(signal.SIGINT)
         try:
