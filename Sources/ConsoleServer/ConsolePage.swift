@@ -119,7 +119,7 @@ enum ConsolePage {
       </div>
       <div id="control-message" class="message"></div>
       <div class="row" style="margin-top:8px"><button id="rig-save">Save as the rig file's defaults</button></div>
-      <div class="message">Writes every camera's controls as now in force into the rig file this console was started with, so every take starts with them; the file as it was, with its comments, is kept beside it as <code>.bak</code>. Or <a id="rig-file" href="api/rig/rig.yaml" download>download the rig file with these controls</a>.</div>
+      <div class="message">Writes the controls set here into the rig file this console was started with, so every take starts with them: only those values change in its text, its comments and layout stay; the file as it was is kept beside it as <code>.bak</code>. Or <a id="rig-file" href="api/rig/rig.yaml" download>download the rig file with these controls</a>.</div>
       <div id="rig-save-message" class="message"></div>
     </section>
     <section>

@@ -4,6 +4,7 @@ import Foundation
 import Logging
 import Platform
 import Synchronization
+import VersionedYAML
 import ZeroMQ
 
 /// The rig seen live, for the operator's console: every node's state once a second, the cameras opened for
@@ -34,6 +35,11 @@ public final class LiveRig: Sendable {
         var cameraProgress: [String: (drops: Int64, phase: Int64?)] = [:]
         /// Each camera's controls as its node last reported them applied.
         var controls: [String: CameraControls] = [:]
+        /// The controls the operator set on each camera from this console (the values the node applied): sent
+        /// again to a node that restarts, and what saving writes into the rig file.
+        var operatorControls: [String: CameraControls] = [:]
+        /// What became of those controls at the node's last restart, shown as its message when the node has none.
+        var controlsNote: String?
         /// What `/metrics` says of this node, from its last status (nil: never reached).
         var metrics: NodeMetricsSample?
         /// The node process last shaken hands with (another one: the node restarted), its host and boot, where
@@ -123,6 +129,8 @@ public final class LiveRig: Sendable {
         var tracker: ClockTracker?
         var trackerTask: Task<Void, Never>?
         var trackedNodes: [String] = []
+        /// The rig file's text as this console loaded it (or last saved it): a file changed since is not saved over.
+        var rigFileText: String?
     }
     let state = Mutex(State())
     let receiver: PreviewReceiver
@@ -139,7 +147,9 @@ public final class LiveRig: Sendable {
         let box = WeakBox()
         receiver = PreviewReceiver(logger: logger) { box.rig?.received($0) }
         box.rig = self
+        let loaded = rigFile.flatMap { try? VersionedYAML.read($0, kind: "rig file") }
         state.withLock { s in
+            s.rigFileText = loaded
             s.nodes = spec.nodes.map { n in
                 Node(spec: n, link: nil, name: n.name,
                      view: NodeView(name: n.name, reachable: false, state: .unreachable, pressure: .nominal,

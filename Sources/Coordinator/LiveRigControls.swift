@@ -21,14 +21,31 @@ extension LiveRig {
         }
         guard let link = target.link, target.view.reachable else { throw Refusal(.conflict, "node \(node) is unreachable: \(target.view.message ?? "no answer").") }
         if let problem = Self.basicProblem(controls, camera: "\(node)/\(camera)") { throw Refusal(.invalid, problem) }
+        let applied = try await sendControls(controls, node: node, camera: camera, link: link)
+        // The node had applied them by now: a frame centred two periods on was exposed wholly after.
+        let inForceFrom = previewGrid.nearestGroup(to: MonotonicClock.now()) + 2
+        state.withLock { s in
+            guard let i = s.nodes.firstIndex(where: { $0.name == node }) else { return }
+            s.nodes[i].controls[camera] = applied
+            s.nodes[i].operatorControls[camera] =
+                (s.nodes[i].operatorControls[camera] ?? CameraControls()).updated(with: Self.asked(controls, applied: applied))
+        }
+        event("controls", node: node, camera: camera, "camera \(node)/\(camera): \(Self.describe(applied))")
+        let rig = self.rig
+        state.withLock { $0.lastRig = rig }
+        broadcast(.rig(rig))
+        return CameraControlsView(node: node, camera: camera, controls: applied, inForceFromGroup: inForceFrom)
+    }
+
+    /// Sends one camera's controls to its node; the values it applied (every control in force), or one sentence.
+    func sendControls(_ controls: CameraControls, node: String, camera: String, link: NodeLink) async throws(Refusal) -> CameraControls {
         var m = Coord_V1_SetControls()
         m.camera = camera
         m.controls = controls.wire
-        let applied: CameraControls
         do {
             let (reply, _) = try await link.ask(.setControls(m), timeout: 3, what: "the controls")
             guard case .controlsApplied(let r) = reply.body else { throw Refusal(.conflict, "node \(node) answered the controls with something else.") }
-            do throws(FieldFault) { applied = try NodeReply.controlsApplied(r, from: "node \(node)") } catch { throw Refusal(.conflict, error.sentence) }
+            do throws(FieldFault) { return try NodeReply.controlsApplied(r, from: "node \(node)") } catch { throw Refusal(.conflict, error.sentence) }
         } catch let refusal as Refusal {
             throw refusal
         } catch let refusal as NodeRefusal {
@@ -37,16 +54,53 @@ extension LiveRig {
             // No answer, or the link closed: the node cannot take controls now.
             throw Refusal(.conflict, "\(error)")
         }
-        // The node had applied them by now: a frame centred two periods on was exposed wholly after.
-        let inForceFrom = previewGrid.nearestGroup(to: MonotonicClock.now()) + 2
-        state.withLock { s in
-            if let i = s.nodes.firstIndex(where: { $0.name == node }) { s.nodes[i].controls[camera] = applied }
+    }
+
+    /// The controls the operator asked for, at the values the node applied (a camera may round them).
+    static func asked(_ asked: CameraControls, applied: CameraControls) -> CameraControls {
+        CameraControls(exposureMicroseconds: asked.exposureMicroseconds.map { applied.exposureMicroseconds ?? $0 },
+                       gainDecibels: asked.gainDecibels.map { applied.gainDecibels ?? $0 },
+                       whiteBalanceKelvin: asked.whiteBalanceKelvin.map { applied.whiteBalanceKelvin ?? $0 },
+                       focus: asked.focus.map { applied.focus ?? $0 })
+    }
+
+    /// A node that restarted starts from its cameras' own controls: the ones the operator set here are sent to it
+    /// again, and its message says so (or, in one sentence each, which could not be).
+    func reapplyControls(_ name: String) async {
+        let found = state.withLock { s -> (NodeLink, [String], [String: CameraControls])? in
+            guard let n = s.nodes.first(where: { $0.name == name }), let link = n.link,
+                  n.operatorControls.values.contains(where: { !$0.isEmpty }) else { return nil }
+            return (link, n.cameras.map(\.camera), n.operatorControls)
         }
-        event("controls", node: node, camera: camera, "camera \(node)/\(camera): \(Self.describe(applied))")
-        let rig = self.rig
-        state.withLock { $0.lastRig = rig }
-        broadcast(.rig(rig))
-        return CameraControlsView(node: node, camera: camera, controls: applied, inForceFromGroup: inForceFrom)
+        guard case let (link, cameras, wanted)? = found else { return }
+        var done: [String] = [], refused: [String] = []
+        for (camera, controls) in wanted.sorted(by: { $0.key < $1.key }) where !controls.isEmpty {
+            guard cameras.contains(camera) else {
+                refused.append("camera \(name)/\(camera) is gone from the restarted node, so its controls were not set again.")
+                continue
+            }
+            do throws(Refusal) {
+                let applied = try await sendControls(controls, node: name, camera: camera, link: link)
+                state.withLock { s in
+                    if let i = s.nodes.firstIndex(where: { $0.name == name }) { s.nodes[i].controls[camera] = applied }
+                }
+                done.append("\(camera): \(Self.describe(Self.asked(controls, applied: applied)))")
+            } catch {
+                refused.append("camera \(name)/\(camera)'s controls could not be set again: \(error.sentence)")
+            }
+        }
+        let time = ISO8601DateFormatter().string(from: Date())
+        let note = refused.isEmpty
+            ? "restarted at \(time); the controls set in this console were applied again (\(done.joined(separator: "; ")))."
+            : refused.joined(separator: " ")
+        state.withLock { s in
+            if let i = s.nodes.firstIndex(where: { $0.name == name }) {
+                s.nodes[i].controlsNote = note
+                if s.nodes[i].view.message == nil { s.nodes[i].view.message = note }
+            }
+        }
+        if !done.isEmpty { event("controls-reapplied", node: name, "node \(name) restarted: the controls set in this console applied again — \(done.joined(separator: "; "))") }
+        for sentence in refused { event("controls-not-reapplied", node: name, sentence) }
     }
 
     /// "Apply to all": the same controls on every camera of the rig, in parallel. The cameras that took them, and
@@ -94,29 +148,34 @@ extension LiveRig {
         return lines.joined(separator: "\n") + "\n"
     }
 
-    /// The rig file with every camera's controls as now in force written in (CONTRACT §6 controls as the rig's
-    /// defaults): the console's own rig file rewritten, or for a demo a rig file of its nodes. Its name and text.
-    public func rigFileWithControls() throws(Refusal) -> (name: String, text: String) {
+    /// The rig file with the controls the operator set here written in (CONTRACT §6 controls as the rig's
+    /// defaults): the console's own rig file edited in place (its comments and layout kept), or for a demo a rig
+    /// file of its nodes. Its name and text; `original` is the text to edit (default: the file as it is now).
+    public func rigFileWithControls(original given: String? = nil) throws(Refusal) -> (name: String, text: String) {
         let nodes = state.withLock { $0.nodes }
         var cameras: [String: [RigFileControls.Camera]] = [:]
         for node in nodes {
-            cameras[node.name] = node.cameras.compactMap { c in node.controls[c.camera].map { .init(name: c.camera, controls: $0) } }
+            cameras[node.name] = node.cameras.map { .init(name: $0.camera, controls: node.operatorControls[$0.camera] ?? CameraControls()) }
         }
-        let stamp = ISO8601DateFormatter().string(from: Date())
         let original: String, path: String
         if let rigFile {
-            do throws(YAMLFileError) { original = try VersionedYAML.read(rigFile, kind: "rig file") } catch { throw Refusal(.conflict, error.description) }
+            if let given {
+                original = given
+            } else {
+                do throws(YAMLFileError) { original = try VersionedYAML.read(rigFile, kind: "rig file") } catch { throw Refusal(.conflict, error.description) }
+            }
             path = rigFile
         } else {
-            original = DiscoveredNode.rigFile(spec.nodes.map {
-                DiscoveredNode(name: $0.name, endpoint: $0.endpoint, cameras: [], version: "", publicKey: $0.publicKey)
-            }, coordinatorCert: nil)
+            let stamp = ISO8601DateFormatter().string(from: Date())
+            original = "# The demo's rig with the camera controls set in coord console, \(stamp): every take starts with them.\n"
+                + DiscoveredNode.rigFile(spec.nodes.map {
+                    DiscoveredNode(name: $0.name, endpoint: $0.endpoint, cameras: [], version: "", publicKey: $0.publicKey)
+                }, coordinatorCert: nil)
             path = "rig.yaml"
         }
         let text: String
         do throws(YAMLFileError) { text = try RigFileControls.text(original, path: path, cameras: cameras) } catch { throw Refusal(.conflict, error.description) }
-        let name = (path as NSString).lastPathComponent
-        return (name, "# \(name) with the camera controls set in coord console, \(stamp): every take starts with them.\n" + text)
+        return ((path as NSString).lastPathComponent, text)
     }
 
     /// The console's answer to a node's refusal of the controls: a camera the node does not have is not found, a

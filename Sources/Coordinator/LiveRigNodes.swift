@@ -30,7 +30,8 @@ extension LiveRig {
             // Shaken hands with again every few seconds and after any silence: a node that restarted (another
             // process, perhaps another preview port) or moved its preview is followed, not lost.
             if node.cameras.isEmpty || !node.view.reachable || MonotonicClock.now() - node.handshakeAt >= Self.handshakeEveryMicroseconds {
-                try await handshake(index, &node, link: link)
+                // A new process starts from its cameras' own controls: the operator's are set again.
+                if try await handshake(index, &node, link: link) { await reapplyControls(node.name) }
             }
             let (reply, _) = try await link.request(.statusRequest(Coord_V1_StatusRequest()), timeout: 1, what: "status")
             guard case .status(let wire) = reply.body else { return }
@@ -44,7 +45,7 @@ extension LiveRig {
                     name: node.name, reachable: true, state: NodeState(status.state),
                     pressure: status.pressure ?? .nominal, clockUncertaintyUs: uncertainty.map { ($0 * 10).rounded() / 10 },
                     takeId: status.takeID.isEmpty ? nil : status.takeID,
-                    message: !status.detail.isEmpty ? status.detail : (status.pressure ?? .nominal) > .nominal && !status.pressureCause.isEmpty ? status.pressureCause : nil)
+                    message: Self.message(status, controlsNote: s.nodes[index].controlsNote))
                 s.nodes[index].view.mics = status.mics.map { MicView(mic: $0.mic, levelDbfs: ($0.levelDBFS * 10).rounded() / 10,
                                                                      error: $0.error.isEmpty ? nil : $0.error) }
                 for c in status.cameras {
@@ -67,7 +68,7 @@ extension LiveRig {
                 }
                 s.nodes[index].counts.seen(now)
                 s.nodes[index].metrics = metrics
-                if !wasReachable { s.nodes[index].view.message = nil }
+                if !wasReachable { s.nodes[index].view.message = s.nodes[index].controlsNote }
             }
         } catch {
             let sentence = "\(error)"
@@ -82,10 +83,20 @@ extension LiveRig {
         }
     }
 
+    /// A node's message: its own word (a take's detail, else what raised its pressure), then what became of the
+    /// controls set here when it last restarted.
+    static func message(_ status: NodeStatus, controlsNote: String?) -> String? {
+        let own = !status.detail.isEmpty ? status.detail
+            : (status.pressure ?? .nominal) > .nominal && !status.pressureCause.isEmpty ? status.pressureCause : nil
+        let parts = [own, controlsNote].compactMap { $0 }
+        return parts.isEmpty ? nil : parts.joined(separator: " · ")
+    }
+
     /// How often a reached node is shaken hands with again, to see a restart or a moved preview endpoint.
     static let handshakeEveryMicroseconds: Int64 = 5_000_000
 
-    private func handshake(_ index: Int, _ node: inout Node, link: NodeLink) async throws {
+    /// Shakes hands with a node; whether it is another process than the one shaken hands with before.
+    private func handshake(_ index: Int, _ node: inout Node, link: NodeLink) async throws -> Bool {
         var hello = Coord_V1_Hello()
         hello.coordinator = ProcessInfo.processInfo.hostName
         let (reply, _) = try await link.request(.hello(hello), timeout: 2, what: "the handshake")
@@ -102,7 +113,7 @@ extension LiveRig {
         let previewMoved = first || endpoint != node.previewEndpoint
         node.handshakeAt = now
         state.withLock { $0.nodes[index].handshakeAt = now }
-        guard first || restarted || camerasChanged || previewMoved else { return }
+        guard first || restarted || camerasChanged || previewMoved else { return false }
         if previewMoved {
             if let old = node.previewEndpoint { receiver.disconnect(old) }
             if let endpoint { receiver.connect(endpoint, keys: spec.linkKeys(for: node.spec)) }
@@ -141,6 +152,7 @@ extension LiveRig {
         } else {
             event("node-changed", node: node.name, "node \(node.name) changed: \(settings.count) camera(s), \(tiles)")
         }
+        return restarted
     }
 
     /// The cameras a node previews: the rig file's list for it (or every camera it has), at the take's size and rate.

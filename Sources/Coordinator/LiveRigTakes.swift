@@ -10,6 +10,22 @@ import ZeroMQ
 extension LiveRig {
     // MARK: Takes
 
+    /// The rig file's camera entries with the controls the operator set here over theirs: a take opens each camera
+    /// with what the operator last set, not with the values the file had when the console loaded it.
+    static func withOperatorControls(_ entries: [String: [RigSpec.Camera]],
+                                     _ set: [(endpoint: String, controls: [String: CameraControls])]) -> [String: [RigSpec.Camera]] {
+        var entries = entries
+        for (endpoint, controls) in set {
+            guard var list = entries[endpoint] else { continue }
+            for i in list.indices {
+                guard let c = controls[list[i].name], !c.isEmpty else { continue }
+                list[i].controls = (list[i].controls ?? CameraControls()).updated(with: c)
+            }
+            entries[endpoint] = list
+        }
+        return entries
+    }
+
     /// Starts a take as `coord start-take` does (the rig file's settings), with preview tiles from its cameras.
     public func startTake(name: String?, seconds: Double?) throws(Refusal) -> TakeView {
         var request = template
@@ -18,6 +34,8 @@ extension LiveRig {
         request.untilStopped = seconds == nil
         if request.untilStopped { request.seconds = TakeRequest.longestSeconds }
         request.preview = preview
+        request.camerasByEndpoint = Self.withOperatorControls(request.camerasByEndpoint,
+                                                              state.withLock { s in s.nodes.map { (endpoint: $0.spec.endpoint, controls: $0.operatorControls) } })
         if let problem = request.problem() { throw Refusal(.invalid, problem) }
         let console = Console(quiet: false) { [weak self] line in self?.event("take", line.trimmingCharacters(in: .whitespaces)) }
         // The clocks this console follows go to the take, which then need not align them again (issue 27).

@@ -1,4 +1,5 @@
 import Foundation
+import VersionedYAML
 #if canImport(Glibc)
 import Glibc
 #endif
@@ -12,43 +13,46 @@ extension LiveRig {
         public var cameras: Int
     }
 
-    /// Writes the rig file with every camera's controls as now in force over the console's own rig file (never any
-    /// other path): the file as it was, comments included, is kept as `<file>.bak`, then the new text is written
-    /// beside the file, fsynced and renamed over it, so a crash leaves the old file or the new one, never half of
-    /// one. Refused with one sentence, writing nothing, when the console has no rig file (a demo), the file cannot
-    /// be read, the new text would not load, or the directory cannot be written.
+    /// Writes the controls the operator set here into the console's own rig file (never any other path), editing
+    /// its text in place: only the control values that change are replaced or inserted, every comment, blank line
+    /// and other value kept. The result is loaded as `coord console --rig` would load it, the file as it was is kept
+    /// as `<file>.bak`, then the new text is written beside the file, fsynced and renamed over it, so a crash leaves
+    /// the old file or the new one, never half of one. Refused with one sentence, writing nothing, when the console
+    /// has no rig file (a demo), the file cannot be read or changed on disk since the console loaded it, the edited
+    /// text would not load, or the directory cannot be written.
     public func saveRigFile() throws(Refusal) -> SavedRigFile {
         guard let path = rigFile else {
             throw Refusal(.conflict, "this console has no rig file to save into (a demo's rig lives in memory): download it (rig.yaml) and start coord console --rig with it.")
         }
-        let file = try rigFileWithControls()
-        let backup = path + ".bak"
         let name = (path as NSString).lastPathComponent
-        // Never write what the next `coord console --rig` would refuse.
-        do { _ = try RigFile.parse(file.text, path: path) } catch {
-            throw Refusal(.conflict, "the rig file with the controls written in would not load, so \(path) was left as it is: \(error)")
+        let current: String
+        do throws(YAMLFileError) { current = try VersionedYAML.read(path, kind: "rig file") } catch {
+            throw Refusal(.conflict, "the rig file cannot be read any more, so nothing was saved: \(error.description)")
         }
-        let original: Data
-        do { original = try Data(contentsOf: URL(fileURLWithPath: path)) } catch {
-            throw Refusal(.conflict, "the rig file \(path) cannot be read any more: \(error.localizedDescription)")
+        // Someone else's edit since the console loaded the file is not overwritten with the console's old view of it.
+        guard let loaded = state.withLock({ $0.rigFileText }), loaded == current else {
+            throw Refusal(.conflict, "\(path) changed on disk since this console loaded it, so it was left as it is: restart coord console --rig \(name) to load it, set the controls again and save.")
+        }
+        let file = try rigFileWithControls(original: current)
+        // Never write what the next `coord console --rig` would refuse.
+        let saved: RigFile
+        do { saved = try RigFile.parse(file.text, path: path) } catch {
+            throw Refusal(.conflict, "the rig file with the controls written in would not load, so \(path) was left as it is: \(error)")
         }
         let directory = (path as NSString).deletingLastPathComponent.isEmpty ? "." : (path as NSString).deletingLastPathComponent
         guard Glibc.access(directory, W_OK) == 0 else {
             throw Refusal(.conflict, "the rig file's directory \(directory) is not writable by this console, so \(name) was left as it is.")
         }
-        let header = "# The file as it was before, with its comments, is \(name).bak beside it.\n"
-        let lines = file.text.split(separator: "\n", maxSplits: 1, omittingEmptySubsequences: false)
-        let text = lines.count == 2 ? "\(lines[0])\n\(header)\(lines[1])" : header + file.text
         var mode = stat()
         let permissions = stat(path, &mode) == 0 ? mode_t(mode.st_mode & 0o777) : 0o644
-        if let problem = Self.replace(backup, with: original, permissions: permissions)
-            ?? Self.replace(path, with: Data(text.utf8), permissions: permissions) {
+        let backup = path + ".bak"
+        if let problem = Self.replace(backup, with: Data(current.utf8), permissions: permissions)
+            ?? Self.replace(path, with: Data(file.text.utf8), permissions: permissions) {
             throw Refusal(.conflict, "\(name) was left as it is: \(problem)")
         }
-        let cameras = state.withLock { s in
-            s.nodes.reduce(0) { count, node in count + node.cameras.filter { !(node.controls[$0.camera]?.isEmpty ?? true) }.count }
-        }
-        event("rig-file-saved", node: nil, camera: nil, "the cameras' controls saved into \(path) (the file as it was: \(backup))")
+        state.withLock { $0.rigFileText = file.text }
+        let cameras = saved.spec.nodes.reduce(0) { count, node in count + (node.cameras ?? []).filter { $0.controls != nil }.count }
+        event("rig-file-saved", node: nil, camera: nil, "the controls set in this console saved into \(path) (the file as it was: \(backup))")
         return SavedRigFile(path: path, backup: backup, cameras: cameras)
     }
 

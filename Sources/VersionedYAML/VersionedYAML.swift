@@ -182,6 +182,54 @@ public struct VersionedYAML {
         if let problem { throw YAMLFileError(problem) }
     }
 
+    // MARK: outline
+
+    /// The first document's nodes with where each lies in `text`, as libyaml reports it (nil: not YAML), so a file
+    /// can be edited in place: its comments, blank lines and layout kept.
+    public static func outline(_ text: String) -> YAMLOutline? {
+        var bytes = Array(text.utf8)
+        return bytes.withUnsafeMutableBufferPointer { buffer -> YAMLOutline? in
+            var parser = yaml_parser_t()
+            guard yaml_parser_initialize(&parser) == 1 else { return nil }
+            defer { yaml_parser_delete(&parser) }
+            yaml_parser_set_input_string(&parser, buffer.baseAddress, buffer.count)
+            var outline = YAMLOutline()
+            var open: [Int] = []
+            while true {
+                var event = yaml_event_t()
+                guard yaml_parser_parse(&parser, &event) == 1 else { return nil }
+                defer { yaml_event_delete(&event) }
+                var item = YAMLOutline.Item(kind: .scalar, start: Int(event.start_mark.index), end: Int(event.end_mark.index),
+                                            column: Int(event.start_mark.column))
+                switch event.type {
+                case YAML_STREAM_END_EVENT, YAML_DOCUMENT_END_EVENT:
+                    return outline
+                case YAML_SCALAR_EVENT:
+                    let data = UnsafeBufferPointer(start: event.data.scalar.value, count: event.data.scalar.length)
+                    item.value = String(decoding: data, as: UTF8.self)
+                    item.plain = event.data.scalar.style == YAML_PLAIN_SCALAR_STYLE
+                case YAML_ALIAS_EVENT:
+                    item.kind = .alias
+                case YAML_SEQUENCE_START_EVENT:
+                    item.kind = .sequence
+                    item.flow = event.data.sequence_start.style == YAML_FLOW_SEQUENCE_STYLE
+                case YAML_MAPPING_START_EVENT:
+                    item.kind = .mapping
+                    item.flow = event.data.mapping_start.style == YAML_FLOW_MAPPING_STYLE
+                case YAML_SEQUENCE_END_EVENT, YAML_MAPPING_END_EVENT:
+                    if let done = open.popLast() { outline.items[done].end = item.end }
+                    continue
+                default:
+                    continue
+                }
+                let index = outline.items.count
+                outline.items.append(item)
+                if let parent = open.last { outline.items[parent].children.append(index) } else if outline.root == nil { outline.root = index }
+                if item.kind == .sequence || item.kind == .mapping { open.append(index) }
+            }
+        }
+    }
+
     // MARK: unknown keys
 
     /// Walks the mappings `known` lists and warns about every other key.

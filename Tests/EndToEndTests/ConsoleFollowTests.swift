@@ -53,18 +53,33 @@ struct ConsoleFollowTests {
         rig.state.withLock { s in
             s.nodes[0].cameras = [CameraSettings(camera: "cam0", ordinal: 0, width: 320, height: 240, fps: 25, codec: "mjpeg"),
                                   CameraSettings(camera: "cam1", ordinal: 1, width: 320, height: 240, fps: 25, codec: "mjpeg")]
-            s.nodes[0].controls = ["cam0": CameraControls(exposureMicroseconds: 9000, gainDecibels: 1.5, whiteBalanceKelvin: 4000, focus: 0.25)]
+            s.nodes[0].operatorControls = ["cam0": CameraControls(exposureMicroseconds: 9000, gainDecibels: 1.5, whiteBalanceKelvin: 4000, focus: 0.25)]
+            s.nodes[0].controls = ["cam1": CameraControls(exposureMicroseconds: 5000)]  // in force, never set here: not written
             s.nodes[1].cameras = [CameraSettings(camera: "cam0", ordinal: 2, width: 320, height: 240, fps: 25, codec: "mjpeg")]
-            s.nodes[1].controls = ["cam0": CameraControls(exposureMicroseconds: 20000)]
+            s.nodes[1].operatorControls = ["cam0": CameraControls(exposureMicroseconds: 20000)]
         }
         let written = try rig.rigFileWithControls()
         #expect(written.name == "rig.yaml")
+        #expect(written.text.contains("# the studio's rig\nnodes:\n"))
         let again = try RigFile.parse(written.text, path: "rig.yaml").spec
         #expect(again.nodes[0].cameras?.map(\.name) == ["cam0", "cam1"])
         #expect(again.nodes[0].cameras?[0].controls == CameraControls(exposureMicroseconds: 9000, gainDecibels: 1.5, whiteBalanceKelvin: 4000, focus: 0.25))
         #expect(again.nodes[0].cameras?[1].controls == nil && again.nodes[0].cameras?[1].size == "320x240")
         #expect(again.nodes[1].cameras?.first?.controls?.exposureMicroseconds == 20000)
         #expect(again.nodes[1].endpoint == "tcp://127.0.0.1:5720" && again.take.fps == 25)
+    }
+
+    @Test func aTakeFromTheConsoleOpensEachCameraWithTheControlsTheOperatorLastSet() {
+        let file: [String: [RigSpec.Camera]] = [
+            "tcp://a:5710": [RigSpec.Camera(name: "cam0", controls: CameraControls(exposureMicroseconds: 8000, gainDecibels: 1)),
+                             RigSpec.Camera(name: "cam1", size: "320x240")],
+        ]
+        let merged = LiveRig.withOperatorControls(file, [("tcp://a:5710", ["cam0": CameraControls(exposureMicroseconds: 12000),
+                                                                           "cam1": CameraControls(focus: 0.5)]),
+                                                         ("tcp://b:5710", ["cam0": CameraControls(exposureMicroseconds: 1)])])
+        #expect(merged["tcp://a:5710"]?[0].controls == CameraControls(exposureMicroseconds: 12000, gainDecibels: 1))
+        #expect(merged["tcp://a:5710"]?[1].controls == CameraControls(focus: 0.5) && merged["tcp://a:5710"]?[1].size == "320x240")
+        #expect(merged["tcp://b:5710"] == nil)  // a node whose file lists no cameras: they keep what is in force
     }
 
     @Test func savingWritesTheConsolesOwnRigFileKeepsTheOldOneAndRefusesADemo() throws {
@@ -86,22 +101,34 @@ struct ConsoleFollowTests {
         let rig = LiveRig(spec: try RigFile.load(path).spec, template: template, rigFile: path, logger: Logger(label: "test"))
         rig.state.withLock { s in
             s.nodes[0].cameras = [CameraSettings(camera: "cam0", ordinal: 0, width: 320, height: 240, fps: 25, codec: "mjpeg")]
-            s.nodes[0].controls = ["cam0": CameraControls(exposureMicroseconds: 12000, whiteBalanceKelvin: 4300)]
+            s.nodes[0].operatorControls = ["cam0": CameraControls(exposureMicroseconds: 12000, whiteBalanceKelvin: 4300)]
         }
         let saved = try rig.saveRigFile()
         #expect(saved == LiveRig.SavedRigFile(path: path, backup: path + ".bak", cameras: 1))
         #expect(try String(contentsOfFile: path + ".bak", encoding: .utf8) == original)
-        let again = try RigFile.load(path).spec
-        #expect(again.nodes[0].cameras?.first?.controls == CameraControls(exposureMicroseconds: 12000, whiteBalanceKelvin: 4300))
-        #expect(try String(contentsOfFile: path, encoding: .utf8).contains("rig.yaml.bak"))
+        // The file as the operator wrote it, only the controls written in.
+        let first = try String(contentsOfFile: path, encoding: .utf8)
+        #expect(first == original.replacingOccurrences(of: "cameras: [cam0]", with: "cameras: [{name: cam0, controls: {exposure_us: 12000, white_balance_k: 4300}}]"))
+        #expect(try RigFile.load(path).spec.nodes[0].cameras?.first?.controls == CameraControls(exposureMicroseconds: 12000, whiteBalanceKelvin: 4300))
         // Nothing else left in the directory (no temporary file).
         #expect(try FileManager.default.contentsOfDirectory(atPath: dir.path).sorted() == ["rig.yaml", "rig.yaml.bak"])
-        // Saved again: the backup is the file as it was just before.
-        let first = try String(contentsOfFile: path, encoding: .utf8)
-        rig.state.withLock { $0.nodes[0].controls["cam0"]?.exposureMicroseconds = 15000 }
+        // Saved again: the backup is the file as it was just before, and only the one value changed.
+        rig.state.withLock { $0.nodes[0].operatorControls["cam0"]?.exposureMicroseconds = 15000 }
         _ = try rig.saveRigFile()
         #expect(try String(contentsOfFile: path + ".bak", encoding: .utf8) == first)
-        #expect(try RigFile.load(path).spec.nodes[0].cameras?.first?.controls?.exposureMicroseconds == 15000)
+        #expect(try String(contentsOfFile: path, encoding: .utf8) == first.replacingOccurrences(of: "12000", with: "15000"))
+
+        // Edited by hand since: not saved over, one sentence, nothing written.
+        let byHand = try String(contentsOfFile: path, encoding: .utf8) + "\n# a note added by hand\n"
+        try byHand.write(toFile: path, atomically: true, encoding: .utf8)
+        rig.state.withLock { $0.nodes[0].operatorControls["cam0"]?.exposureMicroseconds = 16000 }
+        do {
+            _ = try rig.saveRigFile()
+            Issue.record("saved over a file changed on disk")
+        } catch {
+            #expect(error.sentence.contains("changed on disk"))
+        }
+        #expect(try String(contentsOfFile: path, encoding: .utf8) == byHand)
 
         // A demo has no rig file: one sentence, nothing written.
         let demo = LiveRig(spec: try RigFile.load(path).spec, template: template, logger: Logger(label: "test"))

@@ -1,6 +1,7 @@
 """The console follows the rig as it changes (issue 27): a node that restarts as a new process on another preview
-port is shaken hands with again and its tiles come back; `/api/multiview` never serves an old set as current; nodes
-go back to idle once their take is collected; the rig's camera counters keep every take."""
+port is shaken hands with again, its tiles come back and the controls the operator set are set on it again;
+`/api/multiview` never serves an old set as current; nodes go back to idle once their take is collected; the rig's
+camera counters keep every take; the controls saved into the rig file change only their values in its text."""
 from __future__ import annotations
 
 import json
@@ -13,7 +14,9 @@ import urllib.error
 import urllib.request
 from pathlib import Path
 
-from test_console import ConsoleDemo, check_set
+import yaml
+
+from test_console import COORD, ConsoleDemo, check_set, read_console_line
 from test_demo import node_processes_of
 
 
@@ -157,3 +160,104 @@ def test_a_nodes_frame_counters_count_every_take_of_its_life_and_it_is_idle_afte
         assert status.returncode == 0 and "idle" in status.stdout and "finished" not in status.stdout, status.stdout + status.stderr
     finally:
         node.cleanup()
+
+
+def test_a_restarted_node_gets_the_controls_set_in_the_console_again(tmp_path):
+    demo = ConsoleDemo(tmp_path, nodes=2, cameras=1)
+    restarted = None
+
+    def camera(node: str) -> dict:
+        return next(c["controls"] for c in demo.get("/api/rig")["cameras"] if c["node"] == node)
+
+    def message(node: str) -> str:
+        return next(n for n in demo.get("/api/rig")["nodes"] if n["name"] == node).get("message") or ""
+
+    try:
+        demo.wait_multiview()
+        default = camera("node-2").get("exposure_us")
+        status, applied = demo.send("PUT", "/api/cameras/node-2/cam0/controls", {"exposure_us": 7000, "gain_db": 3})
+        assert status == 200 and applied["controls"]["exposure_us"] == 7000 and default != 7000, (applied, default)
+        restarted = restart_node(demo, "node-2")
+        # The new process starts from its camera's own controls; the console sets the operator's again and says so.
+        note = wait_for(lambda: (lambda m: m if "applied again" in m else None)(message("node-2")), 20, "the re-applied note")
+        assert "exposure 7000 µs" in note and "gain 3.0" in note, note
+        # From here on every value shown is the new process's own word (its replies and statuses).
+        shown = wait_for(lambda: (lambda c: c if c.get("exposure_us") == 7000 and c.get("gain_db") == 3 else None)(camera("node-2")),
+                         10, "node-2's controls as the restarted node reports them")
+        assert shown["exposure_us"] == 7000, shown
+        # The other node never restarted and is told nothing.
+        assert "applied again" not in message("node-1")
+    finally:
+        demo.close()
+        if restarted:
+            restarted.kill()
+            restarted.wait(timeout=10)
+
+
+def test_saving_the_controls_edits_the_rig_file_in_place_and_keeps_every_comment(node, tmp_path):
+    original = f"""# Stage A. Keep this header: the crew reads it.
+version: 1
+
+nodes:
+  # the only box, by the door
+  - name: node-a
+    endpoint: {node.endpoint}   # its control port
+    cameras:
+      - name: cam0        # the wide: "quoted", {{braces}}, [brackets] & *stars
+        controls:
+          exposure_us: 8000   # daylight
+      - cam1              # the close-up
+take:
+  fps: 25   # PAL
+  size: 320x240
+"""
+    rig = tmp_path / "rig.yaml"
+    rig.write_text(original)
+    proc = subprocess.Popen([COORD, "console",
+                             "--rig", str(rig), "--takes-dir", str(tmp_path / "takes"), "--listen", "127.0.0.1:0"],
+                            stdout=subprocess.PIPE, stderr=open(tmp_path / "console.err", "w"), text=True)
+    try:
+        base, token = read_console_line(proc)
+        auth = {"Authorization": f"Bearer {token}"}
+
+        def send(method: str, path: str, body=None):
+            request = urllib.request.Request(base + path, method=method, headers={"Content-Type": "application/json", **auth},
+                                             data=None if method == "GET" else json.dumps(body or {}).encode())
+            try:
+                with urllib.request.urlopen(request, timeout=10) as r:
+                    return r.status, json.loads(r.read())
+            except urllib.error.HTTPError as e:
+                return e.code, json.loads(e.read())
+
+        wait_for(lambda: len(send("GET", "/api/rig")[1]["cameras"]) == 2, 20, "the node's two cameras in the console")
+        status, applied = send("PUT", "/api/cameras/node-a/cam0/controls", {"exposure_us": 12000, "gain_db": 2.5})
+        assert status == 200, applied
+        status, saved = send("POST", "/api/rig/save")
+        assert status == 200 and saved["cameras"] == 1 and saved["path"] == str(rig), saved
+        # Every comment, blank line and other value as written; the two values changed in place.
+        assert rig.read_text() == original.replace("exposure_us: 8000   # daylight\n",
+                                                   "exposure_us: 12000   # daylight\n          gain_db: 2.5\n"), rig.read_text()
+        assert (tmp_path / "rig.yaml.bak").read_text() == original
+        # Edited by hand since: not saved over, one sentence.
+        by_hand = rig.read_text() + "# a note added by hand\n"
+        rig.write_text(by_hand)
+        status, refused = send("POST", "/api/rig/save")
+        assert status == 409 and "changed on disk" in refused["error"], refused
+        assert rig.read_text() == by_hand
+        # A take from this console opens cam0 with what the operator set, not the 8000 the file said at start.
+        status, _ = send("POST", "/api/takes", {"name": "saved", "seconds": 1})
+        assert status == 202
+        done = wait_for(lambda: (lambda t: t if t and t["state"] in ("done", "partial", "failed") else None)(send("GET", "/api/takes")[1]["current"]),
+                        90, "the take's end")
+        assert done["state"] == "done", done
+        manifest = json.loads((tmp_path / "takes" / done["take_id"] / "manifest.json").read_text())
+        recorded = {c["camera"]: c["controls"] for c in manifest["cameras"]}
+        assert recorded["cam0"]["exposure_us"] == 12000 and recorded["cam0"]["gain_db"] == 2.5, recorded
+    finally:
+        proc.send_signal(signal.SIGINT)
+        try:
+            proc.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+    cam0 = yaml.safe_load(rig.read_text())["nodes"][0]["cameras"][0]
+    assert cam0["controls"] == {"exposure_us": 12000, "gain_db": 2.5}, cam0

@@ -82,7 +82,7 @@ def test_a_shoot_day(tmp_path, browser):  # noqa: F811
         wait(browser, lambda d: "no rig file" in d.find_element(By.ID, "rig-save-message").text, what="the save's answer")
         assert "error" in browser.find_element(By.ID, "rig-save-message").get_attribute("class")
 
-        # node-2's exposure set here is lost when its process restarts: the console shows what the node has then.
+        # node-2's exposure set here is set again when its process restarts, and its row says so.
         status, _ = demo.send("PUT", "/api/cameras/node-2/cam0/controls", {"exposure_us": 7000})
         assert status == 200
 
@@ -92,9 +92,10 @@ def test_a_shoot_day(tmp_path, browser):  # noqa: F811
         wait(browser, lambda d: (lambda g: all(v is not None and v > before for v in g.values()) and len(g) == 3)(tile_groups(d)),
              timeout=20, what="node-2's tile back in a newer set")
         assert node_row(browser, "node-2")[1] == "idle"
-        wait(browser, lambda d: (lambda c: c.get("exposure_us") not in (None, 7000))(
-            next(c["controls"] for c in demo.get("/api/rig")["cameras"] if c["node"] == "node-2")),
-             timeout=10, what="node-2's controls as the restarted node has them")
+        wait(browser, lambda d: "applied again" in node_row(d, "node-2")[6], timeout=20, what="node-2's row saying its controls were set again")
+        assert "exposure 7000 µs" in node_row(browser, "node-2")[6], node_row(browser, "node-2")
+        wait(browser, lambda d: next(c["controls"] for c in demo.get("/api/rig")["cameras"] if c["node"] == "node-2").get("exposure_us") == 7000,
+             timeout=10, what="node-2's exposure as the restarted node has it again")
 
         # Three takes from the page.
         ids = []

@@ -153,8 +153,8 @@ enum OpenAPIDocument {
     "tags": [
      "files"
     ],
-    "summary": "The rig file with every camera's controls as now in force written in",
-    "description": "The rig file this console was started with (for a demo, a rig file of its nodes) with each camera's controls: set, so every take starts with what the operator settled on (POST /api/rig/save writes it over the console's own rig file). 409 with a sentence when the rig file can no longer be read.",
+    "summary": "The rig file with the controls set in this console written in",
+    "description": "The rig file this console was started with (for a demo, a rig file of its nodes) with the controls the operator set here written into each camera's controls:, so every take starts with them (POST /api/rig/save writes it over the console's own rig file). Only those values change in the file's text: its comments, blank lines, key order and other values stay as written. 409 with a sentence when the rig file can no longer be read or the controls cannot be written into it without changing more.",
     "operationId": "rigFileYAML",
     "responses": {
      "200": {
@@ -191,8 +191,8 @@ enum OpenAPIDocument {
     "tags": [
      "api"
     ],
-    "summary": "Save every camera's controls as now in force into the console's own rig file",
-    "description": "Writes what GET /api/rig/rig.yaml gives over the rig file this console was started with (never a path from the request): the new file is written beside it and renamed over it (fsync first), and the file as it was, with its comments, is kept beside it as NAME.bak (the new file keeps the YAML, not the comments). 409 with a sentence when the console has no rig file (a demo), the file can no longer be read, or its directory is not writable.",
+    "summary": "Save the controls set in this console into the console's own rig file",
+    "description": "Writes what GET /api/rig/rig.yaml gives over the rig file this console was started with (never a path from the request), after loading it as coord console --rig would: the file's text is edited in place (only the control values that change; comments, blank lines, key order and other values kept), written beside it and renamed over it (fsync first), and the file as it was is kept beside it as NAME.bak. 409 with a sentence, nothing written, when the console has no rig file (a demo), the file can no longer be read or changed on disk since the console loaded it, the edited file would not load, or its directory is not writable.",
     "operationId": "saveRigFile",
     "requestBody": {
      "required": false,
@@ -921,7 +921,7 @@ enum OpenAPIDocument {
      },
      "cameras": {
       "type": "integer",
-      "description": "how many cameras' controls it now holds"
+      "description": "how many cameras have controls in the saved file"
      }
     }
    },
@@ -1006,7 +1006,8 @@ enum OpenAPIDocument {
      },
      "message": {
       "type": "string",
-      "nullable": true
+      "nullable": true,
+      "description": "the node's own word on what it does (a failure, pressure), else what became of the controls set in this console when it last restarted (set again, or why not)"
      },
      "mics": {
       "type": "array",
@@ -1320,7 +1321,7 @@ enum OpenAPIDocument {
      },
      "kind": {
       "type": "string",
-      "description": "console, node-reached, node-unreachable, controls, take, take-start, operator-stop, take-done, take-partial, take-failed"
+      "description": "console, node-reached, node-restarted, node-changed, node-unreachable, controls, controls-reapplied, controls-not-reapplied, rig-file-saved, take, take-start, operator-stop, take-done, take-partial, take-failed"
      },
      "node": {
       "type": "string",

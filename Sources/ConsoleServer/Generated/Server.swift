@@ -199,9 +199,9 @@ fileprivate extension UniversalServer where APIHandler: APIProtocol {
             }
         )
     }
-    /// Save every camera's controls as now in force into the console's own rig file
+    /// Save the controls set in this console into the console's own rig file
     ///
-    /// Writes what GET /api/rig/rig.yaml gives over the rig file this console was started with (never a path from the request): the new file is written beside it and renamed over it (fsync first), and the file as it was, with its comments, is kept beside it as NAME.bak (the new file keeps the YAML, not the comments). 409 with a sentence when the console has no rig file (a demo), the file can no longer be read, or its directory is not writable.
+    /// Writes what GET /api/rig/rig.yaml gives over the rig file this console was started with (never a path from the request), after loading it as coord console --rig would: the file's text is edited in place (only the control values that change; comments, blank lines, key order and other values kept), written beside it and renamed over it (fsync first), and the file as it was is kept beside it as NAME.bak. 409 with a sentence, nothing written, when the console has no rig file (a demo), the file can no longer be read or changed on disk since the console loaded it, the edited file would not load, or its directory is not writable.
     ///
     /// - Remark: HTTP `POST /api/rig/save`.
     /// - Remark: Generated from `#/paths//api/rig/save/post(saveRigFile)`.

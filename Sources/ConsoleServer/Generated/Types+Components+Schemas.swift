@@ -169,7 +169,7 @@ extension Components {
             ///
             /// - Remark: Generated from `#/components/schemas/RigFileSaved/backup`.
             internal var backup: Swift.String
-            /// how many cameras' controls it now holds
+            /// how many cameras have controls in the saved file
             ///
             /// - Remark: Generated from `#/components/schemas/RigFileSaved/cameras`.
             internal var cameras: Swift.Int
@@ -178,7 +178,7 @@ extension Components {
             /// - Parameters:
             ///   - path: the rig file written (the one the console was started with)
             ///   - backup: the file as it was, comments included: path + .bak
-            ///   - cameras: how many cameras' controls it now holds
+            ///   - cameras: how many cameras have controls in the saved file
             internal init(
                 path: Swift.String,
                 backup: Swift.String,
@@ -253,6 +253,8 @@ extension Components {
             internal var clockUncertaintyUs: Swift.Double?
             /// - Remark: Generated from `#/components/schemas/Node/take_id`.
             internal var takeId: Swift.String?
+            /// the node's own word on what it does (a failure, pressure), else what became of the controls set in this console when it last restarted (set again, or why not)
+            ///
             /// - Remark: Generated from `#/components/schemas/Node/message`.
             internal var message: Swift.String?
             /// the node's microphones while a take runs: the level meter
@@ -268,7 +270,7 @@ extension Components {
             ///   - pressure:
             ///   - clockUncertaintyUs:
             ///   - takeId:
-            ///   - message:
+            ///   - message: the node's own word on what it does (a failure, pressure), else what became of the controls set in this console when it last restarted (set again, or why not)
             ///   - mics: the node's microphones while a take runs: the level meter
             internal init(
                 name: Swift.String,
@@ -693,7 +695,7 @@ extension Components {
             ///
             /// - Remark: Generated from `#/components/schemas/Event/time`.
             internal var time: Swift.String
-            /// console, node-reached, node-unreachable, controls, take, take-start, operator-stop, take-done, take-partial, take-failed
+            /// console, node-reached, node-restarted, node-changed, node-unreachable, controls, controls-reapplied, controls-not-reapplied, rig-file-saved, take, take-start, operator-stop, take-done, take-partial, take-failed
             ///
             /// - Remark: Generated from `#/components/schemas/Event/kind`.
             internal var kind: Swift.String
@@ -707,7 +709,7 @@ extension Components {
             ///
             /// - Parameters:
             ///   - time: RFC 3339
-            ///   - kind: console, node-reached, node-unreachable, controls, take, take-start, operator-stop, take-done, take-partial, take-failed
+            ///   - kind: console, node-reached, node-restarted, node-changed, node-unreachable, controls, controls-reapplied, controls-not-reapplied, rig-file-saved, take, take-start, operator-stop, take-done, take-partial, take-failed
             ///   - node:
             ///   - camera:
             ///   - text:
