@@ -518,7 +518,7 @@ def cpu_summary(rounds: list[dict], total: int) -> dict:
     (SCHED_FIFO, so served first) held while each tool ran."""
     gb = total / 1e9
     out = {}
-    alternatives = [(t, ["coord_cpu_s", "nodes_cpu_s"]) for t in rounds[0] if t.startswith("coord-c")]
+    alternatives = [(t, ["coord_cpu_s", "nodes_cpu_s"]) for t, v in rounds[0].items() if t.startswith("coord-c") and isinstance(v, dict)]
     for tool, own in (("coord", ["coord_cpu_s", "nodes_cpu_s"]), ("rsync", ["rsync_clients_cpu_s", "rsync_daemons_cpu_s"]),
                       ("rsync+sync", ["rsync_clients_cpu_s", "rsync_daemons_cpu_s"]), *alternatives):
         if tool not in rounds[0]:

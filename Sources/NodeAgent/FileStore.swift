@@ -18,7 +18,7 @@ struct FileStore {
         let indexes = Mutex<[String: Index]>([:])
         func withLock<R>(_ body: (inout [String: Index]) -> R) -> R { indexes.withLock { body(&$0) } }
     }
-    /// Files already found inside the staging area, by "<take-id>/<path>": a collection asks for each file about a
+    /// Files already found inside the staging area, by take id and path: a collection asks for each file about a
     /// thousand times, and resolving its symlinks every time cost more of the node's CPU than reading the bytes.
     private let checked = Checked()
     private final class Checked: Sendable {
@@ -185,7 +185,7 @@ struct FileStore {
 
     /// `resolve`'s answer for a file that exists, remembered until its take's files are released.
     private func checkedPath(takeID: String, path: String) throws(NodeFailure) -> String {
-        let key = takeID + "/" + path
+        let key = takeID + "\0" + path  // NUL is in no valid take id or path: no other request can name a checked file
         if let known = checked.paths.withLock({ $0[key] }) { return known }
         let url = try resolve(takeID: takeID, path: path)
         guard FileManager.default.fileExists(atPath: url.path) else { return url.path }  // open() names it missing
@@ -236,7 +236,7 @@ struct FileStore {
     /// Deletes exactly the confirmed files whose size and checksum match the take's index (never hashed here: this
     /// runs on the request thread); returns what was released. Without a current index nothing is deleted.
     func release(takeID: String, confirmed: [TakeManifest.File]) throws(NodeFailure) -> [String] {
-        checked.paths.withLock { paths in paths = paths.filter { !$0.key.hasPrefix(takeID + "/") } }
+        checked.paths.withLock { paths in paths = paths.filter { !$0.key.hasPrefix(takeID + "\0") } }
         guard let index = try currentIndex(takeID: takeID) else { return [] }
         let directory = try existingTakeDirectory(takeID)
         var released: [String] = []
