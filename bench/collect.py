@@ -62,6 +62,7 @@ import platform
 import resource
 import shlex
 import shutil
+import signal
 import socket
 import statistics
 import subprocess
@@ -268,6 +269,8 @@ class Bench:
         a = self.args
         lines += ["take:", "  name: collectbench", f"  fps: {a.fps}", f"  size: {a.size}", f"  codec: {a.codec}",
                   "collect:", "  after_confirm: keep"]
+        window = window if window is not None else a.window
+        chunk_kib = chunk_kib if chunk_kib is not None else a.chunk_kib
         if window is not None:
             lines.append(f"  window: {window}")
         if chunk_kib is not None:
@@ -405,11 +408,25 @@ class Bench:
         warm = self.warm()
         os.sync()
         argv = [self.coord, "collect", "--rig", str(rig), str(dest)]
+        node_perf = None
+        if self.args.perf:
+            # A profile of this run: coord under `perf record -g`, its nodes attached (times are then not figures).
+            out = Path(self.args.perf)
+            out.mkdir(parents=True, exist_ok=True)
+            nodes = self.loop_node_procs if loopback else self.node_procs
+            node_perf = subprocess.Popen(["perf", "record", "-g", "-o", str(out / f"{label}-nodes.data"),
+                                          "-p", ",".join(str(p.pid) for p in nodes)],
+                                         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+            time.sleep(1)  # perf attaches before the run starts (not a measurement)
+            argv = ["perf", "record", "-g", "-o", str(out / f"{label}-coord.data"), "--", *argv]
         self.zero_counters(loopback)
         cpu = CPUMeter(self.cpu_groups(False, loopback))
         cpu.start()
         rc, wall = self.run_coord(argv, 1800, self.work / f"{label}.log")
         usage = cpu.finish("coord_cpu_s")
+        if node_perf is not None:
+            node_perf.send_signal(signal.SIGINT)
+            node_perf.wait(timeout=60)
         res = {"tool": "coord", "seconds": round(wall, 3), "rc": rc, "cpu": usage,
                "lab_rule_counters": self.counters(loopback),
                "staging_cached_before_warming": warm}
@@ -501,8 +518,9 @@ def cpu_summary(rounds: list[dict], total: int) -> dict:
     (SCHED_FIFO, so served first) held while each tool ran."""
     gb = total / 1e9
     out = {}
+    alternatives = [(t, ["coord_cpu_s", "nodes_cpu_s"]) for t, v in rounds[0].items() if t.startswith("coord-c") and isinstance(v, dict)]
     for tool, own in (("coord", ["coord_cpu_s", "nodes_cpu_s"]), ("rsync", ["rsync_clients_cpu_s", "rsync_daemons_cpu_s"]),
-                      ("rsync+sync", ["rsync_clients_cpu_s", "rsync_daemons_cpu_s"])):
+                      ("rsync+sync", ["rsync_clients_cpu_s", "rsync_daemons_cpu_s"]), *alternatives):
         if tool not in rounds[0]:
             continue
         runs = [rd[tool] for rd in rounds]
@@ -538,6 +556,13 @@ def main() -> int:
     ap.add_argument("--sweep", choices=["auto", "always", "never"], default="auto",
                     help="window 4/8/16 × chunk_kib 256/1024/4096 (and 8 × 512) sweep of coord collect: when the "
                          "median ratio is below 0.9 (auto), always, never")
+    ap.add_argument("--perf", metavar="DIR", help="profile each coord run with perf record -g (coord and its nodes) "
+                    "into DIR; the times of such a run are not figures")
+    ap.add_argument("--window", type=int, help="collect.window in the rounds' rig files (default: coord's)")
+    ap.add_argument("--chunk-kib", type=int, help="collect.chunk_kib in the rounds' rig files (default: coord's)")
+    ap.add_argument("--also-chunk-kib", type=int, action="append", default=[], metavar="KIB",
+                    help="loopback: in every round also run coord collect with this collect.chunk_kib (tool "
+                         "coord-c<KIB>); may be given more than once")
     ap.add_argument("--wait-quiet", type=float, default=60, metavar="S",
                     help="before each timed run wait up to S s for other processes to use < 0.2 cores (0: never)")
     ap.add_argument("--work", default="/tmp/coord-bench-collect")
@@ -617,11 +642,13 @@ def main() -> int:
             if "lab" in nets:
                 b.start_rsyncd(lab)
                 doc["rsync_daemon_commands"] = b.rsyncd_cmds
-            loop_rig = None
+            loop_rig, alt_rigs = None, {}
             if "loopback" in nets:
                 b.start_nodes(b.loop, calibration, loopback=True)
                 b.start_rsyncd(b.loop, loopback=True)
                 loop_rig = b.rig_file(b.work / "rig-loopback.yaml", loopback=True)
+                alt_rigs = {f"coord-c{k}": b.rig_file(b.work / f"rig-loopback-c{k}.yaml", chunk_kib=k, loopback=True)
+                            for k in args.also_chunk_kib}
                 doc["loopback"] = {"node_commands": b.loop_node_cmds, "rsync_daemon_commands": b.loop_rsyncd_cmds,
                                    "rig_file": loop_rig.read_text(),
                                    "what": "the same take's staging directories served a second time by coord-node "
@@ -632,7 +659,7 @@ def main() -> int:
             for r in range(1, args.rounds + 1):
                 rd = {"round": r}
                 for net in nets:
-                    tools = ["coord", "rsync"] if net == "lab" else ["coord", "rsync", "rsync+sync"]
+                    tools = ["coord", "rsync"] if net == "lab" else ["coord", "rsync", "rsync+sync", *alt_rigs]
                     order = tools if r % 2 == 1 else list(reversed(tools))
                     part = {"order": order}
                     for tool in order:
@@ -641,10 +668,12 @@ def main() -> int:
                         loopback = net == "loopback"
                         if tool == "coord":
                             res = b.coord_run(label, loop_rig if loopback else rig, pending, take_id, truth, loopback)
+                        elif tool.startswith("coord-c"):
+                            res = b.coord_run(label, alt_rigs[tool], pending, take_id, truth, loopback)
                         else:
                             res = b.rsync_run(label, take_id, truth, loopback, then_sync=tool == "rsync+sync")
                         res.pop("manifest_sha256", None)
-                        if tool == "coord" and "cameras" not in doc["take"]:
+                        if tool.startswith("coord") and "cameras" not in doc["take"]:
                             doc["take"]["cameras"] = res["cameras"]
                         res.pop("cameras", None)
                         res["mb_per_s"] = mbps(total, res["seconds"])
@@ -655,6 +684,8 @@ def main() -> int:
                     part["ratio"] = round(part["rsync"]["seconds"] / part["coord"]["seconds"], 3)
                     if "rsync+sync" in part:
                         part["ratio_to_rsync_sync"] = round(part["rsync+sync"]["seconds"] / part["coord"]["seconds"], 3)
+                        for alt in alt_rigs:
+                            part[f"{alt}_ratio_to_rsync_sync"] = round(part["rsync+sync"]["seconds"] / part[alt]["seconds"], 3)
                     log(f"round {r}, {net}: ratio (rsync time / coord time) {part['ratio']}"
                         + (f", to rsync+sync {part['ratio_to_rsync_sync']}" if "ratio_to_rsync_sync" in part else ""))
                     rd[net] = part
@@ -678,6 +709,8 @@ def main() -> int:
                 else:
                     r_net["ratios_to_rsync_sync"] = [p["ratio_to_rsync_sync"] for p in parts]
                     r_net["median_ratio_to_rsync_sync"] = med(r_net["ratios_to_rsync_sync"])
+                    for alt in alt_rigs:
+                        r_net[f"{alt}_median_ratio_to_rsync_sync"] = med([p[f"{alt}_ratio_to_rsync_sync"] for p in parts])
                     # Issue 25: with xxh128 checked as the bytes arrive (no SHA-256 on the coordinator), 1.2×.
                     r_net["target"] = "coord ≥ 1.2 × rsync + sync (same durability); the ratio to plain rsync reported"
                     r_net["passed"] = verified and r_net["median_ratio_to_rsync_sync"] >= 1.2

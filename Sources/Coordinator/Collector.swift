@@ -268,17 +268,19 @@ final class Collector: Sendable {
     /// One file being written: its temporary copy, the hash so far and where the next in-order byte goes.
     private final class Sink {
         let fetch: Fetch
-        var file: CopyFile?
-        let check: ArrivalCheck
+        /// The file and its hash, written by the node's writer.
+        let copy: ArrivingCopy
+        let writer: CopyWriter
+        /// Whether the copy is open for more bytes (false once it failed or finished).
+        var open = false
+        /// Bytes handed to the writer, in order from the start.
         var written: UInt64 = 0
-        /// Up to where the kernel was asked to start writing the copy to the disk.
-        var writebackStarted: UInt64 = 0
         var fetchedBytes: UInt64 = 0
         var attempts = 1
         /// Where this run really started: the partial copy's usable length (0 if it could not be read).
         var resumedFrom: UInt64 = 0
         var pending: [UInt64: Data] = [:]
-        init(fetch: Fetch) { self.fetch = fetch; check = ArrivalCheck(fetch.file) }
+        init(fetch: Fetch, writer: CopyWriter) { self.fetch = fetch; self.writer = writer; copy = ArrivingCopy(fetch.file) }
     }
 
     private struct ChunkReply: Sendable {
@@ -292,17 +294,18 @@ final class Collector: Sendable {
         guard !plan.toFetch.isEmpty, let link = node.link else { return result }
         var schedule = ChunkSchedule(window: policy.window, chunkBytes: policy.chunkBytes)
         var sinks: [Sink] = []
+        let writer = CopyWriter(node: node.name, limit: 2)
         for (index, fetch) in plan.toFetch.enumerated() {
-            let sink = Sink(fetch: fetch)
+            let sink = Sink(fetch: fetch, writer: writer)
             sinks.append(sink)
             do {
                 try open(sink)
             } catch {
-                fail(sink, "\(error)", into: &result, node: node.name)
+                await fail(sink, "\(error)", into: &result, node: node.name)
                 continue
             }
             if sink.written >= fetch.file.bytes {
-                finish(sink, index: index, schedule: &schedule, into: &result, node: node.name)
+                await finish(sink, index: index, schedule: &schedule, into: &result, node: node.name)
             } else {
                 schedule.add(file: index, from: sink.written, bytes: fetch.file.bytes)
             }
@@ -341,23 +344,23 @@ final class Collector: Sendable {
                 switch reply.result {
                 case .success(let data) where data.count == reply.request.length:
                     retries[reply.request] = nil
-                    guard sink.file != nil else { break }  // the file already failed
+                    guard sink.open else { break }  // the file already failed
                     sink.pending[reply.request.offset] = data
                     sink.fetchedBytes += UInt64(data.count)
                     do {
-                        try drain(sink)
+                        try await drain(sink)
                     } catch {
                         schedule.cancel(file: reply.request.file)
-                        fail(sink, "\(error)", into: &result, node: node.name)
+                        await fail(sink, "\(error)", into: &result, node: node.name)
                         break
                     }
                     advance(node.name, UInt64(data.count))
                     if sink.written == sink.fetch.file.bytes {
-                        finish(sink, index: reply.request.file, schedule: &schedule, into: &result, node: node.name)
+                        await finish(sink, index: reply.request.file, schedule: &schedule, into: &result, node: node.name)
                     }
                 case .success(let data):
                     schedule.cancel(file: reply.request.file)
-                    fail(sink, "node \(node.name) sent \(data.count) bytes of \(sink.fetch.file.path) at offset \(reply.request.offset) where \(reply.request.length) were asked for: the file changed on the node after it was listed",
+                    await fail(sink, "node \(node.name) sent \(data.count) bytes of \(sink.fetch.file.path) at offset \(reply.request.offset) where \(reply.request.length) were asked for: the file changed on the node after it was listed",
                          into: &result, node: node.name)
                 case .failure(let error):
                     // One retry per chunk; a node that fails twice in a row has stopped answering.
@@ -373,10 +376,12 @@ final class Collector: Sendable {
             }
         }
         // Whatever did not finish stays as a partial copy for the next run to resume.
-        for sink in sinks where sink.file != nil {
-            try? sink.file?.sync()
-            sink.file?.close()
-            sink.file = nil
+        await writer.settle()
+        for sink in sinks where sink.open {
+            try? sink.copy.sync()
+            sink.copy.close()
+            sink.open = false
+            sink.written = sink.copy.written
             result.missing.append(.init(path: sink.fetch.file.path, node: node.name,
                                         reason: "\(result.failure ?? "collection stopped"); \(formatBytes(sink.written)) of \(formatBytes(sink.fetch.file.bytes)) arrived and will be resumed"))
             result.runs.append(.init(path: sink.fetch.file.path, fromOffset: sink.resumedFrom, fetchedBytes: sink.fetchedBytes,
@@ -394,68 +399,62 @@ final class Collector: Sendable {
         } catch {
             throw CoordError(.failure, "cannot create \(partial.deletingLastPathComponent().path): \(reason(error)).")
         }
-        if sink.fetch.from > 0, let handle = try? FileHandle(forReadingFrom: partial) {
+        if sink.fetch.from > 0 {
             // Hash the bytes already here, so the whole file is checked at the end.
-            defer { try? handle.close() }
+            let kept: UInt64?
             do {
-                while sink.written < sink.fetch.from {
-                    let want = Int(min(UInt64(4 << 20), sink.fetch.from - sink.written))
-                    guard let data = try handle.read(upToCount: want), !data.isEmpty else { break }
-                    sink.check.update(data)
-                    sink.written += UInt64(data.count)
-                }
-                let file = try CopyFile.reopen(partial.path)
-                try file.truncate(to: sink.written)
-                sink.file = file
-                sink.writebackStarted = sink.written
+                kept = try sink.copy.resume(partial, from: sink.fetch.from)
             } catch let error as CopyFileError {
                 throw CoordError(.failure, "cannot resume the partial copy \(partial.path): \(Self.fileProblem(error.errno)).", file: path)
             } catch {
                 throw CoordError(.failure, "cannot read the partial copy \(partial.path): \(reason(error)).")
             }
-            sink.resumedFrom = sink.written
-            return
+            if let kept {
+                sink.written = kept
+                sink.resumedFrom = kept
+                sink.open = true
+                return
+            }
         }
         do throws(CopyFileError) {
-            sink.file = try CopyFile.create(partial.path)
+            try sink.copy.create(partial.path)
+            sink.open = true
         } catch {
             throw CoordError(.failure, "cannot create the copy of \(path) (\(partial.path)): \(Self.fileProblem(error.errno)).", file: path)
         }
     }
 
-    /// Writes and hashes every chunk that is next in order.
-    private func drain(_ sink: Sink) throws {
+    /// Hands every chunk that is next in order to the node's writer (which writes and hashes it); throws once a
+    /// write of this copy failed.
+    private func drain(_ sink: Sink) async throws {
         while let data = sink.pending.removeValue(forKey: sink.written) {
-            do throws(CopyFileError) {
-                try sink.file?.write(data, at: sink.written)
-            } catch {
-                throw CoordError(.failure, "copying \(sink.fetch.file.path) failed: writing \(partialURL(sink.fetch.file.path).path): \(Self.fileProblem(error.errno)).",
-                                 file: sink.fetch.file.path)
-            }
-            sink.check.update(data)
+            if let error = sink.copy.failure { throw writeFailure(sink, error) }
+            let copy = sink.copy
+            await sink.writer.submit { copy.append(data) }
             sink.written += UInt64(data.count)
-        }
-        // Through the page cache (no direct I/O here), the disk writes while the network brings the rest: the fsync
-        // at the end has little left to wait for.
-        if let file = sink.file, !file.direct, sink.written - sink.writebackStarted >= Self.writebackStep {
-            Writeback.start(fd: file.fd, offset: Int64(sink.writebackStarted), length: Int64(sink.written - sink.writebackStarted))
-            sink.writebackStarted = sink.written
         }
     }
 
-    /// How much of a copy is written between two requests to start its writeback.
-    private static let writebackStep: UInt64 = 8 << 20
+    private func writeFailure(_ sink: Sink, _ error: CopyFileError) -> CoordError {
+        CoordError(.failure, "copying \(sink.fetch.file.path) failed: writing \(partialURL(sink.fetch.file.path).path): \(Self.fileProblem(error.errno)).",
+                   file: sink.fetch.file.path)
+    }
 
     /// The file is whole: verify and rename it into place, or fetch it once more, or give it up as damaged.
-    private func finish(_ sink: Sink, index: Int, schedule: inout ChunkSchedule, into result: inout NodeResult, node: String) {
+    private func finish(_ sink: Sink, index: Int, schedule: inout ChunkSchedule, into result: inout NodeResult, node: String) async {
         let file = sink.fetch.file
         let partial = partialURL(file.path)
-        let got = sink.check.digest()
-        let (expected, hash) = (sink.check.expected, sink.check.name)
+        await sink.writer.settle()
+        if let error = sink.copy.failure {
+            await fail(sink, writeFailure(sink, error).message, into: &result, node: node)
+            return
+        }
+        let got = sink.copy.digest()
+        let (expected, hash) = (sink.copy.expected, sink.copy.hashName)
         do throws(CopyFileError) {
-            try sink.file?.sync()
+            try sink.copy.sync()
         } catch {
-            fail(sink, "copying \(file.path) failed: writing \(partial.path): \(Self.fileProblem(error.errno))", into: &result, node: node)
+            await fail(sink, "copying \(file.path) failed: writing \(partial.path): \(Self.fileProblem(error.errno))", into: &result, node: node)
             return
         }
         guard got == expected else {
@@ -463,22 +462,20 @@ final class Collector: Sendable {
                 // Fetch it once more from the start: a resumed prefix or the transfer itself may be at fault.
                 console.step("\(file.path) does not match node \(node)'s checksum (got \(hash) \(got.prefix(12))…, expected \(expected.prefix(12))…); fetching it again")
                 sink.attempts += 1
-                sink.check.reset()
                 sink.written = 0
-                sink.writebackStarted = 0
                 sink.pending = [:]
                 do throws(CopyFileError) {
-                    try sink.file?.truncate(to: 0)
+                    try sink.copy.restart()
                 } catch {
-                    fail(sink, "cannot rewrite \(partial.path): \(Self.fileProblem(error.errno))", into: &result, node: node)
+                    await fail(sink, "cannot rewrite \(partial.path): \(Self.fileProblem(error.errno))", into: &result, node: node)
                     return
                 }
                 progress.withLock { _ = $0.meters[node]?.grow(by: file.bytes) }
                 schedule.add(file: index, from: 0, bytes: file.bytes)
                 return
             }
-            sink.file?.close()
-            sink.file = nil
+            sink.copy.close()
+            sink.open = false
             try? FileManager.default.removeItem(at: partial)
             result.runs.append(.init(path: file.path, fromOffset: sink.resumedFrom, fetchedBytes: sink.fetchedBytes,
                                      attempts: sink.attempts, verified: false))
@@ -488,9 +485,8 @@ final class Collector: Sendable {
             return
         }
         // The copy that verified is this very file: checked again at its final name, by identity and size.
-        let written = sink.file.flatMap { Self.identity(fd: $0.fd) }
-        sink.file?.close()
-        sink.file = nil
+        let written = sink.copy.close()
+        sink.open = false
         let final = finalURL(file.path)
         do {
             try FileManager.default.createDirectory(at: final.deletingLastPathComponent(), withIntermediateDirectories: true)
@@ -512,9 +508,10 @@ final class Collector: Sendable {
                                  attempts: sink.attempts, verified: true))
     }
 
-    private func fail(_ sink: Sink, _ reason: String, into result: inout NodeResult, node: String) {
-        sink.file?.close()
-        sink.file = nil
+    private func fail(_ sink: Sink, _ reason: String, into result: inout NodeResult, node: String) async {
+        await sink.writer.settle()
+        sink.copy.close()
+        sink.open = false
         result.missing.append(.init(path: sink.fetch.file.path, node: node, reason: reason))
         result.runs.append(.init(path: sink.fetch.file.path, fromOffset: sink.resumedFrom, fetchedBytes: sink.fetchedBytes,
                                  attempts: sink.attempts, verified: false))

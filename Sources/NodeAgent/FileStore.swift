@@ -18,6 +18,14 @@ struct FileStore {
         let indexes = Mutex<[String: Index]>([:])
         func withLock<R>(_ body: (inout [String: Index]) -> R) -> R { indexes.withLock { body(&$0) } }
     }
+    /// Files already found inside the staging area, by take id and path: a collection asks for each file about a
+    /// thousand times, and resolving its symlinks every time cost more of the node's CPU than reading the bytes.
+    private let checked = Checked()
+    private final class Checked: Sendable {
+        let paths = Mutex<[String: String]>([:])
+        /// Enough for every file of several takes; past it the cache starts again.
+        static let limit = 4096
+    }
 
     func takeDirectory(_ takeID: String) -> URL { root.appendingPathComponent(takeID, isDirectory: true) }
 
@@ -175,11 +183,24 @@ struct FileStore {
         }
     }
 
+    /// `resolve`'s answer for a file that exists, remembered until its take's files are released.
+    private func checkedPath(takeID: String, path: String) throws(NodeFailure) -> String {
+        let key = takeID + "\0" + path  // NUL is in no valid take id or path: no other request can name a checked file
+        if let known = checked.paths.withLock({ $0[key] }) { return known }
+        let url = try resolve(takeID: takeID, path: path)
+        guard FileManager.default.fileExists(atPath: url.path) else { return url.path }  // open() names it missing
+        checked.paths.withLock { paths in
+            if paths.count >= Checked.limit { paths.removeAll() }
+            paths[key] = url.path
+        }
+        return url.path
+    }
+
     /// Reads up to `length` bytes at `offset` with one `pread` straight into memory the socket hands to libzmq
     /// (no second copy); safe to run on several threads at once. The caller owns the bytes.
     func readOwned(takeID: String, path: String, offset: UInt64, length: Int) throws(NodeFailure) -> (OwnedBytes, eof: Bool) {
-        let url = try resolve(takeID: takeID, path: path)
-        let fd = open(url.path, O_RDONLY | O_CLOEXEC)
+        let filePath = try checkedPath(takeID: takeID, path: path)
+        let fd = open(filePath, O_RDONLY | O_CLOEXEC)
         guard fd >= 0 else {
             if errno == ENOENT { throw NodeFailure(.notFound, "no file \(path) in take \(takeID) on this node.") }
             throw NodeFailure(.io, "cannot open \(path) of take \(takeID): \(String(cString: strerror(errno))).")
@@ -215,6 +236,7 @@ struct FileStore {
     /// Deletes exactly the confirmed files whose size and checksum match the take's index (never hashed here: this
     /// runs on the request thread); returns what was released. Without a current index nothing is deleted.
     func release(takeID: String, confirmed: [TakeManifest.File]) throws(NodeFailure) -> [String] {
+        checked.paths.withLock { paths in paths = paths.filter { !$0.key.hasPrefix(takeID + "\0") } }
         guard let index = try currentIndex(takeID: takeID) else { return [] }
         let directory = try existingTakeDirectory(takeID)
         var released: [String] = []
