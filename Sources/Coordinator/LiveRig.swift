@@ -123,6 +123,8 @@ public final class LiveRig: Sendable {
         var tracker: ClockTracker?
         var trackerTask: Task<Void, Never>?
         var trackedNodes: [String] = []
+        /// What arming took in the previous take from here: the next take's lead grows with it.
+        var lastArming: TakeStart.Arming?
     }
     let state = Mutex(State())
     let receiver: PreviewReceiver
