@@ -55,7 +55,7 @@ final class ClockTracker: Sendable {
         var initial = State()
         let now = MonotonicClock.now()
         for n in nodes {
-            initial.estimators[n.name] = ClockEstimator.tracking
+            initial.estimators[n.name] = ClockEstimator()
             initial.weights[n.name] = ClockProbePolicy.weight(uncertainty: nil, target: Self.alignedUncertainty)
             guard let clock = followed[n.link.endpoint] else { continue }
             if clock.isFresh(now: now) {
@@ -120,7 +120,7 @@ final class ClockTracker: Sendable {
                 // Another clock than the one followed (a restarted node): aligned afresh from this take's exchanges.
                 // One too uncertain: also topped up with them, and whichever is known first is used (`aligned`).
                 s.confirming[node] = nil
-                var fresh = ClockEstimator.tracking
+                var fresh = ClockEstimator()
                 for f in pending.fresh { fresh.add(f) }
                 let since = pending.fresh.map(\.t1).min() ?? began
                 if verdict == .disagreed {
@@ -293,7 +293,6 @@ final class ClockTracker: Sendable {
     private func follow(_ node: Node) async {
         var lastPush: Int64 = 0
         var lastWeighed: Int64 = 0
-        var known = false
         while !isStopped && !Task.isCancelled {
             let began = MonotonicClock.now()
             do {
@@ -317,27 +316,22 @@ final class ClockTracker: Sendable {
                     await push(mapping, to: node, take: take, at: now)
                 }
             }
-            let confirming = state.withLock { s in s.confirming[node.name] != nil || s.afresh[node.name] != nil }
+            let (first, estimator, confirming) = state.withLock { s in
+                (s.firstProbe[node.name], s.estimators[node.name], s.confirming[node.name] != nil || s.afresh[node.name] != nil)
+            }
             // A followed clock being confirmed or topped up is probed at the burst rate: the take waits on it.
-            if confirming {
-                known = false
-            } else if now - lastWeighed >= Self.weighInterval {
-                // Weighed a few times a second, not at every probe: a fit over the window costs the coordinator
-                // what hundreds of probes do, and at 64 nodes the window holds up to 60 s (`ClockEstimator.tracking`).
-                lastWeighed = now
-                let (first, estimator) = state.withLock { s in (s.firstProbe[node.name], s.estimators[node.name]) }
-                known = ClockProbePolicy.isKnown(
-                    probedFor: first.map { now - $0 } ?? 0,
-                    uncertainty: estimator?.estimate(atRig: now + Self.pushInterval)?.uncertaintyMicroseconds, target: Self.alignedUncertainty)
-                if known {
-                    // The share a take would need: how well the clock is known where group 0 would be.
+            let known = !confirming && ClockProbePolicy.isKnown(
+                probedFor: first.map { now - $0 } ?? 0,
+                uncertainty: estimator?.estimate(atRig: now + Self.pushInterval)?.uncertaintyMicroseconds, target: Self.alignedUncertainty)
+            var interval = ClockProbePolicy.burstInterval
+            if known {
+                // The share a take would need: how well the clock is known where group 0 would be.
+                if now - lastWeighed >= Self.weighInterval {
+                    lastWeighed = now
                     let weight = ClockProbePolicy.weight(uncertainty: estimator?.estimate(atRig: now + Self.settleAhead)?.uncertaintyMicroseconds,
                                                          target: Self.alignedUncertainty)
                     state.withLock { $0.weights[node.name] = weight }
                 }
-            }
-            var interval = ClockProbePolicy.burstInterval
-            if known {
                 let (weight, rigWeights) = state.withLock { s in (s.weights[node.name] ?? 1, s.weights.values.reduce(0, +)) }
                 interval = ClockProbePolicy.interval(weight: weight, rigWeights: rigWeights, nodes: nodes.count)
             }
