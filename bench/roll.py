@@ -255,12 +255,14 @@ def main():
     args = ap.parse_args()
     base = Path(args.work or tempfile.mkdtemp(prefix="coord-roll-"))
     load_before = load()
+    # The tree the binaries were measured from: read once, before the run (a commit during it must not show).
+    tree = subprocess.run(["git", "-C", str(ROOT), "describe", "--always", "--dirty"], capture_output=True,
+                          text=True).stdout.strip()
     results = []
 
     def document():
         return {"benchmark": "roll", "command": shlex.join(["$(scripts/python-env.sh)", "bench/roll.py", *sys.argv[1:]]),
-                "git_tree_at_run": subprocess.run(["git", "-C", str(ROOT), "describe", "--always", "--dirty"],
-                                                  capture_output=True, text=True).stdout.strip(),
+                "git_tree_at_run": tree,
                 "build": Path(args.build_dir).name, "cores": os.cpu_count(), "load_average_before": load_before,
                 "load_average_after": load(), "follow_s": args.follow, "seconds": args.seconds, "size": args.size,
                 "fps": args.fps, "results": results}
