@@ -50,7 +50,8 @@ def monotonic_us() -> int:
 
 # The phases a take prints, in order, and what each line begins with.
 PHASES = [("handshake", "handshake with"), ("aligning", "aligning clocks"), ("configured", "configured"),
-          ("aligned", "clocks aligned in"), ("arming", "arming; group 0 in"), ("recording", "recording")]
+          ("aligned", "clocks aligned in"), ("arming", "arming; group 0 in"), ("armed", "armed"),
+          ("recording", "recording")]
 
 
 def phases(lines: list[tuple[int, str]], began_us: int, t0_us: int) -> dict:
@@ -62,7 +63,7 @@ def phases(lines: list[tuple[int, str]], began_us: int, t0_us: int) -> dict:
             out[f"{name}_ms"] = round((hit[0] - began_us) / 1000)
             if name == "arming":
                 out["lead_ms"] = int(re.search(r"(\d+) ms", hit[1]).group(1))
-            if name in ("aligned", "configured"):
+            if name in ("aligned", "configured", "armed"):
                 out[f"{name}_line"] = hit[1].strip()
     out["group0_ms"] = round((t0_us - began_us) / 1000)
     return out
@@ -254,16 +255,24 @@ def main():
     args = ap.parse_args()
     base = Path(args.work or tempfile.mkdtemp(prefix="coord-roll-"))
     load_before = load()
+    # The tree the binaries were measured from: read once, before the run (a commit during it must not show).
+    tree = subprocess.run(["git", "-C", str(ROOT), "describe", "--always", "--dirty"], capture_output=True,
+                          text=True).stdout.strip()
     results = []
+
+    def document():
+        return {"benchmark": "roll", "command": shlex.join(["$(scripts/python-env.sh)", "bench/roll.py", *sys.argv[1:]]),
+                "git_tree_at_run": tree,
+                "build": Path(args.build_dir).name, "cores": os.cpu_count(), "load_average_before": load_before,
+                "load_average_after": load(), "follow_s": args.follow, "seconds": args.seconds, "size": args.size,
+                "fps": args.fps, "results": results}
+
     for n in [int(x) for x in args.nodes.split(",")]:
         log(f"--- {n} nodes")
         results.append(run_n(n, args, base / f"n{n}"))
-    doc = {"benchmark": "roll", "command": shlex.join(["$(scripts/python-env.sh)", "bench/roll.py", *sys.argv[1:]]),
-           "git_tree_at_run": subprocess.run(["git", "-C", str(ROOT), "describe", "--always", "--dirty"],
-                                             capture_output=True, text=True).stdout.strip(),
-           "build": Path(args.build_dir).name, "cores": os.cpu_count(), "load_average_before": load_before,
-           "load_average_after": load(), "follow_s": args.follow, "seconds": args.seconds, "size": args.size,
-           "fps": args.fps, "results": results}
+        # Each row as it is measured: a later, larger row that fails or runs out of time keeps the earlier ones.
+        Path(args.out).write_text(json.dumps(document(), indent=1) + "\n")
+    doc = document()
     Path(args.out).write_text(json.dumps(doc, indent=1) + "\n")
     print(json.dumps(doc, indent=1))
     ok = all(r["cold_start_take"].get("status") == "complete" and r["console_followed"].get("status") == "complete"

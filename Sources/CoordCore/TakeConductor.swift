@@ -265,12 +265,30 @@ public struct TakeStart: Sendable {
     public let nodes: [String]
     public private(set) var isDone = false
 
+    /// How long arming took in a take from this coordinator: from the first arm sent to the last node's reply
+    /// (µs), over `nodes` nodes.
+    public struct Arming: Sendable, Equatable {
+        public var nodes: Int
+        public var took: Int64
+        public init(nodes: Int, took: Int64) {
+            self.nodes = nodes
+            self.took = took
+        }
+    }
+
     /// How far ahead of the arm command group 0 is placed: 2 s for the cameras' phase loops to settle on the grid
-    /// once a node has the arm, plus the time the arm takes to reach every node: the slowest configure round trip
-    /// just measured (configure fans out to the nodes the same way and the arm follows it), at least 0.1 s. It
-    /// does not grow with the number of nodes, only with how slow they answer; at most 5 s.
-    public static func groupZeroLead(slowestConfigure: Int64) -> Int64 {
-        2_000_000 + min(3_000_000, max(100_000, slowestConfigure))
+    /// once a node has the arm, plus room for arming every node, at least 0.1 s and at most 3 s. The room is three
+    /// times the slowest configure round trip just measured (the arm fans out as configure does, and a node does
+    /// more to arm: 64 loaded debug nodes took 1.7 s to arm after a configure round one third of that), and, when
+    /// this coordinator armed a take before, what that arming took, scaled to this many nodes, with half again
+    /// as margin. So it grows with what arming at that many nodes takes, and stays 2.1 s on a quick rig.
+    public static func groupZeroLead(slowestConfigure: Int64, nodes: Int = 1, previous: Arming? = nil) -> Int64 {
+        var room = max(100_000, Saturating.multiply(3, slowestConfigure))
+        if let previous, previous.nodes > 0, previous.took > 0 {
+            let scaled = Double(previous.took) * 1.5 * Double(max(nodes, previous.nodes)) / Double(previous.nodes)
+            room = max(room, Int64(min(scaled, 3e6)))
+        }
+        return 2_000_000 + min(3_000_000, room)
     }
 
     public init(nodes: [String]) { self.nodes = nodes }

@@ -131,6 +131,8 @@ public final class LiveRig: Sendable {
         var trackedNodes: [String] = []
         /// The rig file's text as this console loaded it (or last saved it): a file changed since is not saved over.
         var rigFileText: String?
+        /// What arming took in the previous take from here: the next take's lead grows with it.
+        var lastArming: TakeStart.Arming?
     }
     let state = Mutex(State())
     let receiver: PreviewReceiver

@@ -107,7 +107,7 @@ extension TakeSession {
                 slowestConfigure = max(slowestConfigure, took)
                 directive = start.configured(nodes, failures: failures)
             case .arm(let nodes):
-                lead = TakeStart.groupZeroLead(slowestConfigure: slowestConfigure)
+                lead = TakeStart.groupZeroLead(slowestConfigure: slowestConfigure, nodes: nodes.count, previous: previousArming)
                 take.grid = FrameGrid(t0: MonotonicClock.now() + lead, periodMicroseconds: period)
                 console.step("arming; group 0 in \(lead / 1000) ms")
                 // Group 0's local time of day, for every file's timecode tag and the editorial timeline.
@@ -115,6 +115,7 @@ extension TakeSession {
                 t0Date = Date(timeIntervalSinceNow: Double(take.grid.t0 - MonotonicClock.now()) / 1e6)
                 take.timecode = Timecode(date: t0Date, fps: request.fps, timeZone: TimeZone.current).description
                 let (armGrid, armTimecode, armLead) = (take.grid, take.timecode, lead)
+                let arming = MonotonicClock.now()
                 let results = await eachNodeResult(nodes.compactMap { byName[$0] }) { plan -> Int64 in
                     let began = MonotonicClock.now()
                     let arm = CoordRequest.arm(takeID: takeID, clock: plan.mapping, grid: armGrid, timecode: armTimecode,
@@ -137,6 +138,9 @@ extension TakeSession {
                     return MonotonicClock.now() - began
                 }
                 let times = Dictionary(uniqueKeysWithValues: zip(nodes, results).compactMap { n, r in r.success.map { (n, $0) } })
+                let armed = TakeStart.Arming(nodes: nodes.count, took: MonotonicClock.now() - arming)
+                shared.withLock { $0.arming = armed }
+                console.step(String(format: "armed %d node(s) in %.2f s", nodes.count, Double(armed.took) / 1e6))
                 directive = start.armed(failures: Self.failures(nodes, results), armTimes: times, now: MonotonicClock.now(),
                                         t0: take.grid.t0, margin: margin)
                 if case .start = directive { tracker.startPushing(takeID: takeID) }

@@ -86,6 +86,8 @@ public final class TakeSession: Sendable {
     let request: TakeRequest
     /// Clocks a long-running coordinator (the console) already follows, by endpoint: not aligned again.
     let followed: [String: FollowedClock]
+    /// What arming took in this coordinator's previous take, if any: the lead's room grows with it.
+    let previousArming: TakeStart.Arming?
     let console: Console
     let logger: Logger
     let context = ZMQContext(realtimeIOThreads: true)
@@ -104,6 +106,8 @@ public final class TakeSession: Sendable {
         /// Group 0's instant and the stop instant (rig timebase), once the cameras record; the stop moves when the
         /// operator stops early.
         var span: (groupZero: Int64, stop: Int64)?
+        /// What arming every node took in this take, once armed.
+        var arming: TakeStart.Arming?
     }
     let shared = Mutex(Shared())
     /// The take's phases as they begin (recording, collecting), for the live console; ends when `run` returns.
@@ -113,8 +117,10 @@ public final class TakeSession: Sendable {
     /// `names`: each endpoint's node name in the rig file, so sentences name the node before its handshake.
     /// `keys`: each endpoint's CURVE keys (none: links in the clear). `followed`: see `FollowedClock`.
     public init(endpoints: [String], names: [String: String] = [:], keys: [String: LinkKeys] = [:], request: TakeRequest,
-                followed: [String: FollowedClock] = [:], console: Console, logger: Logger) {
+                followed: [String: FollowedClock] = [:], previousArming: TakeStart.Arming? = nil, console: Console,
+                logger: Logger) {
         self.followed = followed
+        self.previousArming = previousArming
         self.endpoints = endpoints
         self.names = names
         self.keys = keys
@@ -123,6 +129,9 @@ public final class TakeSession: Sendable {
         self.logger = logger
         (phases, phaseSink) = AsyncStream.makeStream(of: TakePhase.self)
     }
+
+    /// What arming every node took in this take (nil before it is armed), for the next take's lead.
+    public var arming: TakeStart.Arming? { shared.withLock { $0.arming } }
 
     public func run() async throws -> TakeOutcome {
         defer { phaseSink.finish() }

@@ -24,8 +24,29 @@ struct ClockProbePolicyTests {
 
     @Test func groupZerosLeadGrowsWithSlowAnswersNotWithNodes() {
         #expect(TakeStart.groupZeroLead(slowestConfigure: 5_000) == 2_100_000)
-        #expect(TakeStart.groupZeroLead(slowestConfigure: 200_000) == 2_200_000)
+        #expect(TakeStart.groupZeroLead(slowestConfigure: 200_000) == 2_600_000)
         #expect(TakeStart.groupZeroLead(slowestConfigure: 10_000_000) == 5_000_000)
+        #expect(TakeStart.groupZeroLead(slowestConfigure: 5_000, nodes: 64) == 2_100_000, "a quick rig: the 0.1 s floor")
+    }
+
+    /// The flake of a 64-node debug demo on a loaded machine (issue 27): configure answered in ~0.5 s, arming took
+    /// 1.7 s, past a lead of 2 s + 1× configure. Room of 3× configure covers it; a coordinator that armed before
+    /// sizes the room from that arming, scaled to the nodes it arms now, and a quick earlier arming does not
+    /// shrink the room below 3× configure.
+    @Test func groupZerosLeadGrowsWithWhatArmingTook() {
+        let flake = TakeStart.groupZeroLead(slowestConfigure: 560_000, nodes: 64)
+        #expect(flake == 2_000_000 + 1_680_000)
+        #expect(flake - 200_000 > 1_678_000 + 1_500_000, "the 1.7 s arming ends well before group 0 less its 0.2 s margin")
+        let armed = TakeStart.Arming(nodes: 64, took: 1_700_000)
+        #expect(TakeStart.groupZeroLead(slowestConfigure: 100_000, nodes: 64, previous: armed) == 2_000_000 + 2_550_000)
+        // Twice the nodes: twice the room, within the 3 s cap.
+        #expect(TakeStart.groupZeroLead(slowestConfigure: 100_000, nodes: 128, previous: armed) == 5_000_000)
+        // A release rig that armed 64 nodes in 40 ms: still 2.1 s.
+        let quick = TakeStart.Arming(nodes: 64, took: 40_000)
+        #expect(TakeStart.groupZeroLead(slowestConfigure: 14_000, nodes: 64, previous: quick) == 2_100_000)
+        #expect(TakeStart.groupZeroLead(slowestConfigure: 300_000, nodes: 64, previous: quick) == 2_900_000)
+        // Fewer nodes than last time: not scaled down below what the last arming took.
+        #expect(TakeStart.groupZeroLead(slowestConfigure: 10_000, nodes: 8, previous: armed) == 2_000_000 + 2_550_000)
     }
 
     @Test func aClockKnownLessWellGetsMoreOfTheBudgetAndTheRigStaysWithinIt() {
