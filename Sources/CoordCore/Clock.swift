@@ -64,34 +64,11 @@ public struct ClockEstimator: Sendable {
     public private(set) var samples: [ClockProbeSample] = []
     /// Exchanges older than this (by t1, against the newest) leave the fit, so a wandering rate is followed.
     public var windowMicroseconds: Int64
-    /// Exchanges older than `windowMicroseconds` stay while the window holds fewer than this many, up to
-    /// `longestWindowMicroseconds` (see `tracking`).
-    public var fewestExchanges: Int
-    public var longestWindowMicroseconds: Int64
     /// Each bin of this length contributes its fastest quarter.
     public var binMicroseconds: Int64 = 1_000_000
 
     public init(windowMicroseconds: Int64 = 20_000_000) {
         self.windowMicroseconds = windowMicroseconds
-        fewestExchanges = 0
-        longestWindowMicroseconds = windowMicroseconds
-    }
-
-    /// The window `windowMicroseconds` long, stretched to hold at least `fewestExchanges` up to
-    /// `longestWindowMicroseconds`.
-    public init(windowMicroseconds: Int64, holding fewestExchanges: Int, within longestWindowMicroseconds: Int64) {
-        self.windowMicroseconds = windowMicroseconds
-        self.fewestExchanges = max(0, fewestExchanges)
-        self.longestWindowMicroseconds = max(windowMicroseconds, longestWindowMicroseconds)
-    }
-
-    /// The coordinator's estimator (issue 27): rate-aware. A node probed 100 times a second keeps 20 s (2 000
-    /// exchanges); one probed less often, as in a large rig's share of the probe budget, keeps as many exchanges
-    /// over up to 60 s, so its clock is known as well between probes and where group 0 will be (the uncertainty
-    /// goes as σ/√n). 60 s of a crystal's rate wander is well under a µs; a clock slewed harder widens the fit's
-    /// scatter and so its stated uncertainty.
-    public static var tracking: ClockEstimator {
-        ClockEstimator(windowMicroseconds: 20_000_000, holding: 2_000, within: 60_000_000)
     }
 
     public mutating func add(_ sample: ClockProbeSample) {
@@ -99,15 +76,10 @@ public struct ClockEstimator: Sendable {
         guard sample.isPlausible, sample.roundTrip >= 0 else { return }
         samples.append(sample)
         let newest = samples.map(\.t1).max() ?? sample.t1
-        let longest = Saturating.subtract(newest, longestWindowMicroseconds)
-        if let first = samples.first, first.t1 < longest {
-            samples.removeAll { $0.t1 < longest }
-        }
         let oldest = Saturating.subtract(newest, windowMicroseconds)
-        // Past the window: the oldest go as long as `fewestExchanges` remain (probes arrive in time order).
-        var drop = 0
-        while drop < samples.count - fewestExchanges, samples[drop].t1 < oldest { drop += 1 }
-        if drop > 0 { samples.removeFirst(drop) }
+        if let first = samples.first, first.t1 < oldest {
+            samples.removeAll { $0.t1 < oldest }
+        }
     }
 
     /// The fastest round trip in the window, µs.

@@ -183,33 +183,6 @@ private func estimate(_ samples: [ClockProbeSample]) -> ClockMapping? {
         #expect(Double(within3Sigma) / Double(total) > 0.95, "\(within3Sigma) of \(total) within 3σ")
     }
 
-    /// The coordinator's rate-aware window (issue 27): a node probed 30 times a second (64 nodes sharing the probe
-    /// budget) keeps up to 60 s of exchanges, and so is known about twice as well 2.5 s past the newest exchange,
-    /// where group 0 would be, as with a fixed 20 s window; the error stays within the stated bound. A node probed
-    /// 100 times a second keeps 20 s, as before.
-    @Test func theTrackingWindowStretchesToHoldEnoughExchanges() throws {
-        var rng = SeededRandom(seed: 2727)
-        let node = SimulatedNode(sim: SimulatedClock(offsetMicroseconds: 310_000, driftPPM: -35, hostReference: 0))
-        let path = Path(forwardBase: 40, backBase: 40, queueMean: 80)
-        var tracking = ClockEstimator.tracking, fixed = ClockEstimator(windowMicroseconds: 20_000_000)
-        let slow = exchanges(node, path: path, count: 2_400, span: 80_000_000, startHost: 1_000_000_000, rng: &rng)
-        for s in slow { tracking.add(s); fixed.add(s) }
-        let newest = slow.last!.t1
-        #expect(tracking.samples.allSatisfy { $0.t1 >= newest - 60_000_000 })
-        #expect(tracking.samples.count > 1_700 && fixed.samples.count < 650)
-        let at = slow.last!.t4 + 2_500_000
-        let stretched = try #require(tracking.estimate(atRig: at)), short = try #require(fixed.estimate(atRig: at))
-        #expect(stretched.uncertaintyMicroseconds < 0.65 * short.uncertaintyMicroseconds,
-                "\(stretched.uncertaintyMicroseconds) vs \(short.uncertaintyMicroseconds) µs")
-        let local = stretched.local(fromRig: Double(at))
-        #expect(abs(stretched.rig(fromLocal: local) - node.trueHost(atLocal: local)) <= stretched.boundMicroseconds)
-
-        var fast = ClockEstimator.tracking
-        let quick = exchanges(node, path: path, count: 3_000, span: 30_000_000, startHost: 2_000_000_000, rng: &rng)
-        for s in quick { fast.add(s) }
-        #expect(fast.samples.allSatisfy { $0.t1 >= quick.last!.t1 - 20_100_000 } && fast.samples.count <= 2_001)
-    }
-
     /// A stretch in which every exchange is slow and lopsided (the node busy, one direction queued) must not
     /// drag the fit, even though each of those seconds contributes its fastest exchange.
     @Test func slowSecondsDoNotDragTheFit() throws {
