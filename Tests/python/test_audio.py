@@ -85,24 +85,30 @@ def test_no_audio_records_pictures_only(tmp_path):
     assert not list(take.rglob("*.mka"))
 
 
-def test_a_microphone_removed_mid_take_ends_cleanly_and_the_cameras_go_on(tmp_path):
+def record_with_a_microphone_that_ends(tmp_path, ends_after_ms: int, seconds: int):
+    """A take on two nodes, each a camera and a microphone; node "lost"'s microphone ends `ends_after_ms` after
+    the node opens it. Returns the take directory and the lost node (terminated)."""
     lost = Node(tmp_path / "lost", extra_args=["--name", "lost", "--synthetic", "cam0", "--synthetic-mic", "mic0",
-                                               "--synthetic-mic-ends-after-ms", "9000"])
+                                               "--synthetic-mic-ends-after-ms", str(ends_after_ms)])
     kept = Node(tmp_path / "kept", extra_args=["--name", "kept", "--synthetic", "cam0", "--synthetic-mic", "mic0"])
     try:
         rig = tmp_path / "rig.yaml"
         rig.write_text(f"version: 1\nnodes:\n  - name: lost\n    endpoint: {lost.endpoint}\n"
                        f"  - name: kept\n    endpoint: {kept.endpoint}\n")
         takes = tmp_path / "takes"
-        # The microphone ends 9 s after the node opened it at configure, which now runs while the clocks are
-        # aligned: several seconds before group 0 on a loaded machine, so the take runs long enough to see it end.
-        out = subprocess.run([str(COORD), "start-take", "--rig", str(rig), "--seconds", "10", "--size", "320x240",
-                              "--takes-dir", str(takes)], capture_output=True, text=True, timeout=180)
+        out = subprocess.run([str(COORD), "start-take", "--rig", str(rig), "--seconds", str(seconds), "--size",
+                              "320x240", "--takes-dir", str(takes)], capture_output=True, text=True, timeout=180)
         assert out.returncode == 0, out.stdout + out.stderr
     finally:
         lost.terminate()
         kept.terminate()
-    take = only_take(takes)
+    return only_take(takes), lost
+
+
+def test_a_microphone_removed_mid_take_ends_cleanly_and_the_cameras_go_on(tmp_path):
+    # The microphone ends 9 s after the node opened it at configure, which now runs while the clocks are
+    # aligned: several seconds before group 0 on a loaded machine, so the take runs long enough to see it end.
+    take, _ = record_with_a_microphone_that_ends(tmp_path, 9000, seconds=10)
     manifest = json.loads((take / "manifest.json").read_text())
     assert manifest["status"] == "complete", "sound alone never fails a take"
     assert all(c["frames"] == manifest["groups"] for c in manifest["cameras"])
@@ -122,21 +128,7 @@ def test_a_microphone_removed_mid_take_ends_cleanly_and_the_cameras_go_on(tmp_pa
 def test_a_microphone_lost_before_group_0_leaves_no_file_and_the_manifest_says_so(tmp_path):
     from test_deliver import ASCMHL_VERIFY, deliver
     # The microphone ends 0.1 s after the node starts it at arm, long before group 0 (the lead alone is 2 s).
-    lost = Node(tmp_path / "lost", extra_args=["--name", "lost", "--synthetic", "cam0", "--synthetic-mic", "mic0",
-                                               "--synthetic-mic-ends-after-ms", "100"])
-    kept = Node(tmp_path / "kept", extra_args=["--name", "kept", "--synthetic", "cam0", "--synthetic-mic", "mic0"])
-    try:
-        rig = tmp_path / "rig.yaml"
-        rig.write_text(f"version: 1\nnodes:\n  - name: lost\n    endpoint: {lost.endpoint}\n"
-                       f"  - name: kept\n    endpoint: {kept.endpoint}\n")
-        takes = tmp_path / "takes"
-        out = subprocess.run([str(COORD), "start-take", "--rig", str(rig), "--seconds", "2", "--size", "320x240",
-                              "--takes-dir", str(takes)], capture_output=True, text=True, timeout=180)
-        assert out.returncode == 0, out.stdout + out.stderr
-    finally:
-        lost.terminate()
-        kept.terminate()
-    take = only_take(takes)
+    take, lost = record_with_a_microphone_that_ends(tmp_path, 100, seconds=2)
     manifest = json.loads((take / "manifest.json").read_text())
     assert manifest["status"] == "complete", "sound alone never fails a take"
     # No file for it, on the node or in the take, and none listed: every sound file the manifest lists ffprobe reads.
