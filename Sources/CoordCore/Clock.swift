@@ -62,6 +62,8 @@ public struct ClockProbeSample: Equatable, Sendable {
 /// undetectable path asymmetry could shift the offset: a guarantee, not an expectation.
 public struct ClockEstimator: Sendable {
     public private(set) var samples: [ClockProbeSample] = []
+    /// The newest exchange's t1 (kept, not searched for: `add` runs at every exchange).
+    private var newestT1: Int64?
     /// Exchanges older than this (by t1, against the newest) leave the fit, so a wandering rate is followed.
     public var windowMicroseconds: Int64
     /// Each bin of this length contributes its fastest quarter.
@@ -75,8 +77,8 @@ public struct ClockEstimator: Sendable {
         // A sample that contradicts causality, or holds a time no clock reads, is dropped.
         guard sample.isPlausible, sample.roundTrip >= 0 else { return }
         samples.append(sample)
-        let newest = samples.map(\.t1).max() ?? sample.t1
-        let oldest = Saturating.subtract(newest, windowMicroseconds)
+        newestT1 = max(newestT1 ?? sample.t1, sample.t1)
+        let oldest = Saturating.subtract(newestT1 ?? sample.t1, windowMicroseconds)
         if let first = samples.first, first.t1 < oldest {
             samples.removeAll { $0.t1 < oldest }
         }

@@ -6,13 +6,13 @@ public struct CollectPolicy: Decodable, Equatable, Sendable {
     public var afterConfirm: AfterConfirm
     /// Chunks in flight per node: the credit each node's fetcher holds.
     public var window: Int
-    /// Bytes per chunk request.
-    public var chunkKiB: Int
+    /// KiB per chunk request; nil: chosen for the rig by `chunkBytes(nodes:)`.
+    public var chunkKiB: Int?
     /// An upper limit on the whole collection's rate, in MB/s (10^6 bytes), so it leaves room on a shared
     /// network; nil: as fast as the links go.
     public var maxMBPerSecond: Double?
 
-    public init(afterConfirm: AfterConfirm = .delete, window: Int = 8, chunkKiB: Int = 1024, maxMBPerSecond: Double? = nil) {
+    public init(afterConfirm: AfterConfirm = .delete, window: Int = 8, chunkKiB: Int? = nil, maxMBPerSecond: Double? = nil) {
         self.afterConfirm = afterConfirm; self.window = window; self.chunkKiB = chunkKiB; self.maxMBPerSecond = maxMBPerSecond
     }
 
@@ -25,17 +25,33 @@ public struct CollectPolicy: Decodable, Equatable, Sendable {
         let d = CollectPolicy()
         afterConfirm = try c.decodeIfPresent(AfterConfirm.self, forKey: .afterConfirm) ?? d.afterConfirm
         window = try c.decodeIfPresent(Int.self, forKey: .window) ?? d.window
-        chunkKiB = try c.decodeIfPresent(Int.self, forKey: .chunkKiB) ?? d.chunkKiB
+        chunkKiB = try c.decodeIfPresent(Int.self, forKey: .chunkKiB)
         maxMBPerSecond = try c.decodeIfPresent(Double.self, forKey: .maxMBPerSecond)
     }
 
-    public var chunkBytes: Int { chunkKiB * 1024 }
+    /// What the coordinator may hold in chunks while collecting, over the whole rig: every node is fetched at once,
+    /// each with `window` chunks in flight and up to two waiting for the disk. 640 MiB is what 1 MiB chunks held
+    /// at 64 nodes.
+    public static let inFlightBudget = 640 << 20
+    public static let largestChunk = 4 << 20, smallestAutomaticChunk = 256 << 10
+
+    /// Bytes per chunk request when fetching from `nodes` nodes at once: `chunk_kib` if the rig file sets it, else
+    /// the largest power of two up to 4 MiB that keeps the rig within `inFlightBudget` (4 MiB up to 16 nodes,
+    /// 1 MiB at 64), and never below 256 KiB. Larger chunks cost fewer requests per byte: 4 MiB collected 2 GB
+    /// from two nodes 1.2× as fast as rsync + sync where 1 MiB managed 1.09× (bench/results/collect-writer-quiet.json).
+    public func chunkBytes(nodes: Int) -> Int {
+        if let chunkKiB { return chunkKiB * 1024 }
+        let fits = Self.inFlightBudget / (max(1, nodes) * (window + 2))
+        var size = Self.largestChunk
+        while size > Self.smallestAutomaticChunk && size > fits { size >>= 1 }
+        return size
+    }
 
     /// The field at fault and one sentence, or nil.
     public func fault() -> (field: String, sentence: String)? {
         if !(1...64).contains(window) { return ("collect.window", "collect.window must be between 1 and 64 chunks (got \(window)).") }
-        if !(64...4096).contains(chunkKiB) {
-            return ("collect.chunk_kib", "collect.chunk_kib must be between 64 and 4096 (got \(chunkKiB)).")
+        if let chunkKiB, !(64...4096).contains(chunkKiB) {
+            return ("collect.chunk_kib", "collect.chunk_kib must be between 64 and 4096 (got \(chunkKiB)); leave it out to let coord choose.")
         }
         if let rate = maxMBPerSecond, !(rate > 0) {
             return ("collect.max_mb_per_s", "collect.max_mb_per_s must be positive (got \(rate)); leave it out for no limit.")

@@ -43,6 +43,9 @@ final class ClockTracker: Sendable {
         /// first is used, so a poor follow is never slower than a cold start.
         var afresh: [String: (estimator: ClockEstimator, since: Int64)] = [:]
         var toppedUp: Set<String> = []
+        /// Followed clocks armed before their top-up reached `alignedUncertainty`, and until when (µs) the top-up
+        /// goes on at the burst rate: the mappings pushed through the lead carry it to group 0.
+        var toppingUp: [String: Int64] = [:]
         /// Each known clock's claim on the rig's probe budget (`ClockProbePolicy.weight`), by node.
         var weights: [String: Double] = [:]
     }
@@ -159,10 +162,28 @@ final class ClockTracker: Sendable {
     /// How well every clock must be known, `settleAhead` µs from now (one sigma), before the take is armed.
     static let alignedUncertainty = 10.0
     static let settleAhead: Int64 = 2_500_000
+    /// How well a followed clock that agrees with the take's first exchanges must be known to arm on it while its
+    /// top-up goes on: the mapping armed only places the camera's start, and the mappings pushed every half
+    /// second from arming carry the top-up, so what is in force at group 0 is known as well as if the take had
+    /// waited (issue 27: a followed rig rolls in the lead, not the lead plus a top-up).
+    static let armableUncertainty = 3 * alignedUncertainty
+
+    /// Whether the take may arm on one node's clock now, and whether this take's exchanges alone (`racing`, beside
+    /// a followed clock being topped up; nil: no race, `.some(nil)`: not yet a second of them) are known better
+    /// than the followed estimate. Uncertainties are one sigma, µs, `settleAhead` from now.
+    static func readiness(confirming: Bool, main: Double?, racing: Double??) -> (ready: Bool, useAfresh: Bool) {
+        if confirming { return (false, false) }
+        if let main, main <= alignedUncertainty { return (true, false) }
+        guard let racing else { return (false, false) }
+        let useAfresh = (racing ?? .infinity) < (main ?? .infinity)
+        if let racing, racing <= alignedUncertainty { return (true, useAfresh) }
+        if !useAfresh, let main, main <= armableUncertainty { return (true, false) }
+        return (false, useAfresh)
+    }
 
     /// Waits until every node has a second of probes and its clock is known to `alignedUncertainty` µs (one
-    /// sigma) `settleAhead` from now, about where group 0 will be, or until `timeout`; then returns each node's
-    /// mapping. On a jittery network that takes longer: starting sooner would record the first seconds with a
+    /// sigma) `settleAhead` from now, about where group 0 will be (a followed clock being topped up: to
+    /// `armableUncertainty`, see `readiness`), or until `timeout`; then returns each node's mapping. On a jittery network that takes longer: starting sooner would record the first seconds with a
     /// poorly known rate. A node that answered no probe at all is named in the error.
     func aligned(timeout: Double = 10) async throws -> [String: ClockMapping] {
         let deadline = MonotonicClock.now() + Int64(timeout * 1e6)
@@ -180,15 +201,12 @@ final class ClockTracker: Sendable {
             var useAfresh: Set<String> = []
             for n in nodes {
                 if !ready && !timedOut { break }
-                if confirming.contains(n.name) { ready = false; continue }
-                let main = Self.uncertainty(estimators[n.name], since: firstProbe[n.name], now: now)
-                if let main, main <= Self.alignedUncertainty { continue }
-                if let racing = afresh[n.name] {
-                    let other = Self.uncertainty(racing.estimator, since: racing.since, now: now)
-                    if (other ?? .infinity) < (main ?? .infinity) { useAfresh.insert(n.name) }
-                    if let other, other <= Self.alignedUncertainty { continue }
-                }
-                ready = false
+                let racing = afresh[n.name].map { Self.uncertainty($0.estimator, since: $0.since, now: now) }
+                let decision = Self.readiness(confirming: confirming.contains(n.name),
+                                              main: Self.uncertainty(estimators[n.name], since: firstProbe[n.name], now: now),
+                                              racing: racing)
+                if decision.useAfresh { useAfresh.insert(n.name) }
+                if !decision.ready { ready = false }
             }
             if ready || timedOut {
                 if !ready, let node = silent.first {
@@ -197,10 +215,10 @@ final class ClockTracker: Sendable {
                     }
                     throw CoordError(.failure, "node \(node) answered no clock probe within \(Int(timeout)) s; its clock cannot be aligned.", node: node)
                 }
-                settleTopUps(useAfresh: useAfresh)
+                settleTopUps(useAfresh: useAfresh, until: now + Self.settleAhead)
                 break
             }
-            try await Task.sleep(nanoseconds: 20_000_000)
+            try await Task.sleep(nanoseconds: 5_000_000)
         }
         var result: [String: ClockMapping] = [:]
         for n in nodes {
@@ -219,22 +237,55 @@ final class ClockTracker: Sendable {
         return estimator.estimate(atRig: now + settleAhead)?.uncertaintyMicroseconds
     }
 
-    /// Ends every race between a topped-up followed clock and this take's exchanges alone: the followed one is
-    /// used unless `useAfresh` names the node.
-    private func settleTopUps(useAfresh: Set<String>) {
+    /// Ends every race between a topped-up followed clock and this take's exchanges alone that `useAfresh` decides
+    /// for the latter; the followed clock is used for the others, and their race goes on through the lead `until`
+    /// (about group 0): probed at the burst rate, and whichever estimate is known better is pushed (`raceOn`).
+    private func settleTopUps(useAfresh: Set<String>, until: Int64) {
         state.withLock { s in
             for (node, racing) in s.afresh {
                 if useAfresh.contains(node) {
                     s.estimators[node] = racing.estimator
                     s.firstProbe[node] = racing.since
                     s.followedRefused[node] = "uncertain"
+                    s.afresh[node] = nil
                 } else {
                     s.followedUsed.insert(node)
                     s.toppedUp.insert(node)
+                    s.toppingUp[node] = until
                 }
             }
-            s.afresh = [:]
         }
+    }
+
+    /// One step of a race that goes on after arming (`settleTopUps`), for `node` at `now`: this take's exchanges
+    /// alone replace the followed estimate once they know the clock better where group 0 is (or half a second
+    /// ahead, after it); the race ends once the estimate in use is known to `alignedUncertainty` there, or a lead
+    /// after group 0. Returns whether it goes on.
+    private func raceOn(_ node: String, now: Int64) -> Bool {
+        let (until, main, racing) = state.withLock { s in (s.toppingUp[node], s.estimators[node], s.afresh[node]) }
+        guard let until else { return false }
+        let at = max(until, now + Self.pushInterval)
+        var used = main?.estimate(atRig: at)?.uncertaintyMicroseconds ?? .infinity
+        var swap = false
+        if let racing, racing.estimator.samples.count >= 20, now - racing.since >= 1_000_000,
+           let other = racing.estimator.estimate(atRig: at)?.uncertaintyMicroseconds, other < used {
+            used = other
+            swap = true
+        }
+        // Into the take as long again as the lead, while the estimate is short of the target: a clock still being
+        // learnt moves the cameras' grid with every update, as one aligned cold does not.
+        let goesOn = now < until + Self.settleAhead && used > Self.alignedUncertainty
+        state.withLock { s in
+            if swap, let racing = s.afresh[node] {
+                s.estimators[node] = racing.estimator
+                s.firstProbe[node] = racing.since
+            }
+            if !goesOn {
+                s.toppingUp[node] = nil
+                s.afresh[node] = nil
+            }
+        }
+        return goesOn
     }
 
     /// Records that `mapping` is what `node` was armed with (in force from `t`).
@@ -293,6 +344,7 @@ final class ClockTracker: Sendable {
     private func follow(_ node: Node) async {
         var lastPush: Int64 = 0
         var lastWeighed: Int64 = 0
+        var lastTopUpCheck: Int64 = 0
         while !isStopped && !Task.isCancelled {
             let began = MonotonicClock.now()
             do {
@@ -316,14 +368,21 @@ final class ClockTracker: Sendable {
                     await push(mapping, to: node, take: take, at: now)
                 }
             }
-            let (first, estimator, confirming) = state.withLock { s in
-                (s.firstProbe[node.name], s.estimators[node.name], s.confirming[node.name] != nil || s.afresh[node.name] != nil)
+            // A race that goes on through the lead is weighed (two fits) at most every `weighInterval`.
+            if now - lastTopUpCheck >= Self.weighInterval {
+                lastTopUpCheck = now
+                _ = raceOn(node.name, now: now)
+            }
+            let (first, estimator, confirming, pending) = state.withLock { s in
+                (s.firstProbe[node.name], s.estimators[node.name], s.confirming[node.name] != nil,
+                 s.confirming[node.name] != nil || s.afresh[node.name] != nil)
             }
             // A followed clock being confirmed or topped up is probed at the burst rate: the take waits on it.
-            let known = !confirming && ClockProbePolicy.isKnown(
+            let known = !pending && ClockProbePolicy.isKnown(
                 probedFor: first.map { now - $0 } ?? 0,
                 uncertainty: estimator?.estimate(atRig: now + Self.pushInterval)?.uncertaintyMicroseconds, target: Self.alignedUncertainty)
-            var interval = ClockProbePolicy.burstInterval
+            // The few exchanges that confirm a followed clock go back to back: the take waits on them alone.
+            var interval = confirming ? 1_000 : ClockProbePolicy.burstInterval
             if known {
                 // The share a take would need: how well the clock is known where group 0 would be.
                 if now - lastWeighed >= Self.weighInterval {

@@ -88,9 +88,11 @@ final class Collector: Sendable {
         }
         let total = Self.bytesToFetch(work.flatMap(\.1.toFetch))
         let had = work.reduce(0) { $0 + $1.1.have.count }
+        let fetching = work.filter { !$0.1.toFetch.isEmpty }.count
+        let chunkBytes = policy.chunkBytes(nodes: fetching)
         if total > 0 {
             let resumed = work.flatMap(\.1.toFetch).filter { $0.from > 0 }.count
-            console.step("collecting \(formatBytes(total)) from \(work.filter { !$0.1.toFetch.isEmpty }.count) node(s)"
+            console.step("collecting \(formatBytes(total)) from \(fetching) node(s) in \(chunkBytes >> 10) KiB chunks"
                          + (had > 0 ? "; \(had) file(s) already here" : "") + (resumed > 0 ? "; resuming \(resumed) partial file(s)" : ""))
         } else if had > 0 {
             console.step("every listed file is already here and verified (\(had) file(s))")
@@ -105,7 +107,7 @@ final class Collector: Sendable {
                 showProgress()
             }
         }
-        let fetched = await eachNodeResult(work) { [self] entry in await fetchAll(entry.1, from: entry.0) }
+        let fetched = await eachNodeResult(work) { [self] entry in await fetchAll(entry.1, from: entry.0, chunkBytes: chunkBytes) }
         progress.cancel()
         // Temporary folders left empty go (rmdir keeps any that still hold a partial copy to resume).
         let partials = directory.appendingPathComponent(Self.partialFolder)
@@ -288,11 +290,11 @@ final class Collector: Sendable {
         var result: Result<Data, Error>
     }
 
-    /// Fetches one node's files with `policy.window` chunks in flight.
-    private func fetchAll(_ plan: NodePlan, from node: Node) async -> NodeResult {
+    /// Fetches one node's files with `policy.window` chunks of `chunkBytes` in flight.
+    private func fetchAll(_ plan: NodePlan, from node: Node, chunkBytes: Int) async -> NodeResult {
         var result = NodeResult()
         guard !plan.toFetch.isEmpty, let link = node.link else { return result }
-        var schedule = ChunkSchedule(window: policy.window, chunkBytes: policy.chunkBytes)
+        var schedule = ChunkSchedule(window: policy.window, chunkBytes: chunkBytes)
         var sinks: [Sink] = []
         let writer = CopyWriter(node: node.name, limit: 2)
         for (index, fetch) in plan.toFetch.enumerated() {

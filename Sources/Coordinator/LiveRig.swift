@@ -194,7 +194,7 @@ public final class LiveRig: Sendable {
     }
 
     func event(_ kind: String, node: String? = nil, camera: String? = nil, _ text: String) {
-        let view = EventView(time: ISO8601DateFormatter().string(from: Date()), kind: kind, node: node, camera: camera, text: text)
+        let view = EventView(time: Date().formatted(.iso8601), kind: kind, node: node, camera: camera, text: text)
         state.withLock { s in
             s.recentEvents.append(view)
             if s.recentEvents.count > 100 { s.recentEvents.removeFirst(s.recentEvents.count - 100) }

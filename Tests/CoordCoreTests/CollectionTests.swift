@@ -111,10 +111,30 @@ import Testing
 
     @Test func defaultsAndEveryKey() throws {
         let d = try decode("{}")
-        #expect(d == CollectPolicy() && d.afterConfirm == .delete && d.window == 8 && d.chunkBytes == 1 << 20)
+        #expect(d == CollectPolicy() && d.afterConfirm == .delete && d.window == 8 && d.chunkKiB == nil)
         let p = try decode(#"{"after_confirm": "keep", "window": 16, "chunk_kib": 256, "max_mb_per_s": 40}"#)
         #expect(p == CollectPolicy(afterConfirm: .keep, window: 16, chunkKiB: 256, maxMBPerSecond: 40))
         #expect(p.fault() == nil)
+    }
+
+    /// Unset, the chunk size keeps the rig's chunks in flight within the budget: 4 MiB for a few nodes, 1 MiB at
+    /// 64, never below 256 KiB; the rig file's `chunk_kib` wins.
+    @Test func theChunkSizeIsChosenForHowManyNodesAreFetchedAtOnce() {
+        let auto = CollectPolicy()
+        #expect(auto.chunkBytes(nodes: 0) == 4 << 20)
+        #expect(auto.chunkBytes(nodes: 2) == 4 << 20)
+        #expect(auto.chunkBytes(nodes: 16) == 4 << 20)
+        #expect(auto.chunkBytes(nodes: 17) == 2 << 20)
+        #expect(auto.chunkBytes(nodes: 64) == 1 << 20)
+        #expect(auto.chunkBytes(nodes: 100_000) == 256 << 10)
+        for nodes in [1, 3, 9, 16, 33, 64, 100, 256] {
+            let held = nodes * (auto.window + 2) * auto.chunkBytes(nodes: nodes)
+            #expect(held <= CollectPolicy.inFlightBudget, "\(nodes) nodes hold \(held >> 20) MiB")
+        }
+        // A wider window leaves room for smaller chunks only.
+        #expect(CollectPolicy(window: 64).chunkBytes(nodes: 2) == 4 << 20)
+        #expect(CollectPolicy(window: 64).chunkBytes(nodes: 16) == 512 << 10)
+        #expect(CollectPolicy(chunkKiB: 256).chunkBytes(nodes: 2) == 256 << 10)
     }
 
     @Test func outOfRangeSettingsNameTheirField() {

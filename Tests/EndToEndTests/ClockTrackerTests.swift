@@ -54,6 +54,28 @@ import Testing
         #expect(ClockTracker.verdict(well, fresh: restarted) == .disagreed)
     }
 
+    /// A followed clock that agrees is armed on once known to `armableUncertainty` (its top-up goes on through the
+    /// lead); a cold clock, or one the take's own exchanges know better, still waits for `alignedUncertainty`.
+    @Test func aFollowedClockIsArmedOnWhileItsTopUpGoesOn() {
+        let target = ClockTracker.alignedUncertainty, armable = ClockTracker.armableUncertainty
+        #expect(armable > target)
+        // Still confirming: never ready.
+        #expect(ClockTracker.readiness(confirming: true, main: 1, racing: nil) == (false, false))
+        // Known well: ready, whoever it came from.
+        #expect(ClockTracker.readiness(confirming: false, main: target, racing: nil) == (true, false))
+        // Cold (no race): a clock known only to the armable bound waits.
+        #expect(ClockTracker.readiness(confirming: false, main: armable, racing: nil) == (false, false))
+        #expect(ClockTracker.readiness(confirming: false, main: nil, racing: nil) == (false, false))
+        // Followed and being topped up: armed on within the armable bound, not beyond it.
+        #expect(ClockTracker.readiness(confirming: false, main: target + 0.5, racing: .some(nil)) == (true, false))
+        #expect(ClockTracker.readiness(confirming: false, main: armable, racing: .some(nil)) == (true, false))
+        #expect(ClockTracker.readiness(confirming: false, main: armable + 1, racing: .some(nil)) == (false, false))
+        // The take's own exchanges know it better: used instead, and only once they reach the target.
+        #expect(ClockTracker.readiness(confirming: false, main: 25, racing: .some(12)) == (false, true))
+        #expect(ClockTracker.readiness(confirming: false, main: 25, racing: .some(target)) == (true, true))
+        #expect(ClockTracker.readiness(confirming: false, main: 12, racing: .some(14)) == (true, false))
+    }
+
     @Test func theLineSaysHowManyClocksWereFollowedToppedUpAndAlignedAfresh() {
         #expect(TakeSession.followedNote((["n1", "n2", "n3"], [:], []), handed: true, nodes: 3) == " (3 of 3 already followed)")
         #expect(TakeSession.followedNote((["n1", "n2"], ["n3": "disagreed"], ["n2"]), handed: true, nodes: 3)
