@@ -5,10 +5,21 @@ public struct FollowedClock: Sendable {
     public var estimator: ClockEstimator
     /// When the follower's first exchange with the node began (rig timebase, µs).
     public var since: Int64
+    /// The node process the follower was exchanging with (its handshake's `instance_id`), when known. A take whose
+    /// own handshake meets the same process uses the clock without confirming exchanges: one process keeps one
+    /// clock, and only a restart (another instance) can bring another.
+    public var instance: String?
 
-    public init(estimator: ClockEstimator, since: Int64) {
+    public init(estimator: ClockEstimator, since: Int64, instance: String? = nil) {
         self.estimator = estimator
         self.since = since
+        self.instance = instance
+    }
+
+    /// Whether a take that met `instance` in its handshake may use this clock without confirming it first.
+    public func isSameProcess(as instance: String?) -> Bool {
+        guard let mine = self.instance, let instance, !mine.isEmpty else { return false }
+        return mine == instance
     }
 
     /// A followed clock whose newest exchange is older than this is stale: the node is probed afresh.

@@ -52,8 +52,9 @@ final class ClockTracker: Sendable {
     private let state: Mutex<State>
 
     /// `followed`: clocks a long-running follower (the console) already estimates, by endpoint; a fresh one seeds
-    /// its node's estimate, used once the first exchanges agree with it (`FollowedClock`).
-    init(nodes: [Node], followed: [String: FollowedClock] = [:]) {
+    /// its node's estimate, used once the first exchanges agree with it (`FollowedClock`) — at once if the take's
+    /// handshake met the same node process (`instances`, by endpoint).
+    init(nodes: [Node], followed: [String: FollowedClock] = [:], instances: [String: String] = [:]) {
         self.nodes = nodes
         var initial = State()
         let now = MonotonicClock.now()
@@ -64,7 +65,17 @@ final class ClockTracker: Sendable {
             if clock.isFresh(now: now) {
                 initial.estimators[n.name] = clock.estimator
                 initial.firstProbe[n.name] = clock.since
-                initial.confirming[n.name] = (clock, [])
+                if clock.isSameProcess(as: instances[n.link.endpoint]) {
+                    // Nothing to confirm: used as is, or topped up racing this take's own exchanges (`readiness`).
+                    let u = clock.estimator.estimate(atRig: now + Self.settleAhead)?.uncertaintyMicroseconds ?? .infinity
+                    if u <= Self.alignedUncertainty {
+                        initial.followedUsed.insert(n.name)
+                    } else {
+                        initial.afresh[n.name] = (ClockEstimator(), now)
+                    }
+                } else {
+                    initial.confirming[n.name] = (clock, [])
+                }
             } else {
                 initial.followedRefused[n.name] = "stale"
             }
@@ -82,6 +93,18 @@ final class ClockTracker: Sendable {
                 result[n.link.endpoint] = FollowedClock(estimator: estimator, since: since)
             }
             return result
+        }
+    }
+
+    /// Drops what is known of `node`'s clock (its process was replaced): it is learnt again from the next exchange.
+    func forget(_ node: String) {
+        state.withLock { s in
+            guard s.estimators[node] != nil else { return }
+            s.estimators[node] = ClockEstimator()
+            s.firstProbe[node] = nil
+            s.confirming[node] = nil
+            s.afresh[node] = nil
+            s.toppingUp[node] = nil
         }
     }
 

@@ -143,7 +143,12 @@ extension LiveRig {
         node.previewEndpoint = endpoint
         node.instanceID = r.instanceID
         // Another boot is another monotonic clock: the clocks are followed afresh.
-        if rebooted { stopTracker() }
+        if rebooted {
+            stopTracker()
+        } else if restarted {
+            // Another process may keep another clock (a simulated offset does): its exchanges start afresh.
+            state.withLock { $0.tracker }?.forget(node.name)
+        }
         let tiles = endpoint.map { "preview at \($0)" } ?? "no preview"
         if first {
             event("node-reached", node: node.name, "node \(node.name) reached at \(node.spec.endpoint): \(settings.count) camera(s), \(tiles)")
@@ -209,6 +214,21 @@ extension LiveRig {
             s.trackerTask = task
             s.trackedNodes = names
         }
+    }
+
+    /// The clocks this console follows, by endpoint, each with the node process it was following (the handshake's
+    /// instance), for a take that starts now: one whose handshake meets the same process need not confirm them.
+    func followedClocks() -> [String: FollowedClock] {
+        let (tracker, instances) = state.withLock { s in
+            (s.tracker, Dictionary(s.nodes.map { ($0.spec.endpoint, $0.instanceID) }) { first, _ in first })
+        }
+        var followed = tracker?.followed() ?? [:]
+        for (endpoint, clock) in followed {
+            var clock = clock
+            clock.instance = instances[endpoint].flatMap { $0.isEmpty ? nil : $0 }
+            followed[endpoint] = clock
+        }
+        return followed
     }
 
     func stopTracker() {

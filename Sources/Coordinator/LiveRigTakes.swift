@@ -42,7 +42,7 @@ extension LiveRig {
         let session = TakeSession(endpoints: spec.nodes.map(\.endpoint),
                                   names: Dictionary(spec.nodes.map { ($0.endpoint, $0.name) }) { first, _ in first },
                                   keys: spec.linkKeysByEndpoint, request: request,
-                                  followed: state.withLock { $0.tracker }?.followed() ?? [:],
+                                  followed: followedClocks(),
                                   previousArming: state.withLock { $0.lastArming }, console: console, logger: logger)
         let view = TakeView(takeId: nil, name: request.name, state: .starting, seconds: seconds, elapsedS: 0, message: nil, report: nil)
         let accepted = state.withLock { s -> Bool in

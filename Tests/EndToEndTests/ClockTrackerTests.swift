@@ -1,5 +1,7 @@
 import CoordCore
+import Platform
 import Testing
+import ZeroMQ
 @testable import Coordinator
 
 @Suite struct ClockTrackerHoldTests {
@@ -74,6 +76,29 @@ import Testing
         #expect(ClockTracker.readiness(confirming: false, main: 25, racing: .some(12)) == (false, true))
         #expect(ClockTracker.readiness(confirming: false, main: 25, racing: .some(target)) == (true, true))
         #expect(ClockTracker.readiness(confirming: false, main: 12, racing: .some(14)) == (true, false))
+    }
+
+    /// One process keeps one clock: a take whose handshake met the process the console followed uses its clock at
+    /// once — no probe answered here — while another process's (a restart) must first agree with the take's own.
+    @Test func aClockFollowedFromTheSameProcessIsUsedWithoutConfirmingExchanges() async throws {
+        var rng = SeededRandom(seed: 2728)
+        var clock = followed(count: 600, over: 20_000_000, jitter: 10, until: MonotonicClock.now(), rng: &rng)
+        clock.instance = "a1"
+        let context = ZMQContext()
+        // Nothing listens there: every probe goes unanswered.
+        let link = try NodeLink(endpoint: "tcp://127.0.0.1:9", context: context)
+        defer { link.close() }
+        let node = ClockTracker.Node(name: "n1", link: link)
+        let same = ClockTracker(nodes: [node], followed: [link.endpoint: clock], instances: [link.endpoint: "a1"])
+        let mapping = try #require(try await same.aligned(timeout: 1)["n1"])
+        #expect(abs(mapping.offsetMicroseconds + 250_000) < 50)
+        #expect(same.followedOutcome.used == ["n1"])
+        let restarted = ClockTracker(nodes: [node], followed: [link.endpoint: clock], instances: [link.endpoint: "b2"])
+        await #expect(throws: CoordError.self) { _ = try await restarted.aligned(timeout: 0.3) }
+        var unknown = clock
+        unknown.instance = nil
+        let unnamed = ClockTracker(nodes: [node], followed: [link.endpoint: unknown], instances: [link.endpoint: "a1"])
+        await #expect(throws: CoordError.self) { _ = try await unnamed.aligned(timeout: 0.3) }
     }
 
     @Test func theLineSaysHowManyClocksWereFollowedToppedUpAndAlignedAfresh() {
