@@ -206,8 +206,9 @@ final class ClockTracker: Sendable {
 
     /// Waits until every node has a second of probes and its clock is known to `alignedUncertainty` µs (one
     /// sigma) `settleAhead` from now, about where group 0 will be (a followed clock being topped up: to
-    /// `armableUncertainty`, see `readiness`), or until `timeout`; then returns each node's mapping. On a jittery network that takes longer: starting sooner would record the first seconds with a
-    /// poorly known rate. A node that answered no probe at all is named in the error.
+    /// `armableUncertainty`, see `readiness`), or until `timeout`; then returns each node's mapping. On a jittery
+    /// network that takes longer: starting sooner would record the first seconds with a poorly known rate. A node
+    /// that answered no probe at all is named in the error.
     func aligned(timeout: Double = 10) async throws -> [String: ClockMapping] {
         let deadline = MonotonicClock.now() + Int64(timeout * 1e6)
         while true {
@@ -283,10 +284,10 @@ final class ClockTracker: Sendable {
     /// One step of a race that goes on after arming (`settleTopUps`), for `node` at `now`: this take's exchanges
     /// alone replace the followed estimate once they know the clock better where group 0 is (or half a second
     /// ahead, after it); the race ends once the estimate in use is known to `alignedUncertainty` there, or a lead
-    /// after group 0. Returns whether it goes on.
-    private func raceOn(_ node: String, now: Int64) -> Bool {
+    /// after group 0.
+    private func raceOn(_ node: String, now: Int64) {
         let (until, main, racing) = state.withLock { s in (s.toppingUp[node], s.estimators[node], s.afresh[node]) }
-        guard let until else { return false }
+        guard let until else { return }
         let at = max(until, now + Self.pushInterval)
         var used = main?.estimate(atRig: at)?.uncertaintyMicroseconds ?? .infinity
         var swap = false
@@ -308,7 +309,6 @@ final class ClockTracker: Sendable {
                 s.afresh[node] = nil
             }
         }
-        return goesOn
     }
 
     /// Records that `mapping` is what `node` was armed with (in force from `t`).
@@ -394,7 +394,7 @@ final class ClockTracker: Sendable {
             // A race that goes on through the lead is weighed (two fits) at most every `weighInterval`.
             if now - lastTopUpCheck >= Self.weighInterval {
                 lastTopUpCheck = now
-                _ = raceOn(node.name, now: now)
+                raceOn(node.name, now: now)
             }
             let (first, estimator, confirming, pending) = state.withLock { s in
                 (s.firstProbe[node.name], s.estimators[node.name], s.confirming[node.name] != nil,
