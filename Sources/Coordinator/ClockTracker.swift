@@ -43,8 +43,9 @@ final class ClockTracker: Sendable {
         /// first is used, so a poor follow is never slower than a cold start.
         var afresh: [String: (estimator: ClockEstimator, since: Int64)] = [:]
         var toppedUp: Set<String> = []
-        /// Followed clocks armed before their top-up reached `alignedUncertainty`, and until when (µs) the top-up
-        /// goes on at the burst rate: the mappings pushed through the lead carry it to group 0.
+        /// Followed clocks armed before their top-up reached `alignedUncertainty`, with about when group 0 is (µs):
+        /// their top-up goes on at the burst rate (`raceOn`) until then, or up to a lead beyond it while the clock is
+        /// still short of the target; the mappings pushed from arming carry it.
         var toppingUp: [String: Int64] = [:]
         /// Each known clock's claim on the rig's probe budget (`ClockProbePolicy.weight`), by node.
         var weights: [String: Double] = [:]
