@@ -28,7 +28,7 @@ MIC_DEVICE = "hw:Dummy,0,0"
 # than the lead to open its camera (seen in bench runs 1 and 3 and the VM tier); each retry is counted in
 # Lab.arming_retries and logged.
 ARMING_RETRIES = 2
-SYSTEMD_FIELDS = ("Type", "ActiveState", "WatchdogUSec", "NRestarts", "MainPID")
+SYSTEMD_FIELDS = ("Type", "ActiveState", "WatchdogUSec", "RestartUSec", "NRestarts", "MainPID")
 
 
 def find_debs(explicit: str | None) -> dict[str, Path]:
@@ -183,7 +183,8 @@ class Lab:
         fields = dict(line.split("=", 1) for line in out.splitlines() if "=" in line)
         usec = fields.get("WatchdogUSec", "0")
         return {"Type": fields.get("Type"), "ActiveState": fields.get("ActiveState"),
-                "WatchdogUSec": _usec(usec), "NRestarts": int(fields.get("NRestarts", "0") or 0),
+                "WatchdogUSec": _usec(usec), "RestartUSec": _usec(fields.get("RestartUSec", "0")),
+                "NRestarts": int(fields.get("NRestarts", "0") or 0),
                 "MainPID": int(fields.get("MainPID", "0") or 0)}
 
     def watchdog_restart(self, vm: VM) -> float:
@@ -305,7 +306,7 @@ print(struct.unpack_from("l", buf, 16)[0] / 65536)
 
 
 def _usec(text: str) -> int:
-    """systemctl show's WatchdogUSec: a number of µs, or a span like 10s / 1min 30s / infinity / 0."""
+    """systemctl show's WatchdogUSec or RestartUSec: a number of µs, or a span like 10s / 1min 30s / infinity / 0."""
     text = text.strip()
     if text.isdigit():
         return int(text)
