@@ -71,7 +71,7 @@ extension Components.Schemas.Rig {
             },
             cameras: v.cameras.map { c in
                 .init(node: c.node, camera: c.camera, width: c.width, height: c.height, fps: c.fps, controls: .init(c.controls),
-                      drops: c.drops, phaseErrorUs: c.phaseErrorUs)
+                      takeControls: .init(c.takeControls), drops: c.drops, phaseErrorUs: c.phaseErrorUs)
             })
     }
 }

@@ -118,6 +118,7 @@ enum ConsolePage {
         <button id="control-apply-all">Apply to all cameras</button>
       </div>
       <div id="control-message" class="message"></div>
+      <div id="control-take-note" class="message"></div>
       <div class="row" style="margin-top:8px"><button id="rig-save">Save as the rig file's defaults</button></div>
       <div class="message">Writes the controls set here into the rig file this console was started with, so every take starts with them: only those values change in its text, its comments and layout stay; the file as it was is kept beside it as <code>.bak</code>. Or <a id="rig-file" href="api/rig/rig.yaml" download>download the rig file with these controls</a>.</div>
       <div id="rig-save-message" class="message"></div>
@@ -261,6 +262,17 @@ function showRig(rig) {
     // The camera's values changed (read from the node, or applied): shown, unless the operator is typing.
     fillControls();
   }
+  showTakeNote();
+}
+// A value the next take will change on the selected camera (the rig file's, say, after the console restarted):
+// said beside the fields, so what is shown is not mistaken for what will be recorded.
+function showTakeNote() {
+  const camera = selectedCamera();
+  const next = camera ? camera.take_controls || {} : {};
+  const changed = CONTROL_KEYS.filter((k) => next[k] !== undefined && next[k] !== null && next[k] !== camera.controls[k]);
+  say("control-take-note", changed.length === 0 ? "" :
+    "the next take sets " + changed.map((k) => k + " " + next[k] + " (now " + (camera.controls[k] ?? "unknown") + ")").join(", ") +
+    "; Apply the values shown to keep them");
 }
 function selectedCamera() {
   return state.rig ? state.rig.cameras.find((c) => keyOf(c.node, c.camera) === $("control-camera").value) : null;
@@ -329,7 +341,7 @@ function showEvent(e) {
 // ---- wiring ----
 $("layout-grid").addEventListener("click", () => setLayout("grid"));
 $("layout-pip").addEventListener("click", () => setLayout("pip"));
-$("control-camera").addEventListener("change", fillControls);
+$("control-camera").addEventListener("change", () => { fillControls(); showTakeNote(); });
 $("take-start").addEventListener("click", async () => {
   const body = {};
   const name = $("take-name").value.trim();

@@ -204,7 +204,7 @@ public final class LiveRig: Sendable {
 
     // MARK: Snapshots
 
-    public var rig: RigView { state.withLock { Self.rigView($0) } }
+    public var rig: RigView { state.withLock { Self.rigView($0, template: template) } }
     public var multiview: MultiviewView? { state.withLock { $0.newestComplete } }
     /// A complete set older than this is not current (`/api/multiview` says so instead of serving it).
     public static let multiviewFreshSeconds = 3.0
@@ -243,12 +243,14 @@ public final class LiveRig: Sendable {
         state.withLock { $0.images["\(node)/\(camera)/\(group)"] }
     }
 
-    private static func rigView(_ s: State) -> RigView {
+    private static func rigView(_ s: State, template: TakeRequest) -> RigView {
         RigView(nodes: s.nodes.map(\.view), cameras: s.nodes.flatMap { n in
             n.cameras.map { c in
                 let progress = n.cameraProgress[c.camera]
                 return CameraView(node: n.name, camera: c.camera, width: c.width, height: c.height, fps: c.fps,
                                   controls: n.controls[c.camera] ?? CameraControls(),
+                                  takeControls: takeControls(file: template.camerasByEndpoint[n.spec.endpoint], camera: c.camera,
+                                                             setHere: n.operatorControls[c.camera]),
                                   drops: progress?.drops ?? 0, phaseErrorUs: progress?.phase)
             }
         })
@@ -275,7 +277,7 @@ public final class LiveRig: Sendable {
             await refreshNodes()
             await keepPreview()
             let rig = state.withLock { s -> RigView? in
-                let view = Self.rigView(s)
+                let view = Self.rigView(s, template: template)
                 guard view != s.lastRig else { return nil }
                 s.lastRig = view
                 return view

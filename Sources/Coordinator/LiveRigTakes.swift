@@ -26,6 +26,14 @@ extension LiveRig {
         return entries
     }
 
+    /// What a take from this console sets on one camera as it opens it: its rig-file entry's controls with the
+    /// operator's over them (`withOperatorControls` for one camera). A camera the file does not list opens with the
+    /// node's own, which already hold what the operator set; a control left out stays as the camera has it.
+    static func takeControls(file entries: [RigSpec.Camera]?, camera: String, setHere: CameraControls?) -> CameraControls {
+        let file = entries?.first(where: { $0.name == camera })?.controls ?? CameraControls()
+        return file.updated(with: setHere ?? CameraControls())
+    }
+
     /// Starts a take as `coord start-take` does (the rig file's settings), with preview tiles from its cameras.
     public func startTake(name: String?, seconds: Double?) throws(Refusal) -> TakeView {
         var request = template

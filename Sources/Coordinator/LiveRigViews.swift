@@ -62,7 +62,11 @@ extension LiveRig {
         public var width: Int
         public var height: Int
         public var fps: Int
+        /// In force now, as the node last reported them.
         public var controls: Controls
+        /// What the next take from this console sets as it opens the camera (a control left out stays as it is):
+        /// shown so a value the take will change is not a surprise (a console restarted since the operator set it).
+        public var takeControls: Controls
         public var drops: Int64
         public var phaseErrorUs: Int64?
     }

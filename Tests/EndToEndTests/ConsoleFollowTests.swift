@@ -80,6 +80,17 @@ struct ConsoleFollowTests {
         #expect(merged["tcp://a:5710"]?[0].controls == CameraControls(exposureMicroseconds: 12000, gainDecibels: 1))
         #expect(merged["tcp://a:5710"]?[1].controls == CameraControls(focus: 0.5) && merged["tcp://a:5710"]?[1].size == "320x240")
         #expect(merged["tcp://b:5710"] == nil)  // a node whose file lists no cameras: they keep what is in force
+        // What the console shows as the next take's values agrees with what the take is given.
+        for (endpoint, camera, set) in [("tcp://a:5710", "cam0", CameraControls(exposureMicroseconds: 12000)),
+                                        ("tcp://a:5710", "cam1", CameraControls(focus: 0.5))] {
+            #expect(LiveRig.takeControls(file: file[endpoint], camera: camera, setHere: set)
+                    == merged[endpoint]?.first(where: { $0.name == camera })?.controls)
+        }
+        // Nothing set in this console (one restarted since): the file's values, which the take will put back.
+        #expect(LiveRig.takeControls(file: file["tcp://a:5710"], camera: "cam0", setHere: nil)
+                == CameraControls(exposureMicroseconds: 8000, gainDecibels: 1))
+        #expect(LiveRig.takeControls(file: file["tcp://a:5710"], camera: "cam1", setHere: nil).isEmpty)
+        #expect(LiveRig.takeControls(file: nil, camera: "cam0", setHere: CameraControls(focus: 0.5)) == CameraControls(focus: 0.5))
     }
 
     @Test func savingWritesTheConsolesOwnRigFileKeepsTheOldOneAndRefusesADemo() throws {

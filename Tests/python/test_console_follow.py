@@ -261,3 +261,69 @@ take:
             proc.kill()
     cam0 = yaml.safe_load(rig.read_text())["nodes"][0]["cameras"][0]
     assert cam0["controls"] == {"exposure_us": 12000, "gain_db": 2.5}, cam0
+
+
+def test_a_console_started_again_says_which_values_its_next_take_will_change(node, tmp_path):
+    """The node keeps what an earlier console set; a console started again on the same rig file shows it, and says
+    that its next take sets the file's value instead (and the take does)."""
+    rig = tmp_path / "rig.yaml"
+    rig.write_text(f"""version: 1
+nodes:
+  - name: node-a
+    endpoint: {node.endpoint}
+    cameras:
+      - name: cam0
+        controls: {{exposure_us: 8000}}
+take: {{fps: 25, size: 320x240}}
+""")
+
+    def console():
+        proc = subprocess.Popen([COORD, "console", "--rig", str(rig), "--takes-dir", str(tmp_path / "takes"),
+                                 "--listen", "127.0.0.1:0"],
+                                stdout=subprocess.PIPE, stderr=open(tmp_path / "console.err", "a"), text=True)
+        base, token = read_console_line(proc)
+
+        def send(method: str, path: str, body=None):
+            request = urllib.request.Request(base + path, method=method,
+                                             headers={"Content-Type": "application/json", "Authorization": f"Bearer {token}"},
+                                             data=None if method == "GET" else json.dumps(body or {}).encode())
+            with urllib.request.urlopen(request, timeout=10) as r:
+                return json.loads(r.read())
+        return proc, send
+
+    def cam0(send):
+        return next((c for c in send("GET", "/api/rig")["cameras"] if c["camera"] == "cam0"), None)
+
+    def stop(proc):
+        proc.send_signal(signal.SIGINT)
+        try:
+            proc.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+
+    first, send = console()
+    try:
+        shown = wait_for(lambda: cam0(send), 20, "cam0 in the first console")
+        assert shown["take_controls"] == {"exposure_us": 8000}, shown
+        send("PUT", "/api/cameras/node-a/cam0/controls", {"exposure_us": 12000})
+        assert cam0(send)["take_controls"] == {"exposure_us": 12000}
+        wait_for(lambda: cam0(send)["controls"].get("exposure_us") == 12000, 20, "cam0 at 12000 in the first console")
+    finally:
+        stop(first)
+
+    second, send = console()
+    try:
+        # The camera is still at 12000 (the node kept it); this console's next take puts the file's 8000 back.
+        shown = wait_for(lambda: (lambda c: c if c and c["controls"].get("exposure_us") == 12000 else None)(cam0(send)),
+                         20, "cam0 at 12000 in the second console")
+        assert shown["take_controls"] == {"exposure_us": 8000}, shown
+        send("POST", "/api/takes", {"name": "after-restart", "seconds": 1})
+        done = wait_for(lambda: (lambda t: t if t and t["state"] in ("done", "partial", "failed") else None)(
+            send("GET", "/api/takes")["current"]), 90, "the take's end")
+        assert done["state"] == "done", done
+        manifest = json.loads((tmp_path / "takes" / done["take_id"] / "manifest.json").read_text())
+        assert next(c for c in manifest["cameras"] if c["camera"] == "cam0")["controls"]["exposure_us"] == 8000, manifest
+        # What the page said would happen did: the camera now shows the value the take set.
+        wait_for(lambda: cam0(send)["controls"].get("exposure_us") == 8000, 20, "cam0 back at 8000 after the take")
+    finally:
+        stop(second)

@@ -67,6 +67,13 @@ def test_a_shoot_day(tmp_path, browser):  # noqa: F811
         cameras = {(c["node"], c["camera"]): c["controls"] for c in demo.get("/api/rig")["cameras"]}
         assert cameras[("node-1", "cam0")]["exposure_us"] == 12000, cameras
         assert all(c.get("exposure_us") for c in cameras.values()), cameras
+        # What the next take sets agrees with what is shown, so nothing is said; a value the take would change is.
+        assert browser.find_element(By.ID, "control-take-note").text == ""
+        note = browser.execute_script(
+            "const c = selectedCamera(); const saved = c.take_controls; c.take_controls = {exposure_us: 8000};"
+            "showTakeNote(); const text = $('control-take-note').textContent; c.take_controls = saved; showTakeNote();"
+            "return text")
+        assert note == "the next take sets exposure_us 8000 (now 12000); Apply the values shown to keep them", note
         # A value out of range comes back in the operator's words, not the wire's.
         set_inputs(browser, {"focus": 2})
         browser.find_element(By.ID, "control-apply").click()

@@ -1041,6 +1041,7 @@ enum OpenAPIDocument {
    },
    "Camera": {
     "type": "object",
+    "description": "a camera of the rig: controls as now in force; take_controls what the next take from this console sets as it opens the camera (the rig file's controls with those set in this console over them; a control left out stays as the camera has it, so a value there that differs from controls is one the take will change)",
     "required": [
      "node",
      "camera",
@@ -1048,6 +1049,7 @@ enum OpenAPIDocument {
      "height",
      "fps",
      "controls",
+     "take_controls",
      "drops",
      "phase_error_us"
     ],
@@ -1068,6 +1070,9 @@ enum OpenAPIDocument {
       "type": "integer"
      },
      "controls": {
+      "$ref": "#/components/schemas/ControlValues"
+     },
+     "take_controls": {
       "$ref": "#/components/schemas/ControlValues"
      },
      "drops": {

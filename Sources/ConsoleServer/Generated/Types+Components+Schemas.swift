@@ -333,6 +333,8 @@ extension Components {
                 case error
             }
         }
+        /// a camera of the rig: controls as now in force; take_controls what the next take from this console sets as it opens the camera (the rig file's controls with those set in this console over them; a control left out stays as the camera has it, so a value there that differs from controls is one the take will change)
+        ///
         /// - Remark: Generated from `#/components/schemas/Camera`.
         internal struct Camera: Codable, Hashable, Sendable {
             /// - Remark: Generated from `#/components/schemas/Camera/node`.
@@ -347,6 +349,8 @@ extension Components {
             internal var fps: Swift.Int
             /// - Remark: Generated from `#/components/schemas/Camera/controls`.
             internal var controls: Components.Schemas.ControlValues
+            /// - Remark: Generated from `#/components/schemas/Camera/take_controls`.
+            internal var takeControls: Components.Schemas.ControlValues
             /// - Remark: Generated from `#/components/schemas/Camera/drops`.
             internal var drops: Swift.Int64
             /// - Remark: Generated from `#/components/schemas/Camera/phase_error_us`.
@@ -360,6 +364,7 @@ extension Components {
             ///   - height:
             ///   - fps:
             ///   - controls:
+            ///   - takeControls:
             ///   - drops:
             ///   - phaseErrorUs:
             internal init(
@@ -369,6 +374,7 @@ extension Components {
                 height: Swift.Int,
                 fps: Swift.Int,
                 controls: Components.Schemas.ControlValues,
+                takeControls: Components.Schemas.ControlValues,
                 drops: Swift.Int64,
                 phaseErrorUs: Swift.Int64? = nil
             ) {
@@ -378,6 +384,7 @@ extension Components {
                 self.height = height
                 self.fps = fps
                 self.controls = controls
+                self.takeControls = takeControls
                 self.drops = drops
                 self.phaseErrorUs = phaseErrorUs
             }
@@ -388,6 +395,7 @@ extension Components {
                 case height
                 case fps
                 case controls
+                case takeControls = "take_controls"
                 case drops
                 case phaseErrorUs = "phase_error_us"
             }
