@@ -19,7 +19,7 @@ extension LiveRig {
             guard var list = entries[endpoint] else { continue }
             for i in list.indices {
                 guard let c = controls[list[i].name], !c.isEmpty else { continue }
-                list[i].controls = (list[i].controls ?? CameraControls()).updated(with: c)
+                list[i].controls = takeControls(file: [list[i]], camera: list[i].name, setHere: c)
             }
             entries[endpoint] = list
         }
@@ -27,8 +27,8 @@ extension LiveRig {
     }
 
     /// What a take from this console sets on one camera as it opens it: its rig-file entry's controls with the
-    /// operator's over them (`withOperatorControls` for one camera). A camera the file does not list opens with the
-    /// node's own, which already hold what the operator set; a control left out stays as the camera has it.
+    /// operator's over them (the one merge, `withOperatorControls` makes it too). A camera the file does not list
+    /// opens with the node's own, which already hold what the operator set; a control left out stays as it is.
     static func takeControls(file entries: [RigSpec.Camera]?, camera: String, setHere: CameraControls?) -> CameraControls {
         let file = entries?.first(where: { $0.name == camera })?.controls ?? CameraControls()
         return file.updated(with: setHere ?? CameraControls())
