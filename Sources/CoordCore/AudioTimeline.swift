@@ -149,23 +149,32 @@ public struct AudioRetimer: Sendable {
         let lastHeld = base + Int64(held.count) - 1
         // One line for the whole call: the fit only changes when a buffer arrives.
         guard let line = fit.line else { return out }
-        while produced < limit {
-            let t = rigTime(ofOutput: produced)
-            guard t < until else { break }
-            let x = line.frame0 + (t - line.time0) / line.microsecondsPerFrame
-            // Wait for the sample after x, unless x is already past everything (then the device is behind).
-            if x + 1 > Double(lastHeld) { break }
-            let i = Int64(x.rounded(.down))
-            if i < base {
-                out.append(0)
-                filled += 1
-            } else {
-                let f = x - Double(i)
-                let a = Double(held[Int(i - base)]), b = Double(held[Int(i - base + 1)])
-                out.append(Int16(clamping: Int((a + (b - a) * f).rounded())))
+        // Every microphone runs this 48 000 times a second: no call per sample beyond the arithmetic (at -Onone a
+        // generic clamp or an array subscript is one), the held samples read through a pointer.
+        let start = Double(startMicroseconds), rate = Double(self.rate), first = base
+        var produced = self.produced, filled = self.filled
+        held.withUnsafeBufferPointer { h in
+            while produced < limit {
+                let t = start + Double(produced) * 1e6 / rate  // as rigTime(ofOutput:)
+                guard t < until else { break }
+                let x = line.frame0 + (t - line.time0) / line.microsecondsPerFrame
+                // Wait for the sample after x, unless x is already past everything (then the device is behind).
+                if x + 1 > Double(lastHeld) { break }
+                let i = Int64(x.rounded(.down))
+                if i < first {
+                    out.append(0)
+                    filled += 1
+                } else {
+                    let f = x - Double(i)
+                    let a = Double(h[Int(i - first)]), b = Double(h[Int(i - first + 1)])
+                    let v = (a + (b - a) * f).rounded()
+                    out.append(v >= 32767 ? .max : v <= -32768 ? .min : Int16(v))
+                }
+                produced += 1
             }
-            produced += 1
         }
+        self.produced = produced
+        self.filled = filled
         // Keep one sample before the next read point.
         if let t = Optional(rigTime(ofOutput: produced)), let x = fit.frame(atRigTime: t) {
             let keepFrom = Int64(x.rounded(.down)) - 1

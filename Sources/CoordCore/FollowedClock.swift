@@ -29,7 +29,7 @@ public struct FollowedClock: Sendable {
 
     /// Whether the newest exchange ended at most `freshFor` before `now`.
     public func isFresh(now: Int64) -> Bool {
-        guard let newest = estimator.samples.map(\.t4).max() else { return false }
+        guard let newest = estimator.newestT4 else { return false }
         return now - newest <= Self.freshFor
     }
 

@@ -11,6 +11,22 @@ public struct AudioBuffer: Sendable {
     public var localTimestamp: Int64
     /// Sample frames before this buffer since the source started (gaps the device reported count too).
     public var firstFrame: Int64
+
+    /// The buffer's peak level, dBFS (−100 for silence): the console's meter. One loop with no call per sample,
+    /// as it runs on every buffer of every microphone.
+    public var peakDBFS: Double {
+        var peak: UInt16 = 0
+        samples.withUnsafeBufferPointer { buffer in
+            guard let p = buffer.baseAddress else { return }
+            var i = 0
+            while i < buffer.count {
+                let magnitude = p[i].magnitude
+                if magnitude > peak { peak = magnitude }
+                i += 1
+            }
+        }
+        return peak == 0 ? -100 : 20 * log10(Double(peak) / 32767)
+    }
 }
 
 public enum AudioRead: Sendable {
@@ -169,16 +185,33 @@ public final class SyntheticMicrophone: AudioSource, Sendable {
         start + Double(n) * 1e6 / (Double(spec.sampleRate) * (1 + spec.rateErrorPPM * 1e-6))
     }
 
-    /// One sample at true time `t` (µs): the burst if `t` is within 1 ms after a whole second, else faint noise
-    /// (about −60 dBFS, from a xorshift: this runs 48 000 times a second per microphone).
-    private static func sample(atTrue t: Double, noise: inout UInt64) -> Int16 {
-        noise ^= noise << 13; noise ^= noise >> 7; noise ^= noise << 17
-        var v = Double(Int64(noise % 61) - 30)
-        let sinceSecond = t - (t / 1_000_000).rounded(.down) * 1_000_000
-        if sinceSecond < burstMicroseconds {
-            v += burstAmplitude * sin(2 * Double.pi * burstHertz * sinceSecond / 1e6)
+    /// Fills `samples` with the sound from true time `t0` (µs, fractional), one sample every `step` µs: the burst
+    /// within 1 ms after every whole second, else faint noise (about −60 dBFS, from a xorshift). This runs 48 000
+    /// times a second per microphone, on every demo node at once, so it is one loop over the buffer with no call
+    /// per sample: the time since the second is carried forward by `step`, and only burst samples reach `sin`.
+    static func fill(_ samples: inout [Int16], fromTrue t0: Double, step: Double, noise: inout UInt64) {
+        var sinceSecond = t0 - (t0 / 1_000_000).rounded(.down) * 1_000_000
+        var x = noise
+        let burst = burstMicroseconds, amplitude = burstAmplitude, radiansPerMicrosecond = 2 * Double.pi * burstHertz / 1e6
+        samples.withUnsafeMutableBufferPointer { buffer in
+            guard let out = buffer.baseAddress else { return }
+            // A while loop and wrapping shifts: at -Onone a range's iterator and a smart shift are calls per sample.
+            var i = 0
+            while i < buffer.count {
+                x ^= x &<< 13; x ^= x &>> 7; x ^= x &<< 17
+                let faint = Int16(truncatingIfNeeded: x % 61) &- 30
+                if sinceSecond < burst {
+                    let v = (Double(faint) + amplitude * sin(radiansPerMicrosecond * sinceSecond)).rounded()
+                    out[i] = Int16(max(-32768, min(32767, v)))
+                } else {
+                    out[i] = faint
+                }
+                sinceSecond += step
+                if sinceSecond >= 1_000_000 { sinceSecond -= 1_000_000 }
+                i += 1
+            }
         }
-        return Int16(clamping: Int(v.rounded()))
+        noise = x
     }
 
     private func generate() {
@@ -195,9 +228,7 @@ public final class SyntheticMicrophone: AudioSource, Sendable {
             if Double(MonotonicClock.now()) < due { continue }
             var samples = [Int16](repeating: 0, count: frames)
             let t0 = trueTime(n, start: start), step = trueTime(n + 1, start: start) - t0
-            for i in 0..<frames {
-                samples[i] = Self.sample(atTrue: t0 + Double(i) * step, noise: &noise)
-            }
+            Self.fill(&samples, fromTrue: t0, step: step, noise: &noise)
             let stamp = trueTime(n, start: start) + jitter.gaussian(standardDeviation: spec.timestampJitterMicroseconds)
             let buffer = AudioBuffer(samples: samples, localTimestamp: localClock(Int64(stamp.rounded())), firstFrame: n)
             n += Int64(frames)

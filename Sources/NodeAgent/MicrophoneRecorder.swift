@@ -127,8 +127,7 @@ final class MicrophoneRecorder: Sendable {
             case .buffer(let b):
                 lastSound = MonotonicClock.now()
                 let rig = clock.current.rig(fromLocal: Double(b.localTimestamp))
-                let peak = b.samples.reduce(0) { max($0, abs(Int($1))) }
-                let level = peak == 0 ? -100 : 20 * log10(Double(peak) / 32767)
+                let level = b.peakDBFS
                 if var r = retimer {
                     let before = r.restarts
                     r.add(samples: b.samples, firstFrame: b.firstFrame, rigTime: rig)

@@ -201,6 +201,76 @@ private func estimate(_ samples: [ClockProbeSample]) -> ClockMapping? {
         #expect(abs(error) < 15, "error \(error) µs after five slow seconds")
     }
 
+    /// The fit as it was made before it was kept per exchange: every estimate sorted the whole window again. The
+    /// estimator kept bin by bin must give the same mapping, uncertainty and bound to rounding, whether exchanges
+    /// arrive in order or not and while the window slides.
+    private static func fitFromScratch(_ window: [ClockProbeSample], at: Int64) -> ClockMapping? {
+        guard let best = window.map(\.roundTrip).min() else { return nil }
+        var bins: [Int64: [ClockProbeSample]] = [:]
+        for s in window { bins[s.t1 >= 0 ? s.t1 / 1_000_000 : (s.t1 + 1) / 1_000_000 - 1, default: []].append(s) }
+        var kept: [ClockProbeSample] = []
+        for (_, bin) in bins.sorted(by: { $0.key < $1.key }) {
+            let sorted = bin.sorted { $0.roundTrip < $1.roundTrip }
+            kept += sorted.prefix(max(1, sorted.count / 4))
+        }
+        let trips = kept.map(\.roundTrip).sorted()
+        let limit = 2 * trips[trips.count / 2] + 20
+        kept = kept.filter { $0.roundTrip <= limit }
+        let reference = Int64((kept.map(\.localMidpoint).reduce(0, +) / Double(kept.count)).rounded(.towardZero))
+        let xs = kept.map { $0.localMidpoint - Double(reference) }, ys = kept.map(\.offset)
+        let n = Double(kept.count), meanX = xs.reduce(0, +) / n, meanY = ys.reduce(0, +) / n
+        let sxx = xs.reduce(0) { $0 + ($1 - meanX) * ($1 - meanX) }
+        let fitsRate = sxx > 0 && xs.max()! - xs.min()! >= 200_000
+        let slope = fitsRate ? zip(xs, ys).reduce(0) { $0 + ($1.0 - meanX) * ($1.1 - meanY) } / sxx : 0
+        let intercept = meanY - slope * meanX
+        let squares = zip(xs, ys).reduce(0) { $0 + ($1.1 - intercept - slope * $1.0) * ($1.1 - intercept - slope * $1.0) }
+        let sigma = n > (fitsRate ? 3 : 2) ? (squares / (n - (fitsRate ? 2 : 1))).squareRoot() : Double(best) / 2
+        var m = ClockMapping(offsetMicroseconds: intercept, ratePPM: slope * 1e6, referenceLocal: reference)
+        let dx = m.local(fromRig: Double(at)) - Double(reference) - meanX
+        let rateTerm = fitsRate ? dx * dx / sxx : (100e-6 * dx / max(sigma, 1)) * (100e-6 * dx / max(sigma, 1))
+        m.uncertaintyMicroseconds = sigma * (1 / n + rateTerm).squareRoot()
+        m.boundMicroseconds = m.uncertaintyMicroseconds * 3 + Double(best) / 2
+        return m
+    }
+
+    @Test(arguments: [false, true])
+    func theFitKeptPerExchangeIsTheWholeWindowsFit(shuffled: Bool) throws {
+        var rng = SeededRandom(seed: shuffled ? 11 : 5)
+        let node = SimulatedNode(sim: SimulatedClock(offsetMicroseconds: -73_000, driftPPM: 31, hostReference: 4_000_000_000))
+        // 30 s of exchanges at 40 a second through a 20 s window: it slides for the last 10 s.
+        var samples = exchanges(node, path: Path(), count: 1_200, span: 30_000_000, startHost: 4_010_000_000, rng: &rng)
+        if shuffled {
+            // Out of order within a few exchanges, as replies overtaking each other would be.
+            for i in stride(from: 0, to: samples.count - 3, by: 3) { samples.swapAt(i, i + 2) }
+        }
+        var e = ClockEstimator()
+        for (i, s) in samples.enumerated() {
+            e.add(s)
+            guard i % 97 == 0 || i == samples.count - 1 else { continue }
+            let at = s.t4 + 2_500_000
+            let kept = try #require(e.estimate(atRig: at)), fresh = try #require(Self.fitFromScratch(e.samples, at: at))
+            #expect(kept.referenceLocal == fresh.referenceLocal, "after \(i + 1) exchanges")
+            #expect(abs(kept.offsetMicroseconds - fresh.offsetMicroseconds) < 1e-6, "after \(i + 1) exchanges")
+            #expect(abs(kept.ratePPM - fresh.ratePPM) < 1e-6, "after \(i + 1) exchanges")
+            #expect(abs(kept.uncertaintyMicroseconds - fresh.uncertaintyMicroseconds) < 1e-6, "after \(i + 1) exchanges")
+            #expect(abs(kept.boundMicroseconds - fresh.boundMicroseconds) < 1e-6, "after \(i + 1) exchanges")
+            #expect(e.bestRoundTrip == e.samples.map(\.roundTrip).min())
+            #expect(e.newestT4 == e.samples.map(\.t4).max())
+        }
+        #expect(e.samples.count < samples.count)  // the window did slide
+    }
+
+    @Test func theMedianIsFoundWithoutSortingTheWindow() {
+        var rng = SeededRandom(seed: 3)
+        for count in [1, 2, 3, 10, 101, 400] {
+            let values = (0..<count).map { _ in rng.int(Int64(0)...40) }  // many equal round trips, as in µs
+            for rank in Set([0, count / 2, count - 1]) {
+                var scratch = values
+                #expect(ClockEstimator.select(&scratch, rank: rank) == values.sorted()[rank], "\(count) values, rank \(rank)")
+            }
+        }
+    }
+
     @Test func noSamplesNoEstimate() {
         #expect(ClockEstimator().estimate() == nil)
     }
