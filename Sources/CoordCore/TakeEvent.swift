@@ -34,6 +34,8 @@ public struct TakeEvent: Equatable, Sendable {
         public static let stopDelivered = Kind(rawValue: "stop-delivered")
         public static let stopUndelivered = Kind(rawValue: "stop-undelivered")
         public static let phaseFixed = Kind(rawValue: "phase-fixed")
+        /// Arming ran past the start instant and every node was armed again with more lead.
+        public static let armedAgain = Kind(rawValue: "armed-again")
         public static let clockUpdateFailed = Kind(rawValue: "clock-update-failed")
         public static let clockUpdateHeld = Kind(rawValue: "clock-update-held")
         // Nodes and cameras.

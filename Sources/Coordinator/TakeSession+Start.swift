@@ -100,6 +100,8 @@ extension TakeSession {
         let takeID = take.takeID, tracker = take.tracker, byName = take.byName, preview = request.preview
         var start = configured.start
         var directive = configured.directive
+        // What a late arming of this take measured (`rearm`): the second arm's lead is made from it.
+        var learned: TakeStart.Arming?
         startLoop: while true {
             switch directive {
             case .configure(let nodes):
@@ -107,7 +109,7 @@ extension TakeSession {
                 slowestConfigure = max(slowestConfigure, took)
                 directive = start.configured(nodes, failures: failures)
             case .arm(let nodes):
-                lead = TakeStart.groupZeroLead(slowestConfigure: slowestConfigure, nodes: nodes.count, previous: previousArming)
+                lead = TakeStart.groupZeroLead(slowestConfigure: slowestConfigure, nodes: nodes.count, previous: learned ?? previousArming)
                 take.grid = FrameGrid(t0: MonotonicClock.now() + lead, periodMicroseconds: period)
                 console.step("arming; group 0 in \(lead / 1000) ms")
                 // Group 0's local time of day, for every file's timecode tag and the editorial timeline.
@@ -145,13 +147,21 @@ extension TakeSession {
                                         t0: take.grid.t0, margin: margin)
                 if case .start = directive { tracker.startPushing(takeID: takeID) }
             case .start(let nodes):
-                let startGrid = take.grid
+                // A node takes the start up to a frame before group 0 (and refuses it later, saying so): each is
+                // waited for until then, and never for less than 50 ms.
+                let startBy = take.grid.t0 - take.grid.periodMicroseconds
                 let results = await eachNodeResult(nodes.compactMap { byName[$0] }) { plan in
                     _ = try await plan.link.request(CoordRequest.startAt(takeID: takeID, startGroup: 0, stopGroup: plannedGroups),
-                                                    timeout: Double(startGrid.t0 - margin - MonotonicClock.now()) / 1e6,
+                                                    timeout: max(0.05, Double(startBy - MonotonicClock.now()) / 1e6),
                                                     what: "the start")
                 }
                 directive = start.started(failures: Self.failures(nodes, results))
+            case .rearm(let nodes, let measured, let note):
+                console.step(note)
+                addEvent(TakeEvent(.armedAgain, at: MonotonicClock.now(), note))
+                learned = measured
+                await abortAll(nodes.compactMap { byName[$0] }, takeID: takeID, reason: "arming again with more lead")
+                directive = start.rearming()
             case .abandon(let reason, let failure):
                 await abortAll(take.plans, takeID: takeID, reason: reason)
                 try? FileManager.default.removeItem(at: take.directory)

@@ -196,6 +196,12 @@ public final class NodeAgent: Sendable {
                 coolMicrophones()
             case .deleteTake(let takeID):
                 // Nothing was recorded: the empty files go. A take that had started keeps whatever it captured.
+                // The abandoned recorders end first (a microphone waits up to 0.1 s for its next buffer): a take
+                // armed again at once opens files of the same names, which a late recorder must not close or remove.
+                let deadline = DispatchTime.now() + .seconds(2)
+                for recorder in recorders where !recorder.waitUntilFinished(deadline: deadline) {
+                    logger.warning("recorder still ending", metadata: ["take": "\(takeID)", "recorder": "\(recorder.name)"])
+                }
                 try? FileManager.default.removeItem(at: store.takeDirectory(takeID))
             case .finalize(let takeID):
                 finalize(takeID)

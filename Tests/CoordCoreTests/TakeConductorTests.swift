@@ -214,13 +214,27 @@ struct TakeStartTests {
         #expect(s.isDone)
     }
 
-    @Test func anArmFailureOrASlowArmAbandonsTheTakeNamingTheNode() {
+    @Test func anArmFailureAbandonsTheTakeAndASlowArmingIsArmedAgainOnce() {
         var s = TakeStart(nodes: ["a", "b"])
         #expect(s.armed(failures: ["b": "camera b/cam0 cannot start"], armTimes: [:], now: 0, t0: 2_000_000, margin: 200_000)
                 == .abandon(reason: "a node could not be armed", failure: "nothing was recorded: camera b/cam0 cannot start"))
+        // A slow arming is measured and armed again once, every node configured afresh; a second ends the take.
         var slow = TakeStart(nodes: ["a", "b"])
         #expect(slow.armed(failures: [:], armTimes: ["a": 300_000, "b": 1_900_000], now: 1_850_000, t0: 2_000_000, margin: 200_000)
-                == .abandon(reason: "arming took too long", failure: "nothing was recorded: node b took 1900 ms to arm, past the start instant."))
+                == .rearm(nodes: ["a", "b"], learned: .init(nodes: 2, took: 1_900_000),
+                          note: "node b took 1900 ms to arm, past the start instant; arming every node again with more lead"))
+        #expect(slow.isRearmed && !slow.isDone)
+        #expect(slow.rearming() == .configure(nodes: ["a", "b"]))
+        #expect(slow.configured(["a", "b"], failures: [:]) == .arm(nodes: ["a", "b"]))
+        #expect(slow.armed(failures: [:], armTimes: ["a": 300_000, "b": 4_900_000], now: 4_950_000, t0: 5_000_000, margin: 200_000)
+                == .abandon(reason: "arming took too long",
+                            failure: "nothing was recorded: node b took 4900 ms to arm, past the start instant, also when armed again with more lead."))
+        #expect(slow.isDone)
+        // The second arm's lead makes room for what the first took (half again, at most 3 s on top of the 2 s).
+        #expect(TakeStart.groupZeroLead(slowestConfigure: 5_000, nodes: 2, previous: .init(nodes: 2, took: 1_900_000)) == 4_850_000)
+        var recovered = TakeStart(nodes: ["a"])
+        _ = recovered.armed(failures: [:], armTimes: ["a": 2_000_000], now: 2_050_000, t0: 2_100_000, margin: 200_000)
+        #expect(recovered.armed(failures: [:], armTimes: ["a": 2_000_000], now: 2_050_000, t0: 4_850_000, margin: 200_000) == .start(nodes: ["a"]))
     }
 
     @Test func aRefusedStartAbandonsTheTake() {

@@ -5,6 +5,7 @@ node ends idle, the slow one included once its camera has opened."""
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import subprocess
@@ -12,6 +13,7 @@ import time
 from pathlib import Path
 
 from conftest import Node
+from test_demo import check_take
 
 ROOT = Path(__file__).resolve().parents[2]
 COORD = Path(os.environ.get("COORD") or ROOT / ".build" / "debug" / "coord")
@@ -51,6 +53,41 @@ def test_a_node_not_armed_in_time_fails_the_start_for_all(tmp_path):
         for n in nodes:
             recorded = [p for p in n.staging.rglob("*.mkv")]
             assert recorded == [], f"a node kept files of a take that never started: {recorded}"
+    finally:
+        for n in nodes:
+            n.cleanup()
+
+
+def test_an_arming_that_runs_past_the_start_instant_is_armed_again_with_more_lead(tmp_path):
+    """Every node answers the arm, but one only after the start instant's margin (its camera opens in 1.3 s; at
+    2 fps a node needs the start three frames, 1.5 s, before group 0): instead of losing the take, the coordinator
+    drops the arm on every node, configures and arms them again with group 0 placed as far ahead as the first
+    arming showed it needs, and the take records in full. Each node re-arms the same take id over the files of
+    the dropped arm, which must not disturb the new ones."""
+    nodes = []
+    try:
+        for i, extra in enumerate([[], ["--synthetic-open-ms", "1300"]], start=1):
+            nodes.append(Node(tmp_path / f"n{i}", extra_args=["--name", f"node-{i}", "--synthetic", "cam0",
+                                                               "--synthetic-mic", "mic0", *extra]))
+        rig = tmp_path / "rig.yaml"
+        rig.write_text("version: 1\nnodes:\n" + "".join(
+            f"  - name: node-{i}\n    endpoint: {n.endpoint}\n" for i, n in enumerate(nodes, start=1)))
+        takes = tmp_path / "takes"
+        done = subprocess.run([str(COORD), "start-take", "--rig", str(rig), "--seconds", "3", "--fps", "2",
+                               "--size", "320x240", "--takes-dir", str(takes)], capture_output=True, text=True, timeout=180)
+        assert done.returncode == 0, done.stderr
+        assert "node node-2 took" in done.stderr and "arming every node again with more lead" in done.stderr, done.stderr
+        leads = [int(m) for m in re.findall(r"arming; group 0 in (\d+) ms", done.stderr)]
+        assert len(leads) == 2 and leads[1] >= leads[0] + 1300, f"the second lead makes room for the slow arm: {leads}"
+        [take] = [d for d in takes.iterdir() if d.is_dir()]
+        manifest = json.loads((take / "manifest.json").read_text())
+        assert manifest["status"] == "complete", manifest.get("events")
+        assert [e["kind"] for e in manifest["events"]].count("armed-again") == 1
+        assert all(c["frames"] == 6 for c in manifest["cameras"]) and len(manifest["cameras"]) == 2
+        # The files of the second arm, whole: every stripe decodes, every group is there, and both microphones.
+        assert sorted(a["path"] for a in manifest["audio"]) == ["node-1/mic0.mka", "node-2/mic0.mka"]
+        failures, _ = check_take.check(take)
+        assert failures == [], failures
     finally:
         for n in nodes:
             n.cleanup()
