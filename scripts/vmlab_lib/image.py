@@ -120,7 +120,7 @@ def _kernel(art: Artefacts) -> Path:
         names = [n for n in names if re.fullmatch(r"linux-image-6\.1\.0-\d+-amd64", n)]
         if not names:
             raise LabError("apt-cache knows no linux-image-6.1.0-*-amd64: is this a Debian 12 host with apt lists?")
-        package = sorted(names, key=lambda n: int(n.split("-")[4]))[-1]
+        package = sorted(names, key=lambda n: int(n.split("-")[3]))[-1]  # linux-image-6.1.0-N-amd64
     deb = _download(package, dl)
     tree = art.lab / "kernel"
     if tree.exists():
