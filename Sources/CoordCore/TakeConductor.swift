@@ -257,7 +257,8 @@ public struct TakeStart: Sendable {
         case arm(nodes: [String])
         case start(nodes: [String])
         /// Arming ran past the start instant (`note` says so): tell every node to drop the arm, then configure and
-        /// arm them again, with group 0 placed as far ahead as `learned` (this arming) shows it needs. Once a take.
+        /// arm them again, with group 0 placed as far ahead as `learned` (this arming) shows it needs. At most once a
+        /// take.
         case rearm(nodes: [String], learned: Arming, note: String)
         /// Tell every node to drop the take, then fail with the sentence.
         case abandon(reason: String, failure: String)
