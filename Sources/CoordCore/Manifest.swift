@@ -152,6 +152,8 @@ public struct TakeManifest: Codable, Equatable, Sendable {
     public var t0Microseconds: Int64
     public var framePeriodMicroseconds: Int64
     public var groups: Int64
+    /// The groups the take was planned for, when it stopped before them (`groups` is then what it recorded).
+    public var plannedGroups: Int64?
     public var startWallclock: String
     public var cameras: [Camera]
     public var events: [Event]
@@ -262,7 +264,7 @@ public struct TakeManifest: Codable, Equatable, Sendable {
 
     enum CodingKeys: String, CodingKey {
         case format, takeID = "take_id", name, status, t0Microseconds = "t0_us", framePeriodMicroseconds = "frame_period_us"
-        case groups, startWallclock = "start_wallclock", cameras, events, clockTrack = "clock_track", budget
+        case groups, plannedGroups = "planned_groups", startWallclock = "start_wallclock", cameras, events, clockTrack = "clock_track", budget
         case timecode, collection, audio, audioRequired = "audio_required", audioLost = "audio_lost"
     }
 

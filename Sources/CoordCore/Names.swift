@@ -49,6 +49,12 @@ public struct TakeID: Hashable, Sendable, CustomStringConvertible {
               RigName.isValid(value) else { return nil }
         self.value = value
     }
+
+    /// The take's own name inside the id.
+    public var name: String {
+        let parts = value.split(separator: "-", omittingEmptySubsequences: false)
+        return parts[2..<(parts.count - 1)].joined(separator: "-")
+    }
 }
 
 /// What an error reply or log line may repeat of a peer's input: a short prefix, never the whole of it.
@@ -56,8 +62,31 @@ public enum Echo {
     /// Longer than any valid name (64), so a name refused for its length is still shown whole.
     public static let limit = 96
 
+    /// `text` cut to `limit` characters, with its control characters written as escapes, so a value from outside
+    /// (a 10 kB device id, a name with a newline) stays one readable word of one sentence on one line.
     public static func short(_ text: String) -> String {
-        text.count <= limit ? text : String(text.prefix(limit)) + "… (\(text.utf8.count) bytes)"
+        escapingControls(text.count <= limit ? text : String(text.prefix(limit)) + "… (\(text.utf8.count) bytes)")
+    }
+
+    /// `text` with every control character (C0, DEL, C1), line or paragraph separator and bidirectional override
+    /// written as an escape (`\n`, `\t`, `\r`, `\u{1B}`); anything else as it is.
+    public static func escapingControls(_ text: String) -> String {
+        func isControl(_ s: Unicode.Scalar) -> Bool {
+            s.value < 0x20 || (0x7F...0x9F).contains(s.value) || s.value == 0x2028 || s.value == 0x2029
+                || (0x202A...0x202E).contains(s.value) || (0x2066...0x2069).contains(s.value)
+        }
+        guard text.unicodeScalars.contains(where: isControl) else { return text }
+        var out = String.UnicodeScalarView()
+        for s in text.unicodeScalars {
+            switch s {
+            case "\n": out.append(contentsOf: "\\n".unicodeScalars)
+            case "\r": out.append(contentsOf: "\\r".unicodeScalars)
+            case "\t": out.append(contentsOf: "\\t".unicodeScalars)
+            case _ where isControl(s): out.append(contentsOf: "\\u{\(String(s.value, radix: 16, uppercase: true))}".unicodeScalars)
+            default: out.append(s)
+            }
+        }
+        return String(out)
     }
 
     /// The sentence with every overlong word (a value someone pasted, a 50 MB rig entry) cut to a short prefix;
