@@ -95,6 +95,9 @@ let package = Package(
             .product(name: "Logging", package: "swift-log"),
             .product(name: "OpenAPIRuntime", package: "swift-openapi-runtime"),
             .product(name: "OpenAPIHummingbird", package: "swift-openapi-hummingbird"),
+            // The console's take service, and SIGINT/SIGTERM: the first stops and collects the take, a second abandons it.
+            .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+            .product(name: "UnixSignals", package: "swift-service-lifecycle"),
         ], exclude: ["openapi.yaml", "openapi-generator-config.yaml"]),
 
         // Thin executables.

@@ -82,7 +82,7 @@ struct ConsoleAPI: APIProtocol {
 
     func stopTake(_ input: Operations.StopTake.Input) async throws -> Operations.StopTake.Output {
         do throws(LiveRig.Refusal) {
-            return .accepted(.init(body: .json(.init(try rig.stopTake()))))
+            return .accepted(.init(body: .json(.init(try await rig.stopTake()))))
         } catch {
             return .conflict(.init(body: .json(.init(error: error.sentence))))
         }

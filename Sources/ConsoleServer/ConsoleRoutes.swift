@@ -118,3 +118,18 @@ struct LiveRigService: Service {
         }
     }
 }
+
+/// The console's takes as a service of its group: every take started from the page (or adopted from the rig and
+/// stopped here) runs as a child task of this service, so graceful shutdown stops it on one instant and waits for
+/// its collection, manifest and report (CONTRACT §14).
+struct ConsoleTakes: Service {
+    let rig: LiveRig
+    let shuttingDown: @Sendable (String?) -> Void
+    func run() async throws {
+        await withGracefulShutdownHandler {
+            await rig.runTakes()
+        } onGracefulShutdown: {
+            shuttingDown(rig.close())
+        }
+    }
+}

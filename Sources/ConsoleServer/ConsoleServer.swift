@@ -12,6 +12,7 @@ import NIOSSL
 import RigMetrics
 import ServiceLifecycle
 import Synchronization
+import UnixSignals
 #if canImport(Glibc)
 import Glibc
 #endif
@@ -128,17 +129,51 @@ public enum ConsoleServer {
         public var address: String
     }
 
-    /// Serves `rig` at `address` (from `preflight`) until SIGINT/SIGTERM; `onReady` gets the CONSOLE URL. Runs `rig`
-    /// and the HTTP server as one service group, so Ctrl-C ends both (ServiceLifecycle); a server that cannot listen
-    /// ends the group and throws ListenFailure.
+    /// What the console does on SIGINT/SIGTERM (CONTRACT §14). The first shuts it down gracefully: a take recording
+    /// stops every camera on one instant and is collected while the page still shows it, then the server stops.
+    public struct Interrupts: Sendable {
+        /// Told what the shutdown waits for (nil: no take runs), as the first signal arrives.
+        public var shuttingDown: @Sendable (String?) -> Void
+        /// A second signal: leaves the take to its nodes and returns the sentence saying what they keep and the
+        /// command that finishes it; the console then exits 130.
+        public var abandon: @Sendable (LiveRig.InterruptedTake?) async -> String
+        public init(shuttingDown: @escaping @Sendable (String?) -> Void, abandon: @escaping @Sendable (LiveRig.InterruptedTake?) async -> String) {
+            self.shuttingDown = shuttingDown; self.abandon = abandon
+        }
+    }
+
+    /// Serves `rig` at `address` (from `preflight`) until SIGINT/SIGTERM; `onReady` gets the CONSOLE URL. The
+    /// application (HTTP server and the live rig) and the take service are one service group; the take service is
+    /// shut down first, so a take stops and is collected before the server goes. A server that cannot listen ends
+    /// the group and throws ListenFailure.
     public static func run(rig: LiveRig, settings: Settings, prepared: Prepared, logger: Logger,
-                           alsoRun: [any Service] = [],
+                           alsoRun: [any Service] = [], interrupts: Interrupts,
                            onReady: @escaping @Sendable (Listening) -> Void) async throws {
         let gate = GateInForce()
         let app = try application(rig: rig, settings: settings, bindHost: prepared.address.ipAddress ?? settings.host,
                                   tls: prepared.tls, gate: gate, logger: logger, alsoRun: alsoRun, onReady: onReady)
+        // Signals are counted here, not by the group: a second one abandons the take instead of waiting.
+        let group = ServiceGroup(configuration: .init(services: [app, ConsoleTakes(rig: rig, shuttingDown: interrupts.shuttingDown)],
+                                                      logger: logger))
+        let signals = await UnixSignalsSequence(trapping: .sigint, .sigterm)
         do {
-            try await app.runService(gracefulShutdownSignals: [.sigint, .sigterm])
+            try await withThrowingTaskGroup(of: Void.self) { tasks in
+                tasks.addTask {
+                    var count = 0
+                    for await _ in signals {
+                        count += 1
+                        if count == 1 {
+                            await group.triggerGracefulShutdown()
+                            continue
+                        }
+                        let sentence = await interrupts.abandon(rig.interruptedTake)
+                        FileHandle.standardError.write(Data("\ncoord: interrupted again; \(sentence)\n".utf8))
+                        exit(130)
+                    }
+                }
+                try await group.run()
+                tasks.cancelAll()
+            }
         } catch {
             if gate.current != nil { throw error }
             throw ListenFailure(sentence: listenSentence(settings, error))

@@ -131,16 +131,23 @@ func preflightConsole(_ settings: ConsoleServer.Settings) async throws -> Consol
     }
 }
 
-/// Runs the live console over `spec` until Ctrl-C (SIGINT/SIGTERM through ServiceLifecycle).
+/// Runs the live console over `spec` until Ctrl-C or SIGTERM (CONTRACT §14): the first signal stops a take that
+/// records on one instant, collects it and writes its manifest and report before the console exits; a second one
+/// abandons it with `abandon`'s sentence (exit 130). `abandon` defaults to the rig file's: stop the take on every
+/// node and leave its files there for `coord collect`.
 func serveConsole(spec: RigSpec, template: TakeRequest, settings: ConsoleServer.Settings, prepared: ConsoleServer.Prepared,
-                  preview: PreviewSettings, rigFile: String? = nil, console: Console) async throws {
+                  preview: PreviewSettings, rigFile: String? = nil, console: Console,
+                  abandon: (@Sendable (LiveRig.InterruptedTake?) async -> String)? = nil) async throws {
     let logger = Logger(label: "coord.console")
     let live = LiveRig(spec: spec, template: template, preview: preview, rigFile: rigFile, logger: logger)
     if !["127.0.0.1", "localhost", "::1"].contains(settings.host) {
         console.step("warning: the console listens on \(settings.host), beyond this machine: anyone who reaches it with its token can start and stop takes\(settings.tls == nil ? ", and without --tls-cert the token crosses the network in clear text" : "").")
     }
+    let interrupts = ConsoleServer.Interrupts(shuttingDown: { waits in
+        FileHandle.standardError.write(Data("\ncoord: interrupted; \(waits.map { "\($0) before the console stops (interrupt again to abandon the take)" } ?? "the console stops").\n".utf8))
+    }, abandon: abandon ?? { take in await abandonFromRig(take, spec: spec, rigFile: rigFile ?? "RIG.yaml") })
     do {
-        try await ConsoleServer.run(rig: live, settings: settings, prepared: prepared, logger: logger) { listening in
+        try await ConsoleServer.run(rig: live, settings: settings, prepared: prepared, logger: logger, interrupts: interrupts) { listening in
             // One line scripts and tests read (CONTRACT §6b); the operator opens it.
             console.result("CONSOLE \(listening.url)")
             console.step("console: open the CONSOLE address above (Ctrl-C to stop)")
@@ -148,4 +155,39 @@ func serveConsole(spec: RigSpec, template: TakeRequest, settings: ConsoleServer.
     } catch let failure as ConsoleServer.ListenFailure {
         throw CoordError(.usage, failure.sentence)
     }
+    // The take the shutdown finished: said last, and a partial or failed one is the console's exit status.
+    guard let take = live.finishedOnClose else { return }
+    let directory = take.takeId.map { template.takesDirectory.appendingPathComponent($0).path } ?? template.takesDirectory.path
+    switch take.state {
+    case .done:
+        console.result("take \(take.takeId ?? take.name): complete, stopped and collected as the console stopped\n  \(directory)")
+    case .partial:
+        console.result("take \(take.takeId ?? take.name): partial\n  \(directory)")
+        throw CoordError(.partial, take.message ?? "the take is partial: see its manifest.json.")
+    default:
+        throw CoordError(.failure, "take \(take.takeId ?? take.name) \(take.state.rawValue) as the console stopped: \(take.message ?? "see its events")")
+    }
+}
+
+/// A second interrupt on a rig file's console: the take is left to the nodes, stopped on one group where they can be
+/// told, and the sentence names what they keep and the commands that finish it.
+func abandonFromRig(_ take: LiveRig.InterruptedTake?, spec: RigSpec, rigFile: String) async -> String {
+    guard let take else { return "no take was running; the console stops." }
+    let id = take.takeID ?? "the take"
+    let directory = take.directory?.path ?? id
+    if take.collecting {
+        return "take \(id) was being collected; every node keeps the files not yet verified here. Finish it with: coord collect --rig \(rigFile) \(directory)"
+    }
+    guard take.recording else {
+        let unreached = await withTimeout(seconds: 3) { await RigStatus.abandon(spec, reason: "the operator abandoned the take") }
+        let missed = unreached ?? spec.nodes.map(\.name)
+        return missed.isEmpty
+            ? "the take is abandoned before it recorded; every node dropped it and keeps whatever it captured in its staging area."
+            : "the take is abandoned before it recorded, but \(missed.joined(separator: ", ")) could not be told and may still be recording: run coord stop-take --rig \(rigFile)."
+    }
+    let stopped = await withTimeout(seconds: 4) { try? await RigStop.stop(spec, lead: 1_000_000, timeout: 1) }
+    if let outcome = (stopped ?? nil)?.first(where: { $0.takeID == take.takeID }), outcome.unreached.isEmpty {
+        return "take \(id) is abandoned here: every node stops it at group \(outcome.stopGroup) and keeps its files. Finish it with: coord collect --rig \(rigFile) \(directory)"
+    }
+    return "take \(id) is abandoned here, and some of its nodes could not be told to stop: they may still be recording and keep its files. Finish it with: coord stop-take --rig \(rigFile), then coord collect --rig \(rigFile) \(directory)"
 }

@@ -85,7 +85,13 @@ struct Demo: AsyncParsableCommand {
                 try rig.ensureCalibration()
                 let endpoints = try rig.start()
                 let spec = rig.spec(endpoints: endpoints)
-                try await serveConsole(spec: spec, template: request, settings: settings, prepared: prepared, preview: try preview.settings(), console: console)
+                try await serveConsole(spec: spec, template: request, settings: settings, prepared: prepared, preview: try preview.settings(),
+                                       console: console) { take in
+                    // The demo's nodes end with it: what they recorded stays in their staging area.
+                    rig.terminateNow()
+                    guard let take else { return "no take was running; the local rig stops." }
+                    return "take \(take.takeID ?? "") is abandoned; whatever the nodes recorded stays in \(rig.staging.path)."
+                }
             } catch {
                 rig.stop()
                 throw error

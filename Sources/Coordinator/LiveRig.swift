@@ -49,6 +49,8 @@ public final class LiveRig: Sendable {
         var previewEndpoint: String?
         var handshakeAt: Int64 = 0
         var counts = CameraCounts()
+        /// The node's last status (nil: not reached at the last try).
+        var lastStatus: NodeStatus?
     }
     /// A node's camera counters over the console's life: its status counts each take from zero, so a take's last
     /// counts are kept when the next take (or none) replaces them, and a take this console ran is topped up to its
@@ -133,9 +135,23 @@ public final class LiveRig: Sendable {
         var rigFileText: String?
         /// What arming took in the previous take from here: the next take's lead grows with it.
         var lastArming: TakeStart.Arming?
+        /// The console is shutting down (`close`): no take starts any more.
+        var closing = false
+        /// The take that ended while the console shut down, for the summary it prints last.
+        var finishedWhileClosing: TakeView?
+        /// A take the rig's nodes are recording that no take of this console started (another coordinator, or
+        /// this console's previous life).
+        var adopted: AdoptedTake?
+        /// When (monotonic µs) the adopted take was last seen in the nodes' statuses.
+        var adoptedSeenAt: Int64 = 0
+        /// The adopted take is being stopped and collected from here.
+        var adoptedStopping = false
     }
     let state = Mutex(State())
     let receiver: PreviewReceiver
+    /// Takes started from the page, run by `runTakes` as child tasks of the console's take service.
+    let takeWork: AsyncStream<TakeWork>
+    let takeWorkSink: AsyncStream<TakeWork>.Continuation
     /// Tiles kept for `/preview/...` (64 groups' worth per camera at most).
     public static let keptImagesPerCamera = 64
 
@@ -145,6 +161,7 @@ public final class LiveRig: Sendable {
         self.template = template
         self.preview = preview
         self.logger = logger
+        (takeWork, takeWorkSink) = AsyncStream.makeStream(of: TakeWork.self)
         previewGrid = FrameGrid(t0: MonotonicClock.now(), periodMicroseconds: FrameGrid.period(fps: template.fps))
         let box = WeakBox()
         receiver = PreviewReceiver(logger: logger) { box.rig?.received($0) }
@@ -225,7 +242,19 @@ public final class LiveRig: Sendable {
             return .failure(Refusal(.unavailable, "the newest complete set (group \(set.group)) is \(String(format: "%.1f", age)) s old: \(who)."))
         }
     }
-    public var take: TakeView? { state.withLock { s in s.take.map { Self.withElapsed($0, session: s.session) } } }
+    public var take: TakeView? {
+        state.withLock { s in
+            s.take.map { take in
+                guard s.session == nil, let adopted = s.adopted, take.takeId == adopted.takeID, take.state.isRunning else {
+                    return Self.withElapsed(take, session: s.session)
+                }
+                // A take started elsewhere: its elapsed time from the nodes' rig clocks, moved on since their status.
+                var t = take
+                t.elapsedS = adopted.recordedSeconds(rigNow: adopted.rigNow + MonotonicClock.now() - s.adoptedSeenAt)
+                return t
+            }
+        }
+    }
     public var takes: [TakeEntry] { listTakes() }
     /// Every node as the rig's `/metrics` exports it (an unreachable node: up 0, its last counts kept).
     public var metricsSamples: [NodeMetricsSample] {
@@ -275,6 +304,7 @@ public final class LiveRig: Sendable {
         while !Task.isCancelled {
             let tick = MonotonicClock.now()
             await refreshNodes()
+            followAdopted()
             await keepPreview()
             let rig = state.withLock { s -> RigView? in
                 let view = Self.rigView(s, template: template)
@@ -289,7 +319,7 @@ public final class LiveRig: Sendable {
                 state.withLock { $0.lastTakes = takes }
                 broadcast(.takes(takes))
             }
-            if let take = take, take.state == .recording { broadcast(.take(take)) }
+            if let take = take, take.state == .recording || take.state == .stopping { broadcast(.take(take)) }
             let spent = MonotonicClock.now() - tick
             try? await Task.sleep(nanoseconds: UInt64(max(100_000, 1_000_000 - spent)) * 1000)
         }

@@ -41,6 +41,7 @@ extension LiveRig {
             let uncertainty = state.withLock { $0.tracker }?.estimate(node.name)?.uncertaintyMicroseconds ?? status.clockUncertaintyMicroseconds
             state.withLock { s in
                 let wasReachable = s.nodes[index].view.reachable
+                s.nodes[index].lastStatus = status
                 s.nodes[index].view = NodeView(
                     name: node.name, reachable: true, state: NodeState(status.state),
                     pressure: status.pressure ?? .nominal, clockUncertaintyUs: uncertainty.map { ($0 * 10).rounded() / 10 },
@@ -75,6 +76,7 @@ extension LiveRig {
             let changed = state.withLock { s -> Bool in
                 let was = s.nodes[index].view.reachable || s.nodes[index].view.message == "not reached yet"
                 s.nodes[index].view.reachable = false
+                s.nodes[index].lastStatus = nil
                 s.nodes[index].view.state = .unreachable
                 s.nodes[index].view.message = sentence
                 return was

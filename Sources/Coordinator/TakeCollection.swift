@@ -96,9 +96,19 @@ public enum TakeCollection {
                        afterConfirm: CollectPolicy.AfterConfirm) -> (TakeManifest, SyncReport) {
         let writer = TakeDirectoryWriter(directory: directory)
         let grid = FrameGrid(t0: pending.t0Microseconds, periodMicroseconds: pending.framePeriodMicroseconds)
-        let groups = pending.groups
+        // Each camera's frames table, once it arrived verified.
+        let tables = pending.cameras.map { camera -> [FrameRow]? in
+            let csv = paths(of: camera)[1]
+            return outcome.verified[csv] != nil ? writer.rows(csvPath: csv) : nil
+        }
+        // A take stopped before its plan (its coordinator gone, the manifest as recording began) has the groups its
+        // nodes stopped at; run again, the plan is kept aside so the answer is the same.
+        let planned = pending.plannedGroups ?? pending.groups
+        let groups = RecordedLength.groups(planned: planned, tableEnds: tables.map { $0?.last.map { $0.group + 1 } })
         let end = grid.instant(ofGroup: groups)
         var manifest = pending
+        manifest.groups = groups
+        manifest.plannedGroups = groups < planned ? planned : nil
         var events = pending.events.filter { !derivedKinds.contains($0.kind) }
         var inputs: [SyncReport.Input] = []
         // A sound file that did not arrive is said, but the pictures decide whether the take is complete.
@@ -107,7 +117,7 @@ public enum TakeCollection {
         for (index, var camera) in pending.cameras.enumerated() {
             let paths = paths(of: camera)
             let files = paths.compactMap { outcome.verified[$0] }
-            let rows = outcome.verified[paths[1]] != nil ? writer.rows(csvPath: paths[1]) : []
+            let rows = tables[index] ?? []
             let dups = Int64(rows.filter(\.isDup).count)
             // The node's count of frames repeated on purpose; without the frames table it stays as the node said.
             let held = rows.isEmpty ? (camera.held ?? 0) : min(camera.held ?? 0, dups)
@@ -185,7 +195,9 @@ public enum TakeCollection {
         manifest.events = events.sorted { $0.tMicroseconds < $1.tMicroseconds }
         manifest.status = complete ? .complete : .partial
         var record = pending.collection ?? CollectionRecord(state: .pending)
-        record.state = complete ? .complete : .incomplete
+        // The collection is complete once every file is here and verified; the take may still be partial for what the
+        // files hold (the events say).
+        record.state = outcome.missing.isEmpty && outcome.nodeFailures.isEmpty ? .complete : .incomplete
         record.missing = outcome.missing
         if !outcome.run.files.isEmpty || record.runs.isEmpty || outcome.run.alreadyHad > 0 { record.runs.append(outcome.run) }
         record.afterConfirm = afterConfirm.rawValue
@@ -261,3 +273,13 @@ final class CollectLock {
         close(fd)
     }
 }
+
+    /// Whether another coord collects the take in `directory` now.
+    static func isHeld(directory: URL) -> Bool {
+        let fd = open(directory.path, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
+        guard fd >= 0 else { return false }
+        defer { close(fd) }
+        guard flock(fd, LOCK_EX | LOCK_NB) == 0 else { return errno == EWOULDBLOCK }
+        flock(fd, LOCK_UN)
+        return false
+    }
