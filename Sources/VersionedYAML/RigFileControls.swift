@@ -120,9 +120,10 @@ public enum RigFileControls {
         "{" + pairs.map { "\($0.0): \($0.1)" }.joined(separator: ", ") + "}"
     }
 
-    /// A double as a YAML float that reads back as exactly it: shortest digits, never an exponent (1e-05 → 0.00001).
+    /// A double as a YAML float that reads back as exactly it: shortest digits, never an exponent (1e-05 → 0.00001);
+    /// zero as 0.0 whatever its sign (a -0.0 from a slider or a JSON body is the same setting).
     static func number(_ v: Double) -> String {
-        let text = "\(v)"
+        let text = v == 0 ? "0.0" : "\(v)"
         guard let e = text.firstIndex(where: { $0 == "e" || $0 == "E" }), let exponent = Int(text[text.index(after: e)...]) else { return text }
         var mantissa = String(text[..<e])
         let negative = mantissa.hasPrefix("-")

@@ -191,5 +191,21 @@ struct RigFileControlsTests {
         #expect(RigFileControls.number(1.25e-7) == "0.000000125")
         #expect(RigFileControls.number(2e20) == "200000000000000000000.0")
         for v in [0.1, 1.0 / 3, 123.456e-9, 6.02e23] { #expect(Double(RigFileControls.number(v)) == v) }
+        // Zero is written 0.0 whatever its sign (issue 34: `focus: -0.0` landed in a rig file).
+        #expect(RigFileControls.number(-0.0) == "0.0")
+        #expect(RigFileControls.number(0) == "0.0")
+    }
+
+    @Test func aNegativeZeroIsWrittenAsZero() throws {
+        let text = """
+        version: 1
+        nodes:
+          - name: a
+            endpoint: tcp://127.0.0.1:5710
+            cameras: [cam0]
+        """
+        let edited = try edit(text, ["a": [Camera(name: "cam0", controls: CameraControls(gainDecibels: -0.0, focus: -0.0))]])
+        #expect(edited.contains("{gain_db: 0.0, focus: 0.0}"), "\(edited)")
+        #expect(!edited.contains("-0"))
     }
 }
