@@ -111,4 +111,9 @@ public enum HostPort {
         if host.hasPrefix("["), host.hasSuffix("]") { host = String(host.dropFirst().dropLast()) }
         return (host, port)
     }
+
+    /// `host:port` as a URL writes it: an IPv6 address in brackets (`[::]:9104`, never `:::9104`).
+    public static func text(host: String, port: Int) -> String {
+        host.contains(":") && !host.hasPrefix("[") ? "[\(host)]:\(port)" : "\(host):\(port)"
+    }
 }

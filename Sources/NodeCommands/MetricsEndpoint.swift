@@ -38,7 +38,7 @@ enum MetricsEndpoint {
             router: router,
             configuration: .init(address: .hostname(host, port: port), serverName: "coord-node"),
             onServerRunning: { channel in
-                onReady(channel.localAddress.map { "\($0.ipAddress ?? host):\($0.port ?? port)" } ?? "\(host):\(port)")
+                onReady(HostPort.text(host: channel.localAddress?.ipAddress ?? host, port: channel.localAddress?.port ?? port))
             },
             logger: logger)
     }

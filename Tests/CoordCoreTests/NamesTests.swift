@@ -15,7 +15,9 @@ import Testing
         #expect(!RigName.isValid(name))
         let sentence = try #require(RigName.problem(with: name, kind: "camera"))
         #expect(sentence.contains("camera name"))
-        #expect(sentence.contains("\"\(name)\""))
+        // The name is repeated with its control characters escaped, so the sentence stays on one line.
+        #expect(sentence.contains("\"\(Echo.escapingControls(name))\""))
+        #expect(!sentence.contains("\n") && !sentence.contains("\t") && !sentence.contains("\0"))
     }
 
     @Test func everyAllowedByteAndNoOtherIsAccepted() {
