@@ -21,8 +21,16 @@ static inline int carv_take_error(GError *error, char *err, size_t errlen) {
 
 // ---- devices ----
 
-/// Rescans the interfaces (GigE Vision discovery, USB) and returns how many devices answered.
+/// Aravis' own GigE Vision discovery broadcasts on every interface of the host, so coord never lets it run: GigE
+/// Vision cameras are found by GenICamDiscovery on the interfaces the node names and opened by address
+/// (`carv_gv_camera_open`). Called before every Aravis device call; idempotent.
+static inline void carv_keep_gige_discovery_off(void) {
+    arv_disable_interface("GigEVision");
+}
+
+/// Rescans USB3 Vision (GigE Vision stays off) and returns how many devices answered.
 static inline unsigned carv_update_device_list(void) {
+    carv_keep_gige_discovery_off();
     arv_update_device_list();
     return arv_get_n_devices();
 }
@@ -36,13 +44,38 @@ static inline const char *carv_device_protocol(unsigned i) { return arv_get_devi
 
 // ---- the camera ----
 
+/// A USB3 Vision camera by its device id (GigE Vision discovery stays off).
 static inline ArvCamera *carv_camera_open(const char *id, char *err, size_t errlen) {
     GError *error = NULL;
+    carv_keep_gige_discovery_off();
     ArvCamera *camera = arv_camera_new(id, &error);
     if (carv_take_error(error, err, errlen)) {
         if (camera) g_object_unref(camera);
         return NULL;
     }
+    return camera;
+}
+/// A GigE Vision camera at IPv4 `device_ip`, talked to from the host's `interface_ip` only (unicast GVCP, no
+/// discovery); NULL with `err` when it does not answer.
+static inline ArvCamera *carv_gv_camera_open(const char *interface_ip, const char *device_ip, char *err, size_t errlen) {
+    GError *error = NULL;
+    GInetAddress *interface_address = g_inet_address_new_from_string(interface_ip);
+    GInetAddress *device_address = g_inet_address_new_from_string(device_ip);
+    if (interface_address == NULL || device_address == NULL) {
+        if (interface_address) g_object_unref(interface_address);
+        if (device_address) g_object_unref(device_address);
+        if (err && errlen) { strncpy(err, "not an IPv4 address", errlen - 1); err[errlen - 1] = 0; }
+        return NULL;
+    }
+    ArvDevice *device = arv_gv_device_new(interface_address, device_address, &error);
+    g_object_unref(interface_address);
+    g_object_unref(device_address);
+    if (carv_take_error(error, err, errlen)) { if (device) g_object_unref(device); return NULL; }
+    if (device == NULL) { if (err && errlen) { strncpy(err, "it did not answer", errlen - 1); err[errlen - 1] = 0; } return NULL; }
+    // The camera holds its own reference to the device (transfer none).
+    ArvCamera *camera = arv_camera_new_with_device(device, &error);
+    g_object_unref(device);
+    if (carv_take_error(error, err, errlen)) { if (camera) g_object_unref(camera); return NULL; }
     return camera;
 }
 static inline void carv_camera_close(ArvCamera *camera) { if (camera) g_object_unref(camera); }
@@ -102,6 +135,13 @@ static inline int carv_integer_bounds(ArvCamera *camera, const char *feature, in
     arv_camera_get_integer_bounds(camera, feature, &lo, &hi, &error);
     *min = lo; *max = hi;
     return carv_take_error(error, err, errlen) ? -1 : 0;
+}
+/// An integer feature's increment (Width's step, say): 1 when the camera gives none.
+static inline int64_t carv_integer_increment(ArvCamera *camera, const char *feature) {
+    GError *error = NULL;
+    gint64 step = arv_camera_get_integer_increment(camera, feature, &error);
+    if (error) { g_error_free(error); return 1; }
+    return step > 0 ? step : 1;
 }
 static inline int carv_get_float(ArvCamera *camera, const char *feature, double *value, char *err, size_t errlen) {
     GError *error = NULL;

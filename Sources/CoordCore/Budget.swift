@@ -276,7 +276,7 @@ public enum Budget {
         let s = camera.settings
         // The stream the node will open: MJPG for an mjpeg take that can pass it through, else a raw format (a
         // V4L2 camera lists MJPG first, and its raw formats cost far more bus).
-        let sized = camera.capabilities.formats.filter { $0.width == s.width && $0.height == s.height }
+        let sized = camera.capabilities.formats.filter { $0.offers(width: s.width, height: s.height) }
         let raw = sized.first { !isMJPEG($0.pixelFormat) }
         let mjpeg = sized.first { isMJPEG($0.pixelFormat) }
         let chosen = s.codec.lowercased() == "mjpeg" ? (mjpeg ?? raw) : (raw ?? mjpeg)

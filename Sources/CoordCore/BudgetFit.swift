@@ -134,7 +134,7 @@ extension Budget {
     static func smallerSize(_ camera: PlannedCamera, requestedWidth: Int) -> (width: Int, height: Int)? {
         let s = camera.settings
         let formats = camera.capabilities.formats
-        guard let current = formats.first(where: { $0.width == s.width && $0.height == s.height }) else { return nil }
+        guard let current = formats.first(where: { $0.offers(width: s.width, height: s.height) }) else { return nil }
         let period = FrameGrid.period(fps: max(s.fps, 1)) * Int64(max(s.recordEvery, 1))
         var best: (width: Int, height: Int)?
         for f in formats where f.pixelFormat == current.pixelFormat && f.width * f.height < s.width * s.height && f.width * 2 >= requestedWidth {

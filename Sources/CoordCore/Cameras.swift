@@ -1,14 +1,49 @@
-/// A format a camera can deliver, as a V4L2 device enumerates it.
+/// A format a camera can deliver, as a V4L2 device enumerates it; or, with `sizeRange`, every size in ranges (a
+/// GenICam camera's Width and Height, CONTRACT §12), `width`×`height` being the largest.
 public struct CameraFormat: Equatable, Sendable {
     public var pixelFormat: String
     public var width: Int
     public var height: Int
     public var minFramePeriodMicroseconds: Int64
     public var maxFramePeriodMicroseconds: Int64
+    /// The sizes up to `width`×`height` the camera takes too; nil: only `width`×`height`.
+    public var sizeRange: SizeRange?
 
-    public init(pixelFormat: String, width: Int, height: Int, minFramePeriodMicroseconds: Int64, maxFramePeriodMicroseconds: Int64) {
+    public init(pixelFormat: String, width: Int, height: Int, minFramePeriodMicroseconds: Int64, maxFramePeriodMicroseconds: Int64,
+                sizeRange: SizeRange? = nil) {
         self.pixelFormat = pixelFormat; self.width = width; self.height = height
         self.minFramePeriodMicroseconds = minFramePeriodMicroseconds; self.maxFramePeriodMicroseconds = maxFramePeriodMicroseconds
+        self.sizeRange = sizeRange
+    }
+
+    /// Whether the format delivers `width`×`height`: its own size, or any size its range holds.
+    public func offers(width: Int, height: Int) -> Bool {
+        if width == self.width && height == self.height { return true }
+        guard let sizeRange else { return false }
+        return width <= self.width && height <= self.height && sizeRange.holds(width: width, height: height)
+    }
+
+    /// Every width from `minWidth` up in steps of `widthStep` (height likewise), as GenICam's Width and Height
+    /// features take them (value = min + k × increment).
+    public struct SizeRange: Equatable, Sendable {
+        public var minWidth: Int, minHeight: Int
+        public var widthStep: Int, heightStep: Int
+
+        public init(minWidth: Int, minHeight: Int, widthStep: Int, heightStep: Int) {
+            self.minWidth = minWidth; self.minHeight = minHeight
+            self.widthStep = max(widthStep, 1); self.heightStep = max(heightStep, 1)
+        }
+
+        /// On the steps from the minimum (the upper bound is the format's size).
+        public func holds(width: Int, height: Int) -> Bool {
+            width >= minWidth && height >= minHeight && (width - minWidth) % widthStep == 0 && (height - minHeight) % heightStep == 0
+        }
+    }
+
+    /// "width 1…2048 (step 1), height 1…2048 (step 1)" for a range format, "640x480" for one size.
+    public var sizeText: String {
+        guard let r = sizeRange else { return "\(width)x\(height)" }
+        return "width \(r.minWidth)…\(width) (step \(r.widthStep)), height \(r.minHeight)…\(height) (step \(r.heightStep))"
     }
 }
 
@@ -66,8 +101,12 @@ public struct CameraSettings: Equatable, Sendable {
             return "camera \(node)/\(camera) cannot record codec \"\(codec)\" (it offers \(capabilities.codecs.joined(separator: ", ")))."
         }
         let period = FrameGrid.period(fps: fps) * Int64(recordEvery)
-        let sized = capabilities.formats.filter { $0.width == width && $0.height == height }
+        let sized = capabilities.formats.filter { $0.offers(width: width, height: height) }
         guard !sized.isEmpty else {
+            let named = capabilities.device.isEmpty ? "" : " (\(capabilities.device))"
+            if let ranged = capabilities.formats.first(where: { $0.sizeRange != nil }) {
+                return "camera \(node)/\(camera)\(named) cannot be \(width)x\(height): it takes \(ranged.sizeText)."
+            }
             let sizes = capabilities.formats.map { "\($0.width)x\($0.height)" }
             return "camera \(node)/\(camera) has no \(width)x\(height) format (it offers \(Array(Set(sizes)).sorted().joined(separator: ", ")))."
         }

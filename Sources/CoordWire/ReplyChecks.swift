@@ -72,6 +72,13 @@ public enum NodeReply {
                 try c.within(format.height, Wire.sizeRange, "\(f).height")
                 try c.within(format.minFramePeriodUs, formatPeriodRange, "\(f).min_frame_period_us")
                 try c.within(format.maxFramePeriodUs, format.minFramePeriodUs...formatPeriodRange.upperBound, "\(f).max_frame_period_us")
+                // A size range (width_step set): its minima at most the size, its steps at most the largest size.
+                if format.widthStep != 0 || format.heightStep != 0 || format.minWidth != 0 || format.minHeight != 0 {
+                    try c.within(format.minWidth, 1...format.width, "\(f).min_width")
+                    try c.within(format.minHeight, 1...format.height, "\(f).min_height")
+                    try c.within(format.widthStep, 1...Wire.sizeRange.upperBound, "\(f).width_step")
+                    try c.within(format.heightStep, 1...Wire.sizeRange.upperBound, "\(f).height_step")
+                }
             }
         }
         var mics = Set<String>()

@@ -147,7 +147,9 @@ extension NodeFailure {
 extension CameraFormat {
     public init(wire: Coord_V1_CameraFormat) {
         self.init(pixelFormat: wire.pixelFormat, width: Int(wire.width), height: Int(wire.height),
-                  minFramePeriodMicroseconds: Int64(clamping: wire.minFramePeriodUs), maxFramePeriodMicroseconds: Int64(clamping: wire.maxFramePeriodUs))
+                  minFramePeriodMicroseconds: Int64(clamping: wire.minFramePeriodUs), maxFramePeriodMicroseconds: Int64(clamping: wire.maxFramePeriodUs),
+                  sizeRange: wire.widthStep == 0 ? nil
+                    : SizeRange(minWidth: Int(wire.minWidth), minHeight: Int(wire.minHeight), widthStep: Int(wire.widthStep), heightStep: Int(wire.heightStep)))
     }
 
     public var wire: Coord_V1_CameraFormat {
@@ -157,6 +159,12 @@ extension CameraFormat {
         w.height = UInt32(clamping: height)
         w.minFramePeriodUs = UInt64(clamping: minFramePeriodMicroseconds)
         w.maxFramePeriodUs = UInt64(clamping: maxFramePeriodMicroseconds)
+        if let sizeRange {
+            w.minWidth = UInt32(clamping: sizeRange.minWidth)
+            w.minHeight = UInt32(clamping: sizeRange.minHeight)
+            w.widthStep = UInt32(clamping: sizeRange.widthStep)
+            w.heightStep = UInt32(clamping: sizeRange.heightStep)
+        }
         return w
     }
 }

@@ -53,13 +53,14 @@ public final class GenICamCamera: CameraSource, ControllableCamera, @unchecked S
     private var sequence: UInt32 = 0
     private var lastArrival = MonotonicClock.now()
 
-    /// Opens `deviceID` and sets it up for `width`×`height` every `periodMicroseconds`. `localClock` maps
-    /// CLOCK_MONOTONIC µs to the node's clock. Throws one sentence naming the device when it cannot.
-    public init(deviceID: String, width: Int, height: Int, periodMicroseconds: Double,
+    /// Opens `deviceID` (a GigE Vision camera found on `interfaces` only, or a USB3 Vision camera) and sets it up
+    /// for `width`×`height` every `periodMicroseconds`. `localClock` maps CLOCK_MONOTONIC µs to the node's clock.
+    /// Throws one sentence naming the device when it cannot.
+    public init(deviceID: String, interfaces: [String], width: Int, height: Int, periodMicroseconds: Double,
                 localClock: @escaping @Sendable (Int64) -> Int64) throws {
         self.deviceID = deviceID
         self.localClock = localClock
-        let camera = try Features.open(deviceID)
+        let camera = try Features.open(deviceID, interfaces: interfaces)
         self.camera = camera
         let features = Features(camera: camera, deviceID: deviceID)
         self.features = features
@@ -297,12 +298,28 @@ extension GenICamCamera {
         let camera: UnsafeMutablePointer<ArvCamera>
         let deviceID: String
 
-        /// Opens `deviceID`, or throws one sentence naming it and what discovery found instead.
-        static func open(_ deviceID: String) throws -> UnsafeMutablePointer<ArvCamera> {
+        /// Opens `deviceID`: a GigE Vision camera on one of `interfaces` (where it was last found, else found again
+        /// there), by address; else a USB3 Vision camera. Throws one sentence naming it and what was found instead.
+        static func open(_ deviceID: String, interfaces: [String]) throws -> UnsafeMutablePointer<ArvCamera> {
             var err = [CChar](repeating: 0, count: 512)
+            if !interfaces.isEmpty {
+                let key = "\(interfaces.joined(separator: ","))/\(deviceID)"
+                if let known = GenICamCamera.located.holding({ $0[key] }),
+                   let camera = carv_gv_camera_open(known.interfaceAddress, known.announcement.address, &err, 512) {
+                    return camera
+                }
+                if let found = try GigEVisionDiscovery.discover(on: interfaces, looking: deviceID).first {
+                    GenICamCamera.located.holding { $0[key] = found }
+                    if let camera = carv_gv_camera_open(found.interfaceAddress, found.announcement.address, &err, 512) { return camera }
+                    throw CameraSourceError("GigE Vision camera \(deviceID) answered discovery on \(found.interface) from \(found.announcement.address) but could not be opened: \(text(err))")
+                }
+            }
             if let camera = carv_camera_open(deviceID, &err, 512) { return camera }
-            let found = GenICamCamera.devices().map(\.deviceID)
-            throw CameraSourceError("no GenICam camera answers as \"\(deviceID)\" (\(found.isEmpty ? "none was found on this node's networks or USB" : "found: " + found.joined(separator: ", ")); see coord-node --list-cameras)")
+            let found = (try? GenICamCamera.devices(interfaces: interfaces))?.map(\.deviceID) ?? []
+            let looked = interfaces.isEmpty
+                ? "GigE Vision discovery is off: name the network interface its cameras are on with --genicam-interface IFACE"
+                : "GigE Vision looked on \(interfaces.joined(separator: ", ")) only"
+            throw CameraSourceError("no GenICam camera answers as \"\(deviceID)\" (\(found.isEmpty ? "none was found" : "found: " + found.joined(separator: ", ")); \(looked); see coord-node --list-cameras)")
         }
 
         func call(_ what: String, _ body: (UnsafeMutablePointer<CChar>, Int) -> Int32) throws {
@@ -376,14 +393,20 @@ extension GenICamCamera {
             }
         }
 
-        /// Width and Height, with the offsets at 0; one sentence naming the camera's range when it cannot.
+        /// Width and Height, with the offsets at 0; one sentence naming the camera, the size and its ranges when it
+        /// cannot be that size.
         func setSize(width: Int, height: Int) throws {
             for name in ["OffsetX", "OffsetY"] where available(name) { try? setInteger(name, 0) }
+            // The ranges with the offsets at 0 (a camera's Width max shrinks while OffsetX is set).
+            let widths = try integerBounds("Width"), heights = try integerBounds("Height")
+            let sizes = GenICamDescription(identity: DeviceIdentity(driver: "aravis"), pixelFormats: [],
+                                           widthRange: Int(widths.lowerBound)...Int(widths.upperBound),
+                                           heightRange: Int(heights.lowerBound)...Int(heights.upperBound),
+                                           widthStep: Int(carv_integer_increment(camera, "Width")),
+                                           heightStep: Int(carv_integer_increment(camera, "Height")),
+                                           frameRateRange: nil, controlRanges: ControlRanges())
+            if let problem = sizes.sizeProblem(deviceID: deviceID, width: width, height: height) { throw CameraSourceError(problem) }
             for (name, value) in [("Width", width), ("Height", height)] {
-                let range = try integerBounds(name)
-                guard range.contains(Int64(value)) else {
-                    throw CameraSourceError("\(deviceID) cannot be \(width)x\(height): its \(name) is \(range.lowerBound)…\(range.upperBound)")
-                }
                 try setInteger(name, Int64(value))
                 let kept = try integer(name)
                 guard kept == Int64(value) else {
@@ -480,26 +503,41 @@ extension GenICamCamera {
             return GenICamDescription(identity: identity(), pixelFormats: try pixelFormats(),
                                       widthRange: Int(widths.lowerBound)...Int(widths.upperBound),
                                       heightRange: Int(heights.lowerBound)...Int(heights.upperBound),
+                                      widthStep: Int(carv_integer_increment(camera, "Width")),
+                                      heightStep: Int(carv_integer_increment(camera, "Height")),
                                       frameRateRange: rates, controlRanges: controlRanges(), hostAddress: hostAddress())
         }
     }
 
     // MARK: Devices
 
-    /// Every GenICam device discovery finds now (GigE Vision on every interface, USB3 Vision), without opening them.
-    public static func devices() -> [GenICamDevice] {
+    /// Where each GigE Vision camera was last found (interfaces and device id → its answer), so opening it again
+    /// for a take talks to it directly instead of discovering again.
+    static let located = Locked<[String: GigEVisionCameraFound]>([:])
+
+    /// Every GenICam device found now without opening them: GigE Vision cameras answering on `interfaces` (none:
+    /// GigE Vision is not looked for, nothing is broadcast) and USB3 Vision cameras. Throws one sentence when an
+    /// interface cannot be used.
+    public static func devices(interfaces: [String]) throws -> [GenICamDevice] {
+        let gige = try GigEVisionDiscovery.discover(on: interfaces).map { found in
+            let a = found.announcement
+            return GenICamDevice(deviceID: a.deviceID, protocolName: "GigEVision", vendor: a.vendor, model: a.model,
+                                 serial: a.serialOrMAC, address: a.address)
+        }
         let count = carv_update_device_list()
         func text(_ p: UnsafePointer<CChar>?) -> String { p.map { String(cString: $0) } ?? "" }
-        return (0..<count).map { i in
+        let usb = (0..<count).map { i in
             GenICamDevice(deviceID: text(carv_device_id(i)), protocolName: text(carv_device_protocol(i)),
                           vendor: text(carv_device_vendor(i)), model: text(carv_device_model(i)),
                           serial: text(carv_device_serial(i)), address: text(carv_device_address(i)))
         }
+        return gige + usb
     }
 
-    /// Opens `deviceID`, reads what it offers, closes it; one sentence naming it when it cannot be opened.
-    public static func describe(deviceID: String) throws -> GenICamDescription {
-        let camera = try Features.open(deviceID)
+    /// Opens `deviceID` (GigE Vision looked for on `interfaces` only), reads what it offers, closes it; one sentence
+    /// naming it when it cannot be opened.
+    public static func describe(deviceID: String, interfaces: [String]) throws -> GenICamDescription {
+        let camera = try Features.open(deviceID, interfaces: interfaces)
         defer { carv_camera_close(camera) }
         return try Features(camera: camera, deviceID: deviceID).description()
     }
@@ -509,5 +547,17 @@ extension GenICamCamera {
 private func text(_ chars: [CChar]) -> String {
     chars.withUnsafeBufferPointer { buffer in
         String(decoding: buffer.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
+    }
+}
+
+/// A value guarded by a lock (the discovery cache is read from the node's startup and from arming).
+final class Locked<Value>: @unchecked Sendable {
+    private var value: Value
+    private let lock = NSLock()
+    init(_ value: Value) { self.value = value }
+    func holding<T>(_ body: (inout Value) throws -> T) rethrows -> T {
+        lock.lock()
+        defer { lock.unlock() }
+        return try body(&value)
     }
 }

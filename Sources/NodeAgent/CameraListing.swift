@@ -37,16 +37,24 @@ public enum CameraListing {
         return out
     }
 
-    /// One block per GenICam camera discovery finds (GigE Vision, USB3 Vision: protocol, vendor, model, serial,
-    /// sizes, rates, formats) or why it was skipped, and a summary line; empty when there is none.
-    public static func genicamLines() -> [String] {
-        let devices = GenICamCamera.devices()
-        guard !devices.isEmpty else { return [] }
-        var out: [String] = []
+    /// One block per GenICam camera found (GigE Vision on `interfaces` only, USB3 Vision: protocol, vendor, model,
+    /// serial, Width/Height ranges and steps, rates, formats) or why it was skipped, and a summary line; first a line
+    /// saying where GigE Vision cameras were looked for.
+    public static func genicamLines(interfaces: [String]) -> [String] {
+        var out = [interfaces.isEmpty
+            ? "GigE Vision: not looked for (name the interface its cameras are on with --genicam-interface IFACE)"
+            : "GigE Vision: looked for on \(interfaces.joined(separator: ", ")) only"]
+        let devices: [GenICamDevice]
+        do {
+            devices = try GenICamCamera.devices(interfaces: interfaces)
+        } catch {
+            return out + ["no GenICam cameras listed: \(error)"]
+        }
+        guard !devices.isEmpty else { return out + ["no GenICam cameras found"] }
         var usable: [String] = []
         for device in devices {
             do {
-                let found = try GenICamCamera.describe(deviceID: device.deviceID)
+                let found = try GenICamCamera.describe(deviceID: device.deviceID, interfaces: interfaces)
                 out += found.lines(device: device)
                 if let problem = found.formatProblem(deviceID: device.deviceID) {
                     out.append("  skipped: \(problem)")

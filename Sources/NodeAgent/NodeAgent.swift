@@ -89,7 +89,7 @@ public final class NodeAgent: Sendable {
         for entry in configuration.genicamCameras {
             let found: GenICamDescription
             do {
-                found = try GenICamCamera.describe(deviceID: entry.deviceID)
+                found = try GenICamCamera.describe(deviceID: entry.deviceID, interfaces: configuration.genicamInterfaces)
             } catch {
                 throw NodeFailure(.io, "camera \(entry.name): \(error).")
             }

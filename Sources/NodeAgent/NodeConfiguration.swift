@@ -58,6 +58,9 @@ public struct NodeConfiguration: Sendable {
     public var v4l2Cameras: [V4L2CameraEntry] = []
     /// GenICam cameras (`--genicam NAME=DEVICE_ID`), in flag order.
     public var genicamCameras: [GenICamCameraEntry] = []
+    /// The network interfaces GigE Vision cameras are discovered on (`--genicam-interface`); empty: none, nothing
+    /// is broadcast and only USB3 Vision cameras are found.
+    public var genicamInterfaces: [String] = []
     /// How V4L2 devices are reached: libv4l2, or a scripted driver (`--v4l2-script`, tests only).
     public var v4l2: V4L2Access = .system
     /// CURVE keys: every socket serves only authorized coordinators (nil: no encryption, loopback only).

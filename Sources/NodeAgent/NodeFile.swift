@@ -13,7 +13,8 @@ import VersionedYAML
 ///     cameras:
 ///       - {name: cam0, v4l2: /dev/v4l/by-id/usb-046d_HD_Pro_Webcam_C920-video-index0}
 ///       - {name: test, synthetic: true, bus: usb1}
-///       - {name: mv0, genicam: Basler-21234567}   # a GenICam camera by its device id (CONTRACT §12)
+///       - {name: mv0, genicam: Basler-acA1920-21234567}   # a GenICam camera by its device id (CONTRACT §12)
+///     genicam_interfaces: [eth1]     # where GigE Vision cameras are looked for; none: nowhere (USB3 Vision only)
 ///     buses: {usb1: 5000}            # buses synthetic cameras share, Mbit/s
 ///     audio:                         # microphones recorded with every take (CONTRACT §9)
 ///       - {name: mic0, alsa: "hw:1,0"}
@@ -37,6 +38,8 @@ public struct NodeFile: Decodable, Equatable, Sendable {
     public var metrics: String?
     public var discoveryPort: UInt16?
     public var audio: [Microphone]?
+    /// The network interfaces GigE Vision cameras are discovered on (`--genicam-interface`); nil or empty: none.
+    public var genicamInterfaces: [String]?
 
     public struct Microphone: Decodable, Equatable, Sendable {
         public var name: String
@@ -66,6 +69,7 @@ public struct NodeFile: Decodable, Equatable, Sendable {
         case keepAfterCollect = "keep_after_collect"
         case logLevel = "log_level"
         case discoveryPort = "discovery_port"
+        case genicamInterfaces = "genicam_interfaces"
     }
 
     public init(from decoder: Decoder) throws {
@@ -85,6 +89,7 @@ public struct NodeFile: Decodable, Equatable, Sendable {
         metrics = try c.decodeIfPresent(String.self, forKey: .metrics)
         discoveryPort = try c.decodeIfPresent(UInt16.self, forKey: .discoveryPort)
         audio = try c.decodeIfPresent([Microphone].self, forKey: .audio)
+        genicamInterfaces = try c.decodeIfPresent([String].self, forKey: .genicamInterfaces)
     }
 
     public static let knownKeys: [String: Set<String>] = [
@@ -145,6 +150,11 @@ public struct NodeFile: Decodable, Equatable, Sendable {
                 return (at, "\(at) (camera \(camera.name)) has both v4l2 and synthetic: a camera is one or the other.")
             case (nil, false):
                 return (at, "\(at) (camera \(camera.name)) needs v4l2: /dev/…, genicam: DEVICE_ID or synthetic: true.")
+            }
+        }
+        for (i, interface) in (genicamInterfaces ?? []).enumerated() {
+            if let problem = GenICamInterfaceName.problem(interface) {
+                return ("genicam_interfaces[\(i)]", "genicam_interfaces[\(i)] \"\(Echo.short(interface))\" is not usable: \(problem).")
             }
         }
         if let metrics, HostPort.parse(metrics) == nil {

@@ -111,6 +111,33 @@ public struct GenICamCameraEntry: Equatable, Sendable {
     }
 }
 
+/// A network interface GigE Vision cameras are looked for on (`--genicam-interface IFACE`, node file
+/// `genicam_interfaces:`): a Linux interface name, checked before anything is sent on it.
+public enum GenICamInterfaceName {
+    /// Why `name` cannot be a network interface name, as a clause, or nil.
+    public static func problem(_ name: String) -> String? {
+        if name.isEmpty { return "it is empty: give a network interface such as eth1 (see ip link)" }
+        // IFNAMSIZ is 16 with its NUL; '/', ':' and white space are never in one.
+        guard name.utf8.count <= 15, name != ".", name != "..",
+              name.unicodeScalars.allSatisfy({ $0.isASCII && $0.value > 0x20 && $0 != "/" && $0 != ":" && $0.value != 0x7f }) else {
+            return "a network interface name has 1 to 15 characters and no /, : or spaces (see ip link)"
+        }
+        return nil
+    }
+
+    /// Checks the repeatable `--genicam-interface` flag, throwing on the first bad name; repeats dropped.
+    public static func parse(_ names: [String]) throws -> [String] {
+        var kept: [String] = []
+        for name in names {
+            if let problem = problem(name) {
+                throw SyntheticCameraSpecError(option: "--genicam-interface", entry: Echo.short(name), reason: problem)
+            }
+            if !kept.contains(name) { kept.append(name) }
+        }
+        return kept
+    }
+}
+
 extension MicrophoneEntry {
     /// Parses the repeatable `--audio NAME=DEVICE` flag (an ALSA capture device: `hw:1,0`, `default`, `pulse`).
     public static func parseALSA(_ entries: [String]) throws -> [MicrophoneEntry] {

@@ -62,6 +62,8 @@ public struct Serve: AsyncParsableCommand {
     @Option(help: "A V4L2 camera to record, NAME=/dev/videoN (see --list-cameras); repeatable.") var v4l2: [String] = []
     @Option(help: "A GenICam camera (GigE Vision, USB3 Vision) to record, NAME=DEVICE_ID (see --list-cameras); repeatable.")
     var genicam: [String] = []
+    @Option(help: ArgumentHelp("A network interface GigE Vision cameras are on (e.g. eth1); repeatable. GigE Vision discovery is sent there and nowhere else; with none named it is not sent at all (USB3 Vision cameras are still found).", valueName: "iface"))
+    var genicamInterface: [String] = []
     @Option(help: "A microphone to record with every take, NAME=DEVICE (an ALSA capture device: hw:1,0, default); repeatable.")
     var audio: [String] = []
     @Option(help: "A synthetic microphone (SYNCCLICK v1: a 1 ms 4 kHz click at every whole second) to record with every take.")
@@ -112,6 +114,7 @@ public struct Serve: AsyncParsableCommand {
             v4l2 = file.v4l2Flags ?? []
             genicam = file.genicamFlags ?? []
         }
+        if genicamInterface.isEmpty { genicamInterface = file.genicamInterfaces ?? [] }
         // Microphones likewise: from the flags or from the file.
         if audio.isEmpty && syntheticMic == nil {
             audio = file.audioFlags ?? []
@@ -169,7 +172,14 @@ public struct Serve: AsyncParsableCommand {
         if listCameras {
             for line in CameraListing.lines(access: access, probe: HostProbe(root: URL(fileURLWithPath: systemRoot))) { print(line) }
             // A scripted V4L2 run is a test of the V4L2 listing alone.
-            if !access.isScripted { for line in CameraListing.genicamLines() { print(line) } }
+            if !access.isScripted {
+                do {
+                    for line in CameraListing.genicamLines(interfaces: try GenICamInterfaceName.parse(genicamInterface)) { print(line) }
+                } catch {
+                    FileHandle.standardError.write(Data("coord-node: \(error)\n".utf8))
+                    throw ExitCode(2)
+                }
+            }
             return
         }
         var config: NodeConfiguration
@@ -181,6 +191,7 @@ public struct Serve: AsyncParsableCommand {
             config.syntheticBuses = spec.buses
             config.v4l2Cameras = try V4L2CameraEntry.parse(v4l2)
             config.genicamCameras = try GenICamCameraEntry.parse(genicam)
+            config.genicamInterfaces = try GenICamInterfaceName.parse(genicamInterface)
             config.microphones = try MicrophoneEntry.parseALSA(audio)
             if let syntheticMic {
                 config.microphones.insert(MicrophoneEntry(name: syntheticMic, device: .synthetic(rateErrorPPM: micRateErrorPpm),

@@ -196,3 +196,125 @@ private func mosaic(_ format: GenICamPixelFormat, width: Int, height: Int, rgb: 
         #expect(Budget.evaluate([node(2, bus: .usb3Vision(id: "u"), width: 1920, height: 1200, fps: 40)]).fits)
     }
 }
+
+@Suite struct GenICamSizeRangeTests {
+    private func camera(widths: ClosedRange<Int>, heights: ClosedRange<Int>, widthStep: Int, heightStep: Int) -> GenICamDescription {
+        GenICamDescription(identity: DeviceIdentity(driver: "aravis", transport: "GigEVision"), pixelFormats: ["BayerRG8"],
+                           widthRange: widths, heightRange: heights, widthStep: widthStep, heightStep: heightStep,
+                           frameRateRange: 1...100, controlRanges: ControlRanges())
+    }
+    private func settings(_ width: Int, _ height: Int) -> CameraSettings {
+        CameraSettings(camera: "cam0", ordinal: 0, width: width, height: height, fps: 30, codec: "ffv1")
+    }
+    private func capabilities(_ d: GenICamDescription) -> CameraCapabilities {
+        CameraCapabilities(name: "cam0", source: "genicam", device: "Aravis-Fake-GV01", formats: d.handshakeFormats, codecs: ["ffv1"])
+    }
+
+    @Test func anySizeInsideTheRangesPlansTheFakesOwn512x512Included() {
+        let fake = capabilities(camera(widths: 1...2048, heights: 1...2048, widthStep: 1, heightStep: 1))
+        for (w, h) in [(512, 512), (104, 64), (2048, 2048), (1000, 750), (2046, 66)] {
+            #expect(settings(w, h).problem(on: "n1", with: fake) == nil, "\(w)x\(h)")
+        }
+    }
+
+    @Test func aSizeOutsideTheRangesIsOneSentenceNamingCameraSizeAndRanges() throws {
+        let fake = capabilities(camera(widths: 1...2048, heights: 1...2048, widthStep: 1, heightStep: 1))
+        let problem = try #require(settings(4096, 512).problem(on: "n1", with: fake))
+        #expect(problem == "camera n1/cam0 (Aravis-Fake-GV01) cannot be 4096x512: it takes width 1…2048 (step 1), height 1…2048 (step 1).")
+    }
+
+    @Test func aSizeOffTheStepsIsRefusedAndOneOnThemPlans() throws {
+        // A sensor whose Width starts at 64 and moves by 16, Height by 8 from 32.
+        let d = camera(widths: 64...1936, heights: 32...1216, widthStep: 16, heightStep: 8)
+        let caps = capabilities(d)
+        #expect(settings(1920, 1080).problem(on: "n1", with: caps) == nil)
+        #expect(settings(512, 512).problem(on: "n1", with: caps) == nil)
+        let off = try #require(settings(520, 512).problem(on: "n1", with: caps))
+        #expect(off.contains("cannot be 520x512") && off.contains("width 64…1936 (step 16), height 32…1216 (step 8)"), "\(off)")
+        #expect(d.sizeProblem(deviceID: "X", width: 520, height: 512) == "X cannot be 520x512: it takes width 64…1936 (step 16), height 32…1216 (step 8)")
+        #expect(d.sizeProblem(deviceID: "X", width: 1936, height: 1216) == nil)
+        #expect(d.takes(width: 64, height: 32) && !d.takes(width: 48, height: 32) && !d.takes(width: 1952, height: 32))
+    }
+
+    @Test func theLargestSizeCarriesTheRangeAndIsEvenOnTheSteps() throws {
+        let d = camera(widths: 1...2591, heights: 1...1943, widthStep: 1, heightStep: 1)
+        #expect(d.largestSize == (2590, 1942))
+        let formats = d.handshakeFormats
+        let ranged = try #require(formats.last)
+        #expect(ranged.width == 2590 && ranged.height == 1942)
+        #expect(ranged.sizeRange == CameraFormat.SizeRange(minWidth: 1, minHeight: 1, widthStep: 1, heightStep: 1))
+        #expect(formats.dropLast().allSatisfy { $0.sizeRange == nil })
+        // A step of 4 from 8: the top on the steps, 2588 is not above 2591 and even.
+        #expect(camera(widths: 8...2591, heights: 8...1943, widthStep: 4, heightStep: 4).largestSize == (2588, 1940))
+    }
+
+    @Test func aRangeFormatOffersOnlyWhatItsStepsHold() {
+        let f = CameraFormat(pixelFormat: "BayerRG8", width: 1936, height: 1216, minFramePeriodMicroseconds: 10_000,
+                             maxFramePeriodMicroseconds: 1_000_000,
+                             sizeRange: CameraFormat.SizeRange(minWidth: 64, minHeight: 32, widthStep: 16, heightStep: 8))
+        #expect(f.offers(width: 1936, height: 1216) && f.offers(width: 64, height: 32) && f.offers(width: 1280, height: 720))
+        #expect(!f.offers(width: 1952, height: 1216) && !f.offers(width: 1930, height: 1216) && !f.offers(width: 48, height: 32))
+        let plain = CameraFormat(pixelFormat: "yuyv422", width: 640, height: 480, minFramePeriodMicroseconds: 33_333, maxFramePeriodMicroseconds: 33_333)
+        #expect(plain.offers(width: 640, height: 480) && !plain.offers(width: 320, height: 240))
+    }
+
+    @Test func theListingSaysTheRangesAndSteps() {
+        let d = camera(widths: 64...1936, heights: 32...1216, widthStep: 16, heightStep: 8)
+        let lines = d.lines(device: GenICamDevice(deviceID: "X-Y-1", protocolName: "GigEVision", vendor: "X", model: "Y", serial: "1", address: "10.0.0.2"))
+        #expect(lines.contains("  width: 64…1936, step 16") && lines.contains("  height: 32…1216, step 8"), "\(lines)")
+    }
+}
+
+@Suite struct GigEVisionAnnouncementTests {
+    /// A DISCOVERY_ACK as the fake camera sends it (Aravis 0.8.26's arv-fake-gv-camera on 127.0.0.1).
+    private func ack(vendor: String = "Aravis", model: String = "Fake", serial: String = "GV01", user: String = "",
+                     mac: [UInt8] = [0, 0, 0, 0, 0, 0], ip: [UInt8] = [127, 0, 0, 1], status: UInt8 = 0) -> [UInt8] {
+        var data = [UInt8](repeating: 0, count: 0xf8)
+        func put(_ text: String, _ at: Int) { for (i, b) in text.utf8.enumerated() { data[at + i] = b } }
+        data.replaceSubrange(0x0a..<0x10, with: mac)
+        data.replaceSubrange(0x24..<0x28, with: ip)
+        put(vendor, 0x48); put(model, 0x68); put("0.8.26", 0x88); put(serial, 0xd8); put(user, 0xe8)
+        return [0, status, 0x00, 0x03, 0x00, 0xf8, 0xff, 0xff] + data
+    }
+
+    @Test func theFakesAnswerGivesAravisDeviceID() throws {
+        let a = try #require(GigEVisionAnnouncement.parse(ack()))
+        #expect(a.deviceID == "Aravis-Fake-GV01" && a.address == "127.0.0.1" && a.mac == "00:00:00:00:00:00")
+        #expect(a.answers(to: "Aravis-Fake-GV01") && a.answers(to: "Aravis-GV01") && a.answers(to: "127.0.0.1"))
+        #expect(!a.answers(to: "Aravis-Fake-GV02") && !a.answers(to: ""))
+    }
+
+    @Test func aUserNameAndMACNameTheCameraToo() throws {
+        let a = try #require(GigEVisionAnnouncement.parse(ack(vendor: "Basler", model: "acA1920-40gc", serial: "21234567", user: "left",
+                                                              mac: [0x00, 0x30, 0x53, 0x1a, 0x2b, 0x3c], ip: [192, 168, 7, 20])))
+        #expect(a.deviceID == "Basler-acA1920-40gc-21234567")
+        #expect(a.answers(to: "left") && a.answers(to: "00:30:53:1A:2B:3C") && a.answers(to: "192.168.7.20"))
+    }
+
+    @Test func aCameraWithoutSerialIsNamedByItsMAC() throws {
+        let a = try #require(GigEVisionAnnouncement.parse(ack(serial: "", mac: [1, 2, 3, 4, 5, 6])))
+        #expect(a.deviceID == "Aravis-Fake-01:02:03:04:05:06")
+    }
+
+    @Test func anythingButADiscoveryAckIsIgnored() {
+        #expect(GigEVisionAnnouncement.parse(Array(ack().prefix(100))) == nil)
+        #expect(GigEVisionAnnouncement.parse(ack(status: 1)) == nil)
+        var other = ack()
+        other[3] = 0x81  // READREG_ACK
+        #expect(GigEVisionAnnouncement.parse(other) == nil)
+        #expect(GigEVisionAnnouncement.parse(GigEVisionAnnouncement.discoveryCommand) == nil)
+        #expect(GigEVisionAnnouncement.discoveryCommand == [0x42, 0x01, 0x00, 0x02, 0x00, 0x00, 0xff, 0xff])
+    }
+
+    @Test func controlCharactersLeaveTheID() throws {
+        let a = try #require(GigEVisionAnnouncement.parse(ack(model: "Fa\u{1}ke\u{1b}", serial: "G\nV01")))
+        #expect(a.deviceID == "Aravis-Fake-GV01")
+    }
+
+    @Test func anInterfaceThatIsNotThereIsOneSentence() {
+        let missing = GigEVisionDiscovery.address(of: "nosuch0")
+        guard case .failure(let error) = missing else { Issue.record("found an address on nosuch0"); return }
+        #expect(error.description == "GenICam interface nosuch0 is not a network interface of this host (see ip link)")
+        if case .success(let address) = GigEVisionDiscovery.address(of: "lo") { #expect(address == "127.0.0.1") }
+    }
+}

@@ -248,6 +248,28 @@ private func probe(_ t1: Int64, _ t2: Int64, _ t3: Int64) -> Coord_V1_ClockProbe
         #expect(fault { () throws(FieldFault) in try NodeReply.previewFrame(frame, from: "a preview publisher") }?.field == "PreviewFrame.group")
     }
 
+    @Test func aSizeRangeCrossesTheWireAndIsChecked() throws {
+        // A GenICam camera's Width/Height ranges (CONTRACT §12): the largest size with its minima and steps.
+        let ranged = CameraFormat(pixelFormat: "BayerRG8", width: 2048, height: 2048, minFramePeriodMicroseconds: 10_000,
+                                  maxFramePeriodMicroseconds: 1_000_000,
+                                  sizeRange: CameraFormat.SizeRange(minWidth: 1, minHeight: 1, widthStep: 1, heightStep: 2))
+        #expect(CameraFormat(wire: ranged.wire) == ranged)
+        var c = camera("cam0")
+        c.formats = [ranged.wire]
+        #expect(try NodeReply.hello(hello([c]), from: "node n1").cameras[0].formats[0].heightStep == 2)
+        // A minimum above the largest size, or a step of 0 beside a set one, is refused naming the field.
+        var f = ranged.wire
+        f.minWidth = 4096
+        c.formats = [f]
+        #expect(fault { () throws(FieldFault) in try NodeReply.hello(hello([c]), from: "node n1") }?.field == "HelloReply.cameras[0].formats[0].min_width")
+        f = ranged.wire
+        f.heightStep = 0
+        c.formats = [f]
+        #expect(fault { () throws(FieldFault) in try NodeReply.hello(hello([c]), from: "node n1") }?.field == "HelloReply.cameras[0].formats[0].height_step")
+        // No range: the fields stay 0 and the format is one size.
+        #expect(CameraFormat(wire: camera("cam0").formats[0]).sizeRange == nil)
+    }
+
     @Test func aCameraFormatOfAnyPeriodConvertsWithoutTrapping() {
         var f = Coord_V1_CameraFormat()
         f.maxFramePeriodUs = .max

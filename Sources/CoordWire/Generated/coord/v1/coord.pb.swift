@@ -613,6 +613,17 @@ public nonisolated struct Coord_V1_CameraFormat: Sendable {
   /// slowest
   public var maxFramePeriodUs: UInt64 = 0
 
+  /// A camera that takes any size inside ranges (a GenICam camera's Width and Height, CONTRACT §12): width x height
+  /// is then the largest, and every width min_width + k * width_step up to it (height likewise) is offered too.
+  /// width_step 0: only width x height.
+  public var minWidth: UInt32 = 0
+
+  public var minHeight: UInt32 = 0
+
+  public var widthStep: UInt32 = 0
+
+  public var heightStep: UInt32 = 0
+
   public var unknownFields = SwiftProtobuf.UnknownStorage()
 
   public init() {}
@@ -2687,7 +2698,7 @@ nonisolated extension Coord_V1_CameraInfo: SwiftProtobuf.Message, SwiftProtobuf.
 
 nonisolated extension Coord_V1_CameraFormat: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
   public static let protoMessageName: String = _protobuf_package + ".CameraFormat"
-  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{3}pixel_format\0\u{1}width\0\u{1}height\0\u{3}min_frame_period_us\0\u{3}max_frame_period_us\0")
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{3}pixel_format\0\u{1}width\0\u{1}height\0\u{3}min_frame_period_us\0\u{3}max_frame_period_us\0\u{3}min_width\0\u{3}min_height\0\u{3}width_step\0\u{3}height_step\0")
 
   public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
     while let fieldNumber = try decoder.nextFieldNumber() {
@@ -2700,6 +2711,10 @@ nonisolated extension Coord_V1_CameraFormat: SwiftProtobuf.Message, SwiftProtobu
       case 3: try { try decoder.decodeSingularUInt32Field(value: &self.height) }()
       case 4: try { try decoder.decodeSingularUInt64Field(value: &self.minFramePeriodUs) }()
       case 5: try { try decoder.decodeSingularUInt64Field(value: &self.maxFramePeriodUs) }()
+      case 6: try { try decoder.decodeSingularUInt32Field(value: &self.minWidth) }()
+      case 7: try { try decoder.decodeSingularUInt32Field(value: &self.minHeight) }()
+      case 8: try { try decoder.decodeSingularUInt32Field(value: &self.widthStep) }()
+      case 9: try { try decoder.decodeSingularUInt32Field(value: &self.heightStep) }()
       default: break
       }
     }
@@ -2721,6 +2736,18 @@ nonisolated extension Coord_V1_CameraFormat: SwiftProtobuf.Message, SwiftProtobu
     if self.maxFramePeriodUs != 0 {
       try visitor.visitSingularUInt64Field(value: self.maxFramePeriodUs, fieldNumber: 5)
     }
+    if self.minWidth != 0 {
+      try visitor.visitSingularUInt32Field(value: self.minWidth, fieldNumber: 6)
+    }
+    if self.minHeight != 0 {
+      try visitor.visitSingularUInt32Field(value: self.minHeight, fieldNumber: 7)
+    }
+    if self.widthStep != 0 {
+      try visitor.visitSingularUInt32Field(value: self.widthStep, fieldNumber: 8)
+    }
+    if self.heightStep != 0 {
+      try visitor.visitSingularUInt32Field(value: self.heightStep, fieldNumber: 9)
+    }
     try unknownFields.traverse(visitor: &visitor)
   }
 
@@ -2730,6 +2757,10 @@ nonisolated extension Coord_V1_CameraFormat: SwiftProtobuf.Message, SwiftProtobu
     if lhs.height != rhs.height {return false}
     if lhs.minFramePeriodUs != rhs.minFramePeriodUs {return false}
     if lhs.maxFramePeriodUs != rhs.maxFramePeriodUs {return false}
+    if lhs.minWidth != rhs.minWidth {return false}
+    if lhs.minHeight != rhs.minHeight {return false}
+    if lhs.widthStep != rhs.widthStep {return false}
+    if lhs.heightStep != rhs.heightStep {return false}
     if lhs.unknownFields != rhs.unknownFields {return false}
     return true
   }
