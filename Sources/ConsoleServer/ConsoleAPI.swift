@@ -66,7 +66,7 @@ struct ConsoleAPI: APIProtocol {
     func startTake(_ input: Operations.StartTake.Input) async throws -> Operations.StartTake.Output {
         var request: Components.Schemas.TakeRequest?
         if case .json(let body) = input.body { request = body }
-        if let name = request?.name, let problem = RigName.problem(with: name, kind: "take name") {
+        if let name = request?.name, let problem = RigName.problem(with: name, kind: "take") {
             return .unprocessableContent(.init(body: .json(.init(error: problem))))
         }
         do throws(LiveRig.Refusal) {
