@@ -27,7 +27,7 @@ public enum Deliverer {
         }
         let manifest: TakeManifest
         do { manifest = try JSONDecoder().decode(TakeManifest.self, from: data) } catch {
-            throw DeliverProblem("\(takeDirectory)/manifest.json is not a readable coord manifest.")
+            throw DeliverProblem("\(takeDirectory)/manifest.json is not a readable coord manifest: \(JSONFieldProblem.describe(error, decoding: TakeManifest.self, from: data)).")
         }
         let plan = try DeliverPlan.make(manifest, codec: codec).get()
         for note in plan.notes { status(note) }
