@@ -22,7 +22,8 @@ from pathlib import Path
 import pytest
 
 from test_budget_pressure import COORD, Coordinator, check_take, rig_file, run_coord, start_node
-from test_console import read_console_line
+from test_console import ConsoleDemo, read_console_line
+from test_console_page import CHROMEDRIVER, CHROMIUM, browser, wait  # noqa: F401
 
 
 @pytest.fixture
@@ -154,7 +155,8 @@ def test_a_second_signal_abandons_the_take_and_names_the_command_that_finishes_i
     assert_complete(take, at_least_s=1, at_most_s=30)
 
 
-def test_a_console_started_again_adopts_the_take_its_rig_records_and_stops_it(tmp_path, rig):
+@pytest.mark.skipif(not (CHROMIUM and CHROMEDRIVER), reason="chromium and chromium-driver are not installed (scripts/setup.sh installs them)")
+def test_a_console_started_again_adopts_the_take_its_rig_records_and_its_page_stops_it(tmp_path, rig, browser):  # noqa: F811
     first = RigConsole(tmp_path, rig, "first")
     try:
         status, _ = first.post("/api/takes", {"name": "orphan"})
@@ -175,8 +177,15 @@ def test_a_console_started_again_adopts_the_take_its_rig_records_and_stops_it(tm
         assert listed and listed[0]["status"] in {"recording", "stopping"} and listed[0]["report"] is None, listed
         status, refused = second.post("/api/takes", {"name": "another"})
         assert status == 409 and started["take_id"] in refused["error"] and "stop" in refused["error"], refused
-        status, stopping = second.post("/api/takes/stop")
-        assert status == 202 and stopping["state"] == "stopping", stopping
+        # The page shows it recording, with its Stop enabled (Start is not), and its Stop stops it.
+        from selenium.webdriver.common.by import By
+        browser.get(f"{second.base}/?token={second.token}")
+        wait(browser, lambda d: started["take_id"] in d.find_element(By.ID, "take-state").text
+             and "recording" in d.find_element(By.ID, "take-state").text, what="the adopted take on the page")
+        assert browser.find_element(By.ID, "take-start").get_attribute("disabled") is not None
+        wait(browser, lambda d: d.find_element(By.ID, "take-stop").is_enabled(), what="Stop enabled")
+        browser.find_element(By.ID, "take-stop").click()
+        wait(browser, lambda d: "done" in d.find_element(By.ID, "take-state").text, timeout=90, what="the take done on the page")
         done = second.current(lambda t: t["state"] in {"done", "partial", "failed"}, timeout=90, what="the end of the take")
         assert done["state"] == "done", done
         assert done["report"], done
@@ -224,3 +233,22 @@ def test_an_orphaned_open_ended_take_is_finished_by_stop_take_and_collect(tmp_pa
     assert json.loads((take / "manifest.json").read_text())["groups"] == manifest["groups"]
     delivered = run_coord("deliver", take, "--to", "mhl", timeout=300)
     assert delivered.returncode == 0, delivered.stderr
+
+
+def test_a_signal_to_the_demo_console_keeps_the_take_it_records(tmp_path):
+    demo = ConsoleDemo(tmp_path, nodes=2, cameras=1)
+    try:
+        status, take = demo.send("POST", "/api/takes", {"name": "demo"})
+        assert status == 202, take
+        demo.wait_take({"recording"})
+        deadline = time.monotonic() + 30
+        while demo.get("/api/takes")["current"]["elapsed_s"] < 1:
+            assert time.monotonic() < deadline
+            time.sleep(0.1)
+        demo.proc.send_signal(signal.SIGTERM)
+        code = demo.proc.wait(timeout=90)
+    finally:
+        if demo.proc.poll() is None:
+            demo.proc.kill()
+    assert code == 0, demo.stderr.read_text()[-2000:]
+    assert_complete(only_take(demo.takes), at_least_s=1, at_most_s=30)
