@@ -3,6 +3,8 @@ import Coordinator
 import Foundation
 import Hummingbird
 import NIOCore
+import NIOPosix
+import Platform
 import RigMetrics
 import ServiceLifecycle
 import Synchronization
@@ -53,7 +55,6 @@ extension ConsoleServer {
         }
         // Every file of a take directory, node folders included (CONTRACT §6b), streamed from disk: a camera file
         // may be gigabytes.
-        let files = FileIO()
         router.get("/takes/:take/**") { _, context in
             let take = context.parameters.get("take") ?? ""
             let parts = context.parameters.getCatchAll().map(String.init)
@@ -63,13 +64,37 @@ extension ConsoleServer {
                 return failure(.notFound, "no such take file.")
             }
             let relative = parts.joined(separator: "/")
-            let path = rig.template.takesDirectory.appendingPathComponent(take).appendingPathComponent(relative).path
-            var info = stat()
-            guard lstat(path, &info) == 0, (info.st_mode & S_IFMT) == S_IFREG else {
+            // Opened from the takes folder down, one name at a time without following a link (CONTRACT §14): a linked
+            // take, folder or file, a FIFO or a device is no take file; the descriptor checked is the one served.
+            let file: TakeFile
+            do { file = try TakeDirectory.open(rig.template.takesDirectory.path).file(take + "/" + relative) } catch {
                 return failure(.notFound, "take \(take) has no file \(relative).")
             }
-            let body = try await files.loadFile(path: path, context: context)
-            return Response(status: .ok, headers: [.contentType: takeFileType(relative)], body: body)
+            return Response(status: .ok, headers: [.contentType: takeFileType(relative)], body: takeFileBody(file))
+        }
+    }
+
+    /// A take file streamed from its open descriptor, a megabyte at a time read on the thread pool (a camera file may
+    /// be gigabytes); it ends where the file ends should it shrink meanwhile.
+    static func takeFileBody(_ file: TakeFile) -> ResponseBody {
+        let size = file.size
+        return ResponseBody(contentLength: Int(clamping: size)) { writer in
+            var offset: UInt64 = 0
+            while offset < size {
+                let at = offset
+                let chunk = try await NIOThreadPool.singleton.runIfActive { () throws -> ByteBuffer in
+                    let want = Int(min(1 << 20, size - at))
+                    var buffer = ByteBufferAllocator().buffer(capacity: want)
+                    buffer.writeWithUnsafeMutableBytes(minimumWritableBytes: want) { raw in
+                        max(0, pread(file.fd, raw.baseAddress, want, off_t(at)))
+                    }
+                    return buffer
+                }
+                if chunk.readableBytes == 0 { break }
+                offset += UInt64(chunk.readableBytes)
+                try await writer.write(chunk)
+            }
+            try await writer.finish(nil)
         }
     }
 

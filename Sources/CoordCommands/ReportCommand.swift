@@ -22,23 +22,38 @@ struct Report: ParsableCommand {
 
     func run() throws {
         let dir = URL(fileURLWithPath: takeDirectory)
-        let manifestURL = dir.appendingPathComponent("manifest.json")
-        if FileManager.default.fileExists(atPath: manifestURL.path),
-           !FileManager.default.fileExists(atPath: dir.appendingPathComponent("sync-report.json").path),
-           let data = try? Data(contentsOf: manifestURL), let manifest = try? JSONDecoder().decode(TakeManifest.self, from: data),
+        // Every file of the take through the funnel: a link, FIFO or device is refused, never read (CONTRACT §14).
+        let take: TakeDirectory
+        do { take = try TakeDirectory.open(takeDirectory) } catch {
+            let absent = error.reason == .missing || error.reason == .notDirectory
+            throw CoordError(.usage, absent ? "\(takeDirectory) has no manifest.json; it is not a coord take directory." : error.sentence)
+        }
+        func present(_ file: String) throws -> Bool {
+            do { return try take.checkFile(file) } catch { throw CoordError(.usage, error.sentence) }
+        }
+        func read(_ file: String) throws -> Data {
+            do { return try take.data(file, limit: 256 << 20) } catch { throw CoordError(error.isRefusal ? .usage : .failure, error.sentence) }
+        }
+        if try present("manifest.json"), try !present("sync-report.json"),
+           let manifest = try? JSONDecoder().decode(TakeManifest.self, from: read("manifest.json")),
            manifest.collection?.state == .pending {
             // Recorded, never collected: the report is made from the collected frames.
             throw CoordError(.failure, "take \(manifest.takeID) has not been collected yet, so it has no report; run coord collect --rig RIG.yaml \(takeDirectory).")
         }
-        for file in ["manifest.json", "sync-report.json"]
-        where !FileManager.default.fileExists(atPath: dir.appendingPathComponent(file).path) {
-            throw CoordError(.usage, "\(takeDirectory) has no \(file); it is not a coord take directory.")
+        for file in ["manifest.json", "sync-report.json"] {
+            guard try present(file) else { throw CoordError(.usage, "\(takeDirectory) has no \(file); it is not a coord take directory.") }
         }
         do {
-            let manifestData = try Data(contentsOf: dir.appendingPathComponent("manifest.json"))
-            let reportData = try Data(contentsOf: dir.appendingPathComponent("sync-report.json"))
+            let manifestData = try read("manifest.json")
+            let reportData = try read("sync-report.json")
             let manifest = try JSONDecoder().decode(TakeManifest.self, from: manifestData)
             let report = try JSONDecoder().decode(SyncReport.self, from: reportData)
+            // The files the report speaks of: any of them a link, FIFO or device refuses the take.
+            for camera in manifest.cameras {
+                _ = try present("\(camera.node)/\(camera.camera).frames.csv")
+                for file in camera.files { _ = try present(file.path) }
+            }
+            for sound in manifest.audio ?? [] { _ = try present(sound.path) }
             if json {
                 FileHandle.standardOutput.write(reportData)
                 print()

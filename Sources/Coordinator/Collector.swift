@@ -211,12 +211,19 @@ final class Collector: Sendable {
                 plan.missing.append(.init(path: path, node: node.name, reason: "node \(node.name) does not have \(path)"))
                 continue
             }
-            let (final, partial) = (finalURL(path), partialURL(path))
-            let finalBytes = Self.size(final)
+            // What is here already, read without following a link: a link, FIFO or device in the file's place (or
+            // in its folder's) is refused, and nothing is fetched through it.
+            let finalBytes: UInt64?, digest: String?, partialBytes: UInt64?
+            do throws(TakeFileError) {
+                (finalBytes, digest) = try Self.local(path, in: directory, like: file)
+                partialBytes = try Self.localSize(Self.partialPath(path), in: directory)
+            } catch {
+                plan.missing.append(.init(path: path, node: node.name, reason: String(error.sentence.dropLast())))
+                continue
+            }
             // Compared by the hash the node stated (xxh128 when it has one): FileAction only matches the strings.
-            let digest = finalBytes == file.bytes ? ArrivalCheck.digest(of: final, like: file) : nil
             let action = FileAction.decide(expectedBytes: file.bytes, expectedSHA256: file.xxh128.isEmpty ? file.sha256 : file.xxh128,
-                                           final: finalBytes.map { ($0, digest) }, partialBytes: Self.size(partial))
+                                           final: finalBytes.map { ($0, digest) }, partialBytes: partialBytes)
             switch action {
             case .have:
                 plan.have.append(file)
@@ -239,22 +246,20 @@ final class Collector: Sendable {
     static let partialFolder = ".coord~partial"
 
     func partialURL(_ path: String) -> URL {
+        directory.appendingPathComponent(Self.partialPath(path))
+    }
+
+    /// A file's temporary copy, relative to the take directory.
+    static func partialPath(_ path: String) -> String {
         let parts = path.split(separator: "/")
-        return directory.appendingPathComponent(Self.partialFolder).appendingPathComponent(String(parts[0]))
-            .appendingPathComponent(".\(parts[1]).part")
+        return "\(partialFolder)/\(parts[0])/.\(parts[1]).part"
     }
 
-    static func size(_ url: URL) -> UInt64? {
-        guard let attributes = try? FileManager.default.attributesOfItem(atPath: url.path),
-              (attributes[.type] as? FileAttributeType) == .typeRegular else { return nil }
-        return (attributes[.size] as? NSNumber)?.uint64Value
-    }
-
-    /// The known files whose copy in `directory` still matches.
+    /// The known files whose copy in `directory` still matches (a link or anything but a regular file never does).
     static func verifiedLocally(_ known: [TakeManifest.File], in directory: URL) -> [TakeManifest.File] {
         known.filter { file in
-            let url = directory.appendingPathComponent(file.path)
-            return size(url) == file.bytes && ArrivalCheck.matches(url, file)
+            guard let here = try? local(file.path, in: directory, like: file), here.bytes == file.bytes else { return false }
+            return here.digest == (file.xxh128.isEmpty ? file.sha256 : file.xxh128)
         }
     }
 
@@ -396,10 +401,10 @@ final class Collector: Sendable {
     private func open(_ sink: Sink) throws {
         let path = sink.fetch.file.path
         let partial = partialURL(path)
-        do {
-            try FileManager.default.createDirectory(at: partial.deletingLastPathComponent(), withIntermediateDirectories: true)
+        do throws(TakeFileError) {
+            _ = try TakeDirectory.open(directory.path).directory((Self.partialPath(path) as NSString).deletingLastPathComponent, create: true)
         } catch {
-            throw CoordError(.failure, "cannot create \(partial.deletingLastPathComponent().path): \(reason(error)).")
+            throw CoordError(.failure, error.isRefusal ? error.sentence : "cannot create \(partial.deletingLastPathComponent().path): \(error.sentence)")
         }
         if sink.fetch.from > 0 {
             // Hash the bytes already here, so the whole file is checked at the end.
@@ -490,12 +495,11 @@ final class Collector: Sendable {
         let written = sink.copy.close()
         sink.open = false
         let final = finalURL(file.path)
-        do {
-            try FileManager.default.createDirectory(at: final.deletingLastPathComponent(), withIntermediateDirectories: true)
-            try? FileManager.default.removeItem(at: final)
-            try FileManager.default.moveItem(at: partial, to: final)
+        do throws(TakeFileError) {
+            // Renamed within the take, its folders opened without following a link: never moved out through one.
+            try TakeDirectory.open(directory.path).rename(Self.partialPath(file.path), to: file.path)
         } catch {
-            result.missing.append(.init(path: file.path, node: node, reason: "cannot move \(partial.path) into place: \(reason(error))"))
+            result.missing.append(.init(path: file.path, node: node, reason: "cannot move \(partial.path) into place: \(String(error.sentence.dropLast()))"))
             return
         }
         guard let written, written == Self.identity(path: final.path), written.bytes == file.bytes else {

@@ -26,6 +26,32 @@ extension Collector {
         return Identity(device: UInt64(st.st_dev), inode: UInt64(st.st_ino), bytes: UInt64(max(0, st.st_size)))
     }
 
+    /// The take's own copy of `path` (relative to `directory`): its size, and its digest by the hash the node stated
+    /// when its size is the node's; nils when there is none. Read through the take funnel, so a link, FIFO or device in
+    /// its place or on the way to it is refused with a sentence, never followed or opened.
+    static func local(_ path: String, in directory: URL, like file: TakeManifest.File) throws(TakeFileError) -> (bytes: UInt64?, digest: String?) {
+        let take = try TakeDirectory.open(directory.path)
+        guard try take.checkFile(path) else { return (nil, nil) }
+        let copy = try take.file(path)
+        guard copy.size == file.bytes else { return (copy.size, nil) }
+        var sha = file.xxh128.isEmpty ? SHA256() : nil
+        let xxh = file.xxh128.isEmpty ? nil : XXH128.Hasher()
+        do {
+            try copy.read { bytes in
+                if let xxh { xxh.update(bytes) } else { sha?.update(bufferPointer: bytes) }
+            }
+        } catch {
+            return (copy.size, nil)
+        }
+        return (copy.size, xxh?.hex() ?? sha.map { FileDigest.hex($0.finalize()) })
+    }
+
+    /// The size of the regular file at `path` (relative to `directory`), nil when there is none; anything else refused.
+    static func localSize(_ path: String, in directory: URL) throws(TakeFileError) -> UInt64? {
+        guard let take = try? TakeDirectory.open(directory.path), try take.checkFile(path) else { return nil }
+        return try take.entry(path)?.size
+    }
+
     /// What went wrong writing a copy, in the operator's words: a full disk, a read-only one, or no descriptors left.
     static func fileProblem(_ code: Int32) -> String {
         switch code {
@@ -73,17 +99,6 @@ final class ArrivalCheck {
     func digest() -> String {
         if let xxh { return xxh.hex() }
         return sha.map { FileDigest.hex($0.finalize()) } ?? ""
-    }
-
-    /// The digest of a whole file already on disk (a previous run's copy), by the same hash; nil if unreadable.
-    static func digest(of url: URL, like file: TakeManifest.File) -> String? {
-        file.xxh128.isEmpty ? (try? FileDigest.sha256(of: url).sha256) : (try? XXH128.file(url.path))
-    }
-
-    /// Whether the file on disk is the node's file, by the hash the node stated.
-    static func matches(_ url: URL, _ file: TakeManifest.File) -> Bool {
-        guard let d = digest(of: url, like: file) else { return false }
-        return d == (file.xxh128.isEmpty ? file.sha256 : file.xxh128)
     }
 }
 

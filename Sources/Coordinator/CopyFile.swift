@@ -31,7 +31,8 @@ public final class CopyFile {
 
     /// Creates (or empties) the file at `path`, writing past the page cache when `direct` and the file system allow.
     public static func create(_ path: String, direct: Bool = true) throws(CopyFileError) -> CopyFile {
-        let flags = O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC
+        // O_NOFOLLOW: a link in the copy's place is refused, never written through (CONTRACT §14).
+        let flags = O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW
         if direct {
             let fd = Glibc.open(path, flags | oDirect, 0o644)
             if fd >= 0 { return CopyFile(fd: fd, direct: true) }
@@ -44,10 +45,10 @@ public final class CopyFile {
 
     /// Opens an existing copy to write more of it (a resumed one), as `create` does but keeping its bytes.
     public static func reopen(_ path: String) throws(CopyFileError) -> CopyFile {
-        let fd = Glibc.open(path, O_WRONLY | O_CLOEXEC | oDirect)
+        let fd = Glibc.open(path, O_WRONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK | oDirect)
         if fd >= 0 { return CopyFile(fd: fd, direct: true) }
         guard errno == EINVAL else { throw CopyFileError(errno: errno) }
-        let buffered = Glibc.open(path, O_WRONLY | O_CLOEXEC)
+        let buffered = Glibc.open(path, O_WRONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK)
         guard buffered >= 0 else { throw CopyFileError(errno: errno) }
         return CopyFile(fd: buffered, direct: false)
     }

@@ -225,7 +225,9 @@ extension TakeCollection {
         defer { lock.release() }
         let manifest: TakeManifest
         do {
-            manifest = try JSONDecoder().decode(TakeManifest.self, from: Data(contentsOf: manifestURL))
+            manifest = try JSONDecoder().decode(TakeManifest.self, from: TakeDirectory.open(directory.path).data("manifest.json", limit: 64 << 20))
+        } catch let error as TakeFileError where error.isRefusal {
+            throw CoordError(.usage, error.sentence)
         } catch {
             throw CoordError(.usage, "\(manifestURL.path) is not a readable coord manifest: \(reason(error)).")
         }

@@ -8,8 +8,11 @@ import TakeReport
 struct TakeDirectoryWriter {
     let directory: URL
 
+    /// The frames table at `csvPath`, read through the take funnel (a link or FIFO there gives no rows, never its
+    /// target's); empty when there is none or it does not parse.
     func rows(csvPath: String) -> [FrameRow] {
-        guard let text = try? String(contentsOf: directory.appendingPathComponent(csvPath), encoding: .utf8) else { return [] }
+        guard let data = try? TakeDirectory.open(directory.path).data(csvPath, limit: 256 << 20),
+              let text = String(data: data, encoding: .utf8) else { return [] }
         return (try? FramesTable.parse(text)) ?? []
     }
 
@@ -33,7 +36,7 @@ struct TakeDirectoryWriter {
         var out: [String: [FrameRow]] = [:]
         for camera in manifest.cameras {
             let csv = "\(camera.node)/\(camera.camera).frames.csv"
-            guard FileManager.default.fileExists(atPath: directory.appendingPathComponent(csv).path) else { continue }
+            guard (try? TakeDirectory.open(directory.path).checkFile(csv)) == true else { continue }
             out["\(camera.node)/\(camera.camera)"] = rows(csvPath: csv)
         }
         return out

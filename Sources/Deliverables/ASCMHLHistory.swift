@@ -19,13 +19,32 @@ public enum ASCMHLHistory {
     public static func seal(root: String, files: [String: ASCMHL.OnDisk], known precomputed: [String: String] = [:],
                             exactly: Bool, ignore: [String] = [],
                             status: @escaping @Sendable (String) -> Void) throws -> String? {
-        let folder = root + "/" + ASCMHL.folder
-        let names = (try? FileManager.default.contentsOfDirectory(atPath: folder)) ?? []
-        let generations = names.compactMap { n in ASCMHL.generationNumber(n).map { (number: $0, name: n) } }.sorted { $0.number < $1.number }
+        let take: TakeDirectory
+        do { take = try TakeDirectory.open(root) } catch { throw DeliverFailure(error.sentence) }
+        return try seal(take: take, files: files, known: precomputed, exactly: exactly, ignore: ignore, status: status)
+    }
+
+    /// `seal` in a take directory already open: the history and every file hashed are opened through the funnel, so
+    /// a linked `ascmhl/`, generation or file is refused (a `DeliverProblem` naming it), never read or written through.
+    static func seal(take: TakeDirectory, files: [String: ASCMHL.OnDisk], known precomputed: [String: String] = [:],
+                     exactly: Bool, ignore: [String] = [],
+                     status: @escaping @Sendable (String) -> Void) throws -> String? {
+        let folder: TakeDirectory?
+        do { folder = try take.directory(ASCMHL.folder) } catch where error.reason == .missing { folder = nil } catch {
+            throw Deliverer.refusal(error)
+        }
+        var generations: [(number: Int, name: String)] = []
         var known: [String: ASCMHL.Known] = [:]
-        for g in generations {
-            guard let text = try? String(contentsOfFile: folder + "/" + g.name, encoding: .utf8) else { continue }
-            known.merge(ASCMHL.parse(text)) { $1 }
+        if let folder {
+            let names: [String]
+            do { names = try folder.entries().map(\.name) } catch { throw Deliverer.refusal(error) }
+            generations = names.compactMap { n in ASCMHL.generationNumber(n).map { (number: $0, name: n) } }.sorted { $0.number < $1.number }
+            for g in generations {
+                let data: Data
+                do { data = try folder.data(g.name, limit: 256 << 20) } catch { throw Deliverer.refusal(error) }
+                guard let text = String(data: data, encoding: .utf8) else { continue }
+                known.merge(ASCMHL.parse(text)) { $1 }
+            }
         }
         if exactly ? ASCMHL.isUpToDate(files, known: known) : ASCMHL.listsAll(files, known: known) { return nil }
         var digests: [String: String] = [:]
@@ -33,39 +52,54 @@ public enum ASCMHLHistory {
         let paths = files.keys.filter { digests[$0] == nil }.sorted { (files[$0]?.size ?? 0) > (files[$1]?.size ?? 0) }
         if !paths.isEmpty {
             let meter = ProgressMeter(what: "xxh128", total: paths.reduce(0) { $0 + Int64(files[$1]?.size ?? 0) }, status: status)
-            let hashes = Mutex<[String: Result<String, DeliverFailure>]>([:])
+            let hashes = Mutex<[String: Result<String, Error>]>([:])
             DispatchQueue.concurrentPerform(iterations: paths.count) { i in
-                let result: Result<String, DeliverFailure>
-                do { result = .success(try XXH128.file(root + "/" + paths[i]) { meter.add($0) }) } catch {
-                    result = .failure(error as? DeliverFailure ?? DeliverFailure("\(error)"))
+                let result: Result<String, Error>
+                do {
+                    let file = try take.file(paths[i])
+                    let hasher = XXH128.Hasher()
+                    try file.read { hasher.update($0); meter.add(Int64($0.count)) }
+                    result = .success(hasher.hex())
+                } catch let error as TakeFileError {
+                    result = .failure(Deliverer.refusal(error))
+                } catch {
+                    result = .failure(DeliverFailure("\(error)"))
                 }
                 hashes.withLock { $0[paths[i]] = result }
             }
             meter.finish()
-            for (path, result) in hashes.withLock({ $0 }) { digests[path] = try result.get() }
+            for (path, result) in hashes.withLock({ $0 }).sorted(by: { $0.key < $1.key }) { digests[path] = try result.get() }
         }
         let entries = try ASCMHL.entries(files, hashes: digests, known: known).get()
         let now = Date()
         let number = (generations.last?.number ?? 0) + 1
-        let file = ASCMHL.generationFile(number, folderName: (root as NSString).lastPathComponent, created: now)
+        let file = ASCMHL.generationFile(number, folderName: (take.path as NSString).lastPathComponent, created: now)
         let bytes = Data(ASCMHL.generation(entries, created: now, hostname: ProcessInfo.processInfo.hostName,
                                            tool: "coord", version: CoordVersion.current, ignore: ignore).utf8)
-        do { try FileManager.default.createDirectory(atPath: folder, withIntermediateDirectories: true) } catch {
-            throw DeliverFailure("cannot create \(folder): \(error.localizedDescription).")
+        let history: TakeDirectory
+        if let folder { history = folder } else {
+            do { history = try take.directory(ASCMHL.folder, create: true) } catch { throw Deliverer.refusal(error) }
         }
-        let chainPath = folder + "/" + ASCMHL.chainFile
-        let links = (try? String(contentsOfFile: chainPath, encoding: .utf8)).map(ASCMHL.parseChain) ?? []
-        try Deliverer.writeAtomically(bytes, to: folder + "/" + file)
-        try Deliverer.writeAtomically(Data(ASCMHL.chain(links + [ASCMHL.Link(file: file, c4: ASCMHL.c4(bytes))]).utf8), to: chainPath)
+        var links: [ASCMHL.Link] = []
+        do throws(TakeFileError) {
+            if try history.checkFile(ASCMHL.chainFile), let text = String(data: try history.data(ASCMHL.chainFile), encoding: .utf8) {
+                links = ASCMHL.parseChain(text)
+            }
+            try history.writeAtomically(bytes, to: file)
+            try history.writeAtomically(Data(ASCMHL.chain(links + [ASCMHL.Link(file: file, c4: ASCMHL.c4(bytes))]).utf8), to: ASCMHL.chainFile)
+        } catch { throw Deliverer.refusal(error) }
         return file
     }
 
     /// The file at `path` under `root` as a generation records it (size, modification date to the second); nil when
-    /// it is not a regular file.
+    /// it is not a regular file (a link is never followed, nor a folder on the way to it).
     public static func onDisk(root: String, path: String) -> ASCMHL.OnDisk? {
-        guard let attributes = try? FileManager.default.attributesOfItem(atPath: root + "/" + path),
-              attributes[.type] as? FileAttributeType == .typeRegular else { return nil }
-        let modified = (attributes[.modificationDate] as? Date).map { Date(timeIntervalSince1970: $0.timeIntervalSince1970.rounded(.down)) } ?? Date(timeIntervalSince1970: 0)
-        return ASCMHL.OnDisk(size: (attributes[.size] as? NSNumber)?.uint64Value ?? 0, modified: modified)
+        guard let take = try? TakeDirectory.open(root), let entry = try? take.entry(path), entry.kind == .file else { return nil }
+        return onDisk(entry)
+    }
+
+    /// A regular file's entry as a generation records it.
+    static func onDisk(_ entry: TakeEntry) -> ASCMHL.OnDisk {
+        ASCMHL.OnDisk(size: entry.size, modified: Date(timeIntervalSince1970: entry.modified.rounded(.down)))
     }
 }

@@ -151,7 +151,7 @@ public struct DeliverPlan: Equatable, Sendable {
         for line in csv.split(whereSeparator: \.isNewline).dropFirst() where !line.isEmpty {
             let fields = line.split(separator: ",", omittingEmptySubsequences: false)
             guard fields.count >= 2, let frame = Int64(fields[0]), let group = Int64(fields[1]) else {
-                return DeliverProblem("\(file) has a row that is not frame,group,…: \(line.prefix(64)).")
+                return DeliverProblem("\(file) has a row that is not frame,group,…: \"\(quoted(line))\".")
             }
             guard frame == rows, group == rows else {
                 return DeliverProblem("\(file) puts frame \(frame) in group \(group) at row \(rows + 1); coord deliver needs frame i in group i.")
@@ -159,6 +159,20 @@ public struct DeliverPlan: Equatable, Sendable {
             rows += 1
         }
         return rows == groups ? nil : DeliverProblem("\(file) lists \(rows) frames but the take has \(groups) groups.")
+    }
+
+    /// At most the first 24 characters of a line read from a file, control characters escaped: a sentence shows
+    /// what is wrong, never the file.
+    static func quoted(_ line: Substring) -> String {
+        var out = ""
+        for scalar in line.prefix(24).unicodeScalars {
+            if scalar.properties.generalCategory == .control || scalar == "\"" || scalar == "\\" {
+                out += scalar.escaped(asASCII: false)
+            } else {
+                out.unicodeScalars.append(scalar)
+            }
+        }
+        return line.count > 24 ? out + "…" : out
     }
 
     /// `a / b` rounded half away from zero (b > 0).

@@ -18,12 +18,16 @@ public enum Deliverer {
     public static func run(takeDirectory: String, items: [DeliverItem], codec: VideoCodecChoice,
                            status: @escaping @Sendable (String) -> Void) throws -> Summary {
         let root = URL(fileURLWithPath: takeDirectory).standardizedFileURL.resolvingSymlinksInPath().path
-        var isDirectory: ObjCBool = false
-        guard FileManager.default.fileExists(atPath: root, isDirectory: &isDirectory), isDirectory.boolValue else {
-            throw DeliverProblem("\(takeDirectory) is not a directory.")
+        // Everything below the take directory is opened through the funnel: no link followed, no FIFO opened.
+        let take: TakeDirectory
+        do { take = try TakeDirectory.open(root) } catch {
+            if error.reason == .missing || error.reason == .notDirectory { throw DeliverProblem("\(takeDirectory) is not a directory.") }
+            throw refusal(error)
         }
-        guard let data = FileManager.default.contents(atPath: root + "/manifest.json") else {
-            throw DeliverProblem("\(takeDirectory) has no manifest.json; it is not a coord take directory.")
+        let data: Data
+        do { data = try take.data("manifest.json", limit: 64 << 20) } catch {
+            if error.reason == .missing { throw DeliverProblem("\(takeDirectory) has no manifest.json; it is not a coord take directory.") }
+            throw refusal(error)
         }
         let manifest: TakeManifest
         do { manifest = try JSONDecoder().decode(TakeManifest.self, from: data) } catch {
@@ -31,26 +35,44 @@ public enum Deliverer {
         }
         let plan = try DeliverPlan.make(manifest, codec: codec).get()
         for note in plan.notes { status(note) }
-        for source in plan.movs.map(\.source) + plan.wavs.map(\.source) where !FileManager.default.fileExists(atPath: root + "/" + source) {
-            throw DeliverProblem("take \(plan.takeID) is incomplete: \(source) is missing from \(takeDirectory).")
+        for source in plan.movs.map(\.source) + plan.wavs.map(\.source) {
+            let present: Bool
+            do { present = try take.checkFile(source) } catch { throw refusal(error) }
+            guard present else { throw DeliverProblem("take \(plan.takeID) is incomplete: \(source) is missing from \(takeDirectory).") }
         }
         // Frame i must be group i (CONTRACT §4): the frames tables say so for every camera that has one.
         for mov in plan.movs {
             let csv = mov.source.replacingOccurrences(of: ".mkv", with: ".frames.csv")
-            if let text = try? String(contentsOfFile: root + "/" + csv, encoding: .utf8),
+            let table: Data?
+            do { table = try take.data(csv, limit: 256 << 20) } catch where error.reason == .missing { table = nil } catch { throw refusal(error) }
+            if let table, let text = String(data: table, encoding: .utf8),
                let problem = DeliverPlan.framesProblem(text, groups: plan.groups, file: csv) { throw problem }
         }
         var summary = Summary()
-        if items.contains(.mov) { try media(plan, root: root, status: status, summary: &summary) }
+        if items.contains(.mov) { try media(plan, take: take, status: status, summary: &summary) }
         if items.contains(.fcpxml) {
-            try writeIfChanged(FCPXMLDocument.xml(plan, takeDirectory: root), root: root, name: "\(plan.takeID).fcpxml", summary: &summary)
+            try writeIfChanged(FCPXMLDocument.xml(plan, takeDirectory: root), take: take, name: "\(plan.takeID).fcpxml", summary: &summary)
         }
         if items.contains(.fcp7xml) {
-            try writeIfChanged(FCP7XMLDocument.xml(plan, takeDirectory: root), root: root, name: "\(plan.takeID).xml", summary: &summary)
+            try writeIfChanged(FCP7XMLDocument.xml(plan, takeDirectory: root), take: take, name: "\(plan.takeID).xml", summary: &summary)
         }
         // Last: it seals what the steps before made.
-        if items.contains(.mhl) { try seal(root: root, status: status, summary: &summary) }
+        if items.contains(.mhl) { try seal(take: take, status: status, summary: &summary) }
         return summary
+    }
+
+    /// A path of the take the funnel would not use: refused for what it is (bad input, exit 2), or a failure to
+    /// read or write it (exit 1); one sentence naming it either way.
+    static func refusal(_ error: TakeFileError) -> Error {
+        error.isRefusal ? DeliverProblem(error.sentence) : DeliverFailure(error.sentence)
+    }
+
+    /// The size of the regular file at `relative`, nil when it is missing; anything else there is refused.
+    private static func size(_ take: TakeDirectory, _ relative: String) throws -> UInt64? {
+        do {
+            guard try take.checkFile(relative) else { return nil }
+            return try take.entry(relative)?.size
+        } catch { throw refusal(error) }
     }
 
     // MARK: - QuickTime and Broadcast WAV
@@ -62,40 +84,64 @@ public enum Deliverer {
         var fingerprint: String { switch self { case .mov(let j): j.fingerprint; case .wav(let j): j.fingerprint } }
     }
 
-    private static func media(_ plan: DeliverPlan, root: String, status: @escaping @Sendable (String) -> Void, summary: inout Summary) throws {
-        let directory = root + "/" + DeliverPlan.directory
-        do { try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true) } catch {
-            throw DeliverFailure("cannot create \(directory): \(error.localizedDescription).")
-        }
-        removeLeftovers(in: directory)
-        let recordPath = root + "/" + DeliverPlan.record
-        var record = FileManager.default.contents(atPath: recordPath).flatMap { try? JSONDecoder().decode(DeliverRecord.self, from: $0) } ?? DeliverRecord()
+    private static func media(_ plan: DeliverPlan, take: TakeDirectory, status: @escaping @Sendable (String) -> Void, summary: inout Summary) throws {
+        let folder: TakeDirectory
+        do { folder = try take.directory(DeliverPlan.directory, create: true) } catch { throw refusal(error) }
+        removeLeftovers(in: folder)
+        var record = DeliverRecord()
+        do {
+            if try take.checkFile(DeliverPlan.record), let kept = try? JSONDecoder().decode(DeliverRecord.self, from: take.data(DeliverPlan.record, limit: 64 << 20)) {
+                record = kept
+            }
+        } catch { throw refusal(error) }
         let all: [Job] = plan.movs.map { .mov($0) } + plan.wavs.map { .wav($0) }
-        let due = all.filter { !record.isUpToDate($0.output, fingerprint: $0.fingerprint, bytes: size(root + "/" + $0.output)) }
+        var outputBytes: [String: UInt64] = [:]
+        var sourceBytes: [String: UInt64] = [:]
+        for job in all {
+            outputBytes[job.output] = try size(take, job.output)
+            sourceBytes[job.source] = try size(take, job.source) ?? 0
+        }
+        let due = all.filter { !record.isUpToDate($0.output, fingerprint: $0.fingerprint, bytes: outputBytes[$0.output] ?? nil) }
         summary.upToDate += all.filter { job in !due.contains { $0.output == job.output } }.map(\.output)
         guard !due.isEmpty else { return }
         // Biggest first, so the last job to finish is a short one.
-        let jobs = due.sorted { (size(root + "/" + $0.source) ?? 0) > (size(root + "/" + $1.source) ?? 0) }
-        let meter = ProgressMeter(what: "deliver", total: jobs.reduce(0) { $0 + Int64(size(root + "/" + $1.source) ?? 0) }, status: status)
+        let jobs = due.sorted { (sourceBytes[$0.source] ?? 0) > (sourceBytes[$1.source] ?? 0) }
+        let meter = ProgressMeter(what: "deliver", total: jobs.reduce(0) { $0 + Int64(sourceBytes[$1.source] ?? 0) }, status: status)
         let results = Mutex<[String: Result<UInt64, DeliverFailure>]>([:])
         let pid = ProcessInfo.processInfo.processIdentifier
         DispatchQueue.concurrentPerform(iterations: jobs.count) { i in
             let job = jobs[i]
-            let final = root + "/" + job.output
             let name = (job.output as NSString).lastPathComponent
-            let temporary = directory + "/.\(name).part-\(pid)"
+            let temporary = ".\(name).part-\(pid)"
             let result: Result<UInt64, DeliverFailure>
             do {
-                switch job {
-                case .mov(let j): try QuickTimeWriter.writeMov(j, from: root + "/" + j.source, to: temporary) { meter.add($0) }
-                case .wav(let j): try QuickTimeWriter.writeWav(j, from: root + "/" + j.source, to: temporary) { meter.add($0) }
+                // libav opens by name: it gets the descriptors' own names, so it reads the very file checked here and
+                // writes the one just created in deliver/, never a path resolved again through the take.
+                let source: TakeFile, out: Int32
+                do throws(TakeFileError) {
+                    source = try take.file(job.source)
+                    folder.remove(temporary)
+                    out = try folder.create(temporary)
+                } catch {
+                    throw DeliverFailure(error.sentence)
                 }
-                guard rename(temporary, final) == 0 else {
-                    throw DeliverFailure("cannot rename \(temporary) to \(final): \(String(cString: strerror(errno))).")
+                defer { _ = close(out) }
+                let output = "/proc/self/fd/\(out)"
+                do {
+                    switch job {
+                    case .mov(let j): try QuickTimeWriter.writeMov(j, from: source.procPath, to: output) { meter.add($0) }
+                    case .wav(let j): try QuickTimeWriter.writeWav(j, from: source.procPath, to: output) { meter.add($0) }
+                    }
+                } catch let failure as DeliverFailure {
+                    throw DeliverFailure(failure.sentence.replacingOccurrences(of: source.procPath, with: source.path)
+                        .replacingOccurrences(of: output, with: folder.path + "/" + temporary))
                 }
-                result = .success(size(final) ?? 0)
+                var st = stat()
+                let bytes: UInt64 = fstat(out, &st) == 0 ? UInt64(max(0, st.st_size)) : 0
+                do throws(TakeFileError) { try folder.rename(temporary, to: name) } catch { throw DeliverFailure(error.sentence) }
+                result = .success(bytes)
             } catch {
-                unlink(temporary)
+                folder.remove(temporary)
                 result = .failure(error as? DeliverFailure ?? DeliverFailure("cannot make \(job.output): \(error)."))
             }
             results.withLock { $0[job.output] = result }
@@ -110,70 +156,53 @@ public enum Deliverer {
         }
         let encoder = JSONEncoder()
         encoder.outputFormatting = [.prettyPrinted, .sortedKeys]
-        if let bytes = try? encoder.encode(record) { try writeAtomically(bytes, to: recordPath) }
+        if let bytes = try? encoder.encode(record) {
+            do { try take.writeAtomically(bytes, to: DeliverPlan.record) } catch { throw refusal(error) }
+        }
         for job in jobs { if case .failure(let failure)? = outcome[job.output] { throw failure } }
     }
 
     /// Temporary files a killed run left behind.
-    private static func removeLeftovers(in directory: String) {
-        for name in (try? FileManager.default.contentsOfDirectory(atPath: directory)) ?? [] where name.hasPrefix(".") && name.contains(".part-") {
-            unlink(directory + "/" + name)
+    private static func removeLeftovers(in folder: TakeDirectory) {
+        for entry in (try? folder.entries()) ?? [] where entry.name.hasPrefix(".") && entry.name.contains(".part-") {
+            folder.remove(entry.name)
         }
     }
 
     // MARK: - Editor XML
 
-    private static func writeIfChanged(_ text: String, root: String, name: String, summary: inout Summary) throws {
+    private static func writeIfChanged(_ text: String, take: TakeDirectory, name: String, summary: inout Summary) throws {
         let data = Data(text.utf8)
-        if FileManager.default.contents(atPath: root + "/" + name) == data {
-            summary.upToDate.append(name)
-            return
-        }
-        try writeAtomically(data, to: root + "/" + name)
-        summary.made.append(name)
-    }
-
-    /// Writes to a temporary name beside `path`, then renames: `path` is either the old bytes or the new.
-    static func writeAtomically(_ data: Data, to path: String) throws {
-        let url = URL(fileURLWithPath: path)
-        let temporary = url.deletingLastPathComponent().appendingPathComponent(".\(url.lastPathComponent).part-\(ProcessInfo.processInfo.processIdentifier)").path
         do {
-            try data.write(to: URL(fileURLWithPath: temporary))
-            guard rename(temporary, path) == 0 else { throw DeliverFailure("rename: \(String(cString: strerror(errno)))") }
-        } catch {
-            unlink(temporary)
-            throw DeliverFailure("cannot write \(path): \(error).")
-        }
+            if try take.checkFile(name), try take.data(name) == data {
+                summary.upToDate.append(name)
+                return
+            }
+            try take.writeAtomically(data, to: name)
+        } catch { throw refusal(error) }
+        summary.made.append(name)
     }
 
     // MARK: - ASC MHL
 
     /// Adds a generation to `<take>/ascmhl/` listing every file of the take with its xxh128, unless the history
     /// already lists exactly the files as they are.
-    private static func seal(root: String, status: @escaping @Sendable (String) -> Void, summary: inout Summary) throws {
-        if let file = try ASCMHLHistory.seal(root: root, files: try takeFiles(root), exactly: true, status: status) {
+    private static func seal(take: TakeDirectory, status: @escaping @Sendable (String) -> Void, summary: inout Summary) throws {
+        if let file = try ASCMHLHistory.seal(take: take, files: try takeFiles(take), exactly: true, status: status) {
             summary.made.append("\(ASCMHL.folder)/\(file)")
         } else {
             summary.upToDate.append(ASCMHL.folder)
         }
     }
 
-    /// Every regular file under the take directory but the ASC MHL folder (and what ascmhl ignores), by relative path.
-    private static func takeFiles(_ root: String) throws -> [String: ASCMHL.OnDisk] {
-        guard let walker = FileManager.default.enumerator(atPath: root) else { throw DeliverFailure("cannot list \(root).") }
-        var files: [String: ASCMHL.OnDisk] = [:]
-        while let path = walker.nextObject() as? String {
-            let name = (path as NSString).lastPathComponent
-            guard path != ASCMHL.folder, !path.hasPrefix(ASCMHL.folder + "/"), name != ".DS_Store",
-                  let file = ASCMHLHistory.onDisk(root: root, path: path) else { continue }
-            files[path] = file
-        }
-        return files
-    }
-
-    private static func size(_ path: String) -> UInt64? {
-        var st = stat()
-        return stat(path, &st) == 0 ? UInt64(st.st_size) : nil
+    /// Every regular file under the take directory but the ASC MHL folder (and what ascmhl ignores), by relative path;
+    /// a link, FIFO, device or socket anywhere in the take is refused, never left out silently.
+    private static func takeFiles(_ take: TakeDirectory) throws -> [String: ASCMHL.OnDisk] {
+        let found: [String: TakeEntry]
+        do {
+            found = try take.regularFiles { path in path == ASCMHL.folder || (path as NSString).lastPathComponent == ".DS_Store" }
+        } catch { throw refusal(error) }
+        return found.mapValues(ASCMHLHistory.onDisk)
     }
 }
 
