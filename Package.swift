@@ -118,6 +118,7 @@ let package = Package(
             .product(name: "ArgumentParser", package: "swift-argument-parser"),
             .product(name: "Logging", package: "swift-log"),
             .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+            .product(name: "UnixSignals", package: "swift-service-lifecycle"),
         ]),
         .executableTarget(name: "coord-node", dependencies: ["NodeCommands"]),
         // Fuzzing (libFuzzer with -sanitize=fuzzer -DFUZZING; built normally it replays a corpus): docs/tests.md.

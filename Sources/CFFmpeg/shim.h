@@ -50,6 +50,39 @@ static inline int cff_opt_set_child(void *obj, const char *name, const char *val
     return av_opt_set(obj, name, value, AV_OPT_SEARCH_CHILDREN);
 }
 
+static const int cff_AVSEEK_SIZE = AVSEEK_SIZE;
+static const int cff_AVSEEK_FORCE = AVSEEK_FORCE;
+
+/// avio_alloc_context for a writer with its own file: `write` takes a const buffer whatever this FFmpeg's
+/// prototype says (libavformat 61 made it const), so one Swift callback fits both.
+static inline AVIOContext *cff_avio_alloc_write_context(int bufferSize, void *opaque,
+                                                        int (*write)(void *, const uint8_t *, int),
+                                                        int64_t (*seek)(void *, int64_t, int)) {
+    unsigned char *buffer = av_malloc((size_t)bufferSize);
+    if (!buffer) return NULL;
+    AVIOContext *pb = avio_alloc_context(buffer, bufferSize, 1, opaque, NULL,
+                                         (__typeof__(((AVIOContext *)0)->write_packet))write, seek);
+    if (!pb) av_free(buffer);
+    return pb;
+}
+
+/// Frees a context made by cff_avio_alloc_write_context and its buffer (the file is the caller's to close).
+static inline void cff_avio_free_write_context(AVIOContext **pb) {
+    if (!pb || !*pb) return;
+    av_freep(&(*pb)->buffer);
+    avio_context_free(pb);
+}
+
+/// The custom writer's one disk call Swift's Glibc does not declare (it needs _GNU_SOURCE): fallocate(2).
+/// Returns 0, or the errno. The mode from <linux/falloc.h>.
+static const int cff_FALLOC_FL_KEEP_SIZE = 0x01;
+extern int fallocate64(int fd, int mode, int64_t offset, int64_t length);
+static inline int cff_fallocate(int fd, int mode, int64_t offset, int64_t length) {
+    int r;
+    do { r = fallocate64(fd, mode, offset, length); } while (r != 0 && errno == EINTR);
+    return r == 0 ? 0 : errno;
+}
+
 /// Quiet libav* logging below errors (the caller turns every failure into a thrown error).
 static inline void cff_log_quiet(void) { av_log_set_level(AV_LOG_ERROR); }
 

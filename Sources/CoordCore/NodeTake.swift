@@ -55,6 +55,13 @@ public struct NodeTake: Sendable {
         case recovered(takeID: String)
         /// Time passed. `localNow`: the node's clock.
         case tick(localNow: Int64)
+        /// The node itself is going away (`cause`: "SIGTERM, its service shutting down"): a recording take stops a
+        /// couple of groups ahead so its files end on a group it names, and the take's events say why. Once given,
+        /// no new take is configured or armed.
+        case stopping(cause: String, localNow: Int64)
+        /// At start: a take this node's previous process ended when it was stopped (`stopping`) is its take again,
+        /// finished, with that take's events (read back from the note the stop left).
+        case resumedStopped(takeID: String, detail: String, events: [TakeEvent])
     }
 
     public enum Directive: Sendable, Equatable {
@@ -121,6 +128,8 @@ public struct NodeTake: Sendable {
     /// The finalize was given for the current arm: it is given once, however many recorders finish together.
     private var finalizing = false
     private var pressureShutdown = false
+    /// Why the node is going away, once `stopping` was given.
+    public private(set) var stoppingCause: String?
 
     /// How long past its start instant an armed take that never started is dropped.
     public static let armedWithoutStartMicroseconds: Int64 = 5_000_000
@@ -161,9 +170,11 @@ public struct NodeTake: Sendable {
             case .abort(let takeID, let reason): return try abort(takeID, reason: reason)
             case .adjust(let takeID, let camera, let adjustment): return try adjust(takeID, camera, adjustment)
             case .updateClock(let takeID, let mapping):
-                guard machine.takeID == takeID, clock != nil else {
+                // Armed with its devices still opening: no clock in force yet.
+                guard machine.takeID == takeID, clock != nil || !isActive else {
                     throw NodeFailure(.notFound, "node \(node) has no take \(takeID) to update the clock of.")
                 }
+                // Finished (recovered, or ended by this node's previous process's stop): no clock to update any more.
                 guard isActive else { return [.ignored("take \(takeID) is \(machine.state.rawValue); clock update ignored")] }
                 clock = mapping
                 return [.updateClock(mapping)]
@@ -182,6 +193,7 @@ public struct NodeTake: Sendable {
         if Set(requested.map(\.camera)).count != requested.count {
             throw NodeFailure(.badConfig, "take \(takeID) configures a camera of node \(node) twice.")
         }
+        if let stoppingCause { throw NodeFailure(.badState, "node \(node) is stopping (\(stoppingCause)); it takes no new take.") }
         try machine.configure(takeID: takeID, at: now)
         settings = requested
         forgetRecorders()
@@ -195,6 +207,7 @@ public struct NodeTake: Sendable {
         if pressure.level == .shutdown {
             throw NodeFailure(.io, "node \(node) cannot record take \(takeID): \(pressure.cause).")
         }
+        if let stoppingCause { throw NodeFailure(.badState, "node \(node) is stopping (\(stoppingCause)); it arms no take.") }
         try machine.arm(takeID: takeID)
         // The previous arm's grid goes now: until this arm's devices run, no grid is in force (a tick would
         // otherwise judge this take by the old one's start instant and drop it).
@@ -316,6 +329,15 @@ public struct NodeTake: Sendable {
             machine.recovered(takeID: takeID)
             detail = "take \(takeID) was recovered after this node stopped mid-take; its files end where the recording did"
             return []
+        case .stopping(let cause, let localNow):
+            return stopping(cause: cause, localNow: localNow)
+        case .resumedStopped(let takeID, let detail, let events):
+            // Over a repair of the same take (its files were not final when the process ended) or an idle node.
+            guard machine.state == .idle || machine.takeID == takeID else { return [] }
+            machine.recovered(takeID: takeID)
+            self.detail = detail
+            self.events = events
+            return []
         case .tick(let localNow):
             // A take armed but never started (its coordinator vanished or could not reach this node) is dropped
             // once its start instant is well past, so the node is free again.
@@ -344,6 +366,30 @@ public struct NodeTake: Sendable {
         let event = TakeEvent(kind, at: at, node: node, camera: camera, sentence)
         events.append(event)
         return .say(event)
+    }
+
+    /// The node is going away: a recording take's cameras stop two groups ahead (or at the take's own stop, if that
+    /// comes first), on a group the event names; an armed take records nothing. Said once.
+    private mutating func stopping(cause: String, localNow: Int64) -> [Directive] {
+        guard stoppingCause == nil else { return [] }
+        stoppingCause = cause
+        guard let takeID = machine.takeID else { return [] }
+        switch machine.state {
+        case .recording:
+            guard let grid, let rigNow = rigNow(localNow: localNow) else { return [] }
+            // Not the take's stop group (status would offer it to the coordinator as a stop for the whole rig).
+            var stop = grid.nearestGroup(to: Int64(rigNow)) + 2
+            if stopGroup > 0 { stop = min(stop, stopGroup) }
+            let sentence = "node \(node) was stopped (\(cause)): its cameras end take \(takeID) after group \(stop - 1), and the take's later groups are not recorded on this node"
+            detail = sentence
+            return [.stopRecorders(atGroup: stop), .log(.warning, sentence), add(.nodeStopped, camera: "", sentence, localNow: localNow)]
+        case .armed:
+            let sentence = "node \(node) was stopped (\(cause)) while take \(takeID) was armed: it records nothing of it"
+            detail = sentence
+            return [.log(.warning, sentence), add(.nodeStopped, camera: "", sentence, localNow: localNow)]
+        default:
+            return []
+        }
     }
 
     /// A change of level is said (an event while a take is active); at shutdown level every recorder stops a few

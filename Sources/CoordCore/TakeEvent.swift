@@ -43,6 +43,8 @@ public struct TakeEvent: Equatable, Sendable {
         public static let nodeUnfinished = Kind(rawValue: "node-unfinished")
         /// Someone other than this coordinator aborted the take on a node.
         public static let takeAborted = Kind(rawValue: "take-aborted")
+        /// A node itself was stopped mid-take (SIGTERM, its service shutting down): its cameras ended early there.
+        public static let nodeStopped = Kind(rawValue: "node-stopped")
         public static let cameraError = Kind(rawValue: "camera-error")
         public static let cameraEnded = Kind(rawValue: "camera-ended")
         /// A microphone went away mid-take: its sound file ends there, the cameras go on (CONTRACT §9).

@@ -23,6 +23,8 @@ final class LibavWriter {
     /// Whether `path` was created (to be removed again if set-up fails after that).
     private(set) var createdFile = false
     private(set) var headerWritten = false
+    /// The file under a recording's own I/O context (`create(holding:)`), which holds disk space past its end.
+    private(set) var file: HeadroomFile?
 
     init(format: String, path: String) throws(LibavCall) {
         self.path = path
@@ -68,6 +70,24 @@ final class LibavWriter {
         createdFile = true
     }
 
+    /// Creates the file as a `HeadroomFile` holding `headroom` bytes past its end, written through an I/O context of
+    /// this writer's own (libav's file protocol would report a full disk only once the trailer no longer fits).
+    func create(holding headroom: Int64, calls: DiskCalls) throws(LibavCall) {
+        guard let fc = context else { throw LibavCall(call: "avio_open", code: cff_AVERROR_EINVAL) }
+        let file: HeadroomFile
+        do throws(HeadroomFile.Failure) {
+            file = try HeadroomFile(path: path, headroom: headroom, calls: calls)
+        } catch { throw LibavCall(call: error.call, code: cff_averror(error.code)) }
+        createdFile = true
+        guard let pb = cff_avio_alloc_write_context(32768, Unmanaged.passUnretained(file).toOpaque(), headroomWrite, headroomSeek) else {
+            file.close()
+            throw LibavCall(call: "avio_alloc_context", code: cff_AVERROR_ENOMEM)
+        }
+        fc.pointee.pb = pb
+        fc.pointee.flags |= AVFMT_FLAG_CUSTOM_IO
+        self.file = file
+    }
+
     /// Writes the header with the muxer's `options` (in the order given). `flushEveryPacket`: avio_flush after every
     /// packet, as `ffmpeg -flush_packets 1`.
     func writeHeader(options: [(String, String)] = [], flushEveryPacket: Bool = false) throws(LibavCall) {
@@ -100,7 +120,16 @@ final class LibavWriter {
             let r = av_write_trailer(fc)
             if r < 0 { firstError = LibavCall(call: "av_write_trailer", code: r) }
         }
-        if let fc = context, fc.pointee.pb != nil {
+        if let file, let fc = context {
+            if let pb = fc.pointee.pb {
+                avio_flush(pb)
+                if pb.pointee.error < 0, firstError == nil { firstError = LibavCall(call: "avio_flush", code: pb.pointee.error) }
+                cff_avio_free_write_context(&fc.pointee.pb)
+            }
+            let r = file.close()
+            if r != 0, firstError == nil { firstError = LibavCall(call: "avio_closep", code: cff_averror(r)) }
+            self.file = nil
+        } else if let fc = context, fc.pointee.pb != nil {
             let r = avio_closep(&fc.pointee.pb)
             if r < 0, firstError == nil { firstError = LibavCall(call: "avio_closep", code: r) }
         }
@@ -111,9 +140,33 @@ final class LibavWriter {
     /// Frees every libav object without a trailer; safe to call repeatedly.
     func release() {
         if let fc = context {
-            if fc.pointee.pb != nil { avio_closep(&fc.pointee.pb) }
+            if file != nil {
+                if let pb = fc.pointee.pb { avio_flush(pb) }
+                cff_avio_free_write_context(&fc.pointee.pb)
+            } else if fc.pointee.pb != nil {
+                avio_closep(&fc.pointee.pb)
+            }
             avformat_free_context(fc)
             context = nil
         }
+        file?.close()
+        file = nil
     }
+}
+
+// The recording's I/O context calls these with its `HeadroomFile` as the opaque pointer (unretained: the writer
+// holds the file for as long as the context lives).
+private let headroomWrite: @convention(c) (UnsafeMutableRawPointer?, UnsafePointer<UInt8>?, Int32) -> Int32 = { opaque, buffer, size in
+    guard let opaque, size >= 0 else { return cff_AVERROR_EINVAL }
+    let file = Unmanaged<HeadroomFile>.fromOpaque(opaque).takeUnretainedValue()
+    let r = file.write(UnsafeRawBufferPointer(start: buffer, count: Int(size)))
+    return r == 0 ? size : cff_averror(r)
+}
+
+private let headroomSeek: @convention(c) (UnsafeMutableRawPointer?, Int64, Int32) -> Int64 = { opaque, offset, whence in
+    guard let opaque else { return Int64(cff_AVERROR_EINVAL) }
+    let file = Unmanaged<HeadroomFile>.fromOpaque(opaque).takeUnretainedValue()
+    if whence & cff_AVSEEK_SIZE != 0 { return file.size }
+    let position = file.seek(to: offset, whence: whence & ~cff_AVSEEK_FORCE)
+    return position < 0 ? Int64(cff_AVERROR_EINVAL) : position
 }

@@ -43,8 +43,15 @@ public final class MatroskaWriter {
     ///
     /// - Parameters:
     ///   - quality: 1…31. mjpeg: the fixed quantiser (3 ≈ `ffmpeg -q:v 3`); h264: CRF 17 + 2·quality; ffv1: unused.
-    public init(path: String, width: Int, height: Int, fps: Int, codec: VideoCodec, quality: Int = 3,
-                metadata: [String: String] = [:]) throws {
+    public convenience init(path: String, width: Int, height: Int, fps: Int, codec: VideoCodec, quality: Int = 3,
+                            metadata: [String: String] = [:]) throws {
+        try self.init(path: path, width: width, height: height, fps: fps, codec: codec, quality: quality, metadata: metadata,
+                      calls: .system)
+    }
+
+    /// `calls`: the disk calls the file is written with (a test's full disk).
+    init(path: String, width: Int, height: Int, fps: Int, codec: VideoCodec, quality: Int = 3,
+         metadata: [String: String] = [:], calls: DiskCalls) throws {
         self.path = path
         self.width = width
         self.height = height
@@ -54,7 +61,7 @@ public final class MatroskaWriter {
         frameDuration = fps > 0 ? 1_000_000 / Int64(fps) : 0
         do {
             try validate()
-            let muxer = try Muxer(path: path)
+            let muxer = try Muxer(path: path, calls: calls)
             self.muxer = muxer
             let encoder = try VideoEncoder(codec: codec, width: width, height: height, fps: fps, quality: quality, for: muxer)
             self.encoder = encoder
@@ -76,6 +83,15 @@ public final class MatroskaWriter {
     }
 
     // MARK: - Writing
+
+    /// The disk is full: the file could not hold the space it keeps to be finished in. The frames written so far are
+    /// all kept: take no more, and `finish` now (it writes into the space still held).
+    public var isShortOfSpace: Bool { muxer?.isShortOfSpace ?? false }
+    /// Why, in the system's words ("No space left on device"), once `isShortOfSpace`.
+    public var spaceReason: String? {
+        guard let code = muxer?.spaceErrno, code != 0 else { return nil }
+        return String(cString: strerror(code))
+    }
 
     /// Encode `picture` with presentation time `ptsMicroseconds` (relative to the file start; strictly increasing).
     public func write(_ picture: PlanarFrame, ptsMicroseconds: Int64) throws {

@@ -48,11 +48,18 @@ final class Muxer {
     /// Whether `path` was created (to be removed again if set-up fails after that).
     private(set) var createdFile = false
     private(set) var headerWritten = false
+    /// A recording's disk calls (a test's full disk); its file holds disk space to be finished in (`open`).
+    private let calls: DiskCalls
+    /// Packets written, and the bytes of the longest run one cluster may hold (from a keyframe, within a second).
+    private var packets: Int64 = 0
+    private var run: (bytes: Int64, startMilliseconds: Int64) = (0, 0)
+    private var largestRun: Int64 = 0
 
-    init(path: String, reportedPath: String? = nil, fixedOperation: String? = nil) throws(MediaError) {
+    init(path: String, reportedPath: String? = nil, fixedOperation: String? = nil, calls: DiskCalls = .system) throws(MediaError) {
         self.path = path
         self.reportedPath = reportedPath ?? path
         self.fixedOperation = fixedOperation
+        self.calls = calls
         do throws(LibavCall) { writer = try LibavWriter(format: "matroska", path: path) } catch { throw failure("create", error) }
     }
 
@@ -125,10 +132,15 @@ final class Muxer {
 
     /// Creates the file and writes the header. `clusterMilliseconds`: bytes leave the muxer only when a cluster
     /// closes, so bound that (a crash then loses at most that much) and flush after every packet; nil: libav's way.
+    /// A recording (`clusterMilliseconds` given) holds disk space past its end to be finished in (`isShortOfSpace`).
     func open(clusterMilliseconds: Int?) throws(MediaError) {
         guard let writer else { throw failure("create", "avio_open", cff_AVERROR_EINVAL) }
         do throws(LibavCall) {
-            try writer.create()
+            if clusterMilliseconds != nil {
+                try writer.create(holding: headroom, calls: calls)
+            } else {
+                try writer.create()
+            }
             createdFile = true
             // avio_flush after every packet (what `ffmpeg -flush_packets 1` does): one write(2) per closed cluster, and
             // av_write_frame then reports I/O errors. Measured the same CPU as calling avio_flush here by hand.
@@ -139,6 +151,32 @@ final class Muxer {
         guard let p = av_packet_alloc(), let lp = av_packet_alloc() else { throw failure("create", "av_packet_alloc", cff_AVERROR_ENOMEM) }
         packet = p
         lastPacket = lp
+    }
+
+    // MARK: disk space
+
+    /// The disk could not give this recording's file the space it holds to be finished in: take no more frames,
+    /// finish it now (the space held still takes the frames written, the index and the trailer).
+    var isShortOfSpace: Bool { writer?.file?.isShortOfSpace ?? false }
+    /// The errno that made the file short of space (ENOSPC, EDQUOT), 0 if none.
+    var spaceErrno: Int32 { writer?.file?.spaceErrno ?? 0 }
+
+    /// What finishing the file may still write: the cluster being filled (at most the longest run of packets one
+    /// cluster has held, twice over for the one closing as the next opens), a cue per packet and the trailer.
+    private var headroom: Int64 { 256 * 1024 + 2 * largestRun + 48 * packets }
+
+    /// Counts a packet of `size` bytes written at `pts` (the stream's time base) toward the headroom.
+    private func count(size: Int32, pts: Int64, key: Bool) {
+        packets += 1
+        var milliseconds = pts
+        if let stream { milliseconds = av_rescale_q(pts, stream.pointee.time_base, AVRational(num: 1, den: 1000)) }
+        // A cluster closes at a video keyframe and at least every second (clusterMilliseconds ≤ 1000).
+        if (key && stream?.pointee.codecpar.pointee.codec_type == AVMEDIA_TYPE_VIDEO) || milliseconds - run.startMilliseconds >= 1000 {
+            run = (0, milliseconds)
+        }
+        run.bytes += Int64(size)
+        largestRun = max(largestRun, run.bytes)
+        writer?.file?.headroom = headroom
     }
 
     // MARK: writing
@@ -174,6 +212,7 @@ final class Muxer {
         lastPacket.pointee.dts = ts
         lastPacket.pointee.duration = av_rescale_q(duration, timeBase.rational, stream.pointee.time_base)
         lastPacket.pointee.pos = -1
+        count(size: lastPacket.pointee.size, pts: ts, key: true)
         // av_write_frame leaves the caller's packet untouched, so lastPacket stays reusable.
         do throws(LibavCall) { try writer.write(lastPacket) } catch { throw failure("write a frame to", error) }
     }
@@ -257,6 +296,7 @@ final class Muxer {
     private func write(_ packet: UnsafeMutablePointer<AVPacket>, keep: Bool, _ lastPacket: UnsafeMutablePointer<AVPacket>,
                        _ operation: String) throws(MediaError) {
         guard let writer else { throw MediaError.invalid("write to", path: reportedPath, "the recording is already finished") }
+        count(size: packet.pointee.size, pts: packet.pointee.pts, key: packet.pointee.flags & cff_AV_PKT_FLAG_KEY != 0)
         do throws(LibavCall) {
             try writer.write(packet)
         } catch {

@@ -16,7 +16,9 @@ final class CameraRecording {
     let csvURL: URL
     private let source: any CameraSource & Sendable
     private let writer: MatroskaWriter
-    private let csv: FileHandle
+    /// frames.csv, holding space past its end as the .mkv does, so a full disk still takes the rows of every frame
+    /// in the .mkv.
+    private let csv: HeadroomFile
     private let grid: FrameGrid
     private let sensorGrid: FrameGrid
     private let clock: ClockMappingBox
@@ -101,13 +103,19 @@ final class CameraRecording {
         } catch {
             throw NodeFailure(.io, "camera \(node)/\(settings.camera): \(error)")
         }
-        guard FileManager.default.createFile(atPath: csvURL.path, contents: Data((FramesTable.header + "\n").utf8)),
-              let handle = try? FileHandle(forWritingTo: csvURL) else {
+        do throws(HeadroomFile.Failure) {
+            // Four seconds of rows (the 2 s re-estimation lag and a second's buffer) of at most 64 bytes each.
+            csv = try HeadroomFile(path: csvURL.path, headroom: 16_384 + 256 * Int64(max(settings.fps, 1)))
+        } catch {
             try? writer.finish()
-            throw NodeFailure(.io, "camera \(node)/\(settings.camera): cannot create \(csvURL.path).")
+            throw NodeFailure(.io, "camera \(node)/\(settings.camera): cannot create \(csvURL.path): \(error.reason).")
         }
-        _ = try? handle.seekToEnd()
-        csv = handle
+        let header = csv.write(Array((FramesTable.header + "\n").utf8))
+        guard header == 0 else {
+            csv.close()
+            try? writer.finish()
+            throw NodeFailure(.io, "camera \(node)/\(settings.camera): cannot write \(csvURL.path): \(String(cString: strerror(header))).")
+        }
     }
 
     /// Starts the source (on the recorder's thread), then records until the files are final.
@@ -346,6 +354,7 @@ final class CameraRecording {
                     frameWritten(group: group, estimate: capture.estimate, center: capture.center, dup: false, held: false)
                     keepAsPrevious(capture.capture, center: capture.center)
                     captureKept = true
+                    if isShortOfSpace { stopOnFullDisk(after: group); return true }
                 case .repeatPrevious(let group, let held):
                     // A held repeat may come with a frame the slow-down leaves unused: it is released, not kept.
                     if writer.framesWritten > 0 {
@@ -356,6 +365,7 @@ final class CameraRecording {
                     }
                     frameWritten(group: group, estimate: nil, center: previous?.center ?? grid.instant(ofGroup: group), dup: true,
                                  held: held)
+                    if isShortOfSpace { stopOnFullDisk(after: group); return true }
                 case .discard:
                     break
                 case .finish:
@@ -373,6 +383,27 @@ final class CameraRecording {
             return true
         }
         return false
+    }
+
+    /// The staging disk has no room left for the space this camera's files hold to be finished in.
+    private var isShortOfSpace: Bool { writer.isShortOfSpace || csv.isShortOfSpace }
+
+    /// The disk is full: the files end at the frame just written, every frame in the .mkv with its row, finished in
+    /// the space they held; the event says which camera on which node stopped where, and that the rest is lost.
+    private func stopOnFullDisk(after group: Int64) {
+        let why = writer.spaceReason ?? csv.spaceReason ?? "No space left on device"
+        let frames = framesWritten
+        let finished = finishFiles(reason: nil)
+        let staging = mkvURL.deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent().path
+        var message = "camera \(node)/\(settings.camera) stopped after group \(group): the staging disk of node \(node) (\(staging)) is full (\(why)); "
+        if let problem = finished {
+            message += "its \(frames) frames so far were written but its files could not be finished: \(problem)"
+        } else {
+            message += "its files end there, finalized with all \(frames) frames written; its later groups are not recorded"
+        }
+        logger.error("\(message)")
+        shared.update { s in s.progress.error = message }
+        onEvent(.writeFailed, message)
     }
 
     /// A raw picture is encoded; a camera's JPEG is muxed as it came (MJPEG passthrough).
@@ -420,7 +451,7 @@ final class CameraRecording {
         guard force || bytesCheckedAt.map({ now - $0 >= 500_000 }) ?? true else { return }
         bytesCheckedAt = now
         var csvStat = stat()
-        let unlinked = fstat(csv.fileDescriptor, &csvStat) == 0 && csvStat.st_nlink == 0
+        let unlinked = fstat(csv.descriptor, &csvStat) == 0 && csvStat.st_nlink == 0
         guard !unlinked, let attributes = try? FileManager.default.attributesOfItem(atPath: mkvURL.path),
               let size = (attributes[.size] as? NSNumber)?.uint64Value else {
             if !force, stagingLost == nil { stagingLost = mkvURL.deletingLastPathComponent().path }
@@ -440,23 +471,26 @@ final class CameraRecording {
 
     private func flushRows() {
         guard !csvBuffer.isEmpty else { return }
-        do {
-            try csv.write(contentsOf: Data(csvBuffer.utf8))
-        } catch {
-            shared.update { s in s.progress.error = s.progress.error ?? "camera \(node)/\(settings.camera): writing \(csvURL.path) failed: \(reason(error))" }
+        let r = csv.write(Array(csvBuffer.utf8))
+        if r != 0 {
+            shared.update { s in s.progress.error = s.progress.error ?? "camera \(node)/\(settings.camera): writing \(csvURL.path) failed: \(String(cString: strerror(r)))" }
         }
         csvBuffer = ""
     }
 
-    private func finishFiles(reason: String?) {
+    /// Writes the last rows, finishes the .mkv and closes both; returns what went wrong, if anything.
+    @discardableResult
+    private func finishFiles(reason: String?) -> String? {
         emitRows(all: true)
         flushRows()
-        try? csv.synchronize()
-        try? csv.close()
+        csv.synchronize()
+        csv.close()
+        var problem: String?
         do {
             try writer.finish()
         } catch {
-            shared.update { s in s.progress.error = s.progress.error ?? "camera \(node)/\(settings.camera): finishing \(mkvURL.path) failed: \(error)" }
+            problem = "finishing \(mkvURL.path) failed: \(error)"
+            shared.update { s in s.progress.error = s.progress.error ?? "camera \(node)/\(settings.camera): \(problem!)" }
         }
         refreshBytesWritten(force: true)
         let failure = reason.map { "camera \(node)/\(settings.camera) \($0)" }
@@ -466,5 +500,6 @@ final class CameraRecording {
             if let failure, s.progress.error == nil, recorded { s.progress.error = failure }
         }
         logger.info("camera finished", metadata: ["camera": "\(settings.camera)", "frames": "\(rowsWritten)"])
+        return problem
     }
 }

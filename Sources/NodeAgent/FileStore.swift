@@ -252,6 +252,7 @@ struct FileStore {
         left.files.removeAll { released.contains($0.path) }
         if left.files.isEmpty {
             try? fm.removeItem(at: directory.appendingPathComponent(Self.indexName))
+            try? fm.removeItem(at: directory.appendingPathComponent(Self.stopNoteName))
             unsaved.withLock { _ = $0.removeValue(forKey: takeID) }
         } else if (try? writeIndex(left, in: directory)) == nil {
             unsaved.withLock { $0[takeID] = left }
@@ -283,6 +284,48 @@ struct FileStore {
 
     func clearRecordingMark(_ takeID: String) {
         try? FileManager.default.removeItem(at: takeDirectory(takeID).appendingPathComponent(Self.markerName))
+    }
+
+    /// What a node stopped mid-take (SIGTERM) leaves for its next process: why the take ended, and its events.
+    struct StopNote: Codable, Equatable {
+        struct Event: Codable, Equatable {
+            var t: Int64
+            var node: String
+            var camera: String
+            var kind: String
+            var detail: String
+            enum CodingKeys: String, CodingKey { case t = "t_us", node, camera, kind, detail }
+        }
+        var detail: String
+        var events: [Event]
+
+        init(detail: String, events: [TakeEvent]) {
+            self.detail = detail
+            self.events = events.map { Event(t: $0.tMicroseconds, node: $0.node, camera: $0.camera, kind: $0.kind.rawValue, detail: $0.detail) }
+        }
+
+        var takeEvents: [TakeEvent] {
+            events.map { TakeEvent(TakeEvent.Kind(rawValue: $0.kind), at: $0.t, node: $0.node, camera: $0.camera, $0.detail) }
+        }
+    }
+
+    private static let stopNoteName = ".stopped.json"
+
+    func leaveStopNote(_ takeID: String, _ note: StopNote) {
+        try? JSONEncoder().encode(note).write(to: takeDirectory(takeID).appendingPathComponent(Self.stopNoteName), options: .atomic)
+    }
+
+    /// The takes a stopped predecessor ended, oldest first, with their notes; each note is read once (removed).
+    func takeStopNotes() -> [(takeID: String, note: StopNote)] {
+        let names = (try? FileManager.default.contentsOfDirectory(atPath: root.path)) ?? []
+        return names.sorted().compactMap { name in
+            guard RigName.isValid(name) else { return nil }
+            let url = takeDirectory(name).appendingPathComponent(Self.stopNoteName)
+            guard let data = try? Data(contentsOf: url) else { return nil }
+            try? FileManager.default.removeItem(at: url)
+            guard let note = try? JSONDecoder().decode(StopNote.self, from: data) else { return nil }
+            return (name, note)
+        }
     }
 
     /// Takes whose recording never finished (the node was killed), with their markers.

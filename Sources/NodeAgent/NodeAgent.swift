@@ -37,6 +37,8 @@ public final class NodeAgent: Sendable {
     let preview: PreviewPublisher?
     let previewContext = ZMQContext()
     let badInputLog = Mutex(RepeatLimiter())
+    /// The node's own stop: why, whether it began, whether a status has told of the take it ended.
+    let stopping = Mutex(NodeStopping())
     /// Who may connect (nil: no keys) and the preview context's ZAP handler.
     let gatekeeper: Gatekeeper?
     let previewZAP: ZAPHandler?
@@ -312,20 +314,74 @@ public final class NodeAgent: Sendable {
         report(.tick(localNow: localNow()))
     }
 
-    /// Graceful shutdown: every recorder still recording stops now and its files are finalized.
-    public func shutdown() {
+    /// Why the node is going away, as the take it ends will say it ("SIGTERM, its service shutting down"): noted
+    /// by whoever saw the signal, before the graceful shutdown begins.
+    public func noteStopping(cause: String) {
+        stopping.withLock { if $0.cause == nil { $0.cause = cause } }
+    }
+
+    /// Graceful shutdown: a recording take's cameras stop two groups ahead, on a group the take's events name with
+    /// the cause (`noteStopping`), and their files are finalized; an armed take's recorders are let go. The take's
+    /// end and its events are left in a note, so a restarted node still tells its coordinator why the take ended.
+    /// Idempotent; returns whether a take was ended (its coordinator should then see its status once more).
+    @discardableResult
+    public func shutdown() -> Bool {
+        let (first, cause) = stopping.withLock { s -> (Bool, String) in
+            defer { s.begun = true }
+            return (!s.begun, s.cause ?? "its service shutting down")
+        }
+        guard first else {
+            // Another caller is ending the take: its files are final only once it is done.
+            let deadline = DispatchTime.now() + .seconds(15)
+            while DispatchTime.now() < deadline, !stopping.withLock({ $0.done }) { Thread.sleep(forTimeInterval: 0.05) }
+            return false
+        }
+        defer { stopping.withLock { $0.done = true } }
         stopPreview()
         preview?.stop()
         previewZAP?.stop()
+        let local = localNow()
+        let directives = (try? decide { $0.handle(.stopping(cause: cause, localNow: local)) }) ?? []
+        let stopped = directives.contains { if case .stopRecorders = $0 { true } else { false } }
+        let said = directives.contains { if case .say = $0 { true } else { false } }
         let active = state.withLock { $0.recorders }
-        active.forEach { $0.abandonRecording() }
-        coolMicrophones()
-        let deadline = DispatchTime.now() + .seconds(10)
-        for recorder in active where !recorder.waitUntilFinished(deadline: deadline) {
+        // A recording take's recorders were told to stop at a group; anything else (an armed take) lets go now.
+        if !stopped { active.forEach { $0.abandonRecording() } }
+        var deadline = DispatchTime.now() + .seconds(10)
+        var late = active.filter { !$0.waitUntilFinished(deadline: deadline) }
+        if !late.isEmpty {
+            late.forEach { $0.abandonRecording() }
+            deadline = DispatchTime.now() + .seconds(2)
+            late = late.filter { !$0.waitUntilFinished(deadline: deadline) }
+        }
+        for recorder in late {
             switch recorder.kind {
-            case .camera: logger.error("camera \(recorder.name) did not finish its files within 10 s of shutdown")
-            case .microphone: logger.error("microphone \(recorder.name) did not finish its file within 10 s of shutdown")
+            case .camera: logger.error("camera \(recorder.name) did not finish its files within 12 s of shutdown")
+            case .microphone: logger.error("microphone \(recorder.name) did not finish its file within 12 s of shutdown")
             }
         }
+        coolMicrophones()
+        if said {
+            let take = state.withLock { $0.take }
+            if let takeID = take.takeID { store.leaveStopNote(takeID, .init(detail: take.detail, events: take.events)) }
+        }
+        return said
     }
+
+    /// Waits, after `shutdown` ended a take, until a status has told someone the take's end (its coordinator polls
+    /// every half second), or until `deadline`.
+    public func awaitTakeEndSeen(deadline: DispatchTime) {
+        while DispatchTime.now() < deadline, !stopping.withLock({ $0.endSeen }) {
+            Thread.sleep(forTimeInterval: 0.05)
+        }
+    }
+}
+
+/// The node's own stop (graceful shutdown), as the agent and its status see it.
+struct NodeStopping {
+    var cause: String?
+    var begun = false
+    var done = false
+    /// A status reply said the take's files are final after the stop began.
+    var endSeen = false
 }

@@ -35,5 +35,11 @@ extension NodeAgent {
             // The newest such take is this node's take again, finished: its coordinator, still polling, collects it.
             report(.recovered(takeID: takeID))
         }
+        // A take the previous process ended when it was stopped (SIGTERM) says so again, with its events, rather
+        // than the node answering with no take (which its coordinator could only blame on someone else).
+        if let (takeID, note) = store.takeStopNotes().last {
+            logger.notice("take ended when this node was last stopped", metadata: ["take": "\(takeID)", "detail": "\(note.detail)"])
+            report(.resumedStopped(takeID: takeID, detail: note.detail, events: note.takeEvents))
+        }
     }
 }

@@ -62,8 +62,16 @@ public final class NodeServer: Service, Sendable {
             }
         } onGracefulShutdown: { [self] in
             notifier.notify("STOPPING=1", "STATUS=stopping: finishing any recording in progress")
-            requestStop()
+            // The socket keeps answering while a take's files are finished, and until a status has told its
+            // coordinator why the take ended (at most 3 s more, it polls twice a second); then it closes.
+            let finishing = Thread { [self] in
+                if agent.shutdown() { agent.awaitTakeEndSeen(deadline: .now() + .seconds(3)) }
+                requestStop()
+            }
+            finishing.name = "node-shutdown"
+            finishing.start()
         }
+        // The parent gone or the socket failed: the take ends here (after the graceful path: already done).
         agent.shutdown()
     }
 

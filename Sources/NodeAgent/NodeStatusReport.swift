@@ -15,6 +15,8 @@ extension NodeAgent {
         status.pressure = take.pressure.level
         status.pressureCause = take.pressure.cause
         status.events = take.events
+        // A node stopping keeps answering until someone has seen the take it ended as final (NodeServer).
+        if take.stoppingCause != nil, !take.isActive { stopping.withLock { $0.endSeen = true } }
         if take.isActive { status.clockUncertaintyMicroseconds = take.clock?.uncertaintyMicroseconds }
         if take.isActive, let grid = take.grid, let rigNow = take.rigNow(localNow: local) {
             status.grid = grid

@@ -6,6 +6,7 @@ import Media
 import NodeAgent
 import Platform
 import ServiceLifecycle
+import UnixSignals
 #if canImport(Glibc)
 import Glibc
 #endif
@@ -283,11 +284,21 @@ public struct Serve: AsyncParsableCommand {
             services.append(.init(service: app, successTerminationBehavior: .gracefullyShutdownGroup,
                                   failureTerminationBehavior: .gracefullyShutdownGroup))
         }
-        let group = ServiceGroup(configuration: .init(
-            services: services,
-            gracefulShutdownSignals: parentPid != nil ? [.sigterm] : [.sigterm, .sigint], logger: logger))
+        // The signal is seen here, not by the group: the node notes which one stopped it (a take it ends names it
+        // in its events) before the graceful shutdown begins.
+        let stopSignals: [UnixSignal] = parentPid != nil ? [.sigterm] : [.sigterm, .sigint]
+        let group = ServiceGroup(configuration: .init(services: services, gracefulShutdownSignals: [], logger: logger))
         do {
-            try await group.run()
+            try await withThrowingTaskGroup(of: Void.self) { tasks in
+                tasks.addTask {
+                    for await signal in await UnixSignalsSequence(trapping: stopSignals) {
+                        agent.noteStopping(cause: "\(signal), its service shutting down")
+                        await group.triggerGracefulShutdown()
+                    }
+                }
+                try await group.run()
+                tasks.cancelAll()
+            }
         } catch {
             FileHandle.standardError.write(Data("coord-node: \(error)\n".utf8))
             throw ExitCode(1)

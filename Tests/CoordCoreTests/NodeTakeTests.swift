@@ -328,6 +328,47 @@ private func refusal(_ directives: [NodeTake.Directive]) -> NodeFailure? {
         #expect(rig.take.state == .finished)
     }
 
+    @Test func theNodesOwnStopEndsARecordingTakeOnAGroupItNamesAndTakesNoOtherTake() {
+        var rig = Rig.recording()
+        let d = rig.take.handle(.stopping(cause: "SIGTERM, its service shutting down", localNow: 11_000_000))   // rig 12 s: group 50
+        let sentence = "node n1 was stopped (SIGTERM, its service shutting down): its cameras end take T1 after group 51, and the take's later groups are not recorded on this node"
+        #expect(d == [.stopRecorders(atGroup: 52), .log(.warning, sentence),
+                      .say(TakeEvent(.nodeStopped, at: 12_000_000, node: "n1", sentence))])
+        #expect(rig.take.detail == sentence && rig.take.stoppingCause == "SIGTERM, its service shutting down")
+        // Not the take's stop group: a coordinator must not take it for a stop of the whole rig.
+        #expect(rig.take.stopGroup == 0)
+        // Said once; the recorders then finish and the take is final as usual.
+        #expect(rig.take.handle(.stopping(cause: "SIGINT", localNow: 11_100_000)) == [])
+        _ = rig.finished("a"); _ = rig.finished("m")
+        #expect(rig.finished("b") == [.finalize(takeID: "T1")])
+        #expect(rig.take.handle(.finalized(takeID: "T1")) == [] && rig.take.state == .finished)
+        // A stopping node takes no new take.
+        let refused = refusal(rig.take.handle(.configure(takeID: "T2", cameras: Rig.settings, now: 0)))
+        #expect(refused?.message == "node n1 is stopping (SIGTERM, its service shutting down); it takes no new take.")
+    }
+
+    @Test func theNodesOwnStopBeforeATakesOwnStopKeepsTheEarlierAndOfAnArmedTakeRecordsNothing() {
+        var rig = Rig.recording(stop: 30)
+        #expect(rig.take.handle(.stopping(cause: "SIGTERM, its service shutting down", localNow: 11_000_000)).first == .stopRecorders(atGroup: 30))
+        var armed = Rig.armed()
+        let d = armed.take.handle(.stopping(cause: "SIGINT, its service shutting down", localNow: 0))
+        let sentence = "node n1 was stopped (SIGINT, its service shutting down) while take T1 was armed: it records nothing of it"
+        #expect(d == [.log(.warning, sentence), .say(TakeEvent(.nodeStopped, at: 1_000_000, node: "n1", sentence))])
+        var idle = NodeTake(node: "n1", cameras: Rig.capabilities)
+        #expect(idle.handle(.stopping(cause: "SIGTERM", localNow: 0)) == [] && idle.events.isEmpty)
+    }
+
+    @Test func aTakeEndedByThePreviousProcesssStopIsItsTakeAgainWithItsEvents() {
+        var take = NodeTake(node: "n1", cameras: Rig.capabilities)
+        let event = TakeEvent(.nodeStopped, at: 5, node: "n1", "node n1 was stopped (SIGTERM, its service shutting down): …")
+        #expect(take.handle(.resumedStopped(takeID: "T0", detail: event.detail, events: [event])) == [])
+        #expect(take.state == .finished && take.takeID == "T0" && take.events == [event] && take.detail == event.detail)
+        // Its coordinator's clock updates are ignored, not refused as for a take the node does not have.
+        #expect(take.handle(.updateClock(takeID: "T0", Rig.clock)) == [.ignored("take T0 is finished; clock update ignored")])
+        #expect(take.stoppingCause == nil)
+        #expect(take.handle(.configure(takeID: "T1", cameras: Rig.settings, now: 0)) == [.configured(takeID: "T1", cameras: Rig.settings)])
+    }
+
     @Test func pressureChangesOutsideATakeAreOnlyLogged() {
         var take = NodeTake(node: "n1", cameras: Rig.capabilities)
         let d = take.handle(.pressure(PressureReading(level: .serious, factor: "thermal", cause: "hot"), localNow: 0))

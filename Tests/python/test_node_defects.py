@@ -411,3 +411,63 @@ def test_a_node_killed_mid_take_is_repaired_on_restart_and_the_take_names_it(tmp
             proc.kill()
         for n in nodes:
             n.cleanup()
+
+
+# ---- A node stopped by its own SIGTERM (issue 34 item 7) ----
+
+@pytest.mark.parametrize("restarted", [False, True], ids=["left-stopped", "restarted"])
+def test_a_node_stopped_by_its_own_sigterm_mid_take_is_named_as_such(tmp_path, zctx, pb, restarted):
+    """SIGTERM to one node mid-take: its cameras end two groups on with their files finalized, its status says why
+    before it exits, and the manifest names the node's own SIGTERM, never "another coordinator or peer" (what a
+    coordinator concluded when a restarted node answered with no take). Restarted (as systemd would), the node
+    still says so, and its files are collected and play to their end, every frame with its row."""
+    ports = [free_port(), free_port()]
+    args = [["--name", f"node-{i}", "--synthetic", "cam0", "--endpoint", f"tcp://127.0.0.1:{p}"] for i, p in zip((1, 2), ports)]
+    nodes = [Node(tmp_path / f"n{i}", extra_args=a) for i, a in zip((1, 2), args)]
+    rig = tmp_path / "rig.yaml"
+    rig.write_text("version: 1\nnodes:\n" + "".join(
+        f"  - name: node-{i}\n    endpoint: tcp://127.0.0.1:{p}\n" for i, p in zip((1, 2), ports)))
+    proc = subprocess.Popen([str(COORD), "start-take", "--rig", str(rig), "--seconds", "8", "--size", "320x240",
+                             "--takes-dir", str(tmp_path / "takes")],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    watcher = Client(zctx, nodes[1].endpoint, pb)
+    try:
+        deadline = time.monotonic() + 30
+        while True:
+            status = watcher.call("status_request", pb.StatusRequest(), "status")
+            if status.state == pb.Status.RECORDING and status.cameras[0].frames >= 60:
+                break
+            assert time.monotonic() < deadline, "the take never recorded"
+            time.sleep(0.05)
+        watcher.close()
+        assert nodes[1].terminate(timeout=20) == 0, nodes[1].stderr_tail()
+        assert "was stopped (SIGTERM, its service shutting down)" in nodes[1].stderr_tail(), nodes[1].stderr_tail()
+        if restarted:
+            nodes[1] = Node(tmp_path / "n2", extra_args=args[1])
+        out, err = proc.communicate(timeout=120)
+        assert proc.returncode == 4, err
+        take = next((tmp_path / "takes").iterdir())
+        manifest = json.loads((take / "manifest.json").read_text())
+        assert manifest["status"] == "partial"
+        everything = json.dumps(manifest) + err
+        assert "another coordinator" not in everything, [e for e in manifest["events"] if "another" in e["detail"]]
+        stopped = [e for e in manifest["events"] if e["kind"] == "node-stopped"]
+        assert len(stopped) == 1 and stopped[0]["node"] == "node-2", manifest["events"]
+        assert "node node-2 was stopped (SIGTERM, its service shutting down)" in stopped[0]["detail"], stopped
+        ended = int(re.search(r"after group (\d+)", stopped[0]["detail"]).group(1))
+        cameras = {(c["node"], c["camera"]): c for c in manifest["cameras"]}
+        assert cameras[("node-1", "cam0")]["frames"] == manifest["groups"]
+        if restarted:
+            # Collected after the restart: the file plays to its end and ends on the group the event names.
+            mkv, csv = take / "node-2" / "cam0.mkv", take / "node-2" / "cam0.frames.csv"
+            probe = subprocess.run(["ffprobe", "-v", "error", "-count_packets", "-select_streams", "v:0", "-show_entries",
+                                    "stream=nb_read_packets", "-of", "csv=p=0", str(mkv)], capture_output=True, text=True)
+            assert probe.returncode == 0 and probe.stderr == "", probe.stderr
+            rows = csv.read_text().splitlines()[1:]
+            assert int(probe.stdout) == len(rows) == cameras[("node-2", "cam0")]["frames"] == ended + 1
+            assert [int(r.split(",")[1]) for r in rows] == list(range(ended + 1))
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+        for n in nodes:
+            n.cleanup()
