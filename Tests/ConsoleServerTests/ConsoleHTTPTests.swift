@@ -130,7 +130,7 @@ struct ConsoleHTTPTests {
 
             let nothingToStop = try await send(.post, "/api/takes/stop", Self.json, "", nil)
             #expect(nothingToStop.head.status.code == 409)
-            #expect(try Self.sentence(nothingToStop) == "no take is running from this console.")
+            #expect(try Self.sentence(nothingToStop) == "no take is recording: there is nothing to stop.")
         }
     }
 
