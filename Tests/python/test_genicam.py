@@ -3,12 +3,17 @@
 feature access, streaming, lost packets and a vanished camera go through the same code a Basler or FLIR camera does.
 
 The fake's frames sit where its own timer puts them (it cannot be triggered or steered precisely), so these tests
-check completeness, drops and faults, not sync; docs/genicam.md says what real rigs use for that. A second fake
-needs its own network namespace (two on one loopback collide on the GVCP port): the two-node test runs each node
-with its fake inside a netlab namespace (scripts/netlab.py)."""
+check completeness, drops and faults, not sync; docs/genicam.md says what real rigs use for that.
+
+Every test here runs inside a network namespace of its own with only loopback up (`netns`, module-wide): the fake,
+the nodes and the coordinator all talk over that loopback, and nothing a test sends (GigE Vision discovery is a
+broadcast) reaches a network of the host. A node looks for GigE Vision cameras only on the interfaces it is told
+(`--genicam-interface lo` here). A second fake needs a namespace of its own (two on one loopback collide on the GVCP
+port): the two-node test runs each node with its fake inside a netlab namespace (scripts/netlab.py) within this one."""
 
 from __future__ import annotations
 
+import ctypes
 import importlib.util
 import json
 import os
@@ -30,11 +35,52 @@ FAKE = shutil.which("arv-fake-gv-camera-0.8")
 DEVICE = "Aravis-Fake-GV01"
 GVCP_PORT = 3956
 
-pytestmark = pytest.mark.skipif(FAKE is None, reason="arv-fake-gv-camera-0.8 is missing (scripts/setup.sh installs aravis-tools)")
+CLONE_NEWNET = 0x40000000
+
+pytestmark = [
+    pytest.mark.skipif(FAKE is None, reason="arv-fake-gv-camera-0.8 is missing (scripts/setup.sh installs aravis-tools)"),
+    pytest.mark.skipif(os.geteuid() != 0 or shutil.which("ip") is None,
+                       reason="the GenICam tests run in a network namespace of their own: root and iproute2 (scripts/setup.sh)"),
+]
 
 _spec = importlib.util.spec_from_file_location("check_take", ROOT / "scripts" / "check-take.py")
 check_take = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(check_take)
+
+
+@pytest.fixture(scope="module", autouse=True)
+def netns():
+    """This module's tests in a new network namespace with only loopback up; the test process (and so every process it
+    starts) is moved into it and back to where it was afterwards."""
+    libc = ctypes.CDLL(None, use_errno=True)
+    original = os.open("/proc/self/ns/net", os.O_RDONLY | os.O_CLOEXEC)
+    try:
+        if libc.unshare(CLONE_NEWNET) != 0:
+            pytest.skip(f"cannot make a network namespace: {os.strerror(ctypes.get_errno())}")
+        try:
+            subprocess.run(["ip", "link", "set", "lo", "up"], check=True, timeout=10)
+            # No IPv6 on any link made here: its router solicitations would count as traffic on them.
+            for key in ("all", "default"):
+                Path(f"/proc/sys/net/ipv6/conf/{key}/disable_ipv6").write_text("1")
+            yield
+        finally:
+            assert libc.setns(original, CLONE_NEWNET) == 0, os.strerror(ctypes.get_errno())
+    finally:
+        os.close(original)
+
+
+def links() -> list[str]:
+    """The network interfaces of the namespace this process is in."""
+    return [line.split(":")[0].strip() for line in Path("/proc/net/dev").read_text().splitlines()[2:]]
+
+
+def tx_packets(link: str) -> int:
+    """Packets sent on `link` so far (this namespace's /proc/net/dev; sysfs shows the host's)."""
+    for line in Path("/proc/net/dev").read_text().splitlines()[2:]:
+        name, counters = line.split(":", 1)
+        if name.strip() == link:
+            return int(counters.split()[9])
+    raise AssertionError(f"no link {link} here: {links()}")
 
 
 def run(args, timeout=60) -> subprocess.CompletedProcess:
@@ -69,10 +115,12 @@ def fake_camera(*args: str, netns: str | None = None):
         proc.wait(timeout=10)
 
 
-def genicam_node(tmp_path: Path, name: str, cameras: dict[str, str], synthetic: str = "") -> Node:
+def genicam_node(tmp_path: Path, name: str, cameras: dict[str, str], synthetic: str = "", interfaces=("lo",)) -> Node:
     d = tmp_path / name
     d.mkdir(parents=True, exist_ok=True)
     args = ["--name", name, "--synthetic", synthetic]
+    for interface in interfaces:
+        args += ["--genicam-interface", interface]
     for camera, device in cameras.items():
         args += ["--genicam", f"{camera}={device}"]
     return Node(d, extra_args=args)
@@ -105,7 +153,7 @@ def rows(take_dir: Path, node: str, camera: str) -> list[list[str]]:
 # ---- one fake camera on loopback ----
 
 @pytest.fixture(scope="module")
-def loopback_take(tmp_path_factory):
+def loopback_take(netns, tmp_path_factory):
     """One 3 s take from `--genicam cam0=Aravis-Fake-GV01`; (returncode, output, take dir, node log)."""
     tmp_path = tmp_path_factory.mktemp("genicam-take")
     with fake_camera():
@@ -144,19 +192,112 @@ def test_the_manifest_names_the_camera_as_aravis_gige_vision(loopback_take):
                              "serial": "GV01"}, cam
 
 
-def test_list_cameras_shows_the_fake_with_its_formats():
+def test_list_cameras_shows_the_fake_with_its_formats_and_size_ranges():
     with fake_camera():
-        done = run([node_binary(), "--list-cameras"], timeout=60)
+        done = run([node_binary(), "--list-cameras", "--genicam-interface", "lo"], timeout=60)
     assert done.returncode == 0, done.stderr
     out = done.stdout
+    assert "GigE Vision: looked for on lo only\n" in out, out
     assert f"genicam {DEVICE}\n  protocol: GigEVision at 127.0.0.1\n  vendor: Aravis\n  model: Fake\n" in out, out
+    # The fake's Width and Height take any value from 1 to 2048: the ranges and steps, not a list of sizes.
+    assert "  width: 1…2048, step 1\n  height: 1…2048, step 1\n" in out, out
     assert "    BayerRG8 (recorded)" in out and "    Mono16\n" in out, out
     assert f"1 GenICam camera(s) coord can record from: {DEVICE}; use --genicam NAME=DEVICE_ID" in out, out
 
 
+def test_with_no_interface_named_no_gige_vision_camera_is_looked_for():
+    with fake_camera():
+        done = run([node_binary(), "--list-cameras"], timeout=60)
+    assert done.returncode == 0, done.stderr
+    assert "GigE Vision: not looked for (name the interface its cameras are on with --genicam-interface IFACE)\n" in done.stdout, done.stdout
+    assert f"genicam {DEVICE}" not in done.stdout, done.stdout
+
+
+def test_a_gige_camera_with_no_interface_named_is_one_sentence_saying_to_name_it(tmp_path):
+    with fake_camera():
+        done = run([node_binary(), "--name", "n1", "--endpoint", "tcp://127.0.0.1:*", "--staging", tmp_path / "staging",
+                    "--synthetic", "", "--genicam", f"cam0={DEVICE}"], timeout=60)
+    lines = [l for l in done.stderr.splitlines() if l.strip()]
+    assert done.returncode == 1 and len(lines) == 1, (done.returncode, lines)
+    assert lines[0].startswith(f'coord-node: camera cam0: no GenICam camera answers as "{DEVICE}"'), lines
+    assert "GigE Vision discovery is off: name the network interface its cameras are on with --genicam-interface IFACE" in lines[0], lines
+
+
+@pytest.mark.parametrize("interface, needle", [
+    ("nosuch0", "GenICam interface nosuch0 is not a network interface of this host (see ip link)"),
+    ("a/b", '--genicam-interface entry "a/b" is not usable: a network interface name has 1 to 15 characters'),
+])
+def test_a_bad_genicam_interface_is_one_sentence(tmp_path, interface, needle):
+    done = run([node_binary(), "--name", "n1", "--endpoint", "tcp://127.0.0.1:*", "--staging", tmp_path / "staging",
+                "--synthetic", "", "--genicam", f"cam0={DEVICE}", "--genicam-interface", interface], timeout=60)
+    lines = [l for l in done.stderr.splitlines() if l.strip()]
+    assert done.returncode in (1, 2) and len(lines) == 1 and needle in lines[0], (done.returncode, lines)
+
+
+def test_discovery_goes_out_on_the_named_interface_and_nowhere_else(tmp_path):
+    # A second link beside loopback, as a rig's office network beside its camera NIC: a veth pair, addressed.
+    subprocess.run(["ip", "link", "add", "office0", "type", "veth", "peer", "name", "office1"], check=True, timeout=10)
+    try:
+        for args in (["addr", "add", "10.77.0.1/24", "dev", "office0"], ["link", "set", "office0", "up"],
+                     ["link", "set", "office1", "up"]):
+            subprocess.run(["ip", *args], check=True, timeout=10)
+        time.sleep(0.2)
+        before = tx_packets("office0")
+        with fake_camera():
+            # A node told `lo` finds the fake, plans and records, and sends nothing on office0.
+            node = genicam_node(tmp_path, "n1", {"cam0": DEVICE})
+            try:
+                code, output, take_dir = finish(start_take(tmp_path, rig(tmp_path / "rig.yaml", {"n1": node.endpoint}, size="512x512"), 1), tmp_path)
+                assert code == 0, output + node.stderr_tail()
+            finally:
+                node.cleanup()
+            listed = run([node_binary(), "--list-cameras", "--genicam-interface", "lo"], timeout=60)
+            assert f"genicam {DEVICE}" in listed.stdout, listed.stdout
+            assert tx_packets("office0") == before, "GigE Vision traffic left by office0 though only lo was named"
+            # Told office0, the node broadcasts there: the counter above would have seen it. (The kernel hands a
+            # copy of a broadcast to this host's own sockets too, so the fake on this host answers it all the same.)
+            other = run([node_binary(), "--list-cameras", "--genicam-interface", "office0"], timeout=60)
+        assert other.returncode == 0, other.stderr
+        assert "GigE Vision: looked for on office0 only" in other.stdout, other.stdout
+        assert tx_packets("office0") >= before + 1
+    finally:
+        subprocess.run(["ip", "link", "del", "office0"], timeout=10)
+
+
+def test_the_fake_records_at_its_own_512x512(tmp_path):
+    # 512x512 is the fake's own size, inside its Width/Height ranges (1…2048) though in no list of standard sizes.
+    with fake_camera():
+        node = genicam_node(tmp_path, "n1", {"cam0": DEVICE})
+        try:
+            extra = "pressure:\n  serious: none\n  critical: none\n"
+            code, output, take_dir = finish(start_take(tmp_path, rig(tmp_path / "rig.yaml", {"n1": node.endpoint}, size="512x512", extra=extra), 2), tmp_path)
+            log = node.stderr_tail(200)
+        finally:
+            node.cleanup()
+    assert code == 0, output + log
+    manifest = json.loads((take_dir / "manifest.json").read_text())
+    groups = manifest["groups"]
+    mkv = take_dir / "n1" / "cam0.mkv"
+    probe = run(["ffprobe", "-v", "error", "-select_streams", "v:0", "-show_entries", "stream=width,height", "-of", "csv=p=0", mkv])
+    assert probe.stdout.strip() == "512,512", probe.stdout + probe.stderr
+    assert check_take.ffprobe_frames(mkv) == groups
+    assert len([r for r in rows(take_dir, "n1", "cam0") if r[3] != "dup"]) >= groups // 3
+
+
+def test_a_size_outside_the_cameras_ranges_is_one_sentence_naming_them(tmp_path):
+    with fake_camera():
+        node = genicam_node(tmp_path, "n1", {"cam0": DEVICE})
+        try:
+            done = run([COORD, "plan", "--rig", rig(tmp_path / "rig.yaml", {"n1": node.endpoint}, size="4096x512")], timeout=60)
+        finally:
+            node.cleanup()
+    assert done.returncode != 0, done.stdout + done.stderr
+    assert f"camera n1/cam0 ({DEVICE}) cannot be 4096x512: it takes width 1…2048 (step 1), height 1…2048 (step 1)." in done.stderr, done.stderr
+
+
 def test_an_unknown_device_id_is_one_sentence(tmp_path):
     done = run([node_binary(), "--name", "n1", "--endpoint", "tcp://127.0.0.1:*", "--staging", tmp_path / "staging",
-                "--synthetic", "", "--genicam", "cam0=Nobody-Here-42"], timeout=60)
+                "--synthetic", "", "--genicam", "cam0=Nobody-Here-42", "--genicam-interface", "lo"], timeout=60)
     assert done.returncode == 1 and done.stdout == "", (done.returncode, done.stdout, done.stderr)
     lines = [l for l in done.stderr.splitlines() if l.strip()]
     assert len(lines) == 1 and lines[0].startswith('coord-node: camera cam0: no GenICam camera answers as "Nobody-Here-42"'), lines
@@ -166,6 +307,8 @@ def test_an_unknown_device_id_is_one_sentence(tmp_path):
     ("cameras:\n  - {name: c, genicam: X-1, v4l2: /dev/video0}\n", "line 3: cameras[0] (camera c) has genicam and also v4l2"),
     ("cameras:\n  - {name: c, genicam: \"\"}\n", "line 3: cameras[0].genicam is empty"),
     ("cameras:\n  - {name: c, genicam: X-1, bus: usb1}\n", "cameras[0].bus is for synthetic cameras"),
+    ("genicam_interfaces: [eth1, \"\"]\n", "genicam_interfaces[1] \"\" is not usable: it is empty"),
+    ("genicam_interfaces: [\"eth 1\"]\n", "genicam_interfaces[0] \"eth 1\" is not usable: a network interface name has 1 to 15"),
 ])
 def test_a_bad_genicam_entry_in_the_node_file_is_one_sentence(tmp_path, body, needle):
     path = tmp_path / "node.yaml"
@@ -177,10 +320,26 @@ def test_a_bad_genicam_entry_in_the_node_file_is_one_sentence(tmp_path, body, ne
 def test_the_node_file_names_a_genicam_camera(tmp_path):
     path = tmp_path / "node.yaml"
     path.write_text(f"version: 1\nname: n1\nendpoint: tcp://127.0.0.1:*\nstaging: {tmp_path / 'staging'}\n"
-                    "cameras:\n  - {name: cam0, genicam: Nobody-Here-43}\n")
+                    "genicam_interfaces: [lo]\ncameras:\n  - {name: cam0, genicam: Nobody-Here-43}\n")
     done = run([node_binary(), "--config", path], timeout=60)
     lines = [l for l in done.stderr.splitlines() if l.strip()]
     assert done.returncode == 1 and lines[-1].startswith('coord-node: camera cam0: no GenICam camera answers as "Nobody-Here-43"'), lines
+    assert "GigE Vision looked on lo only" in lines[-1], lines
+
+
+def test_the_node_file_names_the_genicam_interface_and_the_fake_is_found(tmp_path):
+    path = tmp_path / "node.yaml"
+    path.write_text(f"version: 1\nname: n1\nendpoint: tcp://127.0.0.1:*\nstaging: {tmp_path / 'staging'}\n"
+                    f"genicam_interfaces: [lo]\ncameras:\n  - {{name: cam0, genicam: {DEVICE}}}\n")
+    with fake_camera():
+        proc = subprocess.Popen([str(node_binary()), "--config", str(path), "--parent-pid", str(os.getpid())],
+                                stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        try:
+            line = proc.stdout.readline()
+        finally:
+            proc.send_signal(signal.SIGTERM)
+            out, err = proc.communicate(timeout=30)
+    assert line.startswith("READY tcp://127.0.0.1:"), (line, err)
 
 
 def test_a_plan_the_gige_link_cannot_carry_is_refused_naming_the_link(tmp_path):
@@ -278,7 +437,8 @@ def test_two_fake_cameras_in_two_namespaces_on_two_nodes_record_one_take(tmp_pat
                 endpoint = f"tcp://{lab.node_address(i)}:{port}"
                 node = lab.start_node(i, [str(node_binary()), "--name", f"n{i}", "--endpoint", endpoint,
                                           "--staging", str(tmp_path / f"staging-{i}"), "--synthetic", "",
-                                          "--genicam", f"cam0={DEVICE}", "--parent-pid", str(os.getpid()),
+                                          "--genicam", f"cam0={DEVICE}", "--genicam-interface", "lo",
+                                          "--parent-pid", str(os.getpid()),
                                           "--insecure", "--log-level", "warning"],
                                       stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
                 procs.append(node)
