@@ -41,16 +41,18 @@ public enum CameraListing {
     /// serial, Width/Height ranges and steps, rates, formats) or why it was skipped, and a summary line; first a line
     /// saying where GigE Vision cameras were looked for.
     public static func genicamLines(interfaces: [String]) -> [String] {
-        var out = [interfaces.isEmpty
-            ? "GigE Vision: not looked for (name the interface its cameras are on with --genicam-interface IFACE)"
-            : "GigE Vision: looked for on \(interfaces.joined(separator: ", ")) only"]
+        let notLookedFor = "GigE Vision not looked for (name the interface its cameras are on with --genicam-interface IFACE)"
+        var out = [interfaces.isEmpty ? "GenICam: USB3 Vision only; \(notLookedFor)"
+                                      : "GenICam: USB3 Vision, and GigE Vision looked for on \(interfaces.joined(separator: ", ")) only"]
         let devices: [GenICamDevice]
         do {
             devices = try GenICamCamera.devices(interfaces: interfaces)
         } catch {
             return out + ["no GenICam cameras listed: \(error)"]
         }
-        guard !devices.isEmpty else { return out + ["no GenICam cameras found"] }
+        guard !devices.isEmpty else {
+            return interfaces.isEmpty ? ["no GenICam cameras found; \(notLookedFor)"] : out + ["no GenICam cameras found"]
+        }
         var usable: [String] = []
         for device in devices {
             do {

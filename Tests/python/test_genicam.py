@@ -197,7 +197,7 @@ def test_list_cameras_shows_the_fake_with_its_formats_and_size_ranges():
         done = run([node_binary(), "--list-cameras", "--genicam-interface", "lo"], timeout=60)
     assert done.returncode == 0, done.stderr
     out = done.stdout
-    assert "GigE Vision: looked for on lo only\n" in out, out
+    assert "GenICam: USB3 Vision, and GigE Vision looked for on lo only\n" in out, out
     assert f"genicam {DEVICE}\n  protocol: GigEVision at 127.0.0.1\n  vendor: Aravis\n  model: Fake\n" in out, out
     # The fake's Width and Height take any value from 1 to 2048: the ranges and steps, not a list of sizes.
     assert "  width: 1…2048, step 1\n  height: 1…2048, step 1\n" in out, out
@@ -209,7 +209,7 @@ def test_with_no_interface_named_no_gige_vision_camera_is_looked_for():
     with fake_camera():
         done = run([node_binary(), "--list-cameras"], timeout=60)
     assert done.returncode == 0, done.stderr
-    assert "GigE Vision: not looked for (name the interface its cameras are on with --genicam-interface IFACE)\n" in done.stdout, done.stdout
+    assert "no GenICam cameras found; GigE Vision not looked for (name the interface its cameras are on with --genicam-interface IFACE)\n" in done.stdout, done.stdout
     assert f"genicam {DEVICE}" not in done.stdout, done.stdout
 
 
@@ -258,7 +258,7 @@ def test_discovery_goes_out_on_the_named_interface_and_nowhere_else(tmp_path):
             # copy of a broadcast to this host's own sockets too, so the fake on this host answers it all the same.)
             other = run([node_binary(), "--list-cameras", "--genicam-interface", "office0"], timeout=60)
         assert other.returncode == 0, other.stderr
-        assert "GigE Vision: looked for on office0 only" in other.stdout, other.stdout
+        assert "GigE Vision looked for on office0 only" in other.stdout, other.stdout
         assert tx_packets("office0") >= before + 1
     finally:
         subprocess.run(["ip", "link", "del", "office0"], timeout=10)

@@ -93,7 +93,9 @@ def test_list_cameras_on_this_machine_exits_0_with_a_clear_answer():
     done = run([node_binary(), "--list-cameras"])
     assert done.returncode == 0, done.stderr
     if not any(Path("/dev").glob("video*")):
-        assert done.stdout.strip() == "no cameras found (no /dev/video* devices)", done.stdout
+        # Then the GenICam cameras: none, and no GigE Vision discovery was sent (no --genicam-interface).
+        assert done.stdout.strip() == ("no cameras found (no /dev/video* devices)\nno GenICam cameras found; GigE Vision not looked for"
+                                       " (name the interface its cameras are on with --genicam-interface IFACE)"), done.stdout
     else:
         assert done.stdout.strip().splitlines()[-1], done.stdout
 
