@@ -3129,7 +3129,7 @@ const ProtobufCMessageDescriptor coord__v1__camera_info__descriptor =
   (ProtobufCMessageInit) coord__v1__camera_info__init,
   NULL,NULL,NULL    /* reserved[123] */
 };
-static const ProtobufCFieldDescriptor coord__v1__camera_format__field_descriptors[5] =
+static const ProtobufCFieldDescriptor coord__v1__camera_format__field_descriptors[9] =
 {
   {
     "pixel_format",
@@ -3191,18 +3191,70 @@ static const ProtobufCFieldDescriptor coord__v1__camera_format__field_descriptor
     0,             /* flags */
     0,NULL,NULL    /* reserved1,reserved2, etc */
   },
+  {
+    "min_width",
+    6,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_UINT32,
+    0,   /* quantifier_offset */
+    offsetof(Coord__V1__CameraFormat, min_width),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "min_height",
+    7,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_UINT32,
+    0,   /* quantifier_offset */
+    offsetof(Coord__V1__CameraFormat, min_height),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "width_step",
+    8,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_UINT32,
+    0,   /* quantifier_offset */
+    offsetof(Coord__V1__CameraFormat, width_step),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "height_step",
+    9,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_UINT32,
+    0,   /* quantifier_offset */
+    offsetof(Coord__V1__CameraFormat, height_step),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
 };
 static const unsigned coord__v1__camera_format__field_indices_by_name[] = {
   2,   /* field[2] = height */
+  8,   /* field[8] = height_step */
   4,   /* field[4] = max_frame_period_us */
   3,   /* field[3] = min_frame_period_us */
+  6,   /* field[6] = min_height */
+  5,   /* field[5] = min_width */
   0,   /* field[0] = pixel_format */
   1,   /* field[1] = width */
+  7,   /* field[7] = width_step */
 };
 static const ProtobufCIntRange coord__v1__camera_format__number_ranges[1 + 1] =
 {
   { 1, 0 },
-  { 0, 5 }
+  { 0, 9 }
 };
 const ProtobufCMessageDescriptor coord__v1__camera_format__descriptor =
 {
@@ -3212,7 +3264,7 @@ const ProtobufCMessageDescriptor coord__v1__camera_format__descriptor =
   "Coord__V1__CameraFormat",
   "coord.v1",
   sizeof(Coord__V1__CameraFormat),
-  5,
+  9,
   coord__v1__camera_format__field_descriptors,
   coord__v1__camera_format__field_indices_by_name,
   1,  coord__v1__camera_format__number_ranges,

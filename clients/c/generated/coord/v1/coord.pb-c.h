@@ -444,10 +444,19 @@ struct  Coord__V1__CameraFormat
    * slowest
    */
   uint64_t max_frame_period_us;
+  /*
+   * A camera that takes any size inside ranges (a GenICam camera's Width and Height, CONTRACT §12): width x height
+   * is then the largest, and every width min_width + k * width_step up to it (height likewise) is offered too.
+   * width_step 0: only width x height.
+   */
+  uint32_t min_width;
+  uint32_t min_height;
+  uint32_t width_step;
+  uint32_t height_step;
 };
 #define COORD__V1__CAMERA_FORMAT__INIT \
  { PROTOBUF_C_MESSAGE_INIT (&coord__v1__camera_format__descriptor) \
-    , (char *)protobuf_c_empty_string, 0, 0, 0, 0 }
+    , (char *)protobuf_c_empty_string, 0, 0, 0, 0, 0, 0, 0, 0 }
 
 
 struct  Coord__V1__Configure
