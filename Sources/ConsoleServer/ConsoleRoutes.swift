@@ -125,22 +125,12 @@ final class Once: Sendable {
     func first() -> Bool { done.withLock { done in defer { done = true }; return !done } }
 }
 
-/// The live rig as a service of the console's group: runs until the group shuts down.
+/// The live rig as a service of the console's group: follows the rig until the group shuts down, or is cancelled
+/// (another service of the group failed: the server cannot listen).
 struct LiveRigService: Service {
     let rig: LiveRig
     func run() async throws {
-        let task = Task { await rig.run() }
-        // Cancelled too when another service of the group fails (the server cannot listen): else the group waits
-        // for ever and Ctrl-C is ignored.
-        await withTaskCancellationHandler {
-            await withGracefulShutdownHandler {
-                await task.value
-            } onGracefulShutdown: {
-                task.cancel()
-            }
-        } onCancel: {
-            task.cancel()
-        }
+        try await cancelWhenGracefulShutdown { await rig.run() }
     }
 }
 

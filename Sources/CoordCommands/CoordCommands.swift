@@ -64,9 +64,22 @@ func recordTake(endpoints: [String], names: [String: String] = [:], keys: [Strin
                 abandon: @escaping @Sendable () async -> String,
                 collectionInterrupted: @escaping @Sendable (URL) -> String) async throws -> TakeOutcome {
     let session = TakeSession(endpoints: endpoints, names: names, keys: keys, request: request, console: console, logger: Logger(label: "coord"))
-    let interrupts = await handleInterrupts(session: session, abandon: abandon, collectionInterrupted: collectionInterrupted)
-    defer { interrupts.cancel() }
-    return try await session.run()
+    let signals = await UnixSignalsSequence(trapping: .sigint, .sigterm)
+    // The take and the watch on its signals are siblings: the watch ends (and the signals' default handling is
+    // back) when the take does.
+    return try await withThrowingTaskGroup(of: TakeOutcome?.self) { group in
+        group.addTask {
+            await handleInterrupts(signals, session: session, abandon: abandon, collectionInterrupted: collectionInterrupted)
+            return nil
+        }
+        group.addTask { try await session.run() }
+        while let next = try await group.next() {
+            guard let outcome = next else { continue }
+            group.cancelAll()
+            return outcome
+        }
+        throw CancellationError()
+    }
 }
 
 /// Prints a finished take's summary on stdout; a partial take exits 4 with a sentence naming what is missing.
@@ -83,29 +96,25 @@ func finishTake(_ outcome: TakeOutcome, console: Console) throws {
 
 /// Ctrl-C or SIGTERM while recording: stop every camera at one instant and collect as usual. Before the
 /// recording starts, or a second time: `abandon` deals with the nodes, and coord leaves (exit 130). The signals
-/// come through ServiceLifecycle's `UnixSignalsSequence` (no work in a signal handler); cancel the task after the
-/// take to restore the default handling.
-func handleInterrupts(session: TakeSession, abandon: @escaping @Sendable () async -> String,
-                      collectionInterrupted: @escaping @Sendable (URL) -> String) async -> Task<Void, Never> {
-    let signals = await UnixSignalsSequence(trapping: .sigint, .sigterm)
-    return Task {
-        var count = 0
-        for await _ in signals {
-            count += 1
-            if count == 1 && session.requestStop() {
-                FileHandle.standardError.write(Data("\ncoord: interrupted; stopping every camera at one instant and collecting (interrupt again to abandon the take).\n".utf8))
-                continue
-            }
-            // Recording is over: nothing is abandoned. Every node keeps what it has not seen verified, and the
-            // partial copies here are resumed by the next collection.
-            if let directory = session.collectingTake() {
-                FileHandle.standardError.write(Data("\ncoord: interrupted while collecting; \(collectionInterrupted(directory))\n".utf8))
-                Glibc.exit(130)
-            }
-            let outcome = await abandon()
-            FileHandle.standardError.write(Data("\ncoord: interrupted; \(outcome)\n".utf8))
+/// come through ServiceLifecycle's `UnixSignalsSequence` (no work in a signal handler); returns when cancelled.
+func handleInterrupts(_ signals: UnixSignalsSequence, session: TakeSession, abandon: @escaping @Sendable () async -> String,
+                      collectionInterrupted: @escaping @Sendable (URL) -> String) async {
+    var count = 0
+    for await _ in signals {
+        count += 1
+        if count == 1 && session.requestStop() {
+            FileHandle.standardError.write(Data("\ncoord: interrupted; stopping every camera at one instant and collecting (interrupt again to abandon the take).\n".utf8))
+            continue
+        }
+        // Recording is over: nothing is abandoned. Every node keeps what it has not seen verified, and the
+        // partial copies here are resumed by the next collection.
+        if let directory = session.collectingTake() {
+            FileHandle.standardError.write(Data("\ncoord: interrupted while collecting; \(collectionInterrupted(directory))\n".utf8))
             Glibc.exit(130)
         }
+        let outcome = await abandon()
+        FileHandle.standardError.write(Data("\ncoord: interrupted; \(outcome)\n".utf8))
+        Glibc.exit(130)
     }
 }
 

@@ -99,16 +99,19 @@ final class Collector: Sendable {
         }
 
         // 2. Fetch, every node in parallel, showing progress until all are done.
-        let progress = Task { [self] in
-            let every: UInt64 = console.interactive ? 500_000_000 : 2_000_000_000
-            while !Task.isCancelled {
-                try? await Task.sleep(nanoseconds: every)
-                if Task.isCancelled { break }
-                showProgress()
+        let fetched = await withTaskGroup(of: Void.self) { group in
+            group.addTask { [self] in
+                let every: UInt64 = console.interactive ? 500_000_000 : 2_000_000_000
+                while !Task.isCancelled {
+                    try? await Task.sleep(nanoseconds: every)
+                    if Task.isCancelled { break }
+                    showProgress()
+                }
             }
+            let fetched = await eachNodeResult(work) { [self] entry in await fetchAll(entry.1, from: entry.0, chunkBytes: chunkBytes) }
+            group.cancelAll()
+            return fetched
         }
-        let fetched = await eachNodeResult(work) { [self] entry in await fetchAll(entry.1, from: entry.0, chunkBytes: chunkBytes) }
-        progress.cancel()
         // Temporary folders left empty go (rmdir keeps any that still hold a partial copy to resume).
         let partials = directory.appendingPathComponent(Self.partialFolder)
         for node in nodes { _ = rmdir(partials.appendingPathComponent(node.name).path) }

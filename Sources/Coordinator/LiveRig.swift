@@ -129,7 +129,6 @@ public final class LiveRig: Sendable {
         /// The newest events, replayed to a viewer that connects later.
         var recentEvents: [EventView] = []
         var tracker: ClockTracker?
-        var trackerTask: Task<Void, Never>?
         var trackedNodes: [String] = []
         /// The rig file's text as this console loaded it (or last saved it): a file changed since is not saved over.
         var rigFileText: String?
@@ -150,6 +149,9 @@ public final class LiveRig: Sendable {
     let state = Mutex(State())
     let receiver: PreviewReceiver
     /// Takes started from the page, run by `runTakes` as child tasks of the console's take service.
+    /// Clock trackers the console starts, run by `run` as child tasks until each is stopped.
+    let trackers: AsyncStream<ClockTracker>
+    let trackerSink: AsyncStream<ClockTracker>.Continuation
     let takeWork: AsyncStream<TakeWork>
     let takeWorkSink: AsyncStream<TakeWork>.Continuation
     /// Tiles kept for `/preview/...` (64 groups' worth per camera at most).
@@ -162,6 +164,7 @@ public final class LiveRig: Sendable {
         self.preview = preview
         self.logger = logger
         (takeWork, takeWorkSink) = AsyncStream.makeStream(of: TakeWork.self)
+        (trackers, trackerSink) = AsyncStream.makeStream(of: ClockTracker.self)
         previewGrid = FrameGrid(t0: MonotonicClock.now(), periodMicroseconds: FrameGrid.period(fps: template.fps))
         let box = WeakBox()
         receiver = PreviewReceiver(logger: logger) { box.rig?.received($0) }
@@ -297,8 +300,30 @@ public final class LiveRig: Sendable {
 
     // MARK: Running
 
-    /// Runs until cancelled: reaches the nodes, keeps their status, clocks and preview going.
+    /// Runs until cancelled: reaches the nodes, keeps their status, clocks and preview going. The clock follower
+    /// (whichever tracker follows the reached nodes now) runs as a child task of this one.
     public func run() async {
+        await withDiscardingTaskGroup { group in
+            group.addTask { await self.runClockFollowers() }
+            await follow()
+            trackerSink.finish()
+            stopTracker()
+        }
+        receiver.stop()
+        let links = state.withLock { $0.nodes.compactMap(\.link) }
+        links.forEach { $0.close() }
+    }
+
+    /// Runs each clock tracker the console starts until it is stopped (another set of nodes, a take of its own).
+    private func runClockFollowers() async {
+        await withDiscardingTaskGroup { group in
+            for await tracker in trackers {
+                group.addTask { await tracker.run() }
+            }
+        }
+    }
+
+    private func follow() async {
         event("console", "console started for \(spec.nodes.count) node(s); preview \(preview.width) px at \(preview.fps) fps")
         var lastTakes: [TakeEntry] = []
         while !Task.isCancelled {
@@ -323,10 +348,6 @@ public final class LiveRig: Sendable {
             let spent = MonotonicClock.now() - tick
             try? await Task.sleep(nanoseconds: UInt64(max(100_000, 1_000_000 - spent)) * 1000)
         }
-        stopTracker()
-        receiver.stop()
-        let links = state.withLock { $0.nodes.compactMap(\.link) }
-        links.forEach { $0.close() }
     }
 
 }

@@ -210,12 +210,12 @@ extension LiveRig {
         stopTracker()
         guard !nodes.isEmpty else { return }
         let tracker = ClockTracker(nodes: nodes.map { ClockTracker.Node(name: $0.name, link: $0.link!) })
-        let task = Task { await tracker.run() }
         state.withLock { s in
             s.tracker = tracker
-            s.trackerTask = task
             s.trackedNodes = names
         }
+        // Run by `run`'s clock follower; a console that is closing runs none (the tracker is stopped with it).
+        if case .terminated = trackerSink.yield(tracker) { tracker.stop() }
     }
 
     /// The clocks this console follows, by endpoint, each with the node process it was following (the handshake's
@@ -234,12 +234,11 @@ extension LiveRig {
     }
 
     func stopTracker() {
-        let (tracker, task) = state.withLock { s in
-            defer { s.tracker = nil; s.trackerTask = nil; s.trackedNodes = [] }
-            return (s.tracker, s.trackerTask)
+        let tracker = state.withLock { s in
+            defer { s.tracker = nil; s.trackedNodes = [] }
+            return s.tracker
         }
         tracker?.stop()
-        task?.cancel()
     }
 
     // MARK: Tiles
