@@ -21,15 +21,32 @@ extension ConsoleServer {
         try ConsoleAPI(rig: rig).registerHandlers(on: router, middlewares: [ConsoleBodies(shape: .console)])
         routes(router, rig: rig)
         let wsRouter = Router(context: BasicWebSocketRequestContext.self)
-        wsRouter.ws("/ws") { _, _ in .upgrade() } onUpgrade: { _, outbound, _ in
-            // The page only listens; a viewer that cannot keep up loses the oldest messages (the stream's buffer),
-            // and its slow socket only ever stalls this task, never the rig.
-            for await message in rig.subscribe() {
-                try await outbound.write(.text(live(message)))
+        wsRouter.ws("/ws") { _, _ in .upgrade() } onUpgrade: { inbound, outbound, _ in
+            // The viewer's side is read for as long as it is open: reading it is what takes in the pongs to the
+            // console's pings and answers the viewer's own (a socket never read lost every pong, so the ping timeout
+            // closed it after 60 s), and it answers the page's keepalive. Whichever side ends first ends both.
+            try await withThrowingTaskGroup(of: Void.self) { group in
+                group.addTask {
+                    for try await message in inbound.messages(maxSize: 4096) {
+                        if case .text(let text) = message, isKeepalive(text) { try await outbound.write(.text(keepalive)) }
+                    }
+                }
+                group.addTask {
+                    // A viewer that cannot keep up loses the oldest messages (the stream's buffer), and its slow
+                    // socket only ever stalls this task, never the rig.
+                    for await message in rig.subscribe() {
+                        try await outbound.write(.text(live(message)))
+                    }
+                }
+                try await group.next()
+                group.cancelAll()
             }
         }
         let wsResponder = wsRouter.buildResponder()
-        let configuration = HTTP1WebSocketUpgradeChannel.Configuration(http1: .init(idleTimeout: settings.requestTimeout))
+        // A ping every `webSocketPing`; a viewer whose pong has not come by the next one is gone, and its socket is
+        // closed. A viewer that only answers pings stays open as long as it likes.
+        let configuration = HTTP1WebSocketUpgradeChannel.Configuration(
+            http1: .init(idleTimeout: settings.requestTimeout), ws: .init(autoPing: .enabled(timePeriod: webSocketPing)))
         let timeout = settings.requestTimeout
         let server = HTTPServerBuilder { responder in
             let gated = GatedChannel(base: HTTP1WebSocketUpgradeChannel(responder: responder, webSocketResponder: wsResponder, configuration: configuration),
@@ -50,6 +67,17 @@ extension ConsoleServer {
                 onReady(Listening(url: "\(settings.scheme)://\(host):\(port)/?token=\(settings.token)", address: "\(host):\(port)"))
             },
             logger: logger)
+    }
+
+    /// How often the console pings each WebSocket viewer (a browser answers by itself, even in a hidden tab).
+    static let webSocketPing: Duration = .seconds(30)
+
+    /// The keepalive the page sends over its WebSocket, and the console's answer: the same message.
+    static let keepalive = #"{"type":"keepalive"}"#
+
+    static func isKeepalive(_ text: String) -> Bool {
+        guard text.utf8.count < 256, let object = try? JSONSerialization.jsonObject(with: Data(text.utf8)) as? [String: Any] else { return false }
+        return object["type"] as? String == "keepalive"
     }
 
     /// A WebSocket message: the snapshot as the document's schema says, with its `type`.

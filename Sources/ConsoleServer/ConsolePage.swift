@@ -377,11 +377,40 @@ $("rig-save").addEventListener("click", async () => {
   } catch (e) { say("rig-save-message", e.message, true); }
 });
 
-let retry = 1000;
+// The socket stays open while the page is: the console pings it (the browser answers), the page sends a keepalive
+// every 15 s (the console answers), and a socket that has heard nothing for 90 s is taken for dead. A lost socket is
+// opened again at once; the banner shows only when the console has stayed unreachable for 5 s.
+let retry = 250, bannerTimer = null;
+function lost() {
+  $("connection").textContent = "reconnecting…";
+  if (bannerTimer === null) {
+    bannerTimer = setTimeout(() => { $("banner").classList.add("shown"); $("connection").textContent = "disconnected"; }, 5000);
+  }
+  setTimeout(connect, retry);
+  retry = Math.min(retry * 2, 5000);
+}
 function connect() {
   const socket = new WebSocket((location.protocol === "https:" ? "wss://" : "ws://") + location.host + "/ws");
-  socket.onopen = () => { retry = 1000; $("banner").classList.remove("shown"); $("connection").textContent = "live"; };
+  let heard = Date.now(), ended = false;
+  const keepalive = setInterval(() => {
+    if (socket.readyState !== WebSocket.OPEN) return;
+    if (Date.now() - heard > 90000) { socket.close(); end(); return; }
+    socket.send('{"type":"keepalive"}');
+  }, 15000);
+  function end() {
+    if (ended) return;
+    ended = true;
+    clearInterval(keepalive);
+    socket.onmessage = socket.onclose = null;
+    lost();
+  }
+  socket.onopen = () => {
+    retry = 250; heard = Date.now();
+    clearTimeout(bannerTimer); bannerTimer = null;
+    $("banner").classList.remove("shown"); $("connection").textContent = "live";
+  };
   socket.onmessage = (event) => {
+    heard = Date.now();
     let m;
     try { m = JSON.parse(event.data); } catch (e) { return; }
     if (m.type === "rig") showRig(m);
@@ -390,12 +419,7 @@ function connect() {
     else if (m.type === "takes") showTakes(m.takes);
     else if (m.type === "event") showEvent(m);
   };
-  socket.onclose = () => {
-    $("banner").classList.add("shown");
-    $("connection").textContent = "disconnected";
-    setTimeout(connect, retry);
-    retry = Math.min(retry * 2, 10000);
-  };
+  socket.onclose = end;
 }
 api("GET", "/api/rig").then(showRig).catch(() => {});
 api("GET", "/api/takes").then((t) => { showTakes(t.takes); showTake(t.current); }).catch(() => {});

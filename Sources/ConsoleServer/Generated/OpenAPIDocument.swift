@@ -76,7 +76,7 @@ enum OpenAPIDocument {
      "files"
     ],
     "summary": "Live changes (WebSocket); each text message is a JSON object whose `type` says which",
-    "description": "Upgrades to a WebSocket. The console sends, as they change, messages of type rig (a Rig), multiview (a Multiview), take ({\"take\": Take or null}), takes ({\"takes\": [TakeEntry]}) and event (an Event), each with a \"type\" key added; a viewer first gets the rig, the take, the takes and the newest events. The page only listens.",
+    "description": "Upgrades to a WebSocket. The console sends, as they change, messages of type rig (a Rig), multiview (a Multiview), take ({\"take\": Take or null}), takes ({\"takes\": [TakeEntry]}) and event (an Event), each with a \"type\" key added; a viewer first gets the rig, the take, the takes and the newest events. The console pings every viewer every 30 s and closes a socket whose pong has not come by the next ping; a viewer that sends {\"type\": \"keepalive\"} gets the same message back (the page sends one every 15 s); anything else a viewer sends is ignored.",
     "operationId": "live",
     "responses": {
      "101": {
