@@ -24,16 +24,10 @@ public enum JSONFieldProblem {
         return clause(of: error)
     }
 
-    /// A DecodingError in a sentence's words.
+    /// A DecodingError in a sentence's words (DecodingProblem's), anything else cut short.
     static func clause(of error: Error) -> String {
         guard let error = error as? DecodingError else { return Echo.short("\(error)") }
-        switch error {
-        case .keyNotFound(let key, let context): return "\(field(context.codingPath + [key])) is missing"
-        case .typeMismatch(_, let context), .valueNotFound(_, let context), .dataCorrupted(let context):
-            let at = field(context.codingPath)
-            return (at == "the document" ? "" : "\(at): ") + Echo.short(context.debugDescription)
-        @unknown default: return Echo.short("\(error)")
-        }
+        return DecodingProblem.sentence(error)
     }
 
     /// `files[2].bytes`; the document itself when the path is empty.

@@ -311,15 +311,15 @@ extension GenICamCamera {
                 if let found = try GigEVisionDiscovery.discover(on: interfaces, looking: deviceID).first {
                     GenICamCamera.located.holding { $0[key] = found }
                     if let camera = carv_gv_camera_open(found.interfaceAddress, found.announcement.address, &err, 512) { return camera }
-                    throw CameraSourceError("GigE Vision camera \(deviceID) answered discovery on \(found.interface) from \(found.announcement.address) but could not be opened: \(text(err))")
+                    throw CameraSourceError("GigE Vision camera \(Echo.short(deviceID)) answered discovery on \(found.interface) from \(found.announcement.address) but could not be opened: \(text(err))")
                 }
             }
             if let camera = carv_camera_open(deviceID, &err, 512) { return camera }
-            let found = (try? GenICamCamera.devices(interfaces: interfaces))?.map(\.deviceID) ?? []
+            let found = (try? GenICamCamera.devices(interfaces: interfaces))?.map { Echo.short($0.deviceID) } ?? []
             let looked = interfaces.isEmpty
                 ? "GigE Vision discovery is off: name the network interface its cameras are on with --genicam-interface IFACE"
                 : "GigE Vision looked on \(interfaces.joined(separator: ", ")) only"
-            throw CameraSourceError("no GenICam camera answers as \"\(deviceID)\" (\(found.isEmpty ? "none was found" : "found: " + found.joined(separator: ", ")); \(looked); see coord-node --list-cameras)")
+            throw CameraSourceError("no GenICam camera answers as \"\(Echo.short(deviceID))\" (\(found.isEmpty ? "none was found" : "found: " + found.joined(separator: ", ")); \(looked); see coord-node --list-cameras)")
         }
 
         func call(_ what: String, _ body: (UnsafeMutablePointer<CChar>, Int) -> Int32) throws {

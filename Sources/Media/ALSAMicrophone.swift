@@ -1,4 +1,5 @@
 import CALSA
+import CoordCore
 import Foundation
 import Platform
 
@@ -28,15 +29,18 @@ public final class ALSAMicrophone: AudioSource, @unchecked Sendable {
         self.framesPerRead = framesPerRead
         self.localClock = localClock
         // At most 2 s of sound queued.
-        queue = AudioQueue(capacity: 2 * sampleRate / framesPerRead, stoppedSentence: "ALSA device \(device) was stopped")
+        queue = AudioQueue(capacity: 2 * sampleRate / framesPerRead, stoppedSentence: "ALSA device \(Echo.short(device)) was stopped")
     }
 
     public func start() throws {
         guard !queue.isRunning else { return }
         var handle: OpaquePointer?
-        var why = [CChar](repeating: 0, count: 512)
+        // Room for the whole device name, so the sentence keeps its reason; the name is then cut short in it.
+        var why = [CChar](repeating: 0, count: device.utf8.count + 512)
         let r = calsa_open_capture(device, UInt32(sampleRate), 1, UInt(framesPerRead), &handle, &why, why.count)
-        guard r >= 0, let handle else { throw CameraSourceError(String(cString: why)) }
+        guard r >= 0, let handle else {
+            throw CameraSourceError(String(cString: why).replacingOccurrences(of: device, with: Echo.short(device)))
+        }
         guard queue.begin() else {
             snd_pcm_close(handle)
             return
@@ -91,7 +95,7 @@ public final class ALSAMicrophone: AudioSource, @unchecked Sendable {
                     renumber = true
                     continue
                 }
-                queue.end("ALSA device \(device) stopped delivering sound: \(String(cString: calsa_strerror(code)))")
+                queue.end("ALSA device \(Echo.short(device)) stopped delivering sound: \(String(cString: calsa_strerror(code)))")
                 return
             }
             if n == 0 { continue }

@@ -88,7 +88,7 @@ public final class V4L2Camera: CameraSource, ControllableCamera, RePhasingCamera
                                                      codec: codec, device: path).get()
             let set = try device.setFormat(width: UInt32(width), height: UInt32(height), pixelFormat: choice.pixelFormat)
             guard Int(set.width) == width, Int(set.height) == height, set.pixelFormat == choice.pixelFormat else {
-                throw CameraSourceError("\(path) was asked for \(choice.fourcc) \(width)x\(height) but set \(V4L2Device.fourcc(set.pixelFormat)) \(set.width)x\(set.height)")
+                throw CameraSourceError("\(Echo.short(path)) was asked for \(choice.fourcc) \(width)x\(height) but set \(V4L2Device.fourcc(set.pixelFormat)) \(set.width)x\(set.height)")
             }
             bytesPerLine = Int(set.bytesPerLine)
             let size = formats.first { $0.pixelFormat == choice.pixelFormat }?.sizes
@@ -97,7 +97,7 @@ public final class V4L2Camera: CameraSource, ControllableCamera, RePhasingCamera
             let kept = try device.setFrameInterval(choice.interval)
             let keptPeriod = kept.periodUs ?? 0
             guard abs(keptPeriod - periodMicroseconds) <= periodMicroseconds * V4L2FormatChoice.intervalTolerance else {
-                throw CameraSourceError("\(path) was asked for \(V4L2FormatChoice.fpsText(periodMicroseconds)) fps but runs at \(keptPeriod > 0 ? V4L2FormatChoice.fpsText(keptPeriod) : "an unknown rate") fps")
+                throw CameraSourceError("\(Echo.short(path)) was asked for \(V4L2FormatChoice.fpsText(periodMicroseconds)) fps but runs at \(keptPeriod > 0 ? V4L2FormatChoice.fpsText(keptPeriod) : "an unknown rate") fps")
             }
             var settled = choice
             settled.interval = kept
@@ -171,7 +171,7 @@ public final class V4L2Camera: CameraSource, ControllableCamera, RePhasingCamera
         } catch let error as CameraSourceError {
             throw error
         } catch {
-            throw CameraSourceError("\(path) refused a control: \(Self.sentence(error))")
+            throw CameraSourceError("\(Echo.short(path)) refused a control: \(Self.sentence(error))")
         }
     }
 
@@ -213,7 +213,7 @@ public final class V4L2Camera: CameraSource, ControllableCamera, RePhasingCamera
         do {
             let kept = try device.setFrameInterval(choice.interval)
             rePhaseVerdict = kept == choice.interval ? .accepted
-                : .refused("\(path) answered VIDIOC_S_PARM while streaming with another interval (\(kept.numerator)/\(kept.denominator))")
+                : .refused("\(Echo.short(path)) answered VIDIOC_S_PARM while streaming with another interval (\(kept.numerator)/\(kept.denominator))")
         } catch {
             rePhaseVerdict = .refused(Self.sentence(error))
         }
@@ -239,7 +239,7 @@ public final class V4L2Camera: CameraSource, ControllableCamera, RePhasingCamera
         do {
             _ = try device.setFrameInterval(choice.interval)
         } catch {
-            endReason = "\(path) did not take its frame interval back after a re-phase: \(Self.sentence(error))"
+            endReason = "\(Echo.short(path)) did not take its frame interval back after a re-phase: \(Self.sentence(error))"
         }
     }
 
@@ -395,8 +395,13 @@ public final class V4L2Camera: CameraSource, ControllableCamera, RePhasingCamera
     // MARK: Sentences
 
     /// One sentence for a failed V4L2 call (without a trailing period).
+    /// The device path, as given on the command line or in the node file, cut short and its control characters
+    /// escaped (`Echo.short`).
     static func sentence(_ error: Error) -> String {
         var text = "\(error)"
+        if let error = error as? V4L2Error, !error.device.isEmpty, Echo.short(error.device) != error.device {
+            text = text.replacingOccurrences(of: error.device, with: Echo.short(error.device))
+        }
         while text.hasSuffix(".") { text.removeLast() }
         return text
     }
@@ -404,6 +409,7 @@ public final class V4L2Camera: CameraSource, ControllableCamera, RePhasingCamera
     /// Why a device node cannot be opened, in the operator's words (no trailing period).
     public static func openProblem(path: String, error: Error) -> String {
         guard let error = error as? V4L2Error else { return sentence(error) }
+        let path = Echo.short(path)
         switch error.errno {
         case ENOENT: return "\(path) does not exist (is the camera plugged in?)"
         case EACCES, EPERM: return "\(path) cannot be opened: permission denied (is this user in the video group?)"
@@ -412,10 +418,11 @@ public final class V4L2Camera: CameraSource, ControllableCamera, RePhasingCamera
         }
     }
 
-    /// Why a node that opened is not a camera coord can record from, or nil.
+    /// Why a node that opened is not a camera coord can record from, or nil. The card name is the device's own.
     public static func captureProblem(path: String, _ caps: V4L2Capabilities) -> String? {
+        let path = Echo.short(path)
         if !caps.isVideoCapture {
-            let card = caps.card.isEmpty ? caps.driver : caps.card
+            let card = Echo.short(caps.card.isEmpty ? caps.driver : caps.card)
             return "\(path)\(card.isEmpty ? "" : " (\(card))") is not a video capture node (a UVC webcam's second node carries only metadata)"
         }
         if !caps.canStream { return "\(path) does not support streaming I/O" }

@@ -61,7 +61,7 @@ public struct V4L2FormatChoice: Equatable, Sendable {
         let offers = usable.flatMap { format in
             format.sizes.filter { fits($0, in: format, width: width, height: height) }.map { "\(format.fourcc) at \(ratesText($0)) fps" }
         }
-        var sentence = "\(device) cannot deliver \(width)x\(height) at \(rate) fps for \(codec.rawValue)"
+        var sentence = "\(Echo.short(device)) cannot deliver \(width)x\(height) at \(rate) fps for \(codec.rawValue)"
         if offers.isEmpty {
             let sizes = Set(usable.flatMap { $0.sizes.map { "\($0.width)x\($0.height)" } }).sorted()
             sentence += sizes.isEmpty ? " (it offers no format coord can record: \(formats.map(\.fourcc).joined(separator: ", ")))"

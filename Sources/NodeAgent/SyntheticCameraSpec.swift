@@ -67,7 +67,8 @@ public struct SyntheticCameraSpecError: Error, Equatable, Sendable, CustomString
         self.option = option; self.entry = entry; self.reason = reason
     }
 
-    public var description: String { "\(option) entry \"\(entry)\" is not usable: \(reason)." }
+    /// The entry as given, cut short and its control characters escaped (`Echo.short`).
+    public var description: String { "\(option) entry \"\(Echo.short(entry))\" is not usable: \(reason)." }
 }
 
 /// A V4L2 camera the node records: its name in the rig and its device node (`--v4l2 NAME=/dev/videoN`).
@@ -130,7 +131,7 @@ public enum GenICamInterfaceName {
         var kept: [String] = []
         for name in names {
             if let problem = problem(name) {
-                throw SyntheticCameraSpecError(option: "--genicam-interface", entry: Echo.short(name), reason: problem)
+                throw SyntheticCameraSpecError(option: "--genicam-interface", entry: name, reason: problem)
             }
             if !kept.contains(name) { kept.append(name) }
         }
