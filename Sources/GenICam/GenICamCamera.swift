@@ -519,7 +519,11 @@ extension GenICamCamera {
     /// GigE Vision is not looked for, nothing is broadcast) and USB3 Vision cameras. Throws one sentence when an
     /// interface cannot be used.
     public static func devices(interfaces: [String]) throws -> [GenICamDevice] {
-        let gige = try GigEVisionDiscovery.discover(on: interfaces).map { found in
+        let answers = try GigEVisionDiscovery.discover(on: interfaces)
+        located.holding { cache in
+            for found in answers { cache["\(interfaces.joined(separator: ","))/\(found.announcement.deviceID)"] = found }
+        }
+        let gige = answers.map { found in
             let a = found.announcement
             return GenICamDevice(deviceID: a.deviceID, protocolName: "GigEVision", vendor: a.vendor, model: a.model,
                                  serial: a.serialOrMAC, address: a.address)
