@@ -65,7 +65,8 @@ def main() -> int:
                 staging = Path(work) / f"staging-{i}"
                 node = subprocess.Popen([str(build / "coord-node"), "--name", "n1", "--endpoint", "tcp://127.0.0.1:*",
                                          "--staging", str(staging), "--synthetic", "cam1", "--genicam", "cam0=Aravis-Fake-GV01",
-                                         "--parent-pid", str(os.getpid()), "--log-level", "warning"],
+                                         # Discovery on loopback only: nothing is broadcast on the host's networks.
+                                         "--genicam-interface", "lo", "--parent-pid", str(os.getpid()), "--log-level", "warning"],
                                         stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
                 ready = node.stdout.readline().split()
                 if len(ready) != 2 or ready[0] != "READY":
