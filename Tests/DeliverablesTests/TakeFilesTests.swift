@@ -1,6 +1,7 @@
 import Foundation
 import Platform
 import Testing
+@testable import Deliverables
 #if canImport(Glibc)
 import Glibc
 #endif
@@ -120,5 +121,15 @@ import Glibc
         let files = try take.regularFiles { $0 == "ascmhl" }
         #expect(Set(files.keys) == ["a/cam0.mkv", "manifest.json"])
         #expect(files["a/cam0.mkv"]?.size == 8)
+    }
+
+    @Test func aFramesTableThatIsNotOneQuotesAShortEscapedPieceNeverTheFile() throws {
+        let passwd = "root:x:0:0:root:/root:/bin/bash\ndaemon:x:1:1:daemon:/usr/sbin:/usr/sbin/nologin\n"
+        let problem = try #require(DeliverPlan.framesProblem("frame,group,center_us,flags\n" + passwd, groups: 1, file: "n/c.frames.csv"))
+        #expect(problem.sentence == "n/c.frames.csv has a row that is not frame,group,…: \"root:x:0:0:root:/root:/b…\".")
+        #expect(!problem.sentence.contains("daemon"))
+        let escape = try #require(DeliverPlan.framesProblem("h\n\u{1B}[2J\tx\"\n", groups: 1, file: "f"))
+        #expect(escape.sentence == "f has a row that is not frame,group,…: \"\\u{1B}[2J\\tx\\\"\".")
+        #expect(!escape.sentence.unicodeScalars.contains { $0.properties.generalCategory == .control })
     }
 }
