@@ -292,12 +292,11 @@ public final class TakeDirectory: Sendable {
 
     /// This folder's entries (not `.` and `..`), each as it is, none followed.
     public func entries() throws(TakeFileError) -> [TakeEntry] {
-        // fdopendir takes the descriptor over: hand it a duplicate.
-        let copy = fcntl(fd, F_DUPFD_CLOEXEC, 0)
+        // fdopendir takes the descriptor over: hand it one of its own (a dup would share the listing's position).
+        let copy = openat(fd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NONBLOCK)
         guard copy >= 0 else { throw TakeFileError(path: path, reason: .system(errno)) }
         guard let dir = fdopendir(copy) else { let code = errno; _ = close(copy); throw TakeFileError(path: path, reason: .system(code)) }
         defer { closedir(dir) }
-        rewinddir(dir)
         var out: [TakeEntry] = []
         while let e = readdir(dir) {
             let name = withUnsafeBytes(of: e.pointee.d_name) { raw in
