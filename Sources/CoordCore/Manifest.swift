@@ -242,6 +242,10 @@ public struct TakeManifest: Codable, Equatable, Sendable {
         public var rateErrorPPM: Double
         /// Empty until collection verified the file.
         public var sha256: String
+        /// Not a contract key (CONTRACT §10's checksum, beside `sha256`): the file's xxh128 as its node computed it and
+        /// collection checked it as the bytes arrived, 32 lower-case hex digits; nil until then, or from a node that
+        /// predates xxh128.
+        public var xxh128: String?
         /// Not a contract key: the file's size once collected.
         public var bytes: UInt64?
         /// Not a contract key: why the sound ended before the take did (the microphone went away).
@@ -251,7 +255,7 @@ public struct TakeManifest: Codable, Equatable, Sendable {
         enum CodingKeys: String, CodingKey {
             case node, mic, path, streamIndex = "stream_index", sampleRate = "sample_rate", channels
             case startMicroseconds = "start_us", frames, avOffsetMicroseconds = "av_offset_us", rateErrorPPM = "rate_error_ppm"
-            case sha256, bytes, ended, device
+            case sha256, xxh128, bytes, ended, device
         }
         public init(node: String, mic: String, sampleRate: Int, channels: Int, startMicroseconds: Int64, frames: Int64,
                     avOffsetMicroseconds: Offsets, rateErrorPPM: Double) {

@@ -31,7 +31,9 @@ public enum TakeCollection {
         let nodes = nodeNames.map { name in
             let cameras = pending.cameras.filter { $0.node == name }
             let sound = (pending.audio ?? []).filter { $0.node == name }
-            let knownSound = sound.compactMap { a in a.sha256.isEmpty ? nil : TakeManifest.File(path: a.path, bytes: a.bytes ?? 0, sha256: a.sha256) }
+            let knownSound = sound.compactMap { a in
+                a.sha256.isEmpty ? nil : TakeManifest.File(path: a.path, bytes: a.bytes ?? 0, sha256: a.sha256, xxh128: a.xxh128 ?? "")
+            }
             return Collector.Node(name: name, link: links[name], expected: cameras.flatMap(paths(of:)) + sound.map(\.path),
                                   known: cameras.flatMap(\.files) + knownSound,
                                   unreachable: unreachable[name] ?? "node \(name) is not in the rig file.")
@@ -162,6 +164,7 @@ public enum TakeCollection {
             for i in audio.indices {
                 if let file = outcome.verified[audio[i].path] {
                     audio[i].sha256 = file.sha256
+                    audio[i].xxh128 = file.xxh128.isEmpty ? nil : file.xxh128
                     audio[i].bytes = file.bytes
                 }
             }
@@ -274,7 +277,6 @@ final class CollectLock {
         flock(fd, LOCK_UN)
         close(fd)
     }
-}
 
     /// Whether another coord collects the take in `directory` now.
     static func isHeld(directory: URL) -> Bool {
@@ -285,3 +287,4 @@ final class CollectLock {
         flock(fd, LOCK_UN)
         return false
     }
+}

@@ -23,13 +23,14 @@ extension SyncReportPage {
     .fig .v small{font-size:14px;font-weight:400;color:#444}
     .note{color:#555;font-size:13px;margin:2px 0 8px}
     svg.plot{display:block;width:100%;height:auto;background:#fff;border:1px solid #e0e0e0;border-radius:6px}
+    svg.sound{display:block;width:100%;height:auto;background:#fff;border:1px solid #e0e0e0;border-radius:6px;margin:6px 0}
     svg .halo{paint-order:stroke;stroke:#fff;stroke-width:4px}
     table{border-collapse:collapse;background:#fff;margin:6px 0;font-size:14px}
     td,th{border:1px solid #d6d6d6;padding:4px 9px;text-align:right;vertical-align:top;white-space:nowrap}
     th{background:#f0f0f0;font-weight:600}
     td.l,th.l{text-align:left}
     tr.hot td.cost{background:#ffe0b2;font-weight:700}tr.over td.cost{background:#ffcdd2;font-weight:700}
-    tr.off td{color:#9a9a9a}
+    tr.off td{color:#9a9a9a}tr.uncalibrated td.cost{color:#8a5a00;font-style:italic}
     .chip{display:inline-block;width:11px;height:11px;border-radius:2px;margin-right:6px;vertical-align:-1px}
     td.detail{text-align:left;max-width:560px;white-space:normal}
     </style></head>
@@ -92,7 +93,7 @@ extension SyncReportPage {
     {{/sound}}
     {{#budget}}
     <h2>Budget</h2>
-    <p>Hardware cost <b>{{cost}}</b> (the most loaded node's; must stay under 1.00){{#longestTake}} · longest take the nodes sustain: {{longestTake}}{{/longestTake}}. Rows at 0.80 or more are highlighted.</p>
+    <p>Hardware cost <b>{{cost}}</b>{{#counted}} (the most loaded node's; must stay under 1.00){{/counted}}{{#longestTake}} · longest take the nodes sustain: {{longestTake}}{{/longestTake}}.{{#uncounted}} <span class="uncounted">{{.}}.</span>{{/uncounted}} Rows at 0.80 or more are highlighted.</p>
     <table class="budget"><tr><th class="l">node</th><th class="l">resource</th><th>demand</th><th>capacity</th><th>cost</th></tr>
     {{#rows}}
     {{^isNote}}

@@ -175,6 +175,49 @@ struct SVGPlot {
         }
     }
 
+    /// `points` (any order) as the strokes that draw them, split wherever the data has a gap: two neighbours more than
+    /// `maxGap` apart on x are never joined, so no line crosses x values nothing was measured at. Few enough points are
+    /// kept as they are; more are downsampled like `envelope` (each slice's minimum and maximum), two neighbouring
+    /// slices joined only when the last point of the one and the first of the next are within `maxGap`. A run of one
+    /// point is an isolated measurement.
+    static func gappedRuns(_ points: [(x: Double, y: Double)], over range: ClosedRange<Double>, buckets: Int,
+                           maxGap: Double) -> [[(x: Double, y: Double)]] {
+        var runs: [[(x: Double, y: Double)]] = []
+        var lastX = -Double.infinity
+        if points.count <= buckets {
+            for p in points.sorted(by: { $0.x < $1.x }) {
+                if runs.isEmpty || !(p.x - lastX <= maxGap) { runs.append([]) }
+                runs[runs.count - 1].append(p)
+                lastX = p.x
+            }
+            return runs
+        }
+        let span = max(range.upperBound - range.lowerBound, .leastNonzeroMagnitude)
+        var low = [Double](repeating: .infinity, count: buckets), high = [Double](repeating: -.infinity, count: buckets)
+        var first = [Double](repeating: .infinity, count: buckets), last = [Double](repeating: -.infinity, count: buckets)
+        for p in points {
+            let raw = (p.x - range.lowerBound) / span * Double(buckets)
+            let i = raw.isFinite ? Int(min(max(raw, 0), Double(buckets - 1))) : 0
+            low[i] = min(low[i], p.y)
+            high[i] = max(high[i], p.y)
+            first[i] = min(first[i], p.x)
+            last[i] = max(last[i], p.x)
+        }
+        for i in 0..<buckets where low[i] <= high[i] {
+            if runs.isEmpty || !(first[i] - lastX <= maxGap) { runs.append([]) }
+            let x = range.lowerBound + (Double(i) + 0.5) * span / Double(buckets)
+            if low[i] == high[i] {
+                runs[runs.count - 1].append((x, low[i]))
+            } else if i % 2 == 0 {
+                runs[runs.count - 1] += [(x, low[i]), (x, high[i])]
+            } else {
+                runs[runs.count - 1] += [(x, high[i]), (x, low[i])]
+            }
+            lastX = last[i]
+        }
+        return runs
+    }
+
     /// Merges ticks of `width` pixels centred on `centres` (any order) into runs, so a take with thousands of
     /// neighbouring ticks draws a few rectangles.
     static func runs(_ centres: [Double], width: Double) -> [ClosedRange<Double>] {
@@ -264,6 +307,29 @@ struct SVGPlot {
             }
         }
         line(path, color: color, width: width, dash: dash, opacity: opacity)
+    }
+
+    /// A series with gaps (`gappedRuns`): one path whose subpaths are the runs of neighbouring points, and a dot for
+    /// each point with no neighbour to join (class `cssClass`, the dots `cssClass-points`).
+    mutating func gappedSeries(_ points: [(x: Double, y: Double)], color: String, cssClass: String, buckets: Int = 1000,
+                               maxGap: Double, width: Double = 1.5) {
+        var d = "", dots = ""
+        for run in SVGPlot.gappedRuns(points, over: x.low...x.high, buckets: buckets, maxGap: maxGap) {
+            if run.count == 1 {
+                let cx = px(run[0].x), cy = py(run[0].y)
+                dots += "M\(SVGPlot.f(cx - 2)) \(SVGPlot.f(cy))a2 2 0 1 0 4 0a2 2 0 1 0 -4 0"
+                continue
+            }
+            for (i, p) in run.enumerated() {
+                d += (i == 0 ? "M" : i == 1 ? "L" : " ") + SVGPlot.f(px(p.x)) + "," + SVGPlot.f(py(p.y))
+            }
+        }
+        if !d.isEmpty {
+            layers.append("<path class=\"\(cssClass)\" fill=\"none\" stroke=\"\(color)\" stroke-width=\"\(SVGPlot.f(width))\" stroke-linejoin=\"round\" d=\"\(d)\"/>")
+        }
+        if !dots.isEmpty {
+            layers.append("<path class=\"\(cssClass)-points\" fill=\"\(color)\" d=\"\(dots)\"/>")
+        }
     }
 
     /// A staircase: each point's value holds until the next point's x (the last until `until`).

@@ -8,11 +8,13 @@ extension SyncReportPage.PageContext {
 }
 
 extension SyncReportPage {
+    /// Each camera file and collected microphone file, by path; its xxh128 the manifest's own (camera `files[]`, the
+    /// microphone's entry), else `xxh128[path]`, else "-".
     static func fileRows(_ manifest: TakeManifest, xxh128: [String: String]) -> [PageContext.FileRow] {
-        var files = manifest.cameras.flatMap { camera in camera.files.map { file in (file.path, file.bytes) } }
-        files += (manifest.audio ?? []).compactMap { a in a.bytes.map { (a.path, $0) } }
-        return files.sorted { $0.0 < $1.0 }.map { path, bytes in
-            .init(path: path, size: byteCount(bytes), xxh128: xxh128[path] ?? "-")
+        var files = manifest.cameras.flatMap { camera in camera.files.map { file in (file.path, file.bytes, file.xxh128) } }
+        files += (manifest.audio ?? []).compactMap { a in a.bytes.map { (a.path, $0, a.xxh128 ?? "") } }
+        return files.sorted { $0.0 < $1.0 }.map { path, bytes, hash in
+            .init(path: path, size: byteCount(bytes), xxh128: !hash.isEmpty ? hash : xxh128[path] ?? "-")
         }
     }
 

@@ -128,7 +128,23 @@ public enum SyncReportPage {
     static func groupAxis(_ manifest: TakeManifest, traces: [CameraTrace]) -> SVGPlot.Axis {
         let lastRow = traces.flatMap { [$0.errors.last?.x ?? 0, Double($0.heldGroups.max() ?? 0), Double($0.droppedGroups.max() ?? 0)] }.max() ?? 0
         let high = max(Double(manifest.groups), lastRow + 1, 1)
-        return .exact(0, high, count: 8, label: "group (frame period \(SVGPlot.number(Double(manifest.framePeriodMicroseconds) / 1000)) ms); below: time since t0")
+        let unit = timeStyle(reach: high * Double(max(manifest.framePeriodMicroseconds, 1)) / 1e6).unit
+        return .exact(0, high, count: 8, label: "group (frame period \(SVGPlot.number(Double(manifest.framePeriodMicroseconds) / 1000)) ms); below: time since t0 (\(unit))")
+    }
+
+    /// One way of writing the times along an axis that reaches `reach` seconds either side of zero, and the unit its
+    /// title names: seconds below ten minutes, m:ss below an hour, else h:mm:ss (never two styles on one axis).
+    static func timeStyle(reach: Double) -> (unit: String, text: @Sendable (Double) -> String) {
+        let a = reach.isFinite ? abs(reach) : 0
+        guard a >= 600 else { return ("s", { seconds($0) }) }
+        let hours = a >= 3600
+        return (hours ? "h:mm:ss" : "m:ss", { s in
+            guard s.isFinite, abs(s) < 1e9 else { return seconds(s) }
+            let whole = Int(abs(s).rounded())
+            let text = hours ? String(format: "%d:%02d:%02d", whole / 3600, whole / 60 % 60, whole % 60)
+                : String(format: "%d:%02d", whole / 60, whole % 60)
+            return (s < 0 && whole > 0 ? "−" : "") + text
+        })
     }
 
     static func seconds(_ s: Double) -> String {
@@ -151,7 +167,7 @@ public enum SyncReportPage {
         s < 600 ? seconds(s) : s < 7200 ? String(format: "%.1f min", s / 60) : String(format: "%.1f h", s / 3600)
     }
 
-    private static func fixed(_ v: Double, _ digits: Int = 1) -> String { String(format: "%.\(digits)f", v) }
+    static func fixed(_ v: Double, _ digits: Int = 1) -> String { String(format: "%.\(digits)f", v) }
 
     // MARK: plots
 
@@ -174,7 +190,7 @@ public enum SyncReportPage {
                            y: .nice(min(values.min() ?? -1, 0), max(values.max() ?? 1, 0), label: "centre − grid (µs)"),
                            legend: legend, plotHeight: 260, left: margins.left, right: margins.right,
                            bottomStrip: withDups.isEmpty ? 0 : Double(withDups.count) * rowHeight + 4)
-        plot.xSecondaryLabel = secondsLabel(manifest)
+        plot.xSecondaryLabel = secondsLabel(manifest, plot.x)
         if values.isEmpty { plot.emptyNote("no frames to plot") }
         for t in traces { plot.envelope(t.errors, color: t.color, buckets: maxBuckets) }
         // Dup rows: one thin row per camera that has any, in the strip under the data box.
@@ -199,13 +215,16 @@ public enum SyncReportPage {
         let margins = groupMargins(traces)
         var plot = SVGPlot(title: "Spread per group", x: groupAxis(manifest, traces: traces),
                            y: .nice(0, top * 1.05, label: "spread (µs)"),
-                           legend: [.init(name: "spread: max − min centre across cameras (dup rows left out)", color: "#1f3b73"),
+                           legend: [.init(name: "spread: max − min centre across cameras (dup rows left out; gaps: no group measured)", color: "#1f3b73"),
                                     .init(name: "p50 (report)", color: "#2e7d32", style: .dashed),
                                     .init(name: "p99 (report)", color: "#c62828", style: .dashed)],
                            plotHeight: 220, left: margins.left, right: margins.right)
-        plot.xSecondaryLabel = secondsLabel(manifest)
+        plot.xSecondaryLabel = secondsLabel(manifest, plot.x)
         if spreads.isEmpty { plot.emptyNote("no group has frames from two cameras") }
-        plot.envelope(spreads.map { (Double($0.group), Double($0.spread)) }, color: "#1f3b73", buckets: maxBuckets)
+        // Consecutive measured groups only are joined: no line crosses groups without frames from two cameras (a rig
+        // throttled to one group in two is a row of dots, a stretch no set measured is a gap).
+        plot.gappedSeries(spreads.map { (Double($0.group), Double($0.spread)) }, color: "#1f3b73", cssClass: "series",
+                          buckets: maxBuckets, maxGap: 1)
         // Labels in the right margin; two close rules push theirs apart.
         let gap = plot.py(Double(s.p50)) - plot.py(Double(s.p99))
         let push = max(0, (15 - gap) / 2)
@@ -233,15 +252,15 @@ public enum SyncReportPage {
             // A bound tens of times the uncertainty would flatten the uncertainty onto the axis: use a log scale.
             let logScale = top / max(smallest, 0.01) > 8
             let legend = nodes.filter { n in track.contains { $0.node == n } }.map { SVGPlot.LegendEntry(name: $0, color: nodeColor($0)) }
+            let (low, high) = (min(xs.min() ?? 0, 0), max(xs.max() ?? 0, end, 0.001))
+            let style = timeStyle(reach: max(abs(low), abs(high)))
             var plot = SVGPlot(title: "Clock uncertainty per node",
-                               x: .time(min(xs.min() ?? 0, 0), max(xs.max() ?? 0, end, 0.001),
-                                        label: "time since t0; each estimate holds until the next"),
+                               x: .time(low, high, label: "time since t0 (\(style.unit)); each estimate holds until the next"),
                                y: logScale ? .logarithmic(max(smallest * 0.8, 0.1), top * 1.2, label: "clock error (µs, log)")
                                    : .nice(0, max(top, 1) * 1.08, label: "clock error (µs)"),
                                legend: legend, plotHeight: 200)
-            // One style along the axis: m:ss (or h:mm:ss) throughout once the span is ten minutes or more.
-            let long = plot.x.high - plot.x.low >= 600
-            plot.xTickLabel = { t in long && t == 0 ? "0:00" : seconds(t) }
+            // One style along the axis: m:ss (or h:mm:ss) throughout once it reaches ten minutes or more.
+            plot.xTickLabel = style.text
             for (at, name) in [(0.0, "start"), (end, "stop")] where at > plot.x.low && at <= plot.x.high {
                 let x = SVGPlot.f(plot.px(at))
                 plot.add("<line x1=\"\(x)\" x2=\"\(x)\" y1=\"\(SVGPlot.f(plot.plotTop))\" y2=\"\(SVGPlot.f(plot.plotBottom))\" stroke=\"#777\" stroke-dasharray=\"2 3\"/>")
@@ -310,7 +329,7 @@ public enum SyncReportPage {
                            y: SVGPlot.Axis(low: 0, high: Double(lanes), ticks: [], label: ""),
                            legend: legend, plotHeight: Double(lanes) * laneHeight + markerStrip, left: left, right: right)
         plot.showYAxis = false
-        plot.xSecondaryLabel = secondsLabel(manifest)
+        plot.xSecondaryLabel = secondsLabel(manifest, plot.x)
         let laneTop = plot.plotTop + markerStrip
         let width = tickWidth(plot)
         for (i, t) in traces.enumerated() {
@@ -359,9 +378,11 @@ public enum SyncReportPage {
         return max(1.5, min(8, perGroup * 0.7))
     }
 
-    static func secondsLabel(_ manifest: TakeManifest) -> (Double) -> String {
+    /// The time since t0 of each group on `axis`, written one way along all of it (`timeStyle`).
+    static func secondsLabel(_ manifest: TakeManifest, _ axis: SVGPlot.Axis) -> (Double) -> String {
         let period = Double(max(manifest.framePeriodMicroseconds, 1))
-        return { g in seconds(g * period / 1e6) }
+        let text = timeStyle(reach: max(abs(axis.low), abs(axis.high)) * period / 1e6).text
+        return { g in text(g * period / 1e6) }
     }
 
     static func clipped(_ s: String, _ chars: Int) -> String {
@@ -444,8 +465,10 @@ public enum SyncReportPage {
             var clock: String; var centre: String; var state: String }
         struct BudgetRow { var isNote: Bool; var rowClass: String; var node: String; var resource: String; var demand: String
             var capacity: String; var cost: String; var note: String }
-        struct BudgetSection { var cost: String; var longestTake: String?; var rows: [BudgetRow]; var hasChanges: Bool
-            var changes: [String] }
+        /// `cost` is the rig's figure, or "not calibrated" (`counted` false) when no node had a calibration to count it
+        /// by; `uncounted` names the nodes without one.
+        struct BudgetSection { var cost: String; var counted: Bool; var longestTake: String?; var uncounted: String?
+            var rows: [BudgetRow]; var hasChanges: Bool; var changes: [String] }
         struct MicRow { var node: String; var mic: String; var seconds: String; var p50: String; var p99: String; var rate: String
             var path: String; var state: String }
         struct SoundSection { var soundPlot: String; var mics: [MicRow] }
@@ -517,23 +540,7 @@ public enum SyncReportPage {
                          state: state.joined(separator: ", "))
         }
 
-        let budget = manifest.budget.map { b -> PageContext.BudgetSection in
-            var rows: [PageContext.BudgetRow] = []
-            for node in b.nodes {
-                for load in node.loads {
-                    let (unit, scale) = load.unit == "pixels/s" ? ("Mpx/s", 1e6) : load.unit == "bytes/s" ? ("MB/s", 1e6) : (load.unit, 1.0)
-                    rows.append(.init(isNote: false, rowClass: load.cost >= 1 ? "over" : load.cost >= 0.8 ? "hot" : "", node: node.node,
-                                      resource: load.resource, demand: "\(fixed(load.demand / scale)) \(unit)",
-                                      capacity: "\(fixed(load.capacity / scale)) \(unit)", cost: fixed(load.cost, 2), note: ""))
-                }
-                for note in node.notes {
-                    rows.append(.init(isNote: true, rowClass: "", node: node.node, resource: "", demand: "", capacity: "", cost: "", note: note))
-                }
-            }
-            return .init(cost: fixed(b.cost, 2), longestTake: b.longestSeconds.map(Budget.duration), rows: rows,
-                         hasChanges: !b.changes.isEmpty, changes: b.changes)
-        }
-
+        let files = fileRows(manifest, xxh128: xxh128)
         return PageContext(
             takeID: manifest.takeID, status: manifest.status.rawValue,
             tone: partial ? "bad" : problems.isEmpty ? "good" : "warn",
@@ -549,37 +556,7 @@ public enum SyncReportPage {
             clockPlot: clockPlot(manifest, traces: traces).render(cssClass: "clock"),
             timelinePlot: timelinePlot(manifest, traces: traces, numbered: numbered).render(cssClass: "timeline"),
             events: events, cameras: cameras, hasState: cameras.contains { !$0.state.isEmpty }, timecode: manifest.timecode,
-            files: fileRows(manifest, xxh128: xxh128), hasXXH128: !xxh128.isEmpty, budget: budget, sound: soundSection(manifest))
-    }
-
-    /// The microphones' table and a plot of each one's A/V offset (p50 bar, p99 whisker) beside its rate error.
-    static func soundSection(_ manifest: TakeManifest) -> PageContext.SoundSection? {
-        let audio = manifest.audio ?? [], lost = manifest.audioLost ?? []
-        guard !audio.isEmpty || !lost.isEmpty else { return nil }
-        // A microphone lost before group 0 has no file and no figures: a row that says so.
-        let lostRows = lost.map { PageContext.MicRow(node: $0.node, mic: $0.mic, seconds: "0.000", p50: "–", p99: "–", rate: "–",
-                                                    path: "none", state: "no sound: ended before group 0: \($0.ended)") }
-        guard !audio.isEmpty else { return .init(soundPlot: "", mics: lostRows) }
-        let rows = audio.map { a in
-            PageContext.MicRow(node: a.node, mic: a.mic, seconds: String(format: "%.3f", Double(a.frames) / Double(max(a.sampleRate, 1))),
-                               p50: fixed(a.avOffsetMicroseconds.p50), p99: fixed(a.avOffsetMicroseconds.p99),
-                               rate: String(format: "%+.2f", a.rateErrorPPM), path: a.path,
-                               state: a.ended.map { "ended early: \($0)" } ?? (a.sha256.isEmpty ? "not collected" : "complete"))
-        }
-        let width = 640.0, rowHeight = 22.0, left = 150.0, right = 120.0
-        let top = max(1, audio.map { max($0.avOffsetMicroseconds.p99, $0.avOffsetMicroseconds.p50) }.max() ?? 1)
-        let scale = (width - left - right) / top
-        var svg = "<svg class=\"sound\" width=\"\(Int(width))\" height=\"\(Int(rowHeight * Double(audio.count) + 24))\" role=\"img\" aria-label=\"A/V offset per microphone\">"
-        for (i, a) in audio.enumerated() {
-            let y = Double(i) * rowHeight + 4
-            let p50 = a.avOffsetMicroseconds.p50 * scale, p99 = a.avOffsetMicroseconds.p99 * scale
-            svg += "<text x=\"4\" y=\"\(y + 14)\" font-size=\"12\">\(htmlEscape("\(a.node)/\(a.mic)"))</text>"
-            svg += "<rect x=\"\(left)\" y=\"\(y + 4)\" width=\"\(max(1, p50))\" height=\"12\" fill=\"\(color(i))\"><title>p50 \(fixed(a.avOffsetMicroseconds.p50)) µs</title></rect>"
-            svg += "<line x1=\"\(left)\" y1=\"\(y + 10)\" x2=\"\(left + max(1, p99))\" y2=\"\(y + 10)\" stroke=\"\(color(i))\" stroke-width=\"2\"><title>p99 \(fixed(a.avOffsetMicroseconds.p99)) µs</title></line>"
-            svg += "<text x=\"\(width - right + 6)\" y=\"\(y + 14)\" font-size=\"12\">\(htmlEscape(String(format: "%+.1f ppm", a.rateErrorPPM)))</text>"
-        }
-        svg += "<text x=\"\(left)\" y=\"\(rowHeight * Double(audio.count) + 20)\" font-size=\"11\">A/V offset, 0 to \(htmlEscape(fixed(top))) µs (bar p50, line p99)</text></svg>"
-        return .init(soundPlot: svg, mics: rows + lostRows)
+            files: files, hasXXH128: files.contains { $0.xxh128 != "-" }, budget: manifest.budget.map(budgetSection), sound: soundSection(manifest))
     }
 
     /// The whole page. `rows` holds each camera's frames.csv rows keyed "node/camera"; a camera whose
