@@ -2,6 +2,7 @@ import ArgumentParser
 import CoordCore
 import ConsoleServer
 import Coordinator
+import Deliverables
 import Foundation
 import Synchronization
 import Logging
@@ -46,8 +47,14 @@ struct Report: ParsableCommand {
         do {
             let manifestData = try read("manifest.json")
             let reportData = try read("sync-report.json")
-            let manifest = try JSONDecoder().decode(TakeManifest.self, from: manifestData)
-            let report = try JSONDecoder().decode(SyncReport.self, from: reportData)
+            // A file that does not decode is named with the field that is wrong (JSONDecoder names none for a number).
+            func decoded<T: Decodable>(_ type: T.Type, _ data: Data, _ file: String) throws -> T {
+                do { return try JSONDecoder().decode(type, from: data) } catch {
+                    throw CoordError(.usage, "\(takeDirectory)/\(file) is not readable: \(JSONFieldProblem.describe(error, decoding: type, from: data)).")
+                }
+            }
+            let manifest = try decoded(TakeManifest.self, manifestData, "manifest.json")
+            let report = try decoded(SyncReport.self, reportData, "sync-report.json")
             // The files the report speaks of: any of them a link, FIFO or device refuses the take.
             for camera in manifest.cameras {
                 _ = try present("\(camera.node)/\(camera.camera).frames.csv")

@@ -74,7 +74,7 @@ import Testing
         try Data("{}".utf8).write(to: dir.appendingPathComponent("sync-report.json"))
         report = try #require(try Coord.parseAsRoot(["report", dir.path]) as? Report)
         let message = usageMessage { try report.run() }
-        #expect(message?.hasPrefix("\(dir.path) does not hold a readable coord take: the key ") == true, "\(message ?? "")")
+        #expect(message?.hasPrefix("\(dir.path)/manifest.json is not readable: ") == true, "\(message ?? "")")
         #expect(message?.hasSuffix(" is missing.") == true, "\(message ?? "")")
     }
 
