@@ -171,11 +171,12 @@ public struct Serve: AsyncParsableCommand {
             throw ExitCode(2)
         }
         if listCameras {
-            for line in CameraListing.lines(access: access, probe: HostProbe(root: URL(fileURLWithPath: systemRoot))) { print(line) }
+            // Names a device reports (a card, a vendor, a model) cannot split a line or reach the terminal as escapes.
+            for line in CameraListing.lines(access: access, probe: HostProbe(root: URL(fileURLWithPath: systemRoot))) { print(Echo.escapingControls(line)) }
             // A scripted V4L2 run is a test of the V4L2 listing alone.
             if !access.isScripted {
                 do {
-                    for line in CameraListing.genicamLines(interfaces: try GenICamInterfaceName.parse(genicamInterface)) { print(line) }
+                    for line in CameraListing.genicamLines(interfaces: try GenICamInterfaceName.parse(genicamInterface)) { print(Echo.escapingControls(line)) }
                 } catch {
                     FileHandle.standardError.write(Data("coord-node: \(error)\n".utf8))
                     throw ExitCode(2)
