@@ -407,7 +407,8 @@ final class Collector: Sendable {
         do throws(TakeFileError) {
             _ = try TakeDirectory.open(directory.path).directory((Self.partialPath(path) as NSString).deletingLastPathComponent, create: true)
         } catch {
-            throw CoordError(.failure, error.isRefusal ? error.sentence : "cannot create \(partial.deletingLastPathComponent().path): \(error.sentence)")
+            guard case .system(let code) = error.reason else { throw CoordError(.failure, error.sentence) }
+            throw CoordError(.failure, "cannot create \(partial.deletingLastPathComponent().path): \(Self.fileProblem(code)).")
         }
         if sink.fetch.from > 0 {
             // Hash the bytes already here, so the whole file is checked at the end.
@@ -502,7 +503,8 @@ final class Collector: Sendable {
             // Renamed within the take, its folders opened without following a link: never moved out through one.
             try TakeDirectory.open(directory.path).rename(Self.partialPath(file.path), to: file.path)
         } catch {
-            result.missing.append(.init(path: file.path, node: node, reason: "cannot move \(partial.path) into place: \(String(error.sentence.dropLast()))"))
+            let why = if case .system(let code) = error.reason { Self.fileProblem(code) } else { String(error.sentence.dropLast()) }
+            result.missing.append(.init(path: file.path, node: node, reason: "cannot move \(partial.path) into place: \(why)"))
             return
         }
         guard let written, written == Self.identity(path: final.path), written.bytes == file.bytes else {
