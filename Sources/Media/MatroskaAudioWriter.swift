@@ -59,6 +59,10 @@ public final class MatroskaAudioWriter {
         try samples.withUnsafeBufferPointer { try write($0) }
     }
 
+    /// The disk is full (the file could not hold the space it keeps to be finished in): take no more sound and
+    /// `finish` now; every sample written so far is kept.
+    public var isShortOfSpace: Bool { muxer?.isShortOfSpace ?? false }
+
     /// Writes the trailer and closes the file. Idempotent.
     public func finish() throws {
         if finished { return }

@@ -11,6 +11,19 @@ public enum MatroskaRepair {
         public var droppedTail: Bool
     }
 
+    /// The whole frames a file holds, read to its end as `repair` would copy them (a file whose writer failed
+    /// mid-cluster: the frames it lost are those past this count).
+    public static func wholeFrames(path: String) throws(MediaError) -> Int {
+        let input = try Demuxer(path: path, operation: "read")
+        let isJPEG = input.isJPEG
+        return input.wholePackets { data, corrupt in !corrupt && !(isJPEG && !endsJPEG(data)) }
+    }
+
+    /// A JPEG ends with its EOI marker; a cut one does not.
+    private static func endsJPEG(_ data: UnsafeBufferPointer<UInt8>) -> Bool {
+        data.count >= 2 && data[data.count - 2] == 0xFF && data[data.count - 1] == 0xD9
+    }
+
     public static func repair(path: String) throws(MediaError) -> Outcome {
         let input = try Demuxer(path: path, operation: "repair")
         let isJPEG = input.isJPEG

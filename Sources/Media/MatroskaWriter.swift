@@ -159,7 +159,23 @@ public final class MatroskaWriter {
         if finished { return }
         finished = true
         defer { release() }
+        wholeClustersEnd = muxer?.wholeClustersEnd ?? 0
         try muxer?.finish(flushing: encoder, frameDuration: frameDuration, keep: isIntraOnly)
+    }
+
+    /// Where the file's last whole cluster ends, as last known (kept once finished).
+    private var wholeClustersEnd: Int64 = 0
+
+    /// After a `finish` that failed (the disk took no more, so no index and no trailer): cuts the file after its last
+    /// whole cluster, so it ends on a whole frame and plays to its end without complaint, and returns the whole
+    /// frames it holds then. Throws when the file cannot be cut or read back (a read-only disk).
+    public func cutToWholeFrames() throws(MediaError) -> Int {
+        let end = muxer?.wholeClustersEnd ?? wholeClustersEnd
+        if end > 0, truncate(path, off_t(end)) != 0 {
+            let code = errno
+            throw MediaError(operation: "cut", path: path, call: "truncate", code: -code, reason: String(cString: strerror(code)))
+        }
+        return try MatroskaRepair.wholeFrames(path: path)
     }
 
     // MARK: - Checks and clean-up

@@ -160,6 +160,9 @@ final class Muxer {
     var isShortOfSpace: Bool { writer?.file?.isShortOfSpace ?? false }
     /// The errno that made the file short of space (ENOSPC, EDQUOT), 0 if none.
     var spaceErrno: Int32 { writer?.file?.spaceErrno ?? 0 }
+    /// The file's size when the last packet was written whole: a recording flushes after every packet and a
+    /// cluster reaches the file whole, so this is where its last whole cluster ends (0 before any).
+    private(set) var wholeClustersEnd: Int64 = 0
 
     /// What finishing the file may still write: the cluster being filled (at most the longest run of packets one
     /// cluster has held, twice over for the one closing as the next opens), a cue per packet and the trailer.
@@ -215,6 +218,7 @@ final class Muxer {
         count(size: lastPacket.pointee.size, pts: ts, key: true)
         // av_write_frame leaves the caller's packet untouched, so lastPacket stays reusable.
         do throws(LibavCall) { try writer.write(lastPacket) } catch { throw failure("write a frame to", error) }
+        wholeClustersEnd = writer.file?.size ?? 0
     }
 
     /// Moves every packet `encoder` has ready into the file (its time base µs); `keep`: each is kept for `writeRepeat`.
@@ -303,6 +307,7 @@ final class Muxer {
             av_packet_unref(packet)
             throw failure(operation, error)
         }
+        wholeClustersEnd = writer.file?.size ?? 0
         if keep {
             av_packet_unref(lastPacket)
             av_packet_move_ref(lastPacket, packet)
@@ -505,6 +510,29 @@ final class Demuxer {
 
     /// Whether the stream is Motion JPEG (each packet one JPEG, ending in its EOI marker).
     var isJPEG: Bool { stream.pointee.codecpar.pointee.codec_id == AV_CODEC_ID_MJPEG }
+
+    /// Counts the first stream's packets to the end of the file, the last one only if `lastIsWhole(bytes, corrupt)`.
+    func wholePackets(lastIsWhole: (UnsafeBufferPointer<UInt8>, _ corrupt: Bool) -> Bool) -> Int {
+        var allocated = (av_packet_alloc(), av_packet_alloc())
+        defer { av_packet_free(&allocated.0); av_packet_free(&allocated.1) }
+        guard let packet = allocated.0, let held = allocated.1 else { return 0 }
+        // One packet is held back: only once another follows is it known to be whole.
+        var count = 0
+        var holding = false
+        while av_read_frame(context, packet) >= 0 {
+            defer { av_packet_unref(packet) }
+            guard packet.pointee.stream_index == 0 else { continue }
+            if holding { count += 1; av_packet_unref(held) }
+            av_packet_move_ref(held, packet)
+            holding = true
+        }
+        if holding {
+            let data = UnsafeBufferPointer(start: held.pointee.data, count: Int(held.pointee.size))
+            if lastIsWhole(data, held.pointee.flags & cff_AV_PKT_FLAG_CORRUPT != 0) { count += 1 }
+            av_packet_unref(held)
+        }
+        return count
+    }
 }
 
 /// Encodes single pictures as JPEG with libavcodec's mjpeg encoder (yuvj420p, fixed quantiser): what a scripted

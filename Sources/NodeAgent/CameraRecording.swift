@@ -375,11 +375,15 @@ final class CameraRecording {
             }
         } catch {
             let at = assigner.map { " after group \($0.nextGroup - 1)" } ?? ""
-            let message = "camera \(node)/\(settings.camera) stopped recording\(at): \(error)"
+            var message = "camera \(node)/\(settings.camera) stopped recording\(at): \(error)"
+            while message.hasSuffix(".") { message.removeLast() }
+            if writer.isShortOfSpace { message += " (the staging disk of node \(node) is full)" }
+            shared.update { s in s.progress.error = message }
+            // The frame whose write failed has no row; frames written before it may not all be in the file.
+            if finishFiles(reason: nil) != nil { message += "; " + reconcileWithFile() }
             logger.error("\(message)")
             shared.update { s in s.progress.error = message }
             onEvent(.writeFailed, message)
-            finishFiles(reason: message)
             return true
         }
         return false
@@ -404,6 +408,45 @@ final class CameraRecording {
         logger.error("\(message)")
         shared.update { s in s.progress.error = message }
         onEvent(.writeFailed, message)
+    }
+
+    /// After the .mkv could not be finished (a write failed with no space held to finish it in): the file is cut
+    /// after its last whole cluster, frames.csv is cut to the rows of the frames the file holds, and the sentence
+    /// says which frames (groups) were lost.
+    private func reconcileWithFile() -> String {
+        var cut: String?
+        let frames: Int
+        do {
+            frames = try writer.cutToWholeFrames()
+        } catch {
+            cut = error.reason
+            guard let counted = try? MatroskaRepair.wholeFrames(path: mkvURL.path) else {
+                return "its .mkv could not be finished or read back (\(error.reason)), so which of its \(framesWritten) frames it holds is not known"
+            }
+            frames = counted
+        }
+        let text = (try? String(contentsOf: csvURL, encoding: .utf8)) ?? ""
+        let rows = FramesTable.parseWholeRows(text)
+        var sentence = "its .mkv could not be finished (no index)\(cut.map { " nor cut after its last whole frame (\($0))" } ?? ", so it was cut after its last whole frame"), and holds \(frames) of the \(framesWritten) frames written"
+        if rows.count > frames {
+            let lost = rows[frames...]
+            sentence += ": frames \(frames)…\(rows.count - 1) (groups \(lost.first!.group)…\(lost.last!.group)) are lost"
+            // The rows of the frames kept are a prefix of the file: cutting needs no space.
+            var offset = text.utf8.count
+            var newlines = 0
+            for (i, byte) in text.utf8.enumerated() where byte == UInt8(ascii: "\n") {
+                newlines += 1
+                if newlines == frames + 1 { offset = i + 1; break }
+            }
+            if truncate(csvURL.path, off_t(offset)) == 0 {
+                sentence += ", and frames.csv lists only the frames in the file"
+            } else {
+                sentence += ", though frames.csv still lists them (it could not be cut: \(String(cString: strerror(errno))))"
+            }
+        } else if rows.count < frames {
+            sentence += ": frames.csv holds rows for only \(rows.count) of them"
+        }
+        return sentence
     }
 
     /// A raw picture is encoded; a camera's JPEG is muxed as it came (MJPEG passthrough).

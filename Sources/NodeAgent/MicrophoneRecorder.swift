@@ -159,6 +159,9 @@ final class MicrophoneRecorder: Sendable {
             if !out.isEmpty {
                 do {
                     try writer.write(out)
+                    if writer.isShortOfSpace {
+                        endReason = "the staging disk of node \(node) is full (No space left on device): its file ends at the sound written so far"
+                    }
                 } catch {
                     endReason = "writing \(url.lastPathComponent) failed: \(error)"
                 }

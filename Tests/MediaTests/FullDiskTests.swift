@@ -101,18 +101,29 @@ private func ffprobe(_ file: String) throws -> (packets: Int, complaints: String
         #expect(try ffprobe(file) == (60, ""))
     }
 
-    @Test func withoutSpaceHeldAFullDiskFailsAWriteAndTheFinishSaysSo() throws {
+    @Test(arguments: VideoCodec.allCases)
+    func withoutSpaceHeldAFullDiskFailsAWriteAndTheFileIsCutToItsWholeFrames(codec: VideoCodec) throws {
         let directory = FileManager.default.temporaryDirectory.appendingPathComponent("coord-nohold-\(UUID().uuidString)")
         try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
         defer { try? FileManager.default.removeItem(at: directory) }
         let file = directory.appendingPathComponent("cam0.mkv").path
-        let writer = try MatroskaWriter(path: file, width: 320, height: 240, fps: 30, codec: .mjpeg,
+        let writer = try MatroskaWriter(path: file, width: 320, height: 240, fps: 30, codec: codec,
                                         calls: fullDisk(capacity: 400_000, holdsAhead: false))
         var failure: (any Error)?
         do { _ = try record(writer, limit: 100_000) } catch { failure = error }
         let error = try #require(failure as? MediaError)
         #expect(error.code == cff_averror(ENOSPC))
         #expect(writer.isShortOfSpace)
+        // No room for the index or the trailer.
+        #expect(throws: MediaError.self) { try writer.finish() }
+        let before = try ffprobe(file)
+        #expect(!before.complaints.isEmpty, "ffprobe found nothing wrong with the cut-short file")
+        // Cut after its last whole cluster, it plays to its end: the frames lost are those past the count.
+        let frames = try writer.cutToWholeFrames()
+        #expect(frames > 10 && frames < writer.framesWritten)
+        let probed = try ffprobe(file)
+        #expect(probed.packets == frames)
+        #expect(probed.complaints.isEmpty, "\(probed.complaints)")
     }
 
     @Test func aHeadroomFileHoldsSpacePastItsEndAndGivesItBack() throws {
