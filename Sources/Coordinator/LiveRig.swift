@@ -120,8 +120,6 @@ public final class LiveRig: Sendable {
         var newestCompleteAt: Int64 = 0
         var tileArrivedAt: [CameraKey: Int64] = [:]
         var lastTiles: [CameraKey: PreviewTile] = [:]
-        var take: TakeView?
-        var session: TakeSession?
         var subscribers: [UInt64: AsyncStream<Message>.Continuation] = [:]
         var nextSubscriber: UInt64 = 0
         var lastRig: RigView?
@@ -132,21 +130,18 @@ public final class LiveRig: Sendable {
         var trackedNodes: [String] = []
         /// The rig file's text as this console loaded it (or last saved it): a file changed since is not saved over.
         var rigFileText: String?
-        /// What arming took in the previous take from here: the next take's lead grows with it.
-        var lastArming: TakeStart.Arming?
-        /// The console is shutting down (`close`): no take starts any more.
-        var closing = false
-        /// The take that ended while the console shut down, for the summary it prints last.
-        var finishedWhileClosing: TakeView?
-        /// A take the rig's nodes are recording that no take of this console started (another coordinator, or
-        /// this console's previous life).
-        var adopted: AdoptedTake?
-        /// When (monotonic µs) the adopted take was last seen in the nodes' statuses.
-        var adoptedSeenAt: Int64 = 0
-        /// The adopted take is being stopped and collected from here.
-        var adoptedStopping = false
     }
     let state = Mutex(State())
+    /// The console's take: its pure state, the session of a take started here, and what arming took last.
+    struct TakeRoom {
+        var state = ConsoleTakeState()
+        var session: TakeSession?
+        /// What arming took in the previous take from here: the next take's lead grows with it.
+        var lastArming: TakeStart.Arming?
+    }
+    let takeRoom = Mutex(TakeRoom())
+    /// Each take directory's listing, by name, kept until its manifest changes.
+    let listedTakes = Mutex<[String: ListedTake]>([:])
     let receiver: PreviewReceiver
     /// Takes started from the page, run by `runTakes` as child tasks of the console's take service.
     /// Clock trackers the console starts, run by `run` as child tasks until each is stopped.
@@ -195,11 +190,12 @@ public final class LiveRig: Sendable {
     /// Every change from now on; a subscriber that does not keep up loses the oldest messages, never slows the rig.
     public func subscribe() -> AsyncStream<Message> {
         let (stream, continuation) = AsyncStream.makeStream(of: Message.self, bufferingPolicy: .bufferingNewest(32))
+        let take = self.take
         let id = state.withLock { s -> UInt64 in
             s.nextSubscriber += 1
             s.subscribers[s.nextSubscriber] = continuation
             if let rig = s.lastRig { continuation.yield(.rig(rig)) }
-            continuation.yield(.take(s.take))
+            continuation.yield(.take(take))
             continuation.yield(.takes(s.lastTakes))
             for e in s.recentEvents.suffix(24) { continuation.yield(.event(e)) }
             return s.nextSubscriber
@@ -245,17 +241,11 @@ public final class LiveRig: Sendable {
             return .failure(Refusal(.unavailable, "the newest complete set (group \(set.group)) is \(String(format: "%.1f", age)) s old: \(who)."))
         }
     }
+    /// The take shown, its elapsed time up to date (CONTRACT §6b: from group 0, never past the stop).
     public var take: TakeView? {
-        state.withLock { s in
-            s.take.map { take in
-                guard s.session == nil, let adopted = s.adopted, take.takeId == adopted.takeID, take.state.isRunning else {
-                    return Self.withElapsed(take, session: s.session)
-                }
-                // A take started elsewhere: its elapsed time from the nodes' rig clocks, moved on since their status.
-                var t = take
-                t.elapsedS = adopted.recordedSeconds(rigNow: adopted.rigNow + MonotonicClock.now() - s.adoptedSeenAt)
-                return t
-            }
+        takeRoom.withLock { r in
+            let now = MonotonicClock.now()
+            return r.state.view(now: now, ownRecorded: r.session?.recordedSeconds(now: now))
         }
     }
     public var takes: [TakeEntry] { listTakes() }
@@ -288,16 +278,6 @@ public final class LiveRig: Sendable {
         })
     }
 
-    /// A running take's elapsed time counts from group 0 (CONTRACT §6b), not from the click: 0 while it starts,
-    /// never past the stop instant (so never past `seconds`).
-    static func withElapsed(_ take: TakeView, session: TakeSession?) -> TakeView {
-        var t = take
-        if let session, t.state.isRunning {
-            t.elapsedS = session.recordedSeconds(now: MonotonicClock.now()) ?? 0
-        }
-        return t
-    }
-
     // MARK: Running
 
     /// Runs until cancelled: reaches the nodes, keeps their status, clocks and preview going. The clock follower
@@ -325,7 +305,6 @@ public final class LiveRig: Sendable {
 
     private func follow() async {
         event("console", "console started for \(spec.nodes.count) node(s); preview \(preview.width) px at \(preview.fps) fps")
-        var lastTakes: [TakeEntry] = []
         while !Task.isCancelled {
             let tick = MonotonicClock.now()
             await refreshNodes()
@@ -338,12 +317,9 @@ public final class LiveRig: Sendable {
                 return view
             }
             if let rig { broadcast(.rig(rig)) }
-            let takes = listTakes()
-            if takes != lastTakes {
-                lastTakes = takes
-                state.withLock { $0.lastTakes = takes }
-                broadcast(.takes(takes))
-            }
+            // Cheap once the manifests are read: a directory listing and a stat per take (a take another coordinator
+            // wrote here appears; a manifest is read again only when it changed).
+            takesChanged()
             if let take = take, take.state == .recording || take.state == .stopping { broadcast(.take(take)) }
             let spent = MonotonicClock.now() - tick
             try? await Task.sleep(nanoseconds: UInt64(max(100_000, 1_000_000 - spent)) * 1000)

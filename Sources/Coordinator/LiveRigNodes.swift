@@ -174,7 +174,8 @@ extension LiveRig {
 
     /// While no take runs from here: clocks followed, and every idle node's preview renewed with its newest mapping.
     func keepPreview() async {
-        let (busy, nodes) = state.withLock { ($0.session != nil, $0.nodes) }
+        let busy = takeRoom.withLock { $0.session != nil }
+        let nodes = state.withLock { $0.nodes }
         guard !busy else { return }
         let reached = nodes.filter { $0.link != nil && !$0.cameras.isEmpty && $0.view.reachable }
         ensureTracker(reached)

@@ -51,19 +51,13 @@ extension LiveRig {
                                   names: Dictionary(spec.nodes.map { ($0.endpoint, $0.name) }) { first, _ in first },
                                   keys: spec.linkKeysByEndpoint, request: request,
                                   followed: followedClocks(),
-                                  previousArming: state.withLock { $0.lastArming }, console: console, logger: logger)
-        let view = TakeView(takeId: nil, name: request.name, state: .starting, seconds: seconds, elapsedS: 0, message: nil, report: nil)
-        let accepted = state.withLock { s -> Refusal? in
-            if s.closing { return Refusal(.unavailable, "the console is shutting down; start the take from a console that is running.") }
-            if let adopted = s.adopted {
-                return Refusal(.conflict, "the rig is recording take \(adopted.takeID) (started elsewhere); stop it from this page or with coord stop-take first.")
-            }
-            guard s.session == nil else { return Refusal(.conflict, "a take is already running from this console; stop it first.") }
-            s.session = session
-            s.take = view
-            return nil
+                                  previousArming: takeRoom.withLock { $0.lastArming }, console: console, logger: logger)
+        let started = takeRoom.withLock { r in
+            let started = r.state.start(name: request.name, seconds: seconds)
+            if case .success = started { r.session = session }
+            return started
         }
-        if let accepted { throw accepted }
+        let view = try started.get()
         // The take's own clock tracking takes over; two trackers would probe every node twice.
         stopTracker()
         broadcast(.take(view))
@@ -97,28 +91,28 @@ extension LiveRig {
     /// nothing runs).
     @discardableResult
     public func close() -> String? {
-        let (session, take, adopted) = state.withLock { s in
-            s.closing = true
-            return (s.session, s.take, s.adoptedStopping ? s.adopted : nil)
-        }
+        let (closing, session) = takeRoom.withLock { r in (r.state.close(), r.session) }
         takeWorkSink.finish()
-        if let adopted { return "take \(adopted.takeID) stops at group \(adopted.stopGroup), then it is collected" }
-        guard let session, let take else { return nil }
-        let name = take.takeId ?? session.takeID ?? take.name
-        if session.requestStop() {
-            markStopping()
+        switch closing {
+        case .nothing:
+            return nil
+        case .adoptedStopping(let takeID, let stopGroup):
+            return "take \(takeID) stops at group \(stopGroup), then it is collected"
+        case .stopOwn(let name):
+            guard let session else { return nil }
+            if session.collectingTake() != nil { return "take \(name) is being collected" }
+            guard session.requestStop() else { return "take \(name) is starting; it stops as soon as it records, then it is collected" }
+            if let view = takeRoom.withLock({ r in try? r.state.ownStop(accepted: true).get() }) { broadcast(.take(view)) }
             event("operator-stop", "the console is shutting down: take \(name) stops on one instant and is collected")
             return "stopping take \(name): every camera stops at one instant, then the take is collected"
         }
-        if session.collectingTake() != nil { return "take \(name) is being collected" }
-        return "take \(name) is starting; it stops as soon as it records, then it is collected"
     }
 
     /// The take running from this console as a second interrupt finds it: its id (once known), its directory and
     /// whether it is recording or collecting; nil when no take runs.
     public var interruptedTake: InterruptedTake? {
-        state.withLock { s in
-            s.session.map { session in
+        takeRoom.withLock { r in
+            r.session.map { session in
                 InterruptedTake(takeID: session.takeID, directory: session.takeID.map { template.takesDirectory.appendingPathComponent($0) },
                                 recording: session.isRecording, collecting: session.collectingTake() != nil)
             }
@@ -133,9 +127,7 @@ extension LiveRig {
     }
 
     /// The take the console finished while it shut down (nil: none ran then).
-    public var finishedOnClose: TakeView? {
-        state.withLock { s in s.closing ? s.finishedWhileClosing : nil }
-    }
+    public var finishedOnClose: TakeView? { takeRoom.withLock { $0.state.finishedWhileClosing } }
 
     /// Runs one take to its end, showing its phases, and records what became of it.
     private func record(_ session: TakeSession, _ view: TakeView) async {
@@ -160,17 +152,20 @@ extension LiveRig {
         // Every phase is shown before the end.
         await following
         if final.state == .failed { final.elapsedS = session.recordedSeconds(now: MonotonicClock.now()) ?? 0 }
-        let finished = state.withLock { s -> TakeView in
-            s.take = final
-            s.session = nil
-            s.lastArming = session.arming ?? s.lastArming
-            if s.closing { s.finishedWhileClosing = final }
-            return final
+        let finished = takeRoom.withLock { r -> TakeView in
+            r.session = nil
+            r.lastArming = session.arming ?? r.lastArming
+            return r.state.finished(final)
         }
-        broadcast(.take(finished))
-        let ended = finished.state.rawValue
-        event(finished.state == .done ? "take-done" : "take-\(ended)",
-              "take \(finished.takeId ?? finished.name): \(ended)\(finished.message.map { "; \($0)" } ?? "")")
+        ended(finished)
+    }
+
+    /// Says how a take ended, on the page and in the events.
+    private func ended(_ take: TakeView) {
+        takesChanged()
+        broadcast(.take(take))
+        event(take.state == .done ? "take-done" : "take-\(take.state.rawValue)",
+              "take \(take.takeId ?? take.name): \(take.state.rawValue)\(take.message.map { "; \($0)" } ?? "")")
     }
 
     /// The rig's counters take the take's final figures (a status a second may have missed its last frames).
@@ -184,34 +179,16 @@ extension LiveRig {
         }
     }
 
-    /// Shows the phase the running take entered.
+    /// Shows the phase the running take entered; one that began recording while the console shuts down stops at once.
     private func follow(_ phase: TakePhase, session: TakeSession) {
-        let (changed, closing) = state.withLock { s -> (TakeView?, Bool) in
-            guard var t = s.take else { return (nil, s.closing) }
+        let (view, stopNow) = takeRoom.withLock { r -> (TakeView?, Bool) in
             switch phase {
-            case .recording(let takeID):
-                guard t.state == .starting else { return (nil, s.closing) }
-                t.state = s.closing ? .stopping : .recording
-                t.takeId = takeID
-            case .collecting:
-                guard t.state == .recording || t.state == .stopping else { return (nil, s.closing) }
-                t.state = .collecting
+            case .recording(let takeID): return r.state.recording(takeID: takeID)
+            case .collecting: return (r.state.collecting(), false)
             }
-            s.take = t
-            return (t, s.closing)
         }
-        // A take that began recording while the console shuts down stops at once (it had no stop to take before).
-        if closing, case .recording = phase, session.requestStop() {
+        if stopNow, session.requestStop() {
             event("operator-stop", "the console is shutting down: the take stops on one instant as soon as it records")
-        }
-        if let changed { broadcast(.take(changed)) }
-    }
-
-    /// Shows the running take as stopping (one collecting already stays so).
-    private func markStopping() {
-        let view = state.withLock { s -> TakeView? in
-            if s.take?.state == .recording { s.take?.state = .stopping }
-            return s.take
         }
         if let view { broadcast(.take(view)) }
     }
@@ -219,46 +196,75 @@ extension LiveRig {
     /// Stops the running take on one group, as `coord stop-take` does; a take the rig records that another
     /// coordinator started is stopped the same way, then collected here.
     public func stopTake() async throws(Refusal) -> TakeView {
-        let (session, take, adopted) = state.withLock { ($0.session, $0.take, $0.session == nil ? $0.adopted : nil) }
-        if let adopted { return try await stopAdopted(adopted) }
-        guard let session, let take else { throw Refusal(.conflict, "no take is recording: there is nothing to stop.") }
-        guard session.requestStop() else {
-            throw Refusal(.conflict, "the take is not recording yet (it is \(take.state.rawValue)); stop it once it records.")
+        let (decision, session) = takeRoom.withLock { r in (r.state.stop(), r.session) }
+        switch decision {
+        case .refused(let refusal):
+            throw refusal
+        case .adopted(let adopted):
+            return try await stopAdopted(adopted)
+        case .own:
+            let accepted = session?.requestStop() ?? false
+            let view = try takeRoom.withLock { r in r.state.ownStop(accepted: accepted) }.get()
+            broadcast(.take(view))
+            event("operator-stop", "stop requested from the console")
+            return view
         }
-        let view = state.withLock { s -> TakeView in
-            // A take already collecting stays so.
-            if s.take?.state == .recording { s.take?.state = .stopping }
-            return s.take ?? take
-        }
-        broadcast(.take(view))
-        event("operator-stop", "stop requested from the console")
-        return view
     }
 
     /// The take directories under the takes directory, newest first by group 0's wall-clock time. The take this
-    /// console is recording is listed as what it is now (its manifest says "partial" until it ends, CONTRACT §6b).
+    /// console shows running is listed as what it is now (its manifest says "partial" until it ends, CONTRACT §6b).
+    /// A manifest is read (typed) only when it is new or changed since the last listing; nothing in the takes
+    /// directory is followed through a link.
     func listTakes() -> [TakeEntry] {
-        let root = template.takesDirectory
-        let running = state.withLock { s -> (id: String, state: TakeState)? in
-            if s.session == nil, let adopted = s.adopted, let take = s.take, take.state.isRunning { return (adopted.takeID, take.state) }
-            guard s.session != nil, let take = s.take, let id = take.takeId ?? s.session?.takeID else { return nil }
+        let running = takeRoom.withLock { r -> (id: String, state: TakeState)? in
+            guard let take = r.state.take, take.state.isRunning, let id = take.takeId ?? r.session?.takeID else { return nil }
             return (id, take.state)
         }
-        let names = (try? FileManager.default.contentsOfDirectory(atPath: root.path)) ?? []
-        var entries: [(String, TakeEntry)] = []
-        for name in names where RigName.isValid(name) {
-            let directory = root.appendingPathComponent(name)
-            guard let data = try? Data(contentsOf: directory.appendingPathComponent("manifest.json")),
-                  let json = try? JSONSerialization.jsonObject(with: data) as? [String: Any] else { continue }
-            let modified = (try? FileManager.default.attributesOfItem(atPath: directory.path)[.modificationDate] as? Date) ?? nil
-            // RFC 3339 in UTC sorts as text; a manifest without it falls back to the folder's time.
-            let started = json["start_wallclock"] as? String ?? WallClock.rfc3339(modified ?? Date(timeIntervalSince1970: 0))
-            let hasReport = FileManager.default.fileExists(atPath: directory.appendingPathComponent("sync-report.html").path)
-            let status = name == running?.id ? running!.state.rawValue : json["status"] as? String ?? "unknown"
-            entries.append((started, TakeEntry(takeId: name, name: json["name"] as? String ?? name, status: status, started: started,
-                                               report: hasReport && name != running?.id ? "takes/\(name)/sync-report.html" : nil)))
+        guard let root = try? TakeDirectory.open(template.takesDirectory.path), let found = try? root.entries() else { return [] }
+        let listed = found.compactMap { entry -> ListedTake? in
+            guard entry.kind == .directory, RigName.isValid(entry.name),
+                  let manifest = try? root.entry("\(entry.name)/manifest.json"), manifest.kind == .file else { return nil }
+            let stamp = ListedTake.Stamp(bytes: manifest.size, modified: manifest.modified)
+            if let known = listedTakes.withLock({ $0[entry.name] }), known.stamp == stamp { return known }
+            guard let data = try? root.data("\(entry.name)/manifest.json", limit: 64 << 20),
+                  let read = try? JSONDecoder().decode(TakeManifest.self, from: data) else { return nil }
+            let hasReport = (try? root.checkFile("\(entry.name)/sync-report.html")) == true
+            // RFC 3339 in UTC sorts as text.
+            let made = ListedTake(stamp: stamp, started: read.startWallclock,
+                                  entry: TakeEntry(takeId: entry.name, name: read.name, status: read.status.rawValue, started: read.startWallclock,
+                                                   report: hasReport ? "takes/\(entry.name)/sync-report.html" : nil))
+            listedTakes.withLock { $0[entry.name] = made }
+            return made
         }
-        return entries.sorted { ($0.0, $0.1.takeId) > ($1.0, $1.1.takeId) }.map(\.1)
+        return listed.sorted { ($0.started, $0.entry.takeId) > ($1.started, $1.entry.takeId) }.map { listed in
+            guard listed.entry.takeId == running?.id, let running else { return listed.entry }
+            var entry = listed.entry
+            entry.status = running.state.rawValue
+            entry.report = nil
+            return entry
+        }
+    }
+
+    /// A take directory as the takes list last read it.
+    struct ListedTake: Sendable {
+        struct Stamp: Equatable, Sendable {
+            var bytes: UInt64
+            var modified: Double
+        }
+        var stamp: Stamp
+        var started: String
+        var entry: TakeEntry
+    }
+
+    /// The takes list read again now (a take ended) and shown if it changed.
+    func takesChanged() {
+        let takes = listTakes()
+        let changed = state.withLock { s -> Bool in
+            guard takes != s.lastTakes else { return false }
+            s.lastTakes = takes
+            return true
+        }
+        if changed { broadcast(.takes(takes)) }
     }
 }
 
@@ -267,37 +273,9 @@ extension LiveRig {
     /// Follows the take the nodes' statuses show, when none runs from here: adopted (shown as recording, with its
     /// elapsed time from the nodes' rig clocks), and let go once the nodes no longer record it.
     func followAdopted() {
+        let statuses = state.withLock { s in s.nodes.compactMap { $0.view.reachable ? $0.lastStatus : nil } }
         let now = MonotonicClock.now()
-        let (view, said) = state.withLock { s -> (TakeView?, String?) in
-            guard s.session == nil else { return (nil, nil) }
-            let seen = AdoptedTake.seen(s.nodes.compactMap { $0.view.reachable ? $0.lastStatus : nil })
-            guard let seen else {
-                // Stopped and collected from here: the collection says when it ends.
-                guard let gone = s.adopted, !s.adoptedStopping else { return (nil, nil) }
-                s.adopted = nil
-                if s.take?.takeId == gone.takeID, s.take?.state.isRunning == true { s.take = nil }
-                return (s.take, "take \(gone.takeID) is no longer recorded by the rig's nodes (it ended, or was stopped elsewhere)")
-            }
-            let before = s.adopted
-            s.adopted = seen
-            s.adoptedSeenAt = now
-            guard let before, before.takeID == seen.takeID else {
-                // Every take has a stop (an open-ended one 24 h ahead): its length is shown unless it is that.
-                let planned = Double(seen.stopGroup) * Double(seen.grid.periodMicroseconds) / 1e6
-                s.adoptedStopping = false
-                s.take = TakeView(takeId: seen.takeID, name: seen.name, state: .recording,
-                                  seconds: seen.stopGroup > 0 && planned < TakeRequest.longestSeconds - 60 ? planned : nil,
-                                  elapsedS: seen.recordedSeconds(rigNow: seen.rigNow), message: "started by another coordinator: Stop stops it and collects it here",
-                                  report: nil)
-                return (s.take, "the rig is recording take \(seen.takeID) on \(seen.nodes.joined(separator: ", ")), started elsewhere: shown here; Stop stops it and collects it")
-            }
-            // A stop brought forward (from here, `coord stop-take` or its own coordinator): the take is stopping.
-            if seen.stopGroup > 0, before.stopGroup == 0 || seen.stopGroup < before.stopGroup, s.take?.state == .recording {
-                s.take?.state = .stopping
-                return (s.take, nil)
-            }
-            return (nil, nil)
-        }
+        let (view, said) = takeRoom.withLock { r in r.state.seen(AdoptedTake.seen(statuses), now: now) }
         if let said { event(view?.takeId == nil ? "take-ended" : "take-adopted", said) }
         if let view { broadcast(.take(take ?? view)) }
     }
@@ -305,33 +283,22 @@ extension LiveRig {
     /// Places one stop on every node recording the adopted take (as `coord stop-take`), then collects it as a child
     /// of the console's take service.
     private func stopAdopted(_ adopted: AdoptedTake) async throws(Refusal) -> TakeView {
-        let already = state.withLock { s -> Refusal? in
-            if s.closing { return Refusal(.unavailable, "the console is shutting down; stop the take with coord stop-take --rig RIG.yaml.") }
-            if s.adoptedStopping { return Refusal(.conflict, "take \(adopted.takeID) is already stopping; it is collected here once every node has stopped.") }
-            s.adoptedStopping = true
-            return nil
-        }
-        if let already { throw already }
-        let outcomes: [RigStop.Outcome]
+        var outcome: RigStop.Outcome?
+        var failure: Refusal?
         do {
-            outcomes = try await RigStop.stop(spec)
+            outcome = try await RigStop.stop(spec).first { $0.takeID == adopted.takeID }
+            if outcome == nil { failure = Refusal(.conflict, "take \(adopted.takeID) is no longer recording on any node.") }
         } catch {
-            state.withLock { $0.adoptedStopping = false }
-            throw Refusal(.unavailable, "take \(adopted.takeID) could not be stopped: \(error)")
+            failure = Refusal(.unavailable, "take \(adopted.takeID) could not be stopped: \(error)")
         }
-        guard let outcome = outcomes.first(where: { $0.takeID == adopted.takeID }) else {
-            state.withLock { $0.adoptedStopping = false }
-            throw Refusal(.conflict, "take \(adopted.takeID) is no longer recording on any node.")
-        }
-        let view = state.withLock { s -> TakeView in
-            if s.take?.state == .recording { s.take?.state = .stopping }
-            return s.take ?? TakeView(takeId: adopted.takeID, name: adopted.name, state: .stopping, seconds: nil, elapsedS: 0, message: nil, report: nil)
-        }
+        let view = takeRoom.withLock { r in r.state.adoptedStopPlaced(outcome != nil) }
+        guard let outcome, failure == nil else { throw failure! }
         let missed = outcome.unreached.isEmpty ? "" : "; not told: \(outcome.unreached.joined(separator: "; "))"
         event("operator-stop", "take \(adopted.takeID) stops at group \(outcome.stopGroup) (in \(String(format: "%.1f", outcome.secondsAhead)) s), then it is collected here\(missed)")
-        broadcast(.take(view))
+        let shown = view ?? TakeView(takeId: adopted.takeID, name: adopted.name, state: .stopping, seconds: nil, elapsedS: 0, message: nil, report: nil)
+        broadcast(.take(shown))
         takeWorkSink.yield(.adopted(adopted, stopGroup: outcome.stopGroup))
-        return view
+        return shown
     }
 
     /// Waits for every node to finish the adopted take, then collects it into this console's takes directory as
@@ -350,7 +317,7 @@ extension LiveRig {
         }
         var final = TakeView(takeId: adopted.takeID, name: adopted.name, state: .collecting, seconds: nil,
                              elapsedS: Double(max(0, stopInstant - adopted.grid.t0)) / 1e6, message: nil, report: nil)
-        state.withLock { $0.take = final }
+        takeRoom.withLock { $0.state.adoptedCollecting(final) }
         broadcast(.take(final))
         if !FileManager.default.fileExists(atPath: directory.appendingPathComponent("manifest.json").path) {
             final.state = .partial
@@ -374,15 +341,6 @@ extension LiveRig {
                 final.message = "\(error)"
             }
         }
-        let finished = state.withLock { s -> TakeView in
-            s.take = final
-            s.adopted = nil
-            s.adoptedStopping = false
-            if s.closing { s.finishedWhileClosing = final }
-            return final
-        }
-        broadcast(.take(finished))
-        event(finished.state == .done ? "take-done" : "take-\(finished.state.rawValue)",
-              "take \(adopted.takeID): \(finished.state.rawValue)\(finished.message.map { "; \($0)" } ?? "")")
+        ended(takeRoom.withLock { $0.state.finished(final) })
     }
 }

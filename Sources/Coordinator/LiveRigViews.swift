@@ -22,14 +22,9 @@ extension LiveRig {
         var previews: Bool { [.idle, .finished, .failed].contains(self) }
     }
 
-    /// A take started from the console: starting until group 0, recording, stopping once the operator asks,
-    /// collecting while its files come home, then done, partial or failed.
-    public enum TakeState: String, Sendable, Equatable, CaseIterable {
-        case starting, recording, stopping, collecting, done, partial, failed
-
-        /// Still running: its elapsed time counts and no other take can start.
-        public var isRunning: Bool { [.starting, .recording, .stopping, .collecting].contains(self) }
-    }
+    public typealias TakeState = LiveView.TakeState
+    public typealias TakeView = LiveView.TakeView
+    public typealias Refusal = LiveView.Refusal
 
     public struct NodeView: Equatable, Sendable {
         public var name: String
@@ -91,15 +86,6 @@ extension LiveRig {
         public var takeId: String?
         public var tiles: [TileView]
     }
-    public struct TakeView: Equatable, Sendable {
-        public var takeId: String?
-        public var name: String
-        public var state: TakeState
-        public var seconds: Double?
-        public var elapsedS: Double
-        public var message: String?
-        public var report: String?
-    }
     public struct TakeEntry: Equatable, Sendable {
         public var takeId: String
         public var name: String
@@ -123,11 +109,4 @@ extension LiveRig {
         case event(EventView)
     }
 
-    /// A request the console cannot carry out, with the HTTP status that says why.
-    public struct Refusal: Error, Sendable {
-        public enum Kind: Sendable, Equatable { case conflict, invalid, notFound, unavailable }
-        public var kind: Kind
-        public var sentence: String
-        public init(_ kind: Kind, _ sentence: String) { self.kind = kind; self.sentence = sentence }
-    }
 }
