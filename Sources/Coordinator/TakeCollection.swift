@@ -226,13 +226,20 @@ extension TakeCollection {
         }
         let lock = try CollectLock(directory: directory, takeID: directory.lastPathComponent)
         defer { lock.release() }
-        let manifest: TakeManifest
+        let data: Data
         do {
-            manifest = try JSONDecoder().decode(TakeManifest.self, from: TakeDirectory.open(directory.path).data("manifest.json", limit: 64 << 20))
-        } catch let error as TakeFileError where error.isRefusal {
+            data = try TakeDirectory.open(directory.path).data("manifest.json", limit: 64 << 20)
+        } catch let error where error.isRefusal {
             throw CoordError(.usage, error.sentence)
         } catch {
-            throw CoordError(.usage, "\(manifestURL.path) is not a readable coord manifest: \(reason(error)).")
+            throw CoordError(.usage, "\(manifestURL.path) cannot be read: \(error.sentence)")
+        }
+        let manifest: TakeManifest
+        do {
+            manifest = try JSONDecoder().decode(TakeManifest.self, from: data)
+        } catch {
+            // The field at fault, where Foundation's decoder would say only "not valid JSON".
+            throw CoordError(.usage, "\(manifestURL.path) is not a readable coord manifest: \(JSONFieldProblem.describe(error, decoding: TakeManifest.self, from: data)).")
         }
         if manifest.collection?.state == .complete {
             console.step("take \(manifest.takeID) was collected completely; checking every file here against its checksum")

@@ -263,6 +263,12 @@ def test_collect_names_what_is_wrong_with_the_take_argument(tmp_path, rig):
     (tmp_path / "empty").mkdir()
     r = run_coord("collect", "--rig", rig_path, tmp_path / "empty")
     assert r.returncode == 2 and "no manifest.json" in r.stderr, r.stderr
+    # A manifest whose number is out of range is named by its field, not "not valid JSON".
+    bad = tmp_path / "bad"
+    bad.mkdir()
+    (bad / "manifest.json").write_text('{"format": "coord.take/1", "take_id": "x", "name": "x", "status": "partial", "t0_us": 1e30}')
+    r = run_coord("collect", "--rig", rig_path, bad)
+    assert r.returncode == 2 and "t0_us" in r.stderr and "not valid JSON" not in r.stderr, r.stderr
 
 
 def test_collect_with_a_node_down_keeps_what_it_has_and_finishes_later(tmp_path, rig):
