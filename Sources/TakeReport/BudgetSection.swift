@@ -35,7 +35,7 @@ extension SyncReportPage {
         var uncounted: String?
         if !uncalibrated.isEmpty {
             let one = uncalibrated.count == 1
-            let names = one ? "node \(uncalibrated[0]) is" : "nodes \(uncalibrated.dropLast().joined(separator: ", ")) and \(uncalibrated.last!) are"
+            let names = one ? "Node \(uncalibrated[0]) is" : "Nodes \(uncalibrated.dropLast().joined(separator: ", ")) and \(uncalibrated.last!) are"
             uncounted = "\(names) not calibrated, so \(one ? "its" : "their") encoding and disk write are not counted"
                 + (none ? "" : " in the cost") + " (run coord-node calibrate on \(one ? "it" : "them"))"
         }

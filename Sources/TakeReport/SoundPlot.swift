@@ -43,8 +43,9 @@ extension SyncReportPage {
         let low = rates.contains { $0 < 0 } ? -reach : 0
         let rateAxis = SVGPlot.Axis.nice(low, rates.contains { $0 > 0 } || low == 0 ? reach : 0, count: 4, label: "rate error (ppm)")
         let split = names + (width - names) * 0.6
-        return (SoundPanel(left: names + 12, right: split - 24, axis: offsetAxis),
-                SoundPanel(left: split + 24, right: width - 24, axis: rateAxis))
+        // Apart far enough that the one axis's last tick label and the other's first never meet.
+        return (SoundPanel(left: names + 12, right: split - 40, axis: offsetAxis),
+                SoundPanel(left: split + 40, right: width - 24, axis: rateAxis))
     }
 
     static func soundPlot(_ audio: [TakeManifest.Audio]) -> String {

@@ -87,7 +87,7 @@ extension ReportPageTests {
         var page = try Self.page((manifest, report, rows))
         #expect(try page.only("//p/b").stringValue == "not calibrated")
         let headline = try page.only("//p[b]").stringValue ?? ""
-        #expect(!headline.contains("0.00") && headline.contains("nodes node-0 and node-1 are not calibrated"), "\(headline)")
+        #expect(!headline.contains("0.00") && headline.contains("Nodes node-0 and node-1 are not calibrated"), "\(headline)")
         var budget = try page.rows(ofTable: "budget")
         #expect(budget.filter { $0.count == 5 }.map { [$0[0], $0[4]] } == [["node-0", "not calibrated"], ["node-1", "not calibrated"]])
         #expect(!budget.joined().contains("0.00"))
@@ -101,7 +101,7 @@ extension ReportPageTests {
         ], changes: [])
         page = try Self.page((manifest, report, rows))
         #expect(try page.only("//p/b").stringValue == "0.40")
-        #expect(try page.only("//p/span[@class='uncounted']").stringValue?.hasPrefix("node node-1 is not calibrated") == true)
+        #expect(try page.only("//p/span[@class='uncounted']").stringValue?.hasPrefix("Node node-1 is not calibrated") == true)
         budget = try page.rows(ofTable: "budget")
         #expect(budget.filter { $0.count == 5 }.map { [$0[0], $0[1], $0[4]] } == [
             ["node-0", "encoding", "0.40"], ["node-1", "encoding and disk write", "not calibrated"], ["node-1", "bus usb1 (usb3)", "0.02"],
