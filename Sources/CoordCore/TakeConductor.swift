@@ -180,7 +180,11 @@ public struct TakeConductor: Sendable {
             finished.insert(node)
             failed.insert(node)
             let holds = report.takeID.isEmpty ? "no take" : "take \(report.takeID)"
-            let detail = "take \(takeID) was aborted on node \(node) by another coordinator or peer, not by this one (the node now holds \(holds)\(report.detail.isEmpty ? "" : ": \(report.detail)"))"
+            // A node that holds no take and says nothing of an abort has most likely been restarted (a node
+            // stopped mid-take by its own signal says so, and a restarted one still reports that take).
+            let detail = report.takeID.isEmpty && report.detail.isEmpty
+                ? "take \(takeID) is gone from node \(node), which now holds no take and says nothing of it: the node was restarted without it, or another coordinator or peer aborted it"
+                : "take \(takeID) was aborted on node \(node) by another coordinator or peer, not by this one (the node now holds \(holds)\(report.detail.isEmpty ? "" : ": \(report.detail)"))"
             return [.say(detail), .record(TakeEvent(.takeAborted, at: now, node: node, detail))]
         }
         for camera in report.disabledCameras where !disabledHere.contains("\(node)/\(camera)") {

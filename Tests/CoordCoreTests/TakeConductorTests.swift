@@ -171,6 +171,13 @@ struct TakeConductorTests {
         #expect(finish(c.handle(.tick(now: grid.instant(ofGroup: 300))))?.unfinished == ["n2"])
     }
 
+    @Test func aNodeThatHoldsNoTakeAndSaysNothingOfAnAbortIsNotBlamedOnSomeoneElse() {
+        var c = conductor(groups: 300)
+        let out = c.handle(.status(node: "n2", .init(takeID: "", state: .idle), now: Self.t0 + 1_000_000))
+        #expect(events(out).map(\.kind) == [.takeAborted])
+        #expect(events(out)[0].detail == "take T is gone from node n2, which now holds no take and says nothing of it: the node was restarted without it, or another coordinator or peer aborted it")
+    }
+
     @Test func aCameraDisabledElsewhereIsNamedAndOneDisabledByThePolicyIsNot() {
         var c = conductor()
         c.disabledByPolicy(node: "n1", camera: "cam0")
