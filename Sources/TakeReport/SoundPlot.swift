@@ -33,15 +33,16 @@ extension SyncReportPage {
         }
     }
 
-    /// The panels of the sound plot for these microphones: A/V offset in µs, rate error in ppm (around zero).
+    /// The panels of the sound plot for these microphones: A/V offset in µs, rate error in ppm (its figure beside
+    /// each bar, on the other side of zero).
     static func soundPanels(_ audio: [TakeManifest.Audio], names: Double, width: Double) -> (offset: SoundPanel, rate: SoundPanel) {
         let offsets = audio.flatMap { [$0.avOffsetMicroseconds.p50, $0.avOffsetMicroseconds.p99] }.filter(\.isFinite)
         let offsetAxis = SVGPlot.Axis.nice(min(offsets.min() ?? 0, 0), max(offsets.max() ?? 1, 1), count: 4,
                                            label: "A/V offset (µs): bar p50, line p99")
         let rates = audio.map(\.rateErrorPPM).filter(\.isFinite)
         let reach = max(rates.map(abs).max() ?? 1, 1)
-        let low = rates.contains { $0 < 0 } ? -reach : 0
-        let rateAxis = SVGPlot.Axis.nice(low, rates.contains { $0 > 0 } || low == 0 ? reach : 0, count: 4, label: "rate error (ppm)")
+        // Around zero both ways, so each bar's figure has room on the other side of zero.
+        let rateAxis = SVGPlot.Axis.nice(-reach, reach, count: 4, label: "rate error (ppm)")
         let split = names + (width - names) * 0.6
         // Apart far enough that the one axis's last tick label and the other's first never meet.
         return (SoundPanel(left: names + 12, right: split - 40, axis: offsetAxis),
@@ -80,7 +81,8 @@ extension SyncReportPage {
         }
         svg += panel(rate, cssClass: "rate") { i, a, y in
             let zero = rate.px(0), end = rate.px(a.rateErrorPPM)
-            return "<rect x=\"\(SVGPlot.f(min(zero, end)))\" y=\"\(SVGPlot.f(y + 5))\" width=\"\(SVGPlot.f(max(1, abs(end - zero))))\" height=\"12\" fill=\"\(color(i))\" fill-opacity=\"0.6\"><title>\(htmlEscape("\(a.node)/\(a.mic) \(String(format: "%+.2f", a.rateErrorPPM)) ppm"))</title></rect>"
+            let label = "<text x=\"\(SVGPlot.f(a.rateErrorPPM < 0 ? zero + 5 : zero - 5))\" y=\"\(SVGPlot.f(y + 15))\" text-anchor=\"\(a.rateErrorPPM < 0 ? "start" : "end")\" fill=\"#333\">\(htmlEscape(String(format: "%+.1f ppm", a.rateErrorPPM)))</text>"
+            return label + "<rect x=\"\(SVGPlot.f(min(zero, end)))\" y=\"\(SVGPlot.f(y + 5))\" width=\"\(SVGPlot.f(max(1, abs(end - zero))))\" height=\"12\" fill=\"\(color(i))\" fill-opacity=\"0.6\"><title>\(htmlEscape("\(a.node)/\(a.mic) \(String(format: "%+.2f", a.rateErrorPPM)) ppm"))</title></rect>"
         }
         return svg + "</svg>"
     }
