@@ -109,8 +109,18 @@ public final class LiveRig: Sendable {
             }
         }
     }
+    /// The nodes as the console follows them, the views last sent, and the clock follower.
     struct State {
         var nodes: [Node] = []
+        var lastRig: RigView?
+        var lastTakes: [TakeEntry] = []
+        var tracker: ClockTracker?
+        var trackedNodes: [String] = []
+        /// The rig file's text as this console loaded it (or last saved it): a file changed since is not saved over.
+        var rigFileText: String?
+    }
+    /// The preview: tiles matched into sets by group, the newest complete set, and the JPEGs kept for `/preview`.
+    struct Tiles {
         var assembler = MultiviewAssembler(cameras: [], patienceGroups: 3)
         var tileTake = ""
         var images: [String: [UInt8]] = [:]
@@ -120,18 +130,16 @@ public final class LiveRig: Sendable {
         var newestCompleteAt: Int64 = 0
         var tileArrivedAt: [CameraKey: Int64] = [:]
         var lastTiles: [CameraKey: PreviewTile] = [:]
+    }
+    /// Who watches the console live, and the newest events replayed to one who connects later.
+    struct Viewers {
         var subscribers: [UInt64: AsyncStream<Message>.Continuation] = [:]
         var nextSubscriber: UInt64 = 0
-        var lastRig: RigView?
-        var lastTakes: [TakeEntry] = []
-        /// The newest events, replayed to a viewer that connects later.
         var recentEvents: [EventView] = []
-        var tracker: ClockTracker?
-        var trackedNodes: [String] = []
-        /// The rig file's text as this console loaded it (or last saved it): a file changed since is not saved over.
-        var rigFileText: String?
     }
     let state = Mutex(State())
+    let tileRoom = Mutex(Tiles())
+    let viewers = Mutex(Viewers())
     /// The console's take: its pure state, the session of a take started here, and what arming took last.
     struct TakeRoom {
         var state = ConsoleTakeState()
@@ -191,29 +199,30 @@ public final class LiveRig: Sendable {
     public func subscribe() -> AsyncStream<Message> {
         let (stream, continuation) = AsyncStream.makeStream(of: Message.self, bufferingPolicy: .bufferingNewest(32))
         let take = self.take
-        let id = state.withLock { s -> UInt64 in
-            s.nextSubscriber += 1
-            s.subscribers[s.nextSubscriber] = continuation
-            if let rig = s.lastRig { continuation.yield(.rig(rig)) }
+        let (rig, takes) = state.withLock { ($0.lastRig, $0.lastTakes) }
+        let id = viewers.withLock { v -> UInt64 in
+            v.nextSubscriber += 1
+            v.subscribers[v.nextSubscriber] = continuation
+            if let rig { continuation.yield(.rig(rig)) }
             continuation.yield(.take(take))
-            continuation.yield(.takes(s.lastTakes))
-            for e in s.recentEvents.suffix(24) { continuation.yield(.event(e)) }
-            return s.nextSubscriber
+            continuation.yield(.takes(takes))
+            for e in v.recentEvents.suffix(24) { continuation.yield(.event(e)) }
+            return v.nextSubscriber
         }
-        continuation.onTermination = { [weak self] _ in self?.state.withLock { _ = $0.subscribers.removeValue(forKey: id) } }
+        continuation.onTermination = { [weak self] _ in self?.viewers.withLock { _ = $0.subscribers.removeValue(forKey: id) } }
         return stream
     }
 
     func broadcast(_ message: Message) {
-        let subscribers = state.withLock { Array($0.subscribers.values) }
+        let subscribers = viewers.withLock { Array($0.subscribers.values) }
         for s in subscribers { s.yield(message) }
     }
 
     func event(_ kind: String, node: String? = nil, camera: String? = nil, _ text: String) {
         let view = EventView(time: Date().formatted(.iso8601), kind: kind, node: node, camera: camera, text: text)
-        state.withLock { s in
-            s.recentEvents.append(view)
-            if s.recentEvents.count > 100 { s.recentEvents.removeFirst(s.recentEvents.count - 100) }
+        viewers.withLock { v in
+            v.recentEvents.append(view)
+            if v.recentEvents.count > 100 { v.recentEvents.removeFirst(v.recentEvents.count - 100) }
         }
         broadcast(.event(view))
     }
@@ -221,19 +230,20 @@ public final class LiveRig: Sendable {
     // MARK: Snapshots
 
     public var rig: RigView { state.withLock { Self.rigView($0, template: template) } }
-    public var multiview: MultiviewView? { state.withLock { $0.newestComplete } }
+    public var multiview: MultiviewView? { tileRoom.withLock { $0.newestComplete } }
     /// A complete set older than this is not current (`/api/multiview` says so instead of serving it).
     public static let multiviewFreshSeconds = 3.0
     /// The newest complete set if it is current; else one sentence: how old it is and which cameras are silent.
     public var currentMultiview: Result<MultiviewView, Refusal> {
-        state.withLock { s in
+        let cameras = state.withLock { s in s.nodes.flatMap { n in n.cameras.map { CameraKey(node: n.name, camera: $0.camera) } } }
+        return tileRoom.withLock { s in
             guard let set = s.newestComplete else {
                 return .failure(Refusal(.notFound, "no complete frame-matched set yet: every camera must deliver a tile of one group."))
             }
             let now = MonotonicClock.now()
             let age = Double(now - s.newestCompleteAt) / 1e6
             guard age > Self.multiviewFreshSeconds else { return .success(set) }
-            let silent = s.nodes.flatMap { n in n.cameras.map { CameraKey(node: n.name, camera: $0.camera) } }.filter {
+            let silent = cameras.filter {
                 s.tileArrivedAt[$0].map { Double(now - $0) / 1e6 > Self.multiviewFreshSeconds } ?? true
             }
             let who = silent.isEmpty ? "the cameras' tiles no longer match one group"
@@ -262,7 +272,7 @@ public final class LiveRig: Sendable {
     }
 
     public func image(node: String, camera: String, group: Int64) -> [UInt8]? {
-        state.withLock { $0.images["\(node)/\(camera)/\(group)"] }
+        tileRoom.withLock { $0.images["\(node)/\(camera)/\(group)"] }
     }
 
     private static func rigView(_ s: State, template: TakeRequest) -> RigView {

@@ -138,7 +138,8 @@ extension LiveRig {
                 for c in s.nodes[n].cameras.indices { s.nodes[n].cameras[c].ordinal = ordinal; ordinal += 1 }
             }
             let keys = s.nodes.flatMap { n in n.cameras.map { CameraKey(node: n.name, camera: $0.camera) } }
-            s.assembler.reset(cameras: keys, patienceGroups: 3 * preview.groupStride(framePeriodMicroseconds: previewGrid.periodMicroseconds))
+            let patience = 3 * preview.groupStride(framePeriodMicroseconds: previewGrid.periodMicroseconds)
+            tileRoom.withLock { $0.assembler.reset(cameras: keys, patienceGroups: patience) }
             return s.nodes[index].cameras
         }
         node.cameras = cameras
@@ -245,7 +246,7 @@ extension LiveRig {
     // MARK: Tiles
 
     func received(_ r: PreviewReceiver.Received) {
-        let sets: [MultiviewView] = state.withLock { s in
+        let sets: [MultiviewView] = tileRoom.withLock { s in
             if r.takeID != s.tileTake {
                 // A take's grid numbers its groups afresh: sets never mix the idle grid's tiles with a take's.
                 s.tileTake = r.takeID
@@ -259,9 +260,6 @@ extension LiveRig {
                 for old in s.imageOrder.prefix(s.imageOrder.count - limit) { s.images[old] = nil }
                 s.imageOrder.removeFirst(s.imageOrder.count - limit)
             }
-            if let i = s.nodes.firstIndex(where: { $0.name == r.tile.key.node }) {
-                s.nodes[i].cameraProgress[r.tile.key.camera, default: (0, nil)].phase = r.tile.phaseErrorMicroseconds
-            }
             s.lastTiles[r.tile.key] = r.tile
             let now = MonotonicClock.now()
             s.tileArrivedAt[r.tile.key] = now
@@ -269,6 +267,11 @@ extension LiveRig {
                 let view = Self.view(of: set, takeID: r.takeID, lastTiles: s.lastTiles)
                 if set.complete { s.newestComplete = view; s.newestCompleteAt = now }
                 return view
+            }
+        }
+        state.withLock { s in
+            if let i = s.nodes.firstIndex(where: { $0.name == r.tile.key.node }) {
+                s.nodes[i].cameraProgress[r.tile.key.camera, default: (0, nil)].phase = r.tile.phaseErrorMicroseconds
             }
         }
         for set in sets { broadcast(.multiview(set)) }

@@ -224,11 +224,12 @@ extension LiveRig {
         let listed = found.compactMap { entry -> ListedTake? in
             guard entry.kind == .directory, RigName.isValid(entry.name),
                   let manifest = try? root.entry("\(entry.name)/manifest.json"), manifest.kind == .file else { return nil }
-            let stamp = ListedTake.Stamp(bytes: manifest.size, modified: manifest.modified)
+            // The report is written after the manifest: its presence is part of what the listing knows.
+            let hasReport = (try? root.checkFile("\(entry.name)/sync-report.html")) == true
+            let stamp = ListedTake.Stamp(bytes: manifest.size, modified: manifest.modified, hasReport: hasReport)
             if let known = listedTakes.withLock({ $0[entry.name] }), known.stamp == stamp { return known }
             guard let data = try? root.data("\(entry.name)/manifest.json", limit: 64 << 20),
                   let read = try? JSONDecoder().decode(TakeManifest.self, from: data) else { return nil }
-            let hasReport = (try? root.checkFile("\(entry.name)/sync-report.html")) == true
             // RFC 3339 in UTC sorts as text.
             let made = ListedTake(stamp: stamp, started: read.startWallclock,
                                   entry: TakeEntry(takeId: entry.name, name: read.name, status: read.status.rawValue, started: read.startWallclock,
@@ -250,6 +251,7 @@ extension LiveRig {
         struct Stamp: Equatable, Sendable {
             var bytes: UInt64
             var modified: Double
+            var hasReport: Bool
         }
         var stamp: Stamp
         var started: String
