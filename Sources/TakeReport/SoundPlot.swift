@@ -81,7 +81,7 @@ extension SyncReportPage {
         }
         svg += panel(rate, cssClass: "rate") { i, a, y in
             let zero = rate.px(0), end = rate.px(a.rateErrorPPM)
-            let label = "<text x=\"\(SVGPlot.f(a.rateErrorPPM < 0 ? zero + 5 : zero - 5))\" y=\"\(SVGPlot.f(y + 15))\" text-anchor=\"\(a.rateErrorPPM < 0 ? "start" : "end")\" fill=\"#333\">\(htmlEscape(String(format: "%+.1f ppm", a.rateErrorPPM)))</text>"
+            let label = "<text x=\"\(SVGPlot.f(a.rateErrorPPM < 0 ? zero + 5 : zero - 5))\" y=\"\(SVGPlot.f(y + 15))\" text-anchor=\"\(a.rateErrorPPM < 0 ? "start" : "end")\" fill=\"#333\" class=\"halo\">\(htmlEscape(String(format: "%+.1f ppm", a.rateErrorPPM)))</text>"
             return label + "<rect x=\"\(SVGPlot.f(min(zero, end)))\" y=\"\(SVGPlot.f(y + 5))\" width=\"\(SVGPlot.f(max(1, abs(end - zero))))\" height=\"12\" fill=\"\(color(i))\" fill-opacity=\"0.6\"><title>\(htmlEscape("\(a.node)/\(a.mic) \(String(format: "%+.2f", a.rateErrorPPM)) ppm"))</title></rect>"
         }
         return svg + "</svg>"

@@ -156,6 +156,7 @@ extension ReportPageTests {
         #expect(try page.only(".//text[@class='axis-label']", in: rate).stringValue?.contains("(ppm)") == true)
         #expect(try !page.texts(".//text", in: offset).joined().contains("ppm"), "no ppm on the µs axis")
         #expect(try !page.texts(".//text", in: rate).joined().contains("µs"), "no µs on the ppm axis")
+        #expect(try page.texts(".//text", in: rate).filter { $0.hasSuffix(" ppm") } == ["-20.2 ppm", "+48.4 ppm"], "each figure on the ppm panel")
         #expect(try page.texts("text", in: sound).allSatisfy { !$0.contains("ppm") && !$0.contains("µs") }, "names only outside the panels")
         // Every bar lies on its own panel's axis, which holds the value it draws.
         let (offsetPanel, ratePanel) = SyncReportPage.soundPanels(Self.withSound(Self.take(groups: 1, cameras: 1)).0.audio!, names: 110, width: 1000)
