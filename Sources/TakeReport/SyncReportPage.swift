@@ -132,43 +132,6 @@ public enum SyncReportPage {
         return .exact(0, high, count: 8, label: "group (frame period \(SVGPlot.number(Double(manifest.framePeriodMicroseconds) / 1000)) ms); below: time since t0 (\(unit))")
     }
 
-    /// One way of writing the times along an axis that reaches `reach` seconds either side of zero, and the unit its
-    /// title names: seconds below ten minutes, m:ss below an hour, else h:mm:ss (never two styles on one axis).
-    static func timeStyle(reach: Double) -> (unit: String, text: @Sendable (Double) -> String) {
-        let a = reach.isFinite ? abs(reach) : 0
-        guard a >= 600 else { return ("s", { seconds($0) }) }
-        let hours = a >= 3600
-        return (hours ? "h:mm:ss" : "m:ss", { s in
-            guard s.isFinite, abs(s) < 1e9 else { return seconds(s) }
-            let whole = Int(abs(s).rounded())
-            let text = hours ? String(format: "%d:%02d:%02d", whole / 3600, whole / 60 % 60, whole % 60)
-                : String(format: "%d:%02d", whole / 60, whole % 60)
-            return (s < 0 && whole > 0 ? "−" : "") + text
-        })
-    }
-
-    static func seconds(_ s: Double) -> String {
-        let a = abs(s)
-        guard a < 1e9 else { return a.isFinite ? String(format: "%.3g s", s) : "–" }
-        if a >= 3600 {
-            let whole = Int(a.rounded())
-            return (s < 0 ? "−" : "") + String(format: "%d:%02d:%02d", whole / 3600, whole / 60 % 60, whole % 60)
-        }
-        if a >= 600 {
-            let whole = Int(a.rounded())
-            return (s < 0 ? "−" : "") + String(format: "%d:%02d", whole / 60, whole % 60)
-        }
-        let text = a >= 100 ? String(format: "%.0f s", a) : a >= 10 ? String(format: "%.1f s", a) : String(format: "%.2f s", a)
-        return (s < 0 ? "−" : "") + text
-    }
-
-    /// A take's length for the figures at the top.
-    static func duration(_ s: Double) -> String {
-        s < 600 ? seconds(s) : s < 7200 ? String(format: "%.1f min", s / 60) : String(format: "%.1f h", s / 3600)
-    }
-
-    static func fixed(_ v: Double, _ digits: Int = 1) -> String { String(format: "%.\(digits)f", v) }
-
     // MARK: plots
 
     /// The left and right margins of the plots over groups (a, b, d), the same for all three so a group sits
@@ -387,68 +350,6 @@ public enum SyncReportPage {
 
     static func clipped(_ s: String, _ chars: Int) -> String {
         s.count <= max(chars, 4) ? s : String(s.prefix(max(chars, 4) - 1)) + "…"
-    }
-
-    // MARK: verdict
-
-    /// The take's problems, one clause each (empty when there are none).
-    static func problems(manifest: TakeManifest, report: SyncReport, traces: [CameraTrace]) -> [String] {
-        // Files first (the operator can act on them: `coord collect`), then what the rig did, then drops.
-        var files: [String] = [], short: [String] = [], disabled: [String] = []
-        // Collection's own account of a file that did not arrive intact starts with its path.
-        let fileEvents = manifest.events.filter { $0.kind == .fileDamaged || $0.kind == .fileMissing }
-        var explained = Set<Int>()
-        func missing(_ path: String) -> String {
-            guard let i = fileEvents.firstIndex(where: { $0.detail.hasPrefix(path) }) else { return "\(path) is missing" }
-            explained.insert(i)
-            var detail = fileEvents[i].detail.trimmingCharacters(in: .whitespacesAndNewlines)
-            while detail.hasSuffix(".") { detail.removeLast() }
-            return detail
-        }
-        for (t, cam) in zip(traces, manifest.cameras) {
-            if t.rowCount == nil {
-                files.append(missing("\(t.key).frames.csv"))
-            } else if let n = t.rowCount, Int64(n) != manifest.groups {
-                short.append("\(t.key).frames.csv holds \(n) rows for \(manifest.groups) groups")
-            }
-            if !cam.files.contains(where: { $0.path.hasSuffix(".mkv") }) {
-                files.append(missing("\(t.key).mkv"))
-            }
-            if cam.disabled == true { disabled.append("\(t.key) was disabled by \(cam.disabler)") }
-        }
-        func clause(_ e: TakeManifest.Event) -> String {
-            let who = [e.node, e.camera].filter { !$0.isEmpty }.joined(separator: "/")
-            var detail = e.detail.trimmingCharacters(in: .whitespacesAndNewlines)
-            while detail.hasSuffix(".") { detail.removeLast() }
-            return "\(who.isEmpty ? "" : who + " ")\(e.kind): \(detail)"
-        }
-        for (i, e) in fileEvents.enumerated() where !explained.contains(i) {
-            files.append(clause(e))
-        }
-        let serious: Set<String> = ["collect-failed", "node-failed", "node-unfinished", "pressure-shutdown",
-                                    "camera-ended", "camera-error", "stop-undelivered", "take-aborted", "staging-lost", "write-failed"]
-        let happenings = manifest.events.filter { serious.contains($0.kind.rawValue) }.map(clause)
-        var drops: [String] = []
-        let dropped = report.cameras.filter { $0.dropped > 0 }
-        if !dropped.isEmpty {
-            let total = dropped.map(\.dropped).reduce(0, +)
-            let named = dropped.prefix(4).map { "\($0.node)/\($0.camera) \($0.dropped)" } + (dropped.count > 4 ? ["…"] : [])
-            drops.append("\(total) frame\(total == 1 ? "" : "s") dropped (" + named.joined(separator: ", ") + ")")
-        }
-        // Many held or filled frames: complete, yet not the take the operator expects.
-        let repeats = report.repeatsNote.map { [$0] } ?? []
-        return files + short + happenings + disabled + repeats + drops
-    }
-
-    static func sentence(status: TakeManifest.Status, problems: [String], groups: Int64) -> String {
-        if problems.isEmpty {
-            return status == .complete ? "Complete: every camera delivered all \(groups) groups and no frame was dropped."
-                : "Partial: the manifest marks this take partial; see the events below."
-        }
-        let shown = problems.prefix(4)
-        var text = (status == .partial ? "Partial take: " : "Complete, but: ") + shown.joined(separator: "; ")
-        if problems.count > shown.count { text += "; and \(problems.count - shown.count) more (see the events below)" }
-        return text + "."
     }
 
     // MARK: html
