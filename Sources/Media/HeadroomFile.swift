@@ -143,12 +143,12 @@ public final class HeadroomFile {
         return r == 0 ? 0 : errno
     }
 
-    /// Holds blocks through `end` + the headroom + a quarter more (so the disk is asked again after a quarter of
-    /// the headroom is written: a disk filled by something else is noticed within a frame or two), or at least
-    /// through `end` + the headroom; neither: short of space.
+    /// Holds blocks through `end` + the headroom + 4 KiB (so the disk is asked again once 4 KiB more are written:
+    /// at every frame, and a disk filled by something else is noticed at the next one), or at least through `end`
+    /// + the headroom; neither: short of space. Asking for blocks already held costs next to nothing.
     private func hold(through end: Int64) {
         let from = max(size, allocatedTo)
-        for target in [end + headroom + max(65_536, headroom / 4), end + headroom] where target > allocatedTo {
+        for target in [end + headroom + 4096, end + headroom] where target > allocatedTo {
             let r = calls.allocate(fd, cff_FALLOC_FL_KEEP_SIZE, from, target - from)
             if r == 0 {
                 allocatedTo = target

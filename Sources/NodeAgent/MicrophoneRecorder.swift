@@ -160,7 +160,7 @@ final class MicrophoneRecorder: Sendable {
                 do {
                     try writer.write(out)
                     if writer.isShortOfSpace {
-                        endReason = "the staging disk of node \(node) is full (No space left on device): its file ends at the sound written so far"
+                        endReason = "the staging disk of node \(node) is full (No space left on device)"
                     }
                 } catch {
                     endReason = "writing \(url.lastPathComponent) failed: \(error)"

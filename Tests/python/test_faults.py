@@ -103,7 +103,7 @@ def test_a_staging_disk_gone_read_only_mid_take_ends_that_nodes_cameras_and_lose
 
 @pytest.fixture
 def tmpfs(tmp_path):
-    """A 256 MB tmpfs mounted at tmp_path/small: filled by the test, it is a full disk at once."""
+    """A 256 MB tmpfs mounted at tmp_path/small (room for minutes of the take, so the node's pressure stays fair)."""
     mount = tmp_path / "small"
     mount.mkdir()
     subprocess.run(["mount", "-t", "tmpfs", "-o", "size=256m", "tmpfs", str(mount)], check=True)
@@ -112,9 +112,13 @@ def tmpfs(tmp_path):
 
 
 def fill(disk: Path):
-    """Writes a file on `disk` until not one more byte fits (ENOSPC)."""
+    """Fills the tmpfs `disk` at once, as a large copy landing on it would (faster than the node samples its
+    pressure): its size is cut to what is used plus 1 MiB, then a file takes that to the last byte (ENOSPC)."""
+    st = os.statvfs(disk)
+    used_kib = (st.f_blocks - st.f_bfree) * st.f_frsize // 1024
+    subprocess.run(["mount", "-o", f"remount,size={used_kib + 1024}k", str(disk)], check=True)
     with open(disk / "filler", "wb", buffering=0) as f:
-        for chunk in (1 << 20, 4096, 1):
+        for chunk in (65536, 4096, 1):
             try:
                 while True:
                     f.write(b"\0" * chunk)
@@ -134,9 +138,9 @@ def test_a_staging_disk_filled_mid_take_ends_that_nodes_cameras_with_files_that_
         rig.write_text(f"version: 1\nnodes:\n  - name: left\n    endpoint: {left.endpoint}\n"
                        f"  - name: right\n    endpoint: {right.endpoint}\n")
         takes = tmp_path / "takes"
-        # 720p: a camera asks its disk for more room every frame or two, so it meets the full disk before the
-        # node's pressure sampling (twice a second) does.
-        proc = subprocess.Popen([str(COORD), "start-take", "--rig", str(rig), "--seconds", "10", "--size", "1280x720",
+        # A camera asks its disk for more room about every frame: it meets the full disk at its next frame, before
+        # (or, at the latest, within the two groups of) a stop for the node's pressure, sampled twice a second.
+        proc = subprocess.Popen([str(COORD), "start-take", "--rig", str(rig), "--seconds", "10", "--size", "320x240",
                                  "--takes-dir", str(takes)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         deadline = time.monotonic() + 60
 
