@@ -52,53 +52,61 @@ def frames_in(path: Path) -> int:
     return int(out.stdout.strip() or 0)
 
 
-def test_a_staging_disk_gone_read_only_mid_take_ends_that_nodes_cameras_and_loses_nothing(tmp_path, ext4):
-    disk, trigger = ext4
-    left = Node(tmp_path / "left", extra_args=["--name", "left", "--synthetic", "cam0,cam1", "--staging", str(disk / "staging")])
+def take_with_a_failing_disk(tmp_path: Path, staging: Path, seconds: int, rows_before: int, fail, what: str):
+    """Nodes left (cam0, cam1, staging on `staging`) and right (cam0) record a `seconds` take with `coord start-take`;
+    once left's cam0 has `rows_before` rows, `fail()` breaks its disk. The take must end partial (exit 4) within
+    120 s; returns its directory and manifest, and checks that right recorded every group and nothing of right fails."""
+    left = Node(tmp_path / "left", extra_args=["--name", "left", "--synthetic", "cam0,cam1", "--staging", str(staging)])
     right = Node(tmp_path / "right", extra_args=["--name", "right", "--synthetic", "cam0"])
     try:
         rig = tmp_path / "rig.yaml"
         rig.write_text(f"version: 1\nnodes:\n  - name: left\n    endpoint: {left.endpoint}\n"
                        f"  - name: right\n    endpoint: {right.endpoint}\n")
         takes = tmp_path / "takes"
-        proc = subprocess.Popen([str(COORD), "start-take", "--rig", str(rig), "--seconds", "8", "--size", "320x240",
+        proc = subprocess.Popen([str(COORD), "start-take", "--rig", str(rig), "--seconds", str(seconds), "--size", "320x240",
                                  "--takes-dir", str(takes)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-        # Wait until left's frames.csv holds 60 rows (2 s of frames), then fail its disk.
         deadline = time.monotonic() + 60
 
         def rows() -> int:
-            found = list((disk / "staging").rglob("cam0.frames.csv"))
+            found = list(staging.rglob("cam0.frames.csv"))
             return max(0, len(found[0].read_text().splitlines()) - 1) if found else 0
-        while rows() < 60:
-            assert time.monotonic() < deadline and proc.poll() is None, "left never recorded 60 frames"
-            time.sleep(0.2)
-        trigger.write_text("1")
+        while rows() < rows_before:
+            assert time.monotonic() < deadline and proc.poll() is None, f"left never recorded {rows_before} frames"
+            time.sleep(0.1)
+        fail()
         try:
             out, err = proc.communicate(timeout=120)
         except subprocess.TimeoutExpired:
             proc.kill()
             out, err = proc.communicate()
-            raise AssertionError(f"start-take did not finish within 120 s after the disk failed:\n{err[-3000:]}")
+            raise AssertionError(f"start-take did not finish within 120 s after the disk {what}:\n{err[-3000:]}")
         assert proc.returncode == 4, err  # partial: some cameras ended early
         take = next(d for d in takes.iterdir() if d.is_dir())
         manifest = json.loads((take / "manifest.json").read_text())
         assert manifest["status"] == "partial"
-        failed = [e for e in manifest["events"] if e["kind"] == "write-failed"]
-        assert {e["camera"] for e in failed} == {"cam0", "cam1"} and all(e["node"] == "left" for e in failed), manifest["events"]
-        assert all("Read-only" in e["detail"] or "read-only" in e["detail"] for e in failed), failed
         cameras = {(c["node"], c["camera"]): c for c in manifest["cameras"]}
-        groups = manifest["groups"]
-        assert cameras[("right", "cam0")]["frames"] == groups, "the other node's camera did not record every group"
-        for cam in ("cam0", "cam1"):
-            c = cameras[("left", cam)]
-            assert 30 <= c["frames"] < groups, (cam, c["frames"], groups)
-            # Every frame the node says it recorded is in the collected file and plays.
-            assert frames_in(take / "left" / f"{cam}.mkv") >= c["frames"], (cam, c["frames"])
+        assert cameras[("right", "cam0")]["frames"] == manifest["groups"], "the other node's camera did not record every group"
         failures, _ = check_take.check(take)
         assert not [f for f in failures if "right" in f], failures
+        return take, manifest
     finally:
         left.cleanup()
         right.cleanup()
+
+
+def test_a_staging_disk_gone_read_only_mid_take_ends_that_nodes_cameras_and_loses_nothing(tmp_path, ext4):
+    disk, trigger = ext4
+    # Left's disk fails once its frames.csv holds 60 rows (2 s of frames).
+    take, manifest = take_with_a_failing_disk(tmp_path, disk / "staging", 8, 60, lambda: trigger.write_text("1"), "failed")
+    failed = [e for e in manifest["events"] if e["kind"] == "write-failed"]
+    assert {e["camera"] for e in failed} == {"cam0", "cam1"} and all(e["node"] == "left" for e in failed), manifest["events"]
+    assert all("Read-only" in e["detail"] or "read-only" in e["detail"] for e in failed), failed
+    cameras = {(c["node"], c["camera"]): c for c in manifest["cameras"]}
+    for cam in ("cam0", "cam1"):
+        c = cameras[("left", cam)]
+        assert 30 <= c["frames"] < manifest["groups"], (cam, c["frames"], manifest["groups"])
+        # Every frame the node says it recorded is in the collected file and plays.
+        assert frames_in(take / "left" / f"{cam}.mkv") >= c["frames"], (cam, c["frames"])
 
 
 @pytest.fixture
@@ -131,64 +139,30 @@ def test_a_staging_disk_filled_mid_take_ends_that_nodes_cameras_with_files_that_
     cameras ends at its last whole frame with its .mkv finished (the space its files held past their end takes the
     trailer) and a row in frames.csv for every frame in it; the event says which camera stopped after which group,
     and that node's disk is full. The take is partial, the other node records every group."""
-    left = Node(tmp_path / "left", extra_args=["--name", "left", "--synthetic", "cam0,cam1", "--staging", str(tmpfs / "staging")])
-    right = Node(tmp_path / "right", extra_args=["--name", "right", "--synthetic", "cam0"])
-    try:
-        rig = tmp_path / "rig.yaml"
-        rig.write_text(f"version: 1\nnodes:\n  - name: left\n    endpoint: {left.endpoint}\n"
-                       f"  - name: right\n    endpoint: {right.endpoint}\n")
-        takes = tmp_path / "takes"
-        # A camera asks its disk for more room about every frame: it meets the full disk at its next frame, before
-        # (or, at the latest, within the two groups of) a stop for the node's pressure, sampled twice a second.
-        proc = subprocess.Popen([str(COORD), "start-take", "--rig", str(rig), "--seconds", "10", "--size", "320x240",
-                                 "--takes-dir", str(takes)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-        deadline = time.monotonic() + 60
-
-        def rows() -> int:
-            found = list((tmpfs / "staging").rglob("cam0.frames.csv"))
-            return max(0, len(found[0].read_text().splitlines()) - 1) if found else 0
-        while rows() < 30:
-            assert time.monotonic() < deadline and proc.poll() is None, "left never recorded 30 frames"
-            time.sleep(0.1)
-        fill(tmpfs)
-        try:
-            out, err = proc.communicate(timeout=120)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            out, err = proc.communicate()
-            raise AssertionError(f"start-take did not finish within 120 s after the disk filled:\n{err[-3000:]}")
-        assert proc.returncode == 4, err
-        take = next(d for d in takes.iterdir() if d.is_dir())
-        manifest = json.loads((take / "manifest.json").read_text())
-        assert manifest["status"] == "partial"
-        events = [e for e in manifest["events"] if e["node"] == "left"]
-        full = [e for e in events if e["kind"] == "write-failed"]
-        # The cameras met the full disk (a pressure shutdown sampled first may have stopped one of them a frame
-        # or two before it did: that too ends with finished files).
-        assert full, events
-        for e in full:
-            assert "the staging disk of node left" in e["detail"] and "is full (No space left on device)" in e["detail"], e
-            assert "finalized with all" in e["detail"] and "could not be finished" not in e["detail"], e
-        assert "files were finalized" not in json.dumps([e for e in events if e["kind"] != "pressure-shutdown"])
-        cameras = {(c["node"], c["camera"]): c for c in manifest["cameras"]}
-        groups = manifest["groups"]
-        assert cameras[("right", "cam0")]["frames"] == groups, "the other node's camera did not record every group"
-        for cam in ("cam0", "cam1"):
-            c = cameras[("left", cam)]
-            assert 30 <= c["frames"] < groups, (cam, c["frames"], groups)
-            mkv, csv = take / "left" / f"{cam}.mkv", take / "left" / f"{cam}.frames.csv"
-            probe = subprocess.run(["ffprobe", "-v", "error", "-count_packets", "-select_streams", "v:0", "-show_entries",
-                                    "stream=nb_read_packets", "-of", "csv=p=0", str(mkv)], capture_output=True, text=True)
-            # Plays to its end: ffprobe has nothing to say ("File ended prematurely" before), every frame has its row.
-            assert probe.returncode == 0 and probe.stderr == "", (cam, probe.stderr)
-            table = csv.read_text().splitlines()[1:]
-            assert int(probe.stdout) == len(table) == c["frames"], (cam, probe.stdout, len(table), c["frames"])
-            assert [int(r.split(",")[1]) for r in table] == list(range(len(table))), cam
-            said = [e for e in full if e["camera"] == cam]
-            if said:
-                assert f"stopped after group {len(table) - 1}:" in said[0]["detail"], (said, len(table))
-        failures, _ = check_take.check(take)
-        assert not [f for f in failures if "right" in f], failures
-    finally:
-        left.cleanup()
-        right.cleanup()
+    # A camera asks its disk for more room about every frame: it meets the full disk at its next frame, before
+    # (or, at the latest, within the two groups of) a stop for the node's pressure, sampled twice a second.
+    take, manifest = take_with_a_failing_disk(tmp_path, tmpfs / "staging", 10, 30, lambda: fill(tmpfs), "filled")
+    events = [e for e in manifest["events"] if e["node"] == "left"]
+    full = [e for e in events if e["kind"] == "write-failed"]
+    # The cameras met the full disk (a pressure shutdown sampled first may have stopped one of them a frame
+    # or two before it did: that too ends with finished files).
+    assert full, events
+    for e in full:
+        assert "the staging disk of node left" in e["detail"] and "is full (No space left on device)" in e["detail"], e
+        assert "finalized with all" in e["detail"] and "could not be finished" not in e["detail"], e
+    assert "files were finalized" not in json.dumps([e for e in events if e["kind"] != "pressure-shutdown"])
+    cameras = {(c["node"], c["camera"]): c for c in manifest["cameras"]}
+    for cam in ("cam0", "cam1"):
+        c = cameras[("left", cam)]
+        assert 30 <= c["frames"] < manifest["groups"], (cam, c["frames"], manifest["groups"])
+        mkv, csv = take / "left" / f"{cam}.mkv", take / "left" / f"{cam}.frames.csv"
+        probe = subprocess.run(["ffprobe", "-v", "error", "-count_packets", "-select_streams", "v:0", "-show_entries",
+                                "stream=nb_read_packets", "-of", "csv=p=0", str(mkv)], capture_output=True, text=True)
+        # Plays to its end: ffprobe has nothing to say ("File ended prematurely" before), every frame has its row.
+        assert probe.returncode == 0 and probe.stderr == "", (cam, probe.stderr)
+        table = csv.read_text().splitlines()[1:]
+        assert int(probe.stdout) == len(table) == c["frames"], (cam, probe.stdout, len(table), c["frames"])
+        assert [int(r.split(",")[1]) for r in table] == list(range(len(table))), cam
+        said = [e for e in full if e["camera"] == cam]
+        if said:
+            assert f"stopped after group {len(table) - 1}:" in said[0]["detail"], (said, len(table))
