@@ -354,7 +354,9 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def test_a_node_killed_mid_take_is_repaired_on_restart_and_the_take_names_it(tmp_path, zctx, pb):
+def two_nodes_recording(tmp_path: Path, zctx, pb):
+    """node-1 and node-2 (one synthetic camera each, on fixed ports so a restart keeps its endpoint) recording an 8 s
+    take from `coord start-take`: their arguments, the nodes, the coordinator's process and a client on node-2."""
     ports = [free_port(), free_port()]
     args = [["--name", f"node-{i}", "--synthetic", "cam0", "--endpoint", f"tcp://127.0.0.1:{p}"] for i, p in zip((1, 2), ports)]
     nodes = [Node(tmp_path / f"n{i}", extra_args=a) for i, a in zip((1, 2), args)]
@@ -364,7 +366,11 @@ def test_a_node_killed_mid_take_is_repaired_on_restart_and_the_take_names_it(tmp
     proc = subprocess.Popen([str(COORD), "start-take", "--rig", str(rig), "--seconds", "8", "--size", "320x240",
                              "--takes-dir", str(tmp_path / "takes")],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    watcher = Client(zctx, nodes[1].endpoint, pb)
+    return args, nodes, proc, Client(zctx, nodes[1].endpoint, pb)
+
+
+def test_a_node_killed_mid_take_is_repaired_on_restart_and_the_take_names_it(tmp_path, zctx, pb):
+    args, nodes, proc, watcher = two_nodes_recording(tmp_path, zctx, pb)
     try:
         deadline = time.monotonic() + 30
         while True:
@@ -421,16 +427,7 @@ def test_a_node_stopped_by_its_own_sigterm_mid_take_is_named_as_such(tmp_path, z
     before it exits, and the manifest names the node's own SIGTERM, never "another coordinator or peer" (what a
     coordinator concluded when a restarted node answered with no take). Restarted (as systemd would), the node
     still says so, and its files are collected and play to their end, every frame with its row."""
-    ports = [free_port(), free_port()]
-    args = [["--name", f"node-{i}", "--synthetic", "cam0", "--endpoint", f"tcp://127.0.0.1:{p}"] for i, p in zip((1, 2), ports)]
-    nodes = [Node(tmp_path / f"n{i}", extra_args=a) for i, a in zip((1, 2), args)]
-    rig = tmp_path / "rig.yaml"
-    rig.write_text("version: 1\nnodes:\n" + "".join(
-        f"  - name: node-{i}\n    endpoint: tcp://127.0.0.1:{p}\n" for i, p in zip((1, 2), ports)))
-    proc = subprocess.Popen([str(COORD), "start-take", "--rig", str(rig), "--seconds", "8", "--size", "320x240",
-                             "--takes-dir", str(tmp_path / "takes")],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    watcher = Client(zctx, nodes[1].endpoint, pb)
+    args, nodes, proc, watcher = two_nodes_recording(tmp_path, zctx, pb)
     try:
         deadline = time.monotonic() + 30
         while True:
