@@ -205,8 +205,8 @@ def test_an_orphaned_open_ended_take_is_finished_by_stop_take_and_collect(tmp_pa
     takes = tmp_path / "takes"
     session = Coordinator("start-take", "--rig", rig, "--takes-dir", takes, "--name", "orphan")
     try:
-        session.wait_for(r"recording \d", timeout=60)
-        time.sleep(1)  # a second of footage (the take's length is whatever it records)
+        # A second of footage at least (the take's length is whatever it records), as its progress line says.
+        session.wait_for(r"recording (?:[1-9]|\d\d+)\.\d s \(until Ctrl-C\)", timeout=60)
         session.proc.send_signal(signal.SIGKILL)
         session.proc.wait(timeout=10)
     finally:
