@@ -150,11 +150,17 @@ public final class NodeAgent: Sendable {
     // MARK: The take: its decisions under the lock, carried out after
 
     /// Lets the take decide under the lock (the shell's part of its directives done there too: `keep` when the
+    /// What carrying out a decision's directives made: the directives themselves, and the devices an arm opened.
+    struct Carried {
+        var directives: [NodeTake.Directive]
+        var armed: OpenedDevices?
+    }
+
     /// take keeps the recorders just opened), then carries the directives out with the recorders as they were; a
-    /// refusal is thrown.
+    /// refusal is thrown. `arm`: the Arm being served, whose devices an `openDevices` opens.
     @discardableResult
-    func decide(_ decision: (inout NodeTake) -> [NodeTake.Directive],
-                keeping keep: ((inout NodeAgentState) -> Void)? = nil) throws(NodeFailure) -> [NodeTake.Directive] {
+    func decide(for arm: NodeRequest.Arm? = nil, _ decision: (inout NodeTake) -> [NodeTake.Directive],
+                keeping keep: ((inout NodeAgentState) -> Void)? = nil) throws(NodeFailure) -> Carried {
         let (directives, recorders, clock) = state.withLock { s in
             let directives = decision(&s.take)
             let held = (s.recorders, s.clock)
@@ -162,8 +168,9 @@ public final class NodeAgent: Sendable {
             if let keep, directives.contains(where: { if case .keepRecorders = $0 { true } else { false } }) { keep(&s) }
             return (directives, held.0, held.1)
         }
-        try carryOut(directives, recorders: recorders, clock: clock)
-        return directives
+        var carried = Carried(directives: directives)
+        try carryOut(directives, recorders: recorders, clock: clock, arm: arm, into: &carried)
+        return carried
     }
 
     /// A recorder's news, from its own thread: nothing to refuse.
@@ -171,12 +178,19 @@ public final class NodeAgent: Sendable {
         _ = try? decide { $0.handle(event) }
     }
 
-    private func carryOut(_ directives: [NodeTake.Directive], recorders: [any TakeRecorder], clock: ClockMappingBox?) throws(NodeFailure) {
+    private func carryOut(_ directives: [NodeTake.Directive], recorders: [any TakeRecorder], clock: ClockMappingBox?,
+                          arm: NodeRequest.Arm?, into carried: inout Carried) throws(NodeFailure) {
         for directive in directives {
             switch directive {
             case .refuse(let failure):
                 throw failure
             case .configured:
+            case .openDevices(let arming, let settings, let grid, let clock):
+                // Only an Arm makes the take open devices; its request says the timecode and the preview.
+                guard let arm else {
+                    throw NodeFailure(.internal, "the take of node \(configuration.name) asked to open devices for take \(arming.takeID) outside an arm.")
+                }
+                carried.armed = try openDevices(arming, settings: settings, grid: grid, clock: clock, for: arm)
                 warmUpMicrophones()
             case .markRecording(let takeID, let t0, let period, let startGroup):
                 store.markRecording(takeID, .init(t0: t0, periodMicroseconds: period, startGroup: startGroup))
@@ -213,8 +227,9 @@ public final class NodeAgent: Sendable {
                 case .warning: logger.warning("\(line)")
                 case .error: logger.error("\(line)")
                 }
-            case .openDevices, .keepRecorders, .say, .ignored:
-                // Opening is the arm's own work (NodeArm.swift); an event is in the take's events for status.
+            case .keepRecorders, .say, .ignored:
+                // Kept under the lock by `decide`'s `keep`; an event is in the take's events for status; an ignored
+                // request's reason is its reply.
                 break
             }
         }
@@ -241,57 +256,47 @@ public final class NodeAgent: Sendable {
 
     // MARK: Requests of the take
 
-    func configure(_ message: Coord_V1_Configure) throws(NodeFailure) {
-        let requested = message.cameras.map(CameraSettings.init(wire:))
-        try decide { $0.handle(.configure(takeID: message.takeID, cameras: requested, now: MonotonicClock.now())) }
-        logger.info("configured", metadata: ["take": "\(message.takeID)", "cameras": "\(requested.map(\.camera))"])
+    func configure(takeID: String, cameras requested: [CameraSettings]) throws(NodeFailure) {
+        try decide { $0.handle(.configure(takeID: takeID, cameras: requested, now: MonotonicClock.now())) }
+        logger.info("configured", metadata: ["take": "\(takeID)", "cameras": "\(requested.map(\.camera))"])
     }
 
-    func start(_ message: Coord_V1_StartAt) throws(NodeFailure) {
+    func start(takeID: String, startGroup: Int64, stopGroup: Int64) throws(NodeFailure) {
         let local = localNow()
-        try decide { $0.handle(.start(takeID: message.takeID, startGroup: message.startGroup, stopGroup: message.stopGroup, localNow: local)) }
-        logger.info("recording", metadata: ["take": "\(message.takeID)", "start_group": "\(message.startGroup)",
-                                            "stop_group": "\(message.stopGroup)"])
+        try decide { $0.handle(.start(takeID: takeID, startGroup: startGroup, stopGroup: stopGroup, localNow: local)) }
+        logger.info("recording", metadata: ["take": "\(takeID)", "start_group": "\(startGroup)", "stop_group": "\(stopGroup)"])
     }
 
     /// A newer estimate of this node's clock for the take in progress; the cameras use it from their next frame.
-    func updateClock(_ message: Coord_V1_ClockUpdate) throws(NodeFailure) -> String {
-        guard message.hasClock else { throw NodeFailure(.badConfig, "clock update for take \(message.takeID) carries no mapping.") }
-        let directives = try decide { $0.handle(.updateClock(takeID: message.takeID, ClockMapping(wire: message.clock))) }
+    func updateClock(takeID: String, _ clock: ClockMapping) throws(NodeFailure) -> String {
+        let directives = try decide { $0.handle(.updateClock(takeID: takeID, clock)) }.directives
         for case .ignored(let why) in directives { return why }
         return "clock updated"
     }
 
     /// The coordinator's pressure policy slows or disables one camera from a group on.
-    func adjust(_ message: Coord_V1_AdjustCamera) throws(NodeFailure) -> String {
-        let adjustment: NodeTake.Adjustment
-        switch message.action {
-        case .slow: adjustment = .slow(every: Int(message.recordEvery), from: message.fromGroup)
-        case .disable: adjustment = .disable(from: message.fromGroup)
-        case .unspecified, .UNRECOGNIZED: adjustment = .unknown
-        }
-        try decide { $0.handle(.adjust(takeID: message.takeID, camera: message.camera, adjustment)) }
+    func adjust(takeID: String, camera: String, _ adjustment: NodeTake.Adjustment, reason: String) throws(NodeFailure) -> String {
+        try decide { $0.handle(.adjust(takeID: takeID, camera: camera, adjustment)) }
         switch adjustment {
         case .slow(let every, let from):
-            logger.notice("camera slowed", metadata: ["camera": "\(message.camera)", "record_every": "\(every)",
-                                                      "from_group": "\(from)", "reason": "\(message.reason)"])
-            return "camera \(message.camera) records one group in \(every) from group \(from)"
+            logger.notice("camera slowed", metadata: ["camera": "\(camera)", "record_every": "\(every)",
+                                                      "from_group": "\(from)", "reason": "\(reason)"])
+            return "camera \(camera) records one group in \(every) from group \(from)"
         case .disable(let from):
-            logger.notice("camera disabled", metadata: ["camera": "\(message.camera)", "from_group": "\(from)",
-                                                        "reason": "\(message.reason)"])
-            return "camera \(message.camera) ends before group \(from)"
+            logger.notice("camera disabled", metadata: ["camera": "\(camera)", "from_group": "\(from)", "reason": "\(reason)"])
+            return "camera \(camera) ends before group \(from)"
         case .unknown:
-            return "camera \(message.camera) unchanged"  // refused by the take above; never reached
+            return "camera \(camera) unchanged"  // refused by the take above; never reached
         }
     }
 
-    func stop(_ message: Coord_V1_StopAt) throws(NodeFailure) {
-        try decide { $0.handle(.stop(takeID: message.takeID, stopGroup: message.stopGroup)) }
+    func stop(takeID: String, stopGroup: Int64) throws(NodeFailure) {
+        try decide { $0.handle(.stop(takeID: takeID, stopGroup: stopGroup)) }
     }
 
-    func abort(_ message: Coord_V1_Abort) throws(NodeFailure) {
-        try decide { $0.handle(.abort(takeID: message.takeID, reason: message.reason)) }
-        logger.warning("take aborted", metadata: ["take": "\(message.takeID)", "reason": "\(message.reason)"])
+    func abort(takeID: String, reason: String) throws(NodeFailure) {
+        try decide { $0.handle(.abort(takeID: takeID, reason: reason)) }
+        logger.warning("take aborted", metadata: ["take": "\(takeID)", "reason": "\(reason)"])
     }
 
     // MARK: Time and shutdown
@@ -341,7 +346,7 @@ public final class NodeAgent: Sendable {
         preview?.stop()
         previewZAP?.stop()
         let local = localNow()
-        let directives = (try? decide { $0.handle(.stopping(cause: cause, localNow: local)) }) ?? []
+        let directives = (try? decide { $0.handle(.stopping(cause: cause, localNow: local)) })?.directives ?? []
         let stopped = directives.contains { if case .stopRecorders = $0 { true } else { false } }
         let said = directives.contains { if case .say = $0 { true } else { false } }
         let active = state.withLock { $0.recorders }

@@ -9,24 +9,46 @@ import Platform
 /// The arm: the take decides, then the devices open outside the lock (up to seconds, so status and clock probes
 /// are answered meanwhile) and the take is told how that went; an abort that arrives while they open wins.
 extension NodeAgent {
-    func arm(_ message: Coord_V1_Arm) throws(NodeFailure) -> Coord_V1_Armed {
-        guard message.framePeriodUs > 0, message.hasClock else {
-            throw NodeFailure(.badConfig, "arm for take \(message.takeID) needs a frame period and a clock mapping.")
-        }
-        // Group 0's timecode goes into every file's tags; refuse one we would write wrongly rather than drop it.
-        let fps = Timecode.fps(framePeriodMicroseconds: Int64(clamping: message.framePeriodUs))
-        if !message.timecode.isEmpty, Timecode(message.timecode, fps: fps) == nil {
-            throw NodeFailure(.badConfig, "arm for take \(message.takeID) has the timecode \"\(message.timecode.prefix(64))\", which is not HH:MM:SS:FF at \(fps) fps.")
-        }
+    /// Serves an Arm: the take decides, its `openDevices` is carried out (`openDevices(_:for:)`), and the Armed
+    /// reply tells what opened.
+    func arm(_ request: NodeRequest.Arm) throws(NodeFailure) -> Coord_V1_Armed {
         // The cameras open for the take: an idle preview lets go of them first.
         stopPreview()
-        let takeID = message.takeID
-        let grid = FrameGrid(t0: message.t0Us, periodMicroseconds: Int64(message.framePeriodUs))
-        let directives = try decide { $0.handle(.arm(takeID: takeID, grid: grid, clock: ClockMapping(wire: message.clock))) }
-        guard case .openDevices(let arming, let settings, _, let clock)? = directives.first else {
-            throw NodeFailure(.internal, "the take of node \(configuration.name) opened no devices for take \(takeID).")
+        let carried = try decide(for: request) { $0.handle(.arm(takeID: request.takeID, grid: request.grid, clock: request.clock)) }
+        guard let opened = carried.armed else {
+            throw NodeFailure(.internal, "the take of node \(configuration.name) opened no devices for take \(request.takeID).")
+        }
+        var armed = Coord_V1_Armed()
+        armed.takeID = request.takeID
+        armed.cameras = opened.settings.map(\.camera)
+        armed.warnings = opened.cameras.compactMap(\.phaseWarning)
+        let open = state.withLock { $0.openCameras }
+        armed.controls = opened.settings.compactMap { s in
+            guard let camera = open[s.camera]?.camera, let inForce = try? camera.apply(CameraControls()) else { return nil }
+            var c = Coord_V1_ControlsApplied()
+            c.camera = s.camera
+            c.controls = inForce.wire
+            return c
         }
         let mapping = ClockMappingBox(clock)
+        armed.devices = zip(opened.settings, opened.identities).map { s, identity in .init(camera: s.camera, identity) }
+            + opened.microphones.map { .init(microphone: $0.name, card: $0.deviceName) }
+        return armed
+    }
+
+    /// What an arm's devices opened as.
+    struct OpenedDevices {
+        var settings: [CameraSettings]
+        var cameras: [CameraRecorder]
+        var identities: [DeviceIdentity]
+        var microphones: [MicrophoneRecorder]
+    }
+
+    /// The take's `openDevices`: the devices open outside the lock (up to seconds, so status and clock probes are
+    /// answered meanwhile) and the take is told how that went; an abort that arrives while they open wins.
+    func openDevices(_ arming: NodeTake.Arming, settings: [CameraSettings], grid: FrameGrid, clock: ClockMapping,
+                     for request: NodeRequest.Arm) throws(NodeFailure) -> OpenedDevices {
+        let takeID = request.takeID
         /// Ends an arm whose devices failed: the take fails unless an abort already took the node elsewhere.
         func failed(_ failure: NodeFailure, _ made: [any TakeRecorder]) -> NodeFailure {
             made.forEach { $0.abandonRecording() }
@@ -38,14 +60,14 @@ extension NodeAgent {
             return failure
         }
         var metadata = ["coord_take": takeID, "coord_node": configuration.name]
-        if !message.timecode.isEmpty { metadata["timecode"] = message.timecode }
+        if !request.timecode.isEmpty { metadata["timecode"] = request.timecode }
         let directory = store.takeDirectory(takeID).appendingPathComponent(configuration.name, isDirectory: true)
         do {
             try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
         } catch {
             throw failed(NodeFailure(.io, "node \(configuration.name) cannot create its staging directory \(directory.path): \(reason(error))."), [])
         }
-        let preview = message.hasPreview && message.preview.width > 0 ? self.preview : nil
+        let preview = (request.preview?.width ?? 0) > 0 ? self.preview : nil
         var made: [CameraRecorder] = []
         var identities: [DeviceIdentity] = []
         for (index, s) in settings.enumerated() {
@@ -64,9 +86,8 @@ extension NodeAgent {
                 throw failed(error, made)
             }
         }
-        if message.hasPreview, let preview = self.preview {
-            preview.configure(PreviewSettings(width: Int(message.preview.width), fps: Int(message.preview.fps)),
-                              framePeriodMicroseconds: Int64(message.framePeriodUs))
+        if let settings = request.preview, let preview = self.preview {
+            preview.configure(settings, framePeriodMicroseconds: grid.periodMicroseconds)
         }
         made.forEach { $0.arm() }
         // Every source starts on its recorder's thread (a V4L2 camera waits there for its start instant, at most
@@ -79,8 +100,7 @@ extension NodeAgent {
         let recorders: [any TakeRecorder] = made + mics
         do {
             try decide { take in
-                let directives = take.handle(.opened(arming, cameras: made.map(\.name), microphones: mics.map(\.name)))
-                return directives
+                take.handle(.opened(arming, cameras: made.map(\.name), microphones: mics.map(\.name)))
             } keeping: { s in
                 s.recorders = recorders
                 s.clock = mapping
@@ -89,22 +109,8 @@ extension NodeAgent {
             recorders.forEach { $0.abandonRecording() }
             throw error
         }
-        logger.info("armed", metadata: ["take": "\(takeID)", "t0_us": "\(message.t0Us)"])
-        var armed = Coord_V1_Armed()
-        armed.takeID = takeID
-        armed.cameras = settings.map(\.camera)
-        armed.warnings = made.compactMap(\.phaseWarning)
-        let open = state.withLock { $0.openCameras }
-        armed.controls = settings.compactMap { s in
-            guard let camera = open[s.camera]?.camera, let inForce = try? camera.apply(CameraControls()) else { return nil }
-            var c = Coord_V1_ControlsApplied()
-            c.camera = s.camera
-            c.controls = inForce.wire
-            return c
-        }
-        armed.devices = zip(settings, identities).map { s, identity in .init(camera: s.camera, identity) }
-            + mics.map { .init(microphone: $0.name, card: $0.deviceName) }
-        return armed
+        logger.info("armed", metadata: ["take": "\(takeID)", "t0_us": "\(grid.t0)"])
+        return OpenedDevices(settings: settings, cameras: made, identities: identities, microphones: mics)
     }
 
     /// The source a configured camera records from: a synthetic sensor, or its V4L2 device opened and set up for

@@ -49,9 +49,9 @@ extension NodeAgent {
     }
 
     /// A FetchChunk answered inline: its bytes in the reply.
-    func chunk(_ fetch: Coord_V1_FetchChunk) throws(NodeFailure) -> Coord_V1_Chunk {
-        try checkChunk(fetch)
-        let (data, eof) = try store.read(takeID: fetch.takeID, path: fetch.path, offset: fetch.offset, length: Int(fetch.length))
+    func chunk(_ fetch: NodeRequest.Fetch) throws(NodeFailure) -> Coord_V1_Chunk {
+        try requireCollectable(fetch.takeID)
+        let (data, eof) = try store.read(takeID: fetch.takeID, path: fetch.path, offset: fetch.offset, length: fetch.length)
         state.withLock { $0.bytesServed += UInt64(data.count) }
         var r = Coord_V1_Chunk()
         r.path = fetch.path
@@ -61,18 +61,11 @@ extension NodeAgent {
         return r
     }
 
-    private func checkChunk(_ fetch: Coord_V1_FetchChunk) throws(NodeFailure) {
-        guard fetch.length > 0, fetch.length <= Wire.maxChunkBytes else {
-            throw NodeFailure(.badConfig, "chunk length \(fetch.length) must be between 1 and \(Wire.maxChunkBytes) bytes.")
-        }
-        try requireCollectable(fetch.takeID)
-    }
-
     /// A FetchChunk with `raw_frame`: the envelope says where, the bytes follow as their own frame.
-    func chunkReply(_ id: UInt64, _ fetch: Coord_V1_FetchChunk) -> Reply {
+    func chunkReply(_ id: UInt64, _ fetch: NodeRequest.Fetch) -> Reply {
         do throws(NodeFailure) {
-            try checkChunk(fetch)
-            let (bytes, eof) = try store.readOwned(takeID: fetch.takeID, path: fetch.path, offset: fetch.offset, length: Int(fetch.length))
+            try requireCollectable(fetch.takeID)
+            let (bytes, eof) = try store.readOwned(takeID: fetch.takeID, path: fetch.path, offset: fetch.offset, length: fetch.length)
             state.withLock {
                 $0.bytesServed += UInt64(bytes.count)
                 $0.lastChunkServed = MonotonicClock.now()
@@ -89,18 +82,17 @@ extension NodeAgent {
     }
 
     /// The coordinator has the files with these checksums: they go (unless this node or the rig keeps them).
-    func confirmed(_ confirm: Coord_V1_ConfirmCollected) throws(NodeFailure) -> String {
-        try requireCollectable(confirm.takeID)
-        let confirmed = confirm.files.map(TakeManifest.File.init(wire:))
+    func confirmed(takeID: String, files confirmed: [TakeManifest.File], keep: Bool) throws(NodeFailure) -> String {
+        try requireCollectable(takeID)
         // The node's own --keep-after-collect wins; otherwise the rig's collect.after_confirm says.
-        if configuration.keepAfterCollect || confirm.keep {
-            logger.info("kept collected files", metadata: ["take": "\(confirm.takeID)", "files": "\(confirmed.count)"])
-            collected(confirm.takeID)
+        if configuration.keepAfterCollect || keep {
+            logger.info("kept collected files", metadata: ["take": "\(takeID)", "files": "\(confirmed.count)"])
+            collected(takeID)
             return "kept \(confirmed.count) file(s)"
         }
-        let released = try store.release(takeID: confirm.takeID, confirmed: confirmed)
-        logger.info("released collected files", metadata: ["take": "\(confirm.takeID)", "files": "\(released.count)"])
-        collected(confirm.takeID)
+        let released = try store.release(takeID: takeID, confirmed: confirmed)
+        logger.info("released collected files", metadata: ["take": "\(takeID)", "files": "\(released.count)"])
+        collected(takeID)
         return "released \(released.count) file(s)"
     }
 

@@ -9,10 +9,10 @@ import Platform
 extension NodeAgent {
     /// Opens the cameras for preview only, or renews a preview already running (its clock mapping and lease).
     /// Refused while a take holds the cameras: that take's Arm carries the preview. Runs on the control lane.
-    func startPreview(_ message: Coord_V1_StartPreview) throws(NodeFailure) -> String {
+    func startPreview(_ request: NodeRequest.Preview) throws(NodeFailure) -> String {
         guard let preview else { throw NodeFailure(.badState, "node \(configuration.name) publishes no preview (started with an empty --preview-endpoint).") }
-        let requested = message.cameras.map(CameraSettings.init(wire:))
-        guard !requested.isEmpty else { throw NodeFailure(.badConfig, "a preview needs at least one camera.") }
+        // At least one camera, a clock mapping, a period and tile settings in range: checked at the edge (CoordWire).
+        let requested = request.cameras
         for s in requested {
             if let problem = s.problem(on: configuration.name, with: cameras.first { $0.name == s.camera }) {
                 throw NodeFailure(.badConfig, problem)
@@ -21,12 +21,11 @@ extension NodeAgent {
         guard Set(requested.map(\.camera)).count == requested.count else {
             throw NodeFailure(.badConfig, "a preview names a camera of node \(configuration.name) twice.")
         }
-        guard message.hasClock, message.framePeriodUs > 0 else { throw NodeFailure(.badConfig, "a preview needs a frame period and a clock mapping.") }
-        let settings = PreviewSettings(width: Int(message.preview.width), fps: Int(message.preview.fps))
-        if let problem = settings.problem { throw NodeFailure(.badConfig, problem) }
-        let key = NodeAgentState.PreviewKey(settings: requested, t0: message.t0Us, period: Int64(message.framePeriodUs))
-        let mapping = ClockMapping(wire: message.clock)
-        let leaseUntil = MonotonicClock.now() + Int64(message.leaseMs) * 1000
+        let settings = request.settings
+        let grid = request.grid
+        let key = NodeAgentState.PreviewKey(settings: requested, t0: grid.t0, period: grid.periodMicroseconds)
+        let mapping = request.clock
+        let leaseUntil = MonotonicClock.now() + request.leaseMilliseconds * 1000
         enum Plan { case busy(String), renewed, open }
         let plan: Plan = state.withLock { s in
             if s.take.holdsCameras { return .busy(s.take.takeID ?? "") }
@@ -41,15 +40,14 @@ extension NodeAgent {
         case .busy(let takeID):
             return "previewing take \(takeID)"
         case .renewed:
-            preview.configure(settings, framePeriodMicroseconds: Int64(message.framePeriodUs))
+            preview.configure(settings, framePeriodMicroseconds: grid.periodMicroseconds)
             return "preview renewed"
         case .open:
             break
         }
         stopPreview()
-        preview.configure(settings, framePeriodMicroseconds: Int64(message.framePeriodUs))
+        preview.configure(settings, framePeriodMicroseconds: grid.periodMicroseconds)
         let clock = ClockMappingBox(mapping)
-        let grid = FrameGrid(t0: message.t0Us, periodMicroseconds: Int64(message.framePeriodUs))
         var opened: [PreviewCamera] = []
         for (index, s) in requested.enumerated() {
             let source = try cameraSource(for: s, index: index)
@@ -74,13 +72,12 @@ extension NodeAgent {
     }
 
     /// Sets one camera's controls: on the camera now if it is open (preview or take), and for whenever it opens.
-    func setControls(_ message: Coord_V1_SetControls) throws(NodeFailure) -> Coord_V1_ControlsApplied {
-        guard cameras.contains(where: { $0.name == message.camera }) else {
-            throw NodeFailure(.notFound, "node \(configuration.name) has no camera named \"\(message.camera)\".")
+    func setControls(camera: String, _ wanted: CameraControls) throws(NodeFailure) -> Coord_V1_ControlsApplied {
+        guard cameras.contains(where: { $0.name == camera }) else {
+            throw NodeFailure(.notFound, "node \(configuration.name) has no camera named \"\(camera)\".")
         }
-        let wanted = CameraControls(wire: message.controls)
-        let name = "\(configuration.name)/\(message.camera)"
-        let open = state.withLock { $0.openCameras[message.camera]?.camera }
+        let name = "\(configuration.name)/\(camera)"
+        let open = state.withLock { $0.openCameras[camera]?.camera }
         var applied: CameraControls
         let streaming = open?.isStreaming ?? false
         if let open, streaming {
@@ -92,25 +89,25 @@ extension NodeAgent {
             }
         } else {
             // Not open: checked against the ranges the camera declared (a synthetic camera's exposure up to 1 s).
-            let ranges = v4l2ControlRanges[message.camera] ?? SyntheticSensor.controlRanges(periodMicroseconds: 1_000_000)
+            let ranges = v4l2ControlRanges[camera] ?? SyntheticSensor.controlRanges(periodMicroseconds: 1_000_000)
             if let problem = ranges.problem(with: wanted, camera: name) { throw NodeFailure(.badConfig, problem) }
             applied = wanted
         }
         let merged = state.withLock { s -> CameraControls in
-            let merged = (s.controls[message.camera] ?? CameraControls()).updated(with: wanted)
-            s.controls[message.camera] = merged
+            let merged = (s.controls[camera] ?? CameraControls()).updated(with: wanted)
+            s.controls[camera] = merged
             // What Status reports from now: the camera's own answer, or (closed) the last values read with these over them.
             if streaming {
-                s.controlsRead[message.camera] = (MonotonicClock.now(), applied)
-            } else if let read = s.controlsRead[message.camera] {
-                s.controlsRead[message.camera] = (read.at, read.controls.updated(with: wanted))
+                s.controlsRead[camera] = (MonotonicClock.now(), applied)
+            } else if let read = s.controlsRead[camera] {
+                s.controlsRead[camera] = (read.at, read.controls.updated(with: wanted))
             }
             return merged
         }
         if !streaming { applied = merged }
-        logger.info("controls set", metadata: ["camera": "\(message.camera)", "applied": "\(applied)"])
+        logger.info("controls set", metadata: ["camera": "\(camera)", "applied": "\(applied)"])
         var reply = Coord_V1_ControlsApplied()
-        reply.camera = message.camera
+        reply.camera = camera
         reply.controls = applied.wire
         return reply
     }

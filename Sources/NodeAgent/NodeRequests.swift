@@ -42,23 +42,23 @@ extension NodeAgent {
             logBadInput("rejected a message", error)
             return .reply(Wire.error(0, error))
         }
+        let id = envelope.requestID
+        let request: NodeRequest
         do {
-            try Wire.checkVersion(envelope)
-            try Wire.checkNames(envelope)
-            try Wire.checkFields(envelope)
+            request = try Wire.request(envelope)
         } catch {
             logBadInput("request refused", error)
-            return .reply(Wire.error(envelope.requestID, error))
+            return .reply(Wire.error(id, error))
         }
-        switch envelope.body {
+        switch request {
         case .hello, .arm, .startPreview, .setControls:
-            return .deferred(.control) { [self] in respond(to: envelope, receivedLocal: receivedLocal) }
+            return .deferred(.control) { [self] in respond(to: request, id, receivedLocal: receivedLocal) }
         case .fetchChunk(let fetch) where fetch.rawFrame:
-            return .chunk { [self] in chunkReply(envelope.requestID, fetch) }
+            return .chunk { [self] in chunkReply(id, fetch) }
         case .listFiles, .fetchChunk, .confirmCollected:
-            return .deferred(.files) { [self] in respond(to: envelope, receivedLocal: receivedLocal) }
+            return .deferred(.files) { [self] in respond(to: request, id, receivedLocal: receivedLocal) }
         default:
-            return .reply(respond(to: envelope, receivedLocal: receivedLocal))
+            return .reply(respond(to: request, id, receivedLocal: receivedLocal))
         }
     }
 
@@ -89,23 +89,21 @@ extension NodeAgent {
         }
     }
 
-    private func respond(to envelope: Envelope, receivedLocal: Int64) -> Envelope {
+    private func respond(to request: NodeRequest, _ id: UInt64, receivedLocal: Int64) -> Envelope {
         do {
-            return try reply(to: envelope, receivedLocal: receivedLocal)
+            return try reply(to: request, id, receivedLocal: receivedLocal)
         } catch {
             // Limited like bad input (a peer can send a refused request in a loop), per kind of request, so a
             // refusal of one kind is never hidden behind a stream of another.
-            let request = envelope.body.map { Mirror(reflecting: $0).children.first?.label ?? "request" } ?? "none"
-            logBadInput("request refused", error, request: request)
-            return Wire.error(envelope.requestID, error)
+            logBadInput("request refused", error, request: request.kind)
+            return Wire.error(id, error)
         }
     }
 
-    private func reply(to envelope: Envelope, receivedLocal: Int64) throws(NodeFailure) -> Envelope {
-        let id = envelope.requestID
-        switch envelope.body {
-        case .hello(let hello):
-            logger.info("hello", metadata: ["coordinator": "\(hello.coordinator.prefix(64))"])
+    private func reply(to request: NodeRequest, _ id: UInt64, receivedLocal: Int64) throws(NodeFailure) -> Envelope {
+        switch request {
+        case .hello(let coordinator):
+            logger.info("hello", metadata: ["coordinator": "\(coordinator.prefix(64))"])
             var r = Coord_V1_HelloReply()
             r.node = configuration.name
             r.agentVersion = NodeAgent.version
@@ -118,46 +116,42 @@ extension NodeAgent {
             r.resources = probe.resources(staging: configuration.staging, calibration: calibration(),
                                           buses: buses).wire
             return Wire.envelope(id, .helloReply(r))
-        case .clockProbe(let probe):
+        case .clockProbe(let sentLocal):
             var r = Coord_V1_ClockProbeReply()
-            r.t1Us = probe.t1Us
+            r.t1Us = sentLocal
             r.t2Us = receivedLocal
             r.t3Us = localNow()
             return Wire.envelope(id, .clockProbeReply(r))
-        case .configure(let configure):
-            try self.configure(configure)
-            return ack(id, "configured \(configure.cameras.count) camera(s)")
+        case .configure(let takeID, let cameras):
+            try configure(takeID: takeID, cameras: cameras)
+            return ack(id, "configured \(cameras.count) camera(s)")
         case .arm(let arm):
             return Wire.envelope(id, .armed(try self.arm(arm)))
-        case .adjustCamera(let adjust):
-            return ack(id, try self.adjust(adjust))
+        case .adjustCamera(let takeID, let camera, let adjustment, let reason):
+            return ack(id, try adjust(takeID: takeID, camera: camera, adjustment, reason: reason))
         case .startPreview(let start):
-            return ack(id, try self.startPreview(start))
-        case .setControls(let set):
-            return Wire.envelope(id, .controlsApplied(try self.setControls(set)))
-        case .clockUpdate(let update):
-            return ack(id, try self.updateClock(update))
-        case .startAt(let start):
-            try self.start(start)
+            return ack(id, try startPreview(start))
+        case .setControls(let camera, let controls):
+            return Wire.envelope(id, .controlsApplied(try setControls(camera: camera, controls)))
+        case .clockUpdate(let takeID, let clock):
+            return ack(id, try updateClock(takeID: takeID, clock))
+        case .startAt(let takeID, let startGroup, let stopGroup):
+            try start(takeID: takeID, startGroup: startGroup, stopGroup: stopGroup)
             return ack(id, "recording")
-        case .stopAt(let stop):
-            try self.stop(stop)
-            return ack(id, "stopping at group \(stop.stopGroup)")
-        case .abort(let abort):
-            try self.abort(abort)
+        case .stopAt(let takeID, let stopGroup):
+            try stop(takeID: takeID, stopGroup: stopGroup)
+            return ack(id, "stopping at group \(stopGroup)")
+        case .abort(let takeID, let reason):
+            try abort(takeID: takeID, reason: reason)
             return ack(id, "aborted")
-        case .statusRequest:
+        case .status:
             return Wire.envelope(id, .status(status()))
-        case .listFiles(let list):
-            return Wire.envelope(id, .fileList(try files(list.takeID)))
+        case .listFiles(let takeID):
+            return Wire.envelope(id, .fileList(try files(takeID)))
         case .fetchChunk(let fetch):
             return Wire.envelope(id, .chunk(try chunk(fetch)))
-        case .confirmCollected(let confirm):
-            return ack(id, try confirmed(confirm))
-        case .helloReply, .armed, .status, .clockProbeReply, .fileList, .chunk, .ack, .error, .previewFrame, .controlsApplied:
-            throw NodeFailure(.unknownMessage, "a node does not accept replies as requests.")
-        case .none:
-            throw NodeFailure(.unknownMessage, "the message carries no request this node knows (protocol version \(Wire.protocolVersion)).")
+        case .confirmCollected(let takeID, let files, let keep):
+            return ack(id, try confirmed(takeID: takeID, files: files, keep: keep))
         }
     }
 
