@@ -67,12 +67,14 @@ extension Components.Schemas.Rig {
             nodes: v.nodes.map { n in
                 .init(name: n.name, reachable: n.reachable, state: .init(n.state), pressure: .init(n.pressure),
                       clockUncertaintyUs: n.clockUncertaintyUs, takeId: n.takeId, message: n.message,
-                      mics: n.mics.map { .init(mic: $0.mic, levelDbfs: $0.levelDbfs, error: $0.error) })
+                      mics: n.mics.map { .init(mic: $0.mic, levelDbfs: $0.levelDbfs, error: $0.error) },
+                      lastHeardS: n.lastHeardS, diskFreeBytes: n.diskFreeBytes)
             },
             cameras: v.cameras.map { c in
                 .init(node: c.node, camera: c.camera, width: c.width, height: c.height, fps: c.fps, controls: .init(c.controls),
                       takeControls: .init(c.takeControls), drops: c.drops, phaseErrorUs: c.phaseErrorUs)
-            })
+            },
+            rigFile: v.rigFile)
     }
 }
 
@@ -88,7 +90,7 @@ extension Components.Schemas.Multiview {
 extension Components.Schemas.Take {
     init(_ v: LiveRig.TakeView) {
         self.init(takeId: v.takeId, name: v.name, state: .init(v.state), seconds: v.seconds, elapsedS: v.elapsedS,
-                  message: v.message, report: v.report)
+                  message: v.message, report: v.report, startsInS: v.startsInS)
     }
 }
 

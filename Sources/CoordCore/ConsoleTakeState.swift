@@ -17,9 +17,12 @@ public enum LiveView {
         public var elapsedS: Double
         public var message: String?
         public var report: String?
-        public init(takeId: String?, name: String, state: TakeState, seconds: Double?, elapsedS: Double, message: String?, report: String?) {
+        /// While starting with every node armed: seconds until group 0 (nil otherwise).
+        public var startsInS: Double?
+        public init(takeId: String?, name: String, state: TakeState, seconds: Double?, elapsedS: Double, message: String?, report: String?,
+                    startsInS: Double? = nil) {
             self.takeId = takeId; self.name = name; self.state = state; self.seconds = seconds; self.elapsedS = elapsedS
-            self.message = message; self.report = report
+            self.message = message; self.report = report; self.startsInS = startsInS
         }
     }
 
@@ -185,13 +188,21 @@ public struct ConsoleTakeState: Sendable {
 
     /// The take shown at `now`, its elapsed time brought up to date: a take started here from its session's span
     /// (`ownRecorded`, nil before group 0), an adopted one from the nodes' rig clocks moved on since their status.
-    public func view(now: Int64, ownRecorded: Double?) -> TakeView? {
+    /// A take started here whose nodes are armed but whose group 0 (`ownGroupZero`, monotonic µs) is still ahead,
+    /// or not placed yet (`ownRecorded` nil), is starting, with the seconds left of the lead: it records from
+    /// group 0, not from the arm.
+    public func view(now: Int64, ownRecorded: Double?, ownGroupZero: Int64? = nil) -> TakeView? {
         guard var t = take else { return nil }
         guard t.state.isRunning else { return t }
         if !ownRunning, let adopted, t.takeId == adopted.takeID {
             t.elapsedS = adopted.recordedSeconds(rigNow: adopted.rigNow + now - adoptedSeenAt)
         } else if ownRunning {
             t.elapsedS = ownRecorded ?? 0
+            if t.state == .recording, ownRecorded == nil || ownGroupZero.map({ now < $0 }) == true {
+                t.state = .starting
+                t.elapsedS = 0
+                t.startsInS = ownGroupZero.map { (Double($0 - now) / 1e5).rounded(.up) / 10 }
+            }
         }
         return t
     }

@@ -49,8 +49,11 @@ public final class LiveRig: Sendable {
         var previewEndpoint: String?
         var handshakeAt: Int64 = 0
         var counts = CameraCounts()
-        /// The node's last status (nil: not reached at the last try).
+        /// The node's last status (nil: not reached at the last try), and when (monotonic µs) it last answered.
         var lastStatus: NodeStatus?
+        var lastHeardAt: Int64?
+        /// Free bytes on its staging disk at its last handshake.
+        var diskFreeBytes: UInt64?
     }
     /// A node's camera counters over the console's life: its status counts each take from zero, so a take's last
     /// counts are kept when the next take (or none) replaces them, and a take this console ran is topped up to its
@@ -122,7 +125,7 @@ public final class LiveRig: Sendable {
     /// The preview: tiles matched into sets by group, the newest complete set, and the JPEGs kept for `/preview`.
     struct Tiles {
         var assembler = MultiviewAssembler(cameras: [], patienceGroups: 3)
-        var tileTake = ""
+        var grid = TileGrid()
         var images: [String: [UInt8]] = [:]
         var imageOrder: [String] = []
         var newestComplete: MultiviewView?
@@ -229,7 +232,10 @@ public final class LiveRig: Sendable {
 
     // MARK: Snapshots
 
-    public var rig: RigView { state.withLock { Self.rigView($0, template: template) } }
+    public var rig: RigView {
+        let now = MonotonicClock.now()
+        return state.withLock { Self.rigView($0, template: template, rigFile: rigFile != nil, now: now) }
+    }
     public var multiview: MultiviewView? { tileRoom.withLock { $0.newestComplete } }
     /// A complete set older than this is not current (`/api/multiview` says so instead of serving it).
     public static let multiviewFreshSeconds = 3.0
@@ -254,9 +260,12 @@ public final class LiveRig: Sendable {
     /// The take shown, its elapsed time up to date (CONTRACT §6b: from group 0, never past the stop).
     public var take: TakeView? {
         takeRoom.withLock { r in
-            let now = MonotonicClock.now()
-            return r.state.view(now: now, ownRecorded: r.session?.recordedSeconds(now: now))
+            Self.shown(r, now: MonotonicClock.now())
         }
+    }
+    /// The take as shown at `now`: a take started here is starting until its group 0.
+    static func shown(_ r: TakeRoom, now: Int64) -> TakeView? {
+        r.state.view(now: now, ownRecorded: r.session?.recordedSeconds(now: now), ownGroupZero: r.session?.groupZero)
     }
     public var takes: [TakeEntry] { listTakes() }
     /// Every node as the rig's `/metrics` exports it (an unreachable node: up 0, its last counts kept).
@@ -275,8 +284,13 @@ public final class LiveRig: Sendable {
         tileRoom.withLock { $0.images["\(node)/\(camera)/\(group)"] }
     }
 
-    private static func rigView(_ s: State, template: TakeRequest) -> RigView {
-        RigView(nodes: s.nodes.map(\.view), cameras: s.nodes.flatMap { n in
+    private static func rigView(_ s: State, template: TakeRequest, rigFile: Bool, now: Int64) -> RigView {
+        RigView(nodes: s.nodes.map { n in
+            var view = n.view
+            view.lastHeardS = n.lastHeardAt.map { view.reachable ? 0 : Double((now - $0) / 1_000_000) }
+            view.diskFreeBytes = n.diskFreeBytes.map { Int64(clamping: $0) }
+            return view
+        }, cameras: s.nodes.flatMap { n in
             n.cameras.map { c in
                 let progress = n.cameraProgress[c.camera]
                 return CameraView(node: n.name, camera: c.camera, width: c.width, height: c.height, fps: c.fps,
@@ -285,7 +299,7 @@ public final class LiveRig: Sendable {
                                                              setHere: n.operatorControls[c.camera]),
                                   drops: progress?.drops ?? 0, phaseErrorUs: progress?.phase)
             }
-        })
+        }, rigFile: rigFile)
     }
 
     // MARK: Running
@@ -321,7 +335,7 @@ public final class LiveRig: Sendable {
             followAdopted()
             await keepPreview()
             let rig = state.withLock { s -> RigView? in
-                let view = Self.rigView(s, template: template)
+                let view = Self.rigView(s, template: template, rigFile: rigFile != nil, now: MonotonicClock.now())
                 guard view != s.lastRig else { return nil }
                 s.lastRig = view
                 return view
@@ -330,7 +344,7 @@ public final class LiveRig: Sendable {
             // Cheap once the manifests are read: a directory listing and a stat per take (a take another coordinator
             // wrote here appears; a manifest is read again only when it changed).
             takesChanged()
-            if let take = take, take.state == .recording || take.state == .stopping { broadcast(.take(take)) }
+            if let take = take, [.starting, .recording, .stopping].contains(take.state) { broadcast(.take(take)) }
             let spent = MonotonicClock.now() - tick
             try? await Task.sleep(nanoseconds: UInt64(max(100_000, 1_000_000 - spent)) * 1000)
         }

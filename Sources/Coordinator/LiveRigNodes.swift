@@ -42,6 +42,7 @@ extension LiveRig {
             state.withLock { s in
                 let wasReachable = s.nodes[index].view.reachable
                 s.nodes[index].lastStatus = status
+                s.nodes[index].lastHeardAt = MonotonicClock.now()
                 s.nodes[index].view = NodeView(
                     name: node.name, reachable: true, state: NodeState(status.state),
                     pressure: status.pressure ?? .nominal, clockUncertaintyUs: uncertainty.map { ($0 * 10).rounded() / 10 },
@@ -114,7 +115,7 @@ extension LiveRig {
         let camerasChanged = settings.map(\.camera) != node.cameras.map(\.camera)
         let previewMoved = first || endpoint != node.previewEndpoint
         node.handshakeAt = now
-        state.withLock { $0.nodes[index].handshakeAt = now }
+        state.withLock { $0.nodes[index].handshakeAt = now; $0.nodes[index].diskFreeBytes = r.resources.freeDiskBytes }
         guard first || restarted || camerasChanged || previewMoved else { return false }
         if previewMoved {
             if let old = node.previewEndpoint { receiver.disconnect(old) }
@@ -246,12 +247,13 @@ extension LiveRig {
     // MARK: Tiles
 
     func received(_ r: PreviewReceiver.Received) {
-        let sets: [MultiviewView] = tileRoom.withLock { s in
-            if r.takeID != s.tileTake {
+        let (sets, phase): ([MultiviewView], Int64?) = tileRoom.withLock { s in
+            let now = MonotonicClock.now()
+            if s.grid.switched(to: r.takeID, now: now) {
                 // A take's grid numbers its groups afresh: sets never mix the idle grid's tiles with a take's.
-                s.tileTake = r.takeID
                 s.assembler.restartGroups()
             }
+            let phase = s.grid.phase(of: r.tile, now: now)
             let key = "\(r.tile.key)/\(r.tile.group)"
             s.images[key] = r.jpeg
             s.imageOrder.append(key)
@@ -261,29 +263,57 @@ extension LiveRig {
                 s.imageOrder.removeFirst(s.imageOrder.count - limit)
             }
             s.lastTiles[r.tile.key] = r.tile
-            let now = MonotonicClock.now()
             s.tileArrivedAt[r.tile.key] = now
-            return s.assembler.add(r.tile).map { set in
-                let view = Self.view(of: set, takeID: r.takeID, lastTiles: s.lastTiles)
+            let grid = s.grid
+            return (s.assembler.add(r.tile).map { set in
+                let view = Self.view(of: set, takeID: r.takeID, lastTiles: s.lastTiles, grid: grid)
                 if set.complete { s.newestComplete = view; s.newestCompleteAt = now }
                 return view
-            }
+            }, phase)
         }
         state.withLock { s in
             if let i = s.nodes.firstIndex(where: { $0.name == r.tile.key.node }) {
-                s.nodes[i].cameraProgress[r.tile.key.camera, default: (0, nil)].phase = r.tile.phaseErrorMicroseconds
+                s.nodes[i].cameraProgress[r.tile.key.camera, default: (0, nil)].phase = phase
             }
         }
         for set in sets { broadcast(.multiview(set)) }
     }
 
-    static func view(of set: MultiviewSet, takeID: String, lastTiles: [CameraKey: PreviewTile]) -> MultiviewView {
+    static func view(of set: MultiviewSet, takeID: String, lastTiles: [CameraKey: PreviewTile], grid: TileGrid) -> MultiviewView {
         MultiviewView(group: set.group, centerUs: set.centerMicroseconds, complete: set.complete,
                       takeId: takeID.isEmpty ? nil : takeID,
                       tiles: set.tiles.map { key, tile in
                           TileView(node: key.node, camera: key.camera, group: tile?.group, centerUs: tile?.centerMicroseconds,
                                    image: tile.map { "preview/\(key.node)/\(key.camera)/\($0.group).jpg" }, missing: tile == nil,
-                                   phaseErrorUs: tile?.phaseErrorMicroseconds, drops: tile?.dropped ?? lastTiles[key]?.dropped ?? 0)
+                                   phaseErrorUs: tile.flatMap(grid.shown), drops: tile?.dropped ?? lastTiles[key]?.dropped ?? 0)
                       })
     }
+}
+
+/// The grid the tiles come on (the idle preview's, or a take's) and the cameras whose phase has settled onto it
+/// since it changed. A camera moving from a take's grid to the preview's is steered there over seconds: its phase
+/// then (−15 ms, say) is the steering, not a fault, and is not shown until it reads within a millisecond (or
+/// 5 s have passed, after which whatever it reads is the camera's true phase).
+struct TileGrid: Sendable {
+    private(set) var take = ""
+    private(set) var since: Int64 = 0
+    private(set) var settled: Set<CameraKey> = []
+    static let settledMicroseconds: Int64 = 1_000
+    static let settleMicroseconds: Int64 = 5_000_000
+
+    /// Tiles of `take` arrive at `now`: whether that is another grid than before (its phases are measured afresh).
+    mutating func switched(to take: String, now: Int64) -> Bool {
+        guard take != self.take || since == 0 else { return false }
+        let changed = take != self.take
+        self.take = take; since = now; settled = []
+        return changed
+    }
+
+    /// The phase to show for a tile arriving at `now` (nil while its camera settles onto the grid).
+    mutating func phase(of tile: PreviewTile, now: Int64) -> Int64? {
+        if abs(tile.phaseErrorMicroseconds) <= Self.settledMicroseconds || now - since >= Self.settleMicroseconds { settled.insert(tile.key) }
+        return shown(tile)
+    }
+
+    func shown(_ tile: PreviewTile) -> Int64? { settled.contains(tile.key) ? tile.phaseErrorMicroseconds : nil }
 }

@@ -182,10 +182,12 @@ extension LiveRig {
     /// Shows the phase the running take entered; one that began recording while the console shuts down stops at once.
     private func follow(_ phase: TakePhase, session: TakeSession) {
         let (view, stopNow) = takeRoom.withLock { r -> (TakeView?, Bool) in
-            switch phase {
-            case .recording(let takeID): return r.state.recording(takeID: takeID)
-            case .collecting: return (r.state.collecting(), false)
+            let (changed, stopNow) = switch phase {
+            case .recording(let takeID): r.state.recording(takeID: takeID)
+            case .collecting: (r.state.collecting(), false)
             }
+            // Shown as it is now: armed is starting until group 0.
+            return (changed.flatMap { _ in Self.shown(r, now: MonotonicClock.now()) }, stopNow)
         }
         if stopNow, session.requestStop() {
             event("operator-stop", "the console is shutting down: the take stops on one instant as soon as it records")
@@ -217,7 +219,8 @@ extension LiveRig {
     /// directory is followed through a link.
     func listTakes() -> [TakeEntry] {
         let running = takeRoom.withLock { r -> (id: String, state: TakeState)? in
-            guard let take = r.state.take, take.state.isRunning, let id = take.takeId ?? r.session?.takeID else { return nil }
+            guard let take = Self.shown(r, now: MonotonicClock.now()), take.state.isRunning,
+                  let id = take.takeId ?? r.session?.takeID else { return nil }
             return (id, take.state)
         }
         guard let root = try? TakeDirectory.open(template.takesDirectory.path), let found = try? root.entries() else { return [] }

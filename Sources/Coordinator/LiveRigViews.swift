@@ -36,6 +36,10 @@ extension LiveRig {
         public var message: String?
         /// The node's microphones while a take runs: the console's level meters (CONTRACT §9).
         public var mics: [MicView] = []
+        /// Whole seconds since the node last answered (0 while it answers, nil before it ever did).
+        public var lastHeardS: Double?
+        /// Free bytes on its staging disk at its last handshake.
+        public var diskFreeBytes: Int64?
     }
     public struct MicView: Equatable, Sendable {
         public var mic: String
@@ -68,6 +72,8 @@ extension LiveRig {
     public struct RigView: Equatable, Sendable {
         public var nodes: [NodeView]
         public var cameras: [CameraView]
+        /// The console was started with a rig file it can save the controls into.
+        public var rigFile = false
     }
     public struct TileView: Equatable, Sendable {
         public var node: String

@@ -215,6 +215,9 @@ public final class TakeSession: Sendable {
         shared.withLock { $0.span }.map { Double(max(0, min(now, $0.stop) - $0.groupZero)) / 1e6 }
     }
 
+    /// Group 0's instant on this coordinator's clock (µs) once the take has placed it (the console's lead).
+    public var groupZero: Int64? { shared.withLock { $0.span?.groupZero } }
+
     func setRecording(_ value: Bool) {
         let takeID = shared.withLock { $0.isRecording = value; return $0.takeID }
         if value { phaseSink.yield(.recording(takeID: takeID ?? "")) }

@@ -1015,6 +1015,18 @@ enum OpenAPIDocument {
       "items": {
        "$ref": "#/components/schemas/Mic"
       }
+     },
+     "last_heard_s": {
+      "type": "number",
+      "format": "double",
+      "nullable": true,
+      "description": "whole seconds since the node last answered (0 while it answers; nil before it ever did): an unreachable node's pressure and clock are as they were then"
+     },
+     "disk_free_bytes": {
+      "type": "integer",
+      "format": "int64",
+      "nullable": true,
+      "description": "free bytes on the node's staging disk, as it said at its last handshake (nil before one)"
      }
     }
    },
@@ -1031,7 +1043,7 @@ enum OpenAPIDocument {
      "level_dbfs": {
       "type": "number",
       "format": "double",
-      "description": "peak of the newest 10 ms, dBFS (-100: silence)"
+      "description": "peak since about a second ago (what the status interval holds), dBFS (-100: silence)"
      },
      "error": {
       "type": "string",
@@ -1104,6 +1116,10 @@ enum OpenAPIDocument {
       "items": {
        "$ref": "#/components/schemas/Camera"
       }
+     },
+     "rig_file": {
+      "type": "boolean",
+      "description": "the console was started with a rig file, so POST /api/rig/save can write into it (false in a demo without one)"
      }
     }
    },
@@ -1190,7 +1206,7 @@ enum OpenAPIDocument {
    },
    "TakeState": {
     "type": "string",
-    "description": "starting (nodes planned, armed and started), recording (from group 0), stopping (the operator asked), collecting (files coming home), then done, partial or failed",
+    "description": "starting (nodes planned and armed, until group 0: starts_in_s counts down the lead), recording (from group 0), stopping (the operator asked), collecting (files coming home), then done, partial or failed",
     "enum": [
      "starting",
      "recording",
@@ -1239,6 +1255,12 @@ enum OpenAPIDocument {
      "report": {
       "type": "string",
       "nullable": true
+     },
+     "starts_in_s": {
+      "type": "number",
+      "format": "double",
+      "nullable": true,
+      "description": "while starting with every node armed, the seconds left until group 0 (the arming lead)"
      }
     }
    },

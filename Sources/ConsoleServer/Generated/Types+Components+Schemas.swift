@@ -261,6 +261,14 @@ extension Components {
             ///
             /// - Remark: Generated from `#/components/schemas/Node/mics`.
             internal var mics: [Components.Schemas.Mic]
+            /// whole seconds since the node last answered (0 while it answers; nil before it ever did): an unreachable node's pressure and clock are as they were then
+            ///
+            /// - Remark: Generated from `#/components/schemas/Node/last_heard_s`.
+            internal var lastHeardS: Swift.Double?
+            /// free bytes on the node's staging disk, as it said at its last handshake (nil before one)
+            ///
+            /// - Remark: Generated from `#/components/schemas/Node/disk_free_bytes`.
+            internal var diskFreeBytes: Swift.Int64?
             /// Creates a new `Node`.
             ///
             /// - Parameters:
@@ -272,6 +280,8 @@ extension Components {
             ///   - takeId:
             ///   - message: the node's own word on what it does (a failure, pressure), else what became of the controls set in this console when it last restarted (set again, or why not)
             ///   - mics: the node's microphones while a take runs: the level meter
+            ///   - lastHeardS: whole seconds since the node last answered (0 while it answers; nil before it ever did): an unreachable node's pressure and clock are as they were then
+            ///   - diskFreeBytes: free bytes on the node's staging disk, as it said at its last handshake (nil before one)
             internal init(
                 name: Swift.String,
                 reachable: Swift.Bool,
@@ -280,7 +290,9 @@ extension Components {
                 clockUncertaintyUs: Swift.Double? = nil,
                 takeId: Swift.String? = nil,
                 message: Swift.String? = nil,
-                mics: [Components.Schemas.Mic]
+                mics: [Components.Schemas.Mic],
+                lastHeardS: Swift.Double? = nil,
+                diskFreeBytes: Swift.Int64? = nil
             ) {
                 self.name = name
                 self.reachable = reachable
@@ -290,6 +302,8 @@ extension Components {
                 self.takeId = takeId
                 self.message = message
                 self.mics = mics
+                self.lastHeardS = lastHeardS
+                self.diskFreeBytes = diskFreeBytes
             }
             internal enum CodingKeys: String, CodingKey {
                 case name
@@ -300,13 +314,15 @@ extension Components {
                 case takeId = "take_id"
                 case message
                 case mics
+                case lastHeardS = "last_heard_s"
+                case diskFreeBytes = "disk_free_bytes"
             }
         }
         /// - Remark: Generated from `#/components/schemas/Mic`.
         internal struct Mic: Codable, Hashable, Sendable {
             /// - Remark: Generated from `#/components/schemas/Mic/mic`.
             internal var mic: Swift.String
-            /// peak of the newest 10 ms, dBFS (-100: silence)
+            /// peak since about a second ago (what the status interval holds), dBFS (-100: silence)
             ///
             /// - Remark: Generated from `#/components/schemas/Mic/level_dbfs`.
             internal var levelDbfs: Swift.Double
@@ -316,7 +332,7 @@ extension Components {
             ///
             /// - Parameters:
             ///   - mic:
-            ///   - levelDbfs: peak of the newest 10 ms, dBFS (-100: silence)
+            ///   - levelDbfs: peak since about a second ago (what the status interval holds), dBFS (-100: silence)
             ///   - error:
             internal init(
                 mic: Swift.String,
@@ -406,21 +422,29 @@ extension Components {
             internal var nodes: [Components.Schemas.Node]
             /// - Remark: Generated from `#/components/schemas/Rig/cameras`.
             internal var cameras: [Components.Schemas.Camera]
+            /// the console was started with a rig file, so POST /api/rig/save can write into it (false in a demo without one)
+            ///
+            /// - Remark: Generated from `#/components/schemas/Rig/rig_file`.
+            internal var rigFile: Swift.Bool?
             /// Creates a new `Rig`.
             ///
             /// - Parameters:
             ///   - nodes:
             ///   - cameras:
+            ///   - rigFile: the console was started with a rig file, so POST /api/rig/save can write into it (false in a demo without one)
             internal init(
                 nodes: [Components.Schemas.Node],
-                cameras: [Components.Schemas.Camera]
+                cameras: [Components.Schemas.Camera],
+                rigFile: Swift.Bool? = nil
             ) {
                 self.nodes = nodes
                 self.cameras = cameras
+                self.rigFile = rigFile
             }
             internal enum CodingKeys: String, CodingKey {
                 case nodes
                 case cameras
+                case rigFile = "rig_file"
             }
         }
         /// - Remark: Generated from `#/components/schemas/Tile`.
@@ -525,7 +549,7 @@ extension Components {
                 case tiles
             }
         }
-        /// starting (nodes planned, armed and started), recording (from group 0), stopping (the operator asked), collecting (files coming home), then done, partial or failed
+        /// starting (nodes planned and armed, until group 0: starts_in_s counts down the lead), recording (from group 0), stopping (the operator asked), collecting (files coming home), then done, partial or failed
         ///
         /// - Remark: Generated from `#/components/schemas/TakeState`.
         internal enum TakeState: String, Codable, Hashable, Sendable, CaseIterable {
@@ -553,6 +577,10 @@ extension Components {
             internal var message: Swift.String?
             /// - Remark: Generated from `#/components/schemas/Take/report`.
             internal var report: Swift.String?
+            /// while starting with every node armed, the seconds left until group 0 (the arming lead)
+            ///
+            /// - Remark: Generated from `#/components/schemas/Take/starts_in_s`.
+            internal var startsInS: Swift.Double?
             /// Creates a new `Take`.
             ///
             /// - Parameters:
@@ -563,6 +591,7 @@ extension Components {
             ///   - elapsedS:
             ///   - message:
             ///   - report:
+            ///   - startsInS: while starting with every node armed, the seconds left until group 0 (the arming lead)
             internal init(
                 takeId: Swift.String? = nil,
                 name: Swift.String,
@@ -570,7 +599,8 @@ extension Components {
                 seconds: Swift.Double? = nil,
                 elapsedS: Swift.Double,
                 message: Swift.String? = nil,
-                report: Swift.String? = nil
+                report: Swift.String? = nil,
+                startsInS: Swift.Double? = nil
             ) {
                 self.takeId = takeId
                 self.name = name
@@ -579,6 +609,7 @@ extension Components {
                 self.elapsedS = elapsedS
                 self.message = message
                 self.report = report
+                self.startsInS = startsInS
             }
             internal enum CodingKeys: String, CodingKey {
                 case takeId = "take_id"
@@ -588,6 +619,7 @@ extension Components {
                 case elapsedS = "elapsed_s"
                 case message
                 case report
+                case startsInS = "starts_in_s"
             }
         }
         /// - Remark: Generated from `#/components/schemas/TakeEntry`.
