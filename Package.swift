@@ -2,13 +2,17 @@
 import PackageDescription
 
 // Layers, top to bottom: executables → services (NodeAgent, Coordinator) → TakeReport (the report page) →
-// CoordCore (pure) / CoordWire (protobuf) → Media (cameras, stripe, Matroska) → C wrappers (ZeroMQ, V4L2, FFmpeg inside Media).
+// CoordCore (pure) / CoordWire (protobuf) / TakeDocuments (ASC MHL) → Capture (cameras, microphones) / LibAV (Matroska,
+// QuickTime, JPEG) → Pixels (frames, stripe; pure) → C wrappers (ZeroMQ, V4L2, ALSA; FFmpeg inside LibAV).
+// No test double reaches `coord` or `coord-node`: the scripted V4L2 driver is linked by tests and coord-node-scripted only.
 let package = Package(
     name: "coord",
     platforms: [.macOS(.v13)],
     products: [
         .executable(name: "coord", targets: ["coord"]),
         .executable(name: "coord-node", targets: ["coord-node"]),
+        // Tests only: coord-node with every V4L2 device a scripted webcam (`--v4l2-script FILE`); never packaged.
+        .executable(name: "coord-node-scripted", targets: ["coord-node-scripted"]),
     ],
     dependencies: [
         .package(url: "https://github.com/apple/swift-argument-parser", from: "1.8.2"),
@@ -42,7 +46,7 @@ let package = Package(
         // Host clocks, sleeping to an instant, eventfd wake-ups, file checksums (SHA-256, and xxh128 through libxxhash).
         .target(name: "Platform", dependencies: ["CXXHash", .product(name: "Crypto", package: "swift-crypto")]),
         .target(name: "V4L2", dependencies: ["CV4L2"]),
-        // A V4L2 driver in Swift for machines without cameras (tests and `coord-node --v4l2-script`).
+        // A V4L2 driver in Swift for machines without cameras (tests and `coord-node-scripted --v4l2-script`).
         .target(name: "V4L2Simulator", dependencies: ["V4L2", "CV4L2", "CoordCore", "Platform"]),
 
         // Pure domain: no sockets, files, clocks or C.
@@ -53,11 +57,18 @@ let package = Package(
         ]),
         // Versioned YAML files (rig file, node file): one reader, one kind of error sentence.
         .target(name: "VersionedYAML", dependencies: ["CoordCore", "Platform", .product(name: "Yams", package: "Yams")]),
-        // Camera sources, the SYNCSTRIPE painter/decoder, the libavformat writer.
-        .target(name: "Media", dependencies: ["CFFmpeg", "CALSA", "V4L2", "V4L2Simulator", "Platform", "CoordCore"]),
+        // Planar frames, pixel packing, the test pattern and the SYNCSTRIPE painter/decoder (pure: no C, no devices).
+        .target(name: "Pixels"),
+        // The libav funnel (the one module importing CFFmpeg): Matroska writers and repair, QuickTime/WAV export,
+        // JPEG encoding, the headroom file.
+        .target(name: "LibAV", dependencies: ["CFFmpeg", "Pixels", "Platform", "CoordCore"]),
+        // Camera and microphone sources: CameraSource/AudioSource, the synthetic sensor, V4L2 cameras, ALSA microphones.
+        .target(name: "Capture", dependencies: ["CALSA", "V4L2", "CV4L2", "Pixels", "Platform", "CoordCore"]),
+        // Tests only: V4L2 access through the scripted driver, painting the test pattern and the stripe.
+        .target(name: "ScriptedCameras", dependencies: ["Capture", "LibAV", "Pixels", "V4L2", "V4L2Simulator"]),
 
         // Machine-vision cameras through Aravis (GenICamCamera, the one funnel) and their pure pieces.
-        .target(name: "GenICam", dependencies: ["CAravis", "Media", "CoordCore", "Platform"]),
+        .target(name: "GenICam", dependencies: ["CAravis", "Capture", "Pixels", "CoordCore", "Platform"]),
 
         // sync-report.html: the SVG plots and the page, rendered from a Mustache template (pure, like CoordCore).
         .target(name: "TakeReport", dependencies: ["CoordCore", .product(name: "Mustache", package: "swift-mustache")]),
@@ -65,20 +76,23 @@ let package = Package(
         // Prometheus exposition for a node or a rig (CONTRACT §7), from NodeMetricsSample values.
         .target(name: "RigMetrics", dependencies: ["CoordCore", .product(name: "Prometheus", package: "swift-prometheus")]),
 
-        // The hand-off to post-production (CONTRACT §10): FCPXML, FCP 7 XML, ASC MHL and the deliver plan (pure), the
-        // QuickTime/BWAV writer (libav); xxh128 comes from Platform.
-        .target(name: "Deliverables", dependencies: ["CoordCore", "Media", "Platform", .product(name: "Crypto", package: "swift-crypto")]),
+        // What coord writes beside a take and reads back (pure): ASC MHL (xxh128 from Platform) and the JSON field
+        // problem sentences of a manifest that does not decode.
+        .target(name: "TakeDocuments", dependencies: ["CoordCore", "Platform", .product(name: "Crypto", package: "swift-crypto")]),
+        // The hand-off to post-production (CONTRACT §10), for `coord deliver` alone: FCPXML, FCP 7 XML and the deliver
+        // plan (pure), the QuickTime/BWAV writer (LibAV).
+        .target(name: "Deliverables", dependencies: ["CoordCore", "LibAV", "Platform", "TakeDocuments"]),
 
         // I/O shells.
         .target(name: "NodeAgent", dependencies: [
-            "CoordCore", "CoordWire", "Media", "GenICam", "ZeroMQ", "Platform", "VersionedYAML",
+            "CoordCore", "CoordWire", "Capture", "LibAV", "Pixels", "GenICam", "ZeroMQ", "Platform", "VersionedYAML",
             .product(name: "Logging", package: "swift-log"),
             .product(name: "Crypto", package: "swift-crypto"),
             .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
         ]),
         .target(name: "Coordinator", dependencies: [
-            // Deliverables: the ASC MHL generation every collection adds.
-            "CoordCore", "CoordWire", "ZeroMQ", "Platform", "TakeReport", "Deliverables",
+            // TakeDocuments: the ASC MHL generation every collection adds.
+            "CoordCore", "CoordWire", "ZeroMQ", "Platform", "TakeReport", "TakeDocuments",
             .product(name: "Logging", package: "swift-log"),
             .product(name: "Crypto", package: "swift-crypto"),
             // Rig files (RigFile.swift).
@@ -103,7 +117,9 @@ let package = Package(
         // Thin executables.
         // coord's commands, in a library tests can call.
         .target(name: "CoordCommands", dependencies: [
-            "Coordinator", "CoordCore", "Platform", "TakeReport", "ConsoleServer", "ZeroMQ", "Deliverables",
+            "Coordinator", "CoordCore", "Platform", "TakeReport", "ConsoleServer", "ZeroMQ", "TakeDocuments",
+            // `coord deliver` alone.
+            "Deliverables",
             .product(name: "ArgumentParser", package: "swift-argument-parser"),
             .product(name: "Logging", package: "swift-log"),
             // Ctrl-C and SIGTERM during a take (handleInterrupts).
@@ -112,7 +128,7 @@ let package = Package(
         .executableTarget(name: "coord", dependencies: ["CoordCommands"]),
         // coord-node's commands, in a library tests can call.
         .target(name: "NodeCommands", dependencies: [
-            "NodeAgent", "Media", "Platform", "RigMetrics", "ZeroMQ",
+            "NodeAgent", "Capture", "Pixels", "Platform", "RigMetrics", "ZeroMQ",
             // --metrics: /metrics over HTTP.
             .product(name: "Hummingbird", package: "hummingbird"),
             .product(name: "ArgumentParser", package: "swift-argument-parser"),
@@ -121,6 +137,8 @@ let package = Package(
             .product(name: "UnixSignals", package: "swift-service-lifecycle"),
         ]),
         .executableTarget(name: "coord-node", dependencies: ["NodeCommands"]),
+        // Tests only: coord-node's commands with V4L2 reached through the scripted driver (`--v4l2-script FILE`).
+        .executableTarget(name: "coord-node-scripted", dependencies: ["NodeCommands", "ScriptedCameras"]),
         // Fuzzing (libFuzzer with -sanitize=fuzzer -DFUZZING; built normally it replays a corpus): docs/tests.md.
         .executableTarget(name: "coord-fuzz", dependencies: [
             "CoordCore", "CoordWire", "Coordinator", "NodeAgent",
@@ -131,7 +149,7 @@ let package = Package(
         // coord's argument parsing and error rendering, without a process.
         .testTarget(name: "CoordCommandsTests", dependencies: ["CoordCommands", "Coordinator", "CoordCore",
                                                                 .product(name: "ArgumentParser", package: "swift-argument-parser")]),
-        .testTarget(name: "DeliverablesTests", dependencies: ["Deliverables", "CoordCore", "Platform"]),
+        .testTarget(name: "DeliverablesTests", dependencies: ["Deliverables", "TakeDocuments", "CoordCore", "Platform"]),
         .testTarget(name: "TakeReportTests", dependencies: ["TakeReport", "CoordCore"]),
         .testTarget(name: "RigMetricsTests", dependencies: ["RigMetrics", "CoordCore"]),
         // The console's gate (CONTRACT §6b): Host, Origin, token and JSON-only decisions.
@@ -139,13 +157,13 @@ let package = Package(
             "ConsoleServer", "Coordinator", "CoordCore", .product(name: "HummingbirdTesting", package: "hummingbird"),
         ]),
         // V4L2: the camera tests drive V4L2Camera through the scripted driver.
-        .testTarget(name: "MediaTests", dependencies: ["Media", "V4L2", "V4L2Simulator", "CoordCore"]),
+        .testTarget(name: "MediaTests", dependencies: ["Capture", "LibAV", "Pixels", "ScriptedCameras", "V4L2", "V4L2Simulator", "CoordCore"]),
         .testTarget(name: "ZeroMQTests", dependencies: ["ZeroMQ", "CoordWire", "Platform"]),
-        .testTarget(name: "GenICamTests", dependencies: ["GenICam", "Media", "CoordCore"]),
+        .testTarget(name: "GenICamTests", dependencies: ["GenICam", "Capture", "Pixels", "CoordCore"]),
         .testTarget(name: "V4L2Tests", dependencies: ["V4L2", "V4L2Simulator"]),
         .testTarget(name: "EndToEndTests", dependencies: [
-            // Media: V4L2Access.scripted stands in for the cameras a node is configured with.
-            "Coordinator", "CoordCore", "CoordWire", "Media", "NodeAgent", "ZeroMQ", "Platform", "TakeReport", .product(name: "Logging", package: "swift-log"),
+            // ScriptedCameras: V4L2Access.scripted stands in for the cameras a node is configured with.
+            "Coordinator", "CoordCore", "CoordWire", "Capture", "ScriptedCameras", "NodeAgent", "ZeroMQ", "Platform", "TakeReport", .product(name: "Logging", package: "swift-log"),
         ]),
     ],
     swiftLanguageModes: [.v6]

@@ -1,6 +1,7 @@
 import ArgumentParser
 import Coordinator
 import Deliverables
+import TakeDocuments
 import Foundation
 
 /// `coord deliver TAKE_DIR [--to LIST] [--video-codec prores|h264|copy]`: the hand-off to post-production

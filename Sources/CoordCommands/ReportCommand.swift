@@ -2,7 +2,7 @@ import ArgumentParser
 import CoordCore
 import ConsoleServer
 import Coordinator
-import Deliverables
+import TakeDocuments
 import Foundation
 import Synchronization
 import Logging

@@ -1,6 +1,6 @@
 import CoordCore
 import CoordWire
-import Deliverables
+import TakeDocuments
 import Foundation
 import Platform
 import ZeroMQ

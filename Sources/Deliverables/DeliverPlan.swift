@@ -1,5 +1,6 @@
 import CoordCore
 import Foundation
+import TakeDocuments
 
 /// What `coord deliver --to LIST` can make (CONTRACT §10).
 public enum DeliverItem: String, CaseIterable, Sendable, Equatable {
@@ -27,13 +28,6 @@ public enum VideoCodecChoice: String, CaseIterable, Sendable, Equatable {
     case h264
     /// Re-wrap every camera's packets as recorded, whatever the codec.
     case copy
-}
-
-/// Bad input to `coord deliver`: one sentence, exit 2.
-public struct DeliverProblem: Error, Equatable, Sendable, CustomStringConvertible {
-    public let sentence: String
-    public init(_ sentence: String) { self.sentence = sentence }
-    public var description: String { sentence }
 }
 
 /// One camera's `.mov`: exactly `groups` frames, frame i from frame i of the `.mkv` (group i, CONTRACT §4).

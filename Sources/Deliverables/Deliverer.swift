@@ -2,6 +2,7 @@ import CoordCore
 import Foundation
 import Platform
 import Synchronization
+import TakeDocuments
 
 /// `coord deliver`'s I/O shell: reads the take directory (never the nodes), carries out the `DeliverPlan` on every
 /// core, and writes each deliverable under a temporary name first, so a killed coordinator leaves none half-written
@@ -61,11 +62,8 @@ public enum Deliverer {
         return summary
     }
 
-    /// A path of the take the funnel would not use: refused for what it is (bad input, exit 2), or a failure to
-    /// read or write it (exit 1); one sentence naming it either way.
-    static func refusal(_ error: TakeFileError) -> Error {
-        error.isRefusal ? DeliverProblem(error.sentence) : DeliverFailure(error.sentence)
-    }
+    /// A path of the take the funnel would not use, as the sentence deliver throws (see `TakeFileError.deliverError`).
+    static func refusal(_ error: TakeFileError) -> Error { error.deliverError }
 
     /// The size of the regular file at `relative`, nil when it is missing; anything else there is refused.
     private static func size(_ take: TakeDirectory, _ relative: String) throws -> UInt64? {
@@ -203,44 +201,5 @@ public enum Deliverer {
             found = try take.regularFiles { path in path == ASCMHL.folder || (path as NSString).lastPathComponent == ".DS_Store" }
         } catch { throw refusal(error) }
         return found.mapValues(ASCMHLHistory.onDisk)
-    }
-}
-
-/// Bytes done out of a total, as `coord deliver: 12.3/45.6 MB, 20.1 MB/s, ETA 2 s` on stderr, at most twice a second.
-final class ProgressMeter: Sendable {
-    private struct State { var done: Int64 = 0; var lastPrint: TimeInterval = 0 }
-    private let what: String
-    private let total: Int64
-    private let started = Date().timeIntervalSinceReferenceDate
-    private let status: @Sendable (String) -> Void
-    private let state = Mutex(State())
-
-    init(what: String, total: Int64, status: @escaping @Sendable (String) -> Void) {
-        self.what = what; self.total = max(total, 1); self.status = status
-    }
-
-    func add(_ bytes: Int64) {
-        let now = Date().timeIntervalSinceReferenceDate
-        let line: String? = state.withLock { s in
-            s.done += bytes
-            guard now - s.lastPrint >= 0.5 else { return nil }
-            s.lastPrint = now
-            return text(done: s.done, now: now)
-        }
-        if let line { status(line) }
-    }
-
-    /// The last line: all done (containers count fewer payload bytes than the files hold).
-    func finish() {
-        let now = Date().timeIntervalSinceReferenceDate
-        status(text(done: total, now: now))
-    }
-
-    private func text(done: Int64, now: TimeInterval) -> String {
-        let elapsed = max(now - started, 1e-3)
-        let rate = Double(done) / elapsed
-        let eta = rate > 0 ? Double(max(total - done, 0)) / rate : 0
-        func mb(_ b: Double) -> String { String(format: "%.1f", b / 1e6) }
-        return "\(what): \(mb(Double(done)))/\(mb(Double(total))) MB, \(mb(rate)) MB/s, ETA \(Int(eta.rounded(.up))) s"
     }
 }

@@ -1,34 +1,5 @@
 import Foundation
-
-/// Text escaping and file URLs shared by the FCPXML, FCP 7 XML and ASC MHL builders.
-enum XMLText {
-    /// `s` safe inside an element or a double-quoted attribute.
-    static func escape(_ s: String) -> String {
-        var out = ""
-        out.reserveCapacity(s.count)
-        for c in s {
-            switch c {
-            case "&": out += "&amp;"
-            case "<": out += "&lt;"
-            case ">": out += "&gt;"
-            case "\"": out += "&quot;"
-            case "'": out += "&apos;"
-            default: out.append(c)
-            }
-        }
-        return out
-    }
-
-    /// `file://` URL of an absolute path, each component percent-encoded (what FCP and Premiere resolve).
-    static func fileURL(_ absolutePath: String) -> String {
-        var allowed = CharacterSet.alphanumerics
-        allowed.insert(charactersIn: "-._~")
-        let parts = absolutePath.split(separator: "/", omittingEmptySubsequences: false).map {
-            String($0).addingPercentEncoding(withAllowedCharacters: allowed) ?? String($0)
-        }
-        return "file://" + parts.joined(separator: "/")
-    }
-}
+import TakeDocuments
 
 /// `<take-id>.fcpxml` (FCPXML 1.9, CONTRACT §10): one multicam clip whose angles are the cameras, synced by timecode
 /// (every angle's clip starts at the take's timecode), the microphones connected under the first angle as its sound,

@@ -1,13 +1,7 @@
-import Media
+import LibAV
+import TakeDocuments
 
-/// A deliverable that could not be made: one sentence (exit 1).
-public struct DeliverFailure: Error, Equatable, Sendable, CustomStringConvertible {
-    public let sentence: String
-    public init(_ sentence: String) { self.sentence = sentence }
-    public var description: String { sentence }
-}
-
-/// `coord deliver`'s `.mov` and `.wav` files, made by Media's `QuickTimeExport` (the libav funnel): this side only turns
+/// `coord deliver`'s `.mov` and `.wav` files, made by LibAV's `QuickTimeExport` (the libav funnel): this side only turns
 /// a job into what it needs.
 public enum QuickTimeWriter {
     /// Writes `job`'s `.mov` to `output` (a temporary name; the caller renames it). `progress` gets the bytes of the

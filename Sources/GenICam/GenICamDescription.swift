@@ -1,6 +1,6 @@
 import CoordCore
 import Foundation
-import Media
+import Capture
 
 /// A GenICam device as discovery lists it (nothing opened).
 public struct GenICamDevice: Equatable, Sendable {

@@ -1,4 +1,4 @@
-import Media
+import Pixels
 
 /// The GenICam pixel formats coord records (PFNC names and codes), each converted to the writers' yuv420p.
 public enum GenICamPixelFormat: String, CaseIterable, Equatable, Sendable {

@@ -1,5 +1,5 @@
 import Foundation
-import Media
+import Capture
 
 #if canImport(Glibc)
 import Glibc

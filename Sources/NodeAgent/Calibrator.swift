@@ -1,7 +1,8 @@
 import CoordCore
 import Foundation
 import Synchronization
-import Media
+import LibAV
+import Pixels
 import Platform
 #if canImport(Glibc)
 import Glibc

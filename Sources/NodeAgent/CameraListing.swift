@@ -1,7 +1,7 @@
 import CoordCore
 import Foundation
 import GenICam
-import Media
+import Capture
 
 /// What `coord-node --list-cameras` prints: one block per V4L2 device node (device, driver, card, bus, formats
 /// with sizes and rates), or why it was skipped, and a last line saying how many cameras coord can record; then

@@ -1,7 +1,7 @@
 import CoordCore
 import Foundation
 import Logging
-import Media
+import Capture
 import Platform
 import Synchronization
 #if canImport(Glibc)

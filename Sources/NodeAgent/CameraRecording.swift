@@ -1,7 +1,9 @@
 import CoordCore
 import Foundation
 import Logging
-import Media
+import Capture
+import LibAV
+import Pixels
 import Platform
 #if canImport(Glibc)
 import Glibc

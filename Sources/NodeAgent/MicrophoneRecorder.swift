@@ -1,7 +1,8 @@
 import CoordCore
 import Foundation
 import Logging
-import Media
+import Capture
+import LibAV
 import Platform
 import Synchronization
 

@@ -3,7 +3,8 @@ import GenICam
 import CoordWire
 import Foundation
 import Logging
-import Media
+import Capture
+import Pixels
 import Platform
 import Synchronization
 import ZeroMQ

@@ -1,5 +1,5 @@
 import CoordCore
-import Media
+import Capture
 
 /// Everything the node agent changes after it started, in one value behind one `Mutex` (`NodeAgent.state`): the
 /// take's pure instance and what the shell holds for it. Only `withLock` reaches it, so nothing here is read or

@@ -3,7 +3,8 @@ import GenICam
 import CoordWire
 import Foundation
 import Logging
-import Media
+import Capture
+import Pixels
 import Platform
 
 /// The arm: the take decides, then the devices open outside the lock (up to seconds, so status and clock probes

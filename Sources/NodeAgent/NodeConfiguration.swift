@@ -1,6 +1,7 @@
 import CoordCore
 import Foundation
-import Media
+import Capture
+import Pixels
 
 /// A microphone of the node: a synthetic one (SYNCCLICK v1, its sample clock off by `rateErrorPPM`) or an ALSA
 /// capture device (`hw:1,0`, `default`, a plugin name).
@@ -61,7 +62,7 @@ public struct NodeConfiguration: Sendable {
     /// The network interfaces GigE Vision cameras are discovered on (`--genicam-interface`); empty: none, nothing
     /// is broadcast and only USB3 Vision cameras are found.
     public var genicamInterfaces: [String] = []
-    /// How V4L2 devices are reached: libv4l2, or a scripted driver (`--v4l2-script`, tests only).
+    /// How V4L2 devices are reached: libv4l2, or a scripted driver (`coord-node-scripted --v4l2-script`, tests only).
     public var v4l2: V4L2Access = .system
     /// CURVE keys: every socket serves only authorized coordinators (nil: no encryption, loopback only).
     public var security: NodeSecurity?

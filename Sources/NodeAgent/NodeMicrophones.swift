@@ -1,7 +1,7 @@
 import CoordCore
 import Foundation
 import Logging
-import Media
+import Capture
 
 /// The node's microphones (CONTRACT §9): opened early at configure, recorded beside the cameras from arm; one that
 /// cannot start or goes away never fails the take, it is said as an event.

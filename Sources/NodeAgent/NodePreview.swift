@@ -2,7 +2,7 @@ import CoordCore
 import CoordWire
 import Foundation
 import Logging
-import Media
+import Capture
 import Platform
 
 /// The preview while no take holds the cameras (a take's Arm carries its own), and the operator's camera controls.

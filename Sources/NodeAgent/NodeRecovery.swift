@@ -1,7 +1,7 @@
 import CoordCore
 import Foundation
 import Logging
-import Media
+import LibAV
 
 extension NodeAgent {
     /// Repairs every take a killed predecessor was recording (before this node serves anyone, so nothing lists or

@@ -1,7 +1,7 @@
 import CoordCore
 import CoordWire
 import Foundation
-import Media
+import Capture
 import Platform
 
 /// What the node says it is doing: its Status reply (built in the rig's words and converted by CoordWire), its

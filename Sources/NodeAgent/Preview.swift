@@ -2,7 +2,9 @@ import CoordCore
 import CoordWire
 import Foundation
 import Logging
-import Media
+import Capture
+import LibAV
+import Pixels
 import Platform
 import Synchronization
 import ZeroMQ

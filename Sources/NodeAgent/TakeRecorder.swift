@@ -1,6 +1,6 @@
 import CoordCore
 import Foundation
-import Media
+import Capture
 
 /// A camera or a microphone recording a take: the node starts, stops, abandons and waits for them alike. What
 /// each records from (a synthetic sensor, a V4L2 device, an ALSA capture device) is its source, below this.

@@ -2,7 +2,8 @@ import ArgumentParser
 import CoordCore
 import Foundation
 import Logging
-import Media
+import Capture
+import Pixels
 import NodeAgent
 import Platform
 import ServiceLifecycle
@@ -23,10 +24,14 @@ public struct CoordNode: AsyncParsableCommand {
         subcommands: [Serve.self, Calibrate.self, NodeKeys.self],
         defaultSubcommand: Serve.self)
 
-    /// Parses the process's arguments and runs the command they name, exiting with its status.
-    public static func runFromCommandLine() async {
+    /// How V4L2 devices are reached (given `--seed`): libv4l2, unless the test program coord-node-scripted binds a
+    /// scripted driver, so no test double is linked into coord-node.
+    @TaskLocal public static var v4l2Access: @Sendable (_ seed: UInt64) throws -> V4L2Access = { _ in .system }
+
+    /// Parses the process's arguments (or `arguments`) and runs the command they name, exiting with its status.
+    public static func runFromCommandLine(_ arguments: [String]? = nil) async {
         do {
-            var command = try parseAsRoot()
+            var command = try parseAsRoot(arguments)
             if var command = command as? AsyncParsableCommand {
                 try await command.run()
             } else {
@@ -74,8 +79,6 @@ public struct Serve: AsyncParsableCommand {
     @Option(help: .hidden) var syntheticMicEndsAfterMs: Int64?
     @Flag(help: "Print the V4L2 and GenICam devices this machine has (driver, card, bus, formats) or why each was skipped, and exit.")
     var listCameras = false
-    // Tests only: every V4L2 access goes through a scripted webcam described by this JSON file.
-    @Option(help: .hidden) var v4l2Script: String?
     @Option(help: "Read sysfs and procfs (thermal zones, CPUs, USB buses) under this directory.") var systemRoot: String = "/"
     @Option(help: "Calibration file written by `coord-node calibrate` (default: <staging>/calibration.json).") var calibration: String?
     @Option(help: "Simulated local clock offset from CLOCK_MONOTONIC, µs (demo).") var clockOffsetUs: Int64 = 0
@@ -165,7 +168,7 @@ public struct Serve: AsyncParsableCommand {
         }
         let access: V4L2Access
         do {
-            access = try v4l2Script.map { try V4L2Access.scripted(url: URL(fileURLWithPath: $0), seed: seed) } ?? .system
+            access = try CoordNode.v4l2Access(seed)
         } catch {
             FileHandle.standardError.write(Data("coord-node: \(error)\n".utf8))
             throw ExitCode(2)

@@ -6,6 +6,7 @@ import FoundationXML
 #endif
 import Testing
 @testable import Deliverables
+@testable import TakeDocuments
 
 @Suite struct DeliverPlanTests {
     static func camera(_ node: String, _ name: String, codec: String = "mjpeg") -> TakeManifest.Camera {

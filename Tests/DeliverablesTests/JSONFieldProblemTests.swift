@@ -2,6 +2,7 @@ import CoordCore
 import Foundation
 import Testing
 @testable import Deliverables
+@testable import TakeDocuments
 
 /// A manifest that does not decode names the field and what is wrong with it (issue 34 item 7: deliver's "is not a
 /// readable coord manifest" for an out-of-range number named no field — Foundation's JSONDecoder says only "The given

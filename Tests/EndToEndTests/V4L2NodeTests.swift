@@ -2,7 +2,8 @@ import CoordCore
 import CoordWire
 import Foundation
 import Logging
-import Media
+import Capture
+import ScriptedCameras
 import Testing
 @testable import NodeAgent
 

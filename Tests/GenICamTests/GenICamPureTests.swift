@@ -1,7 +1,7 @@
 // The pure parts of the GenICam camera: pixel formats to yuv420p (Bayer demosaic), the device-clock line and the
 // formats a camera offers the planner. No camera needed.
 import CoordCore
-import Media
+import Pixels
 import Testing
 @testable import GenICam
 

@@ -2,7 +2,9 @@ import CoordCore
 import Foundation
 import Testing
 import V4L2
-@testable import Media
+@testable import Capture
+@testable import LibAV
+@testable import Pixels
 
 // The pure parts of the camera sources: centre estimates, grid anchors, pixel conversions, the format choice;
 // and the writer's MJPEG passthrough, read back by ffprobe and ffmpeg.

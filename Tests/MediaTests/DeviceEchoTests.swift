@@ -1,6 +1,6 @@
 import CoordCore
 import Foundation
-import Media
+import Capture
 import Testing
 import V4L2
 

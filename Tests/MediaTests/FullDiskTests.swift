@@ -2,7 +2,8 @@ import CFFmpeg
 import Foundation
 import Synchronization
 import Testing
-@testable import Media
+@testable import LibAV
+@testable import Pixels
 
 #if canImport(Glibc)
 import Glibc

@@ -1,6 +1,7 @@
 import Foundation
 import Testing
-@testable import Media
+@testable import LibAV
+@testable import Pixels
 
 /// Runs a command-line tool found on PATH and returns its exit status and standard output.
 private func run(_ tool: String, _ arguments: [String]) throws -> (status: Int32, output: Data) {

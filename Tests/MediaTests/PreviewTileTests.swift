@@ -1,4 +1,5 @@
-import Media
+import LibAV
+import Pixels
 import Testing
 
 @Suite("Preview tiles")

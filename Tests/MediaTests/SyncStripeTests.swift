@@ -1,5 +1,5 @@
 import Testing
-@testable import Media
+@testable import Pixels
 
 @Suite struct SyncStripeTests {
     @Test func crc8MatchesSMBusCheckValue() {

@@ -1,5 +1,5 @@
 import Foundation
-@testable import Media
+@testable import Capture
 import Testing
 
 @Suite("The synthetic microphone's sound and a buffer's level")

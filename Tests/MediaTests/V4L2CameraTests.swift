@@ -8,7 +8,9 @@ import Platform
 import Testing
 import V4L2
 import V4L2Simulator
-@testable import Media
+@testable import Capture
+@testable import Pixels
+import ScriptedCameras
 
 #if canImport(Glibc)
 import Glibc

@@ -6,7 +6,8 @@ import Synchronization
 import Testing
 import V4L2
 import V4L2Simulator
-@testable import Media
+@testable import Capture
+import ScriptedCameras
 
 /// Every painted frame's true exposure centre, by sequence.
 private final class Centres: Sendable {

@@ -190,11 +190,12 @@ def node_binary() -> Path:
 class Node:
     """One coord-node process: READY parsed from stdout, stderr kept in a file for failure reports."""
 
-    def __init__(self, tmp_path: Path, extra_args: list[str] | None = None, parent_pid: int | None = None):
+    def __init__(self, tmp_path: Path, extra_args: list[str] | None = None, parent_pid: int | None = None,
+                 binary: Path | None = None):
         self.staging = tmp_path / "staging"
         self.staging.mkdir(parents=True, exist_ok=True)
         self.stderr_path = tmp_path / "coord-node.stderr"
-        self.args = [str(node_binary()),
+        self.args = [str(binary or node_binary()),
                      "--name", NODE_NAME,
                      "--endpoint", "tcp://127.0.0.1:*",
                      "--staging", str(self.staging),

@@ -1,11 +1,12 @@
 """V4L2 cameras on a real coord-node process: `--list-cameras`, a configured device that is missing, and whole
-takes through `coord start-take --rig` from a scripted UVC webcam (the hidden `--v4l2-script`), checked by
+takes through `coord start-take --rig` from a scripted UVC webcam (`coord-node-scripted --v4l2-script`), checked by
 scripts/check-take.py as a demo take is: MJPEG muxed as it arrives, YUYV converted and encoded, a camera
 unplugged mid-take, frames the driver dropped, and a camera that cannot start streaming.
 
-No real camera exists on the machines this was built on: the scripted driver (Sources/V4L2/ScriptedV4L2Driver.swift)
+No real camera exists on the machines this was built on: the scripted driver (Sources/V4L2Simulator/ScriptedV4L2Driver.swift)
 answers every ioctl like uvcvideo with a C920-like webcam, in real time, and paints the test pattern and the
-SYNCSTRIPE, so the stripes give the truth each frame's centre is checked against."""
+SYNCSTRIPE, so the stripes give the truth each frame's centre is checked against. It is linked into the test-only
+coord-node-scripted (coord-node's commands, V4L2 scripted), never into coord-node."""
 
 from __future__ import annotations
 
@@ -29,6 +30,14 @@ check_take = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(check_take)
 
 
+def scripted_node_binary() -> Path:
+    """coord-node-scripted: coord-node with the scripted V4L2 driver behind `--v4l2-script` (built by swift build)."""
+    path = Path(os.environ.get("COORD_NODE_SCRIPTED") or ROOT / ".build" / "debug" / "coord-node-scripted")
+    if not path.is_file() or not os.access(path, os.X_OK):
+        pytest.fail(f"the coord-node-scripted binary is missing at {path}; build it (swift build) or set COORD_NODE_SCRIPTED.")
+    return path
+
+
 def run(args, timeout=60) -> subprocess.CompletedProcess:
     return subprocess.run([str(a) for a in args], capture_output=True, text=True, timeout=timeout,
                           stdin=subprocess.DEVNULL)
@@ -46,7 +55,7 @@ def v4l2_node(tmp_path: Path, name: str, cameras: dict[str, str], script_path: P
     args = ["--name", name, "--synthetic", "", "--v4l2-script", str(script_path)]
     for camera, device in cameras.items():
         args += ["--v4l2", f"{camera}={device}"]
-    return Node(d, extra_args=args)
+    return Node(d, extra_args=args, binary=scripted_node_binary())
 
 
 def rig(path: Path, node: Node, name: str, codec: str, size: str = "640x480", fps: int = 30, extra: str = "") -> Path:
@@ -105,7 +114,7 @@ def test_list_cameras_shows_formats_and_why_a_device_was_skipped(tmp_path):
         "/dev/video0": UVC, "/dev/video1": {"profile": "metadata-node"},
         "/dev/video2": {"profile": "uvc-webcam", "openError": "EBUSY"},
         "/dev/video4": {"profile": "uvc-webcam", "openError": "EACCES"}})
-    done = run([node_binary(), "--list-cameras", "--v4l2-script", s])
+    done = run([scripted_node_binary(), "--list-cameras", "--v4l2-script", s])
     assert done.returncode == 0, done.stderr
     out = done.stdout
     assert re.search(r"^/dev/video0\n  driver: uvcvideo\n  card: HD Pro Webcam C920\n  bus: usb-0000:00:14\.0-1", out, re.M), out
@@ -131,7 +140,7 @@ def test_a_node_whose_camera_is_busy_or_not_a_camera_fails_at_once(tmp_path):
     s = script(tmp_path / "cams.json", {"/dev/video0": {"profile": "uvc-webcam", "openError": "EBUSY"},
                                         "/dev/video1": {"profile": "metadata-node"}})
     for device, words in [("/dev/video0", "is busy"), ("/dev/video1", "is not a video capture node")]:
-        done = run([node_binary(), "--name", "n1", "--endpoint", "tcp://127.0.0.1:*", "--staging", tmp_path / "staging",
+        done = run([scripted_node_binary(), "--name", "n1", "--endpoint", "tcp://127.0.0.1:*", "--staging", tmp_path / "staging",
                     "--v4l2", f"cam0={device}", "--v4l2-script", s], timeout=30)
         lines = [l for l in done.stderr.splitlines() if l.strip()]
         assert done.returncode == 1 and len(lines) == 1, done.stderr

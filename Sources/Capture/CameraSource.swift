@@ -1,4 +1,5 @@
 import CoordCore
+import Pixels
 /// What a camera delivers for one frame: a raw picture to encode, or a compressed packet to mux as it is.
 // Sendable as its picture is: handed from the source's thread to the recorder's and back, never shared.
 public enum CapturePayload: Sendable {

@@ -1,4 +1,5 @@
 import CoordCore
+import Pixels
 import V4L2
 
 #if canImport(Glibc)

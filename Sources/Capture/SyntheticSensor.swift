@@ -1,5 +1,6 @@
 import CoordCore
 import Foundation
+import Pixels
 import Platform
 
 /// A synthetic camera that behaves like a free-running sensor (CONTRACT §5): its frame clock runs on the

@@ -26,22 +26,22 @@ public enum ASCMHLHistory {
 
     /// `seal` in a take directory already open: the history and every file hashed are opened through the funnel, so
     /// a linked `ascmhl/`, generation or file is refused (a `DeliverProblem` naming it), never read or written through.
-    static func seal(take: TakeDirectory, files: [String: ASCMHL.OnDisk], known precomputed: [String: String] = [:],
+    package static func seal(take: TakeDirectory, files: [String: ASCMHL.OnDisk], known precomputed: [String: String] = [:],
                      exactly: Bool, ignore: [String] = [],
                      status: @escaping @Sendable (String) -> Void) throws -> String? {
         let folder: TakeDirectory?
         do { folder = try take.directory(ASCMHL.folder) } catch where error.reason == .missing { folder = nil } catch {
-            throw Deliverer.refusal(error)
+            throw error.deliverError
         }
         var generations: [(number: Int, name: String)] = []
         var known: [String: ASCMHL.Known] = [:]
         if let folder {
             let names: [String]
-            do { names = try folder.entries().map(\.name) } catch { throw Deliverer.refusal(error) }
+            do { names = try folder.entries().map(\.name) } catch { throw error.deliverError }
             generations = names.compactMap { n in ASCMHL.generationNumber(n).map { (number: $0, name: n) } }.sorted { $0.number < $1.number }
             for g in generations {
                 let data: Data
-                do { data = try folder.data(g.name, limit: 256 << 20) } catch { throw Deliverer.refusal(error) }
+                do { data = try folder.data(g.name, limit: 256 << 20) } catch { throw error.deliverError }
                 guard let text = String(data: data, encoding: .utf8) else { continue }
                 known.merge(ASCMHL.parse(text)) { $1 }
             }
@@ -61,7 +61,7 @@ public enum ASCMHLHistory {
                     try file.read { hasher.update($0); meter.add(Int64($0.count)) }
                     result = .success(hasher.hex())
                 } catch let error as TakeFileError {
-                    result = .failure(Deliverer.refusal(error))
+                    result = .failure(error.deliverError)
                 } catch {
                     result = .failure(DeliverFailure("\(error)"))
                 }
@@ -78,7 +78,7 @@ public enum ASCMHLHistory {
                                            tool: "coord", version: CoordVersion.current, ignore: ignore).utf8)
         let history: TakeDirectory
         if let folder { history = folder } else {
-            do { history = try take.directory(ASCMHL.folder, create: true) } catch { throw Deliverer.refusal(error) }
+            do { history = try take.directory(ASCMHL.folder, create: true) } catch { throw error.deliverError }
         }
         var links: [ASCMHL.Link] = []
         do throws(TakeFileError) {
@@ -87,7 +87,7 @@ public enum ASCMHLHistory {
             }
             try history.writeAtomically(bytes, to: file)
             try history.writeAtomically(Data(ASCMHL.chain(links + [ASCMHL.Link(file: file, c4: ASCMHL.c4(bytes))]).utf8), to: ASCMHL.chainFile)
-        } catch { throw Deliverer.refusal(error) }
+        } catch { throw error.deliverError }
         return file
     }
 
@@ -99,7 +99,7 @@ public enum ASCMHLHistory {
     }
 
     /// A regular file's entry as a generation records it.
-    static func onDisk(_ entry: TakeEntry) -> ASCMHL.OnDisk {
+    package static func onDisk(_ entry: TakeEntry) -> ASCMHL.OnDisk {
         ASCMHL.OnDisk(size: entry.size, modified: Date(timeIntervalSince1970: entry.modified.rounded(.down)))
     }
 }

@@ -1,6 +1,7 @@
 import CoordCore
 import CV4L2
 import Foundation
+import Pixels
 import Platform
 import V4L2
 

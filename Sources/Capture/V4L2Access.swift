@@ -1,5 +1,6 @@
 import CoordCore
 import Foundation
+import Pixels
 import Synchronization
 import V4L2
 
@@ -23,7 +24,7 @@ public final class V4L2Access: @unchecked Sendable {
 
     /// `driverForCamera(camera, ordinal)` makes the driver one camera's device is opened through; a scripted one
     /// paints `ordinal.value` into its stripe.
-    init(isScripted: Bool, devicePaths: @escaping @Sendable () -> [String], listingDriver: V4L2Driver,
+    package init(isScripted: Bool, devicePaths: @escaping @Sendable () -> [String], listingDriver: V4L2Driver,
          driverForCamera: @escaping (String, StripeOrdinal) -> V4L2Driver) {
         self.isScripted = isScripted
         self.paths = devicePaths
@@ -79,12 +80,14 @@ public final class V4L2Access: @unchecked Sendable {
 
 /// The ordinal one scripted camera paints, set by the node when a take configures the camera and read by the
 /// scripted driver's painter on its own thread.
-final class StripeOrdinal: Sendable {
+package final class StripeOrdinal: Sendable {
     private let ordinal = Mutex<UInt8>(0)
 
-    var value: UInt8 { ordinal.withLock { $0 } }
+    package init() {}
 
-    func set(_ value: UInt8) { ordinal.withLock { $0 = value } }
+    package var value: UInt8 { ordinal.withLock { $0 } }
+
+    package func set(_ value: UInt8) { ordinal.withLock { $0 = value } }
 }
 
 extension V4L2CameraDescription {

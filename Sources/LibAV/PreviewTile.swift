@@ -1,5 +1,6 @@
 import CoordCore
 import Foundation
+import Pixels
 
 /// Makes a camera's preview tiles: the picture scaled down by nearest sample (so the stripe's 8×8 blocks stay
 /// sharp-edged and decodable at half width) and encoded as JPEG. One per camera, used by one thread at a time.

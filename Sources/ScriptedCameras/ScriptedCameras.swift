@@ -1,4 +1,7 @@
+import Capture
 import Foundation
+import LibAV
+import Pixels
 import V4L2
 import V4L2Simulator
 
@@ -27,18 +30,18 @@ extension V4L2Access {
 /// Paints one scripted camera's frames: the moving test pattern and the SYNCSTRIPE, packed as the device's
 /// format asks. Runs on whichever thread drives the scripted driver; one camera's frames come one at a time.
 // @unchecked: its picture and encoder are only touched under `lock`.
-final class ScriptedPainter: @unchecked Sendable {
+package final class ScriptedPainter: @unchecked Sendable {
     private let ordinal: StripeOrdinal
     private let lock = NSLock()
     private var picture: PlanarFrame?
     private var jpeg: JPEGEncoder?
 
-    init(ordinal: StripeOrdinal) {
+    package init(ordinal: StripeOrdinal) {
         self.ordinal = ordinal
     }
 
     /// Fills `frame.buffer`; returns the bytes used (0 for a format it cannot paint, as an empty buffer).
-    func paint(_ frame: ScriptedV4L2Driver.Frame) -> Int {
+    package func paint(_ frame: ScriptedV4L2Driver.Frame) -> Int {
         lock.lock()
         defer { lock.unlock() }
         if picture?.width != frame.width || picture?.height != frame.height {
