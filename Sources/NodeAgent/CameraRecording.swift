@@ -17,42 +17,42 @@ final class CameraRecording {
     let mkvURL: URL
     let csvURL: URL
     private let source: any CameraSource & Sendable
-    private let writer: MatroskaWriter
+    let writer: MatroskaWriter
     /// frames.csv, holding space past its end as the .mkv does, so a full disk still takes the rows of every frame
     /// in the .mkv.
-    private let csv: HeadroomFile
-    private let grid: FrameGrid
+    let csv: HeadroomFile
+    let grid: FrameGrid
     private let sensorGrid: FrameGrid
     private let clock: ClockMappingBox
-    private let localNow: @Sendable () -> Int64
-    private let logger: Logger
+    let localNow: @Sendable () -> Int64
+    let logger: Logger
     private let onFinish: @Sendable () -> Void
     /// Something this camera did on its own that the take's events should record: (kind, one sentence).
-    private let onEvent: @Sendable (TakeEvent.Kind, String) -> Void
+    let onEvent: @Sendable (TakeEvent.Kind, String) -> Void
     /// The preview branch (nil: none): offered every frame, it takes one now and then, never making this wait.
     private let preview: PreviewPublisher?
     private let takeID: String
-    private let shared: CameraRecorder.SharedBox
+    let shared: CameraRecorder.SharedBox
 
-    private var assigner: StridedGroupAssigner?
+    var assigner: StridedGroupAssigner?
     /// Slow-downs requested before the start, applied once the assigner exists.
     private var waitingSlows: [(every: Int, from: Int64)] = []
     /// The earliest group a disable ends the files before, and whether it still has to reach the assigner.
     private var disabledFrom: Int64?
     private var disablePending = false
-    private var bytesCheckedAt: Int64?
+    var bytesCheckedAt: Int64?
     /// The directory this camera's files were in, once they were found deleted from it.
-    private var stagingLost: String?
+    var stagingLost: String?
     private var previous: (capture: Capture, center: Int64)?
-    private var blank: PlanarFrame?
-    private var csvBuffer = ""
-    private var rowsWritten: Int64 = 0
-    private var framesWritten: Int64 = 0
+    var blank: PlanarFrame?
+    var csvBuffer = ""
+    var rowsWritten: Int64 = 0
+    var framesWritten: Int64 = 0
     /// Frames written to the file whose row waits for a better centre estimate (see `emitRows`).
-    private var pendingRows: [PendingRow] = []
+    var pendingRows: [PendingRow] = []
     private var lastRowCenter: Int64?
 
-    private struct PendingRow {
+    struct PendingRow {
         var group: Int64
         var estimate: PhaseController.Estimate?
         var fallbackCenter: Int64
@@ -261,7 +261,7 @@ final class CameraRecording {
 
     /// Writes the rows of frames written at least `rowLag` ago (all of them with `all`), each with its centre
     /// re-estimated from the phase fit as it stands now, mapped by the newest clock mapping.
-    private func emitRows(all: Bool = false) {
+    func emitRows(all: Bool = false) {
         let now = localNow()
         let mapping = clock.current
         while let row = pendingRows.first, all || now - row.writtenAtLocal >= rowLag {
@@ -389,162 +389,5 @@ final class CameraRecording {
             return true
         }
         return false
-    }
-
-    /// The staging disk has no room left for the space this camera's files hold to be finished in.
-    private var isShortOfSpace: Bool { writer.isShortOfSpace || csv.isShortOfSpace }
-
-    /// The disk is full: the files end at the frame just written, every frame in the .mkv with its row, finished in
-    /// the space they held; the event says which camera on which node stopped where, and that the rest is lost.
-    private func stopOnFullDisk(after group: Int64) {
-        let why = writer.spaceReason ?? csv.spaceReason ?? "No space left on device"
-        let frames = framesWritten
-        let finished = finishFiles(reason: nil)
-        let staging = mkvURL.deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent().path
-        var message = "camera \(node)/\(settings.camera) stopped after group \(group): the staging disk of node \(node) (\(staging)) is full (\(why)); "
-        if let problem = finished {
-            message += "its \(frames) frames so far were written but its files could not be finished: \(problem)"
-        } else {
-            message += "its files end there, finalized with all \(frames) frames written; its later groups are not recorded"
-        }
-        logger.error("\(message)")
-        shared.update { s in s.progress.error = message }
-        onEvent(.writeFailed, message)
-    }
-
-    /// After the .mkv could not be finished (a write failed with no space held to finish it in): the file is cut
-    /// after its last whole cluster, frames.csv is cut to the rows of the frames the file holds, and the sentence
-    /// says which frames (groups) were lost.
-    private func reconcileWithFile() -> String {
-        var cut: String?
-        let frames: Int
-        do {
-            frames = try writer.cutToWholeFrames()
-        } catch {
-            cut = error.reason
-            guard let counted = try? MatroskaRepair.wholeFrames(path: mkvURL.path) else {
-                return "its .mkv could not be finished or read back (\(error.reason)), so which of its \(framesWritten) frames it holds is not known"
-            }
-            frames = counted
-        }
-        let text = (try? String(contentsOf: csvURL, encoding: .utf8)) ?? ""
-        let rows = FramesTable.parseWholeRows(text)
-        var sentence = "its .mkv could not be finished (no index)\(cut.map { " nor cut after its last whole frame (\($0))" } ?? ", so it was cut after its last whole frame"), and holds \(frames) of the \(framesWritten) frames written"
-        if rows.count > frames {
-            let lost = rows[frames...]
-            sentence += ": frames \(frames)…\(rows.count - 1) (groups \(lost.first!.group)…\(lost.last!.group)) are lost"
-            // The rows of the frames kept are a prefix of the file: cutting needs no space.
-            var offset = text.utf8.count
-            var newlines = 0
-            for (i, byte) in text.utf8.enumerated() where byte == UInt8(ascii: "\n") {
-                newlines += 1
-                if newlines == frames + 1 { offset = i + 1; break }
-            }
-            if truncate(csvURL.path, off_t(offset)) == 0 {
-                sentence += ", and frames.csv lists only the frames in the file"
-            } else {
-                sentence += ", though frames.csv still lists them (it could not be cut: \(String(cString: strerror(errno))))"
-            }
-        } else if rows.count < frames {
-            sentence += ": frames.csv holds rows for only \(rows.count) of them"
-        }
-        return sentence
-    }
-
-    /// A raw picture is encoded; a camera's JPEG is muxed as it came (MJPEG passthrough).
-    private func write(_ payload: CapturePayload, group: Int64) throws {
-        switch payload {
-        case .picture(let picture): try writer.write(picture, ptsMicroseconds: pts(group))
-        case .jpeg(let bytes): try writer.writePacket(bytes, ptsMicroseconds: pts(group))
-        }
-    }
-
-    private func pts(_ group: Int64) -> Int64 {
-        (group - (assigner?.startGroup ?? 0)) * grid.periodMicroseconds
-    }
-
-    private func blankPicture() -> PlanarFrame {
-        if let blank { return blank }
-        let frame = PlanarFrame(width: settings.width, height: settings.height)
-        frame.luma.update(repeating: 16)
-        frame.cb.update(repeating: 128)
-        frame.cr.update(repeating: 128)
-        blank = frame
-        return frame
-    }
-
-    /// `held`: a fill on purpose (cap or slow-down), counted apart from frames the sensor failed to deliver.
-    private func frameWritten(group: Int64, estimate: PhaseController.Estimate?, center: Int64, dup: Bool, held: Bool) {
-        pendingRows.append(PendingRow(group: group, estimate: estimate, fallbackCenter: center, dup: dup, writtenAtLocal: localNow()))
-        framesWritten += 1
-        let every = assigner?.recordEvery(atGroup: group)
-        let frames = framesWritten
-        shared.update { s in
-            s.progress.frames = frames
-            if dup { if held { s.progress.held += 1 } else { s.progress.dropped += 1 } }
-            s.progress.lastGroup = group
-            if let every { s.progress.recordEvery = every }
-        }
-        refreshBytesWritten()
-    }
-
-    /// Keeps `Progress.bytesWritten` at the .mkv's size on disk, read at most twice a second (`force`: now), and
-    /// notices files deleted under the recorder (the staging directory removed mid-take): frames written to an
-    /// unlinked file are lost, so the camera must end and say so.
-    private func refreshBytesWritten(force: Bool = false) {
-        let now = MonotonicClock.now()
-        guard force || bytesCheckedAt.map({ now - $0 >= 500_000 }) ?? true else { return }
-        bytesCheckedAt = now
-        var csvStat = stat()
-        let unlinked = fstat(csv.descriptor, &csvStat) == 0 && csvStat.st_nlink == 0
-        guard !unlinked, let attributes = try? FileManager.default.attributesOfItem(atPath: mkvURL.path),
-              let size = (attributes[.size] as? NSNumber)?.uint64Value else {
-            if !force, stagingLost == nil { stagingLost = mkvURL.deletingLastPathComponent().path }
-            return
-        }
-        shared.update { s in s.progress.bytesWritten = size }
-    }
-
-    private func appendRow(group: Int64, center: Int64, dup: Bool) {
-        csvBuffer += FramesTable.line(FrameRow(frame: rowsWritten, group: group, centerMicroseconds: center, isDup: dup))
-        csvBuffer += "\n"
-        rowsWritten += 1
-        // Rows reach the disk every second's worth of frames; with the 2 s re-estimation lag a crash loses the
-        // last ~3 s of rows (the .mkv keeps those frames).
-        if rowsWritten % Int64(max(settings.fps, 1)) == 0 { flushRows() }
-    }
-
-    private func flushRows() {
-        guard !csvBuffer.isEmpty else { return }
-        let r = csv.write(Array(csvBuffer.utf8))
-        if r != 0 {
-            shared.update { s in s.progress.error = s.progress.error ?? "camera \(node)/\(settings.camera): writing \(csvURL.path) failed: \(String(cString: strerror(r)))" }
-        }
-        csvBuffer = ""
-    }
-
-    /// Writes the last rows, finishes the .mkv and closes both; returns what went wrong, if anything.
-    @discardableResult
-    private func finishFiles(reason: String?) -> String? {
-        emitRows(all: true)
-        flushRows()
-        csv.synchronize()
-        csv.close()
-        var problem: String?
-        do {
-            try writer.finish()
-        } catch {
-            problem = "finishing \(mkvURL.path) failed: \(error)"
-            shared.update { s in s.progress.error = s.progress.error ?? "camera \(node)/\(settings.camera): \(problem!)" }
-        }
-        refreshBytesWritten(force: true)
-        let failure = reason.map { "camera \(node)/\(settings.camera) \($0)" }
-        let recorded = assigner != nil
-        shared.update { s in
-            s.progress.finished = true
-            if let failure, s.progress.error == nil, recorded { s.progress.error = failure }
-        }
-        logger.info("camera finished", metadata: ["camera": "\(settings.camera)", "frames": "\(rowsWritten)"])
-        return problem
     }
 }
