@@ -4,7 +4,7 @@ import Foundation
 import Platform
 
 /// One take as it runs, handed from phase to phase (plan → align → start → record → collect). Only the task
-/// running the take touches it; what other threads see is in the session's `shared`.
+/// running the take touches it; what other threads see is in the session's `phase` and `ledger`.
 struct TakeRun {
     let takeID: String
     let directory: URL
@@ -84,7 +84,7 @@ extension TakeSession {
         }
 
         let (takeID, directory) = try makeTakeDirectory()
-        shared.withLock { $0.takeID = takeID }
+        phase.withLock { $0.takeID = takeID }
         console.step("take \(takeID): \(ordinal) camera(s) on \(plans.count) node(s), \(request.width)x\(request.height) at \(request.fps) fps, \(request.codec)")
         let tracker = ClockTracker(nodes: plans.map { ClockTracker.Node(name: $0.name, link: $0.link) }, followed: followed,
                                    instances: Dictionary(hellos.map { ($0.endpoint, $0.reply.instanceID) }) { first, _ in first })

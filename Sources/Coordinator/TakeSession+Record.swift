@@ -93,7 +93,7 @@ extension TakeSession {
             if takeStopRequest() { await perform(conductor.handle(.operatorStop(now: MonotonicClock.now()))) }
             await perform(conductor.handle(.tick(now: MonotonicClock.now())))
             let span = (groupZero: grid.t0, stop: conductor.stopInstant)
-            shared.withLock { $0.span = span }
+            phase.withLock { $0.span = span }
             guard outcome == nil else { break }
             let now = MonotonicClock.now()
             if now - lastProgress >= 1_000_000 {

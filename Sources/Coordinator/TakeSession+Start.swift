@@ -127,7 +127,7 @@ extension TakeSession {
                     if case .armed(let armed) = reply.body {
                         let checked: NodeReply.Armed
                         do throws(FieldFault) { checked = try NodeReply.armed(armed, takeID: takeID, from: "node \(plan.name)") } catch { throw CoordError(error, node: plan.name) }
-                        self.shared.withLock { shared in
+                        self.ledger.withLock { shared in
                             for c in checked.controls { shared.controls["\(plan.name)/\(c.camera)"] = c.controls }
                             for (camera, device) in checked.cameraDevices { shared.devices["\(plan.name)/\(camera)"] = device }
                             for (mic, device) in checked.micDevices { shared.micDevices["\(plan.name)/\(mic)"] = device }
@@ -141,7 +141,7 @@ extension TakeSession {
                 }
                 let times = Dictionary(uniqueKeysWithValues: zip(nodes, results).compactMap { n, r in r.success.map { (n, $0) } })
                 let armed = TakeStart.Arming(nodes: nodes.count, took: MonotonicClock.now() - arming)
-                shared.withLock { $0.arming = armed }
+                ledger.withLock { $0.arming = armed }
                 console.step(String(format: "armed %d node(s) in %.2f s", nodes.count, Double(armed.took) / 1e6))
                 directive = start.armed(failures: Self.failures(nodes, results), armTimes: times, now: MonotonicClock.now(),
                                         t0: take.grid.t0, margin: margin)

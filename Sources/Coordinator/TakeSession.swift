@@ -78,7 +78,7 @@ public struct TakeOutcome: Sendable {
 /// (clocks) while configuring, start (arm, start on one instant), record (until every node's files are final) and
 /// collect — handing one `TakeRun` from phase to phase.
 // Sendable without @unchecked: only `let`s; what other threads reach (a stop request, the collecting take,
-// events) is in the `Mutex`, everything else of a running take in its `TakeRun`.
+// events) is in the two `Mutex`es (`phase`, `ledger`), everything else of a running take in its `TakeRun`.
 public final class TakeSession: Sendable {
     let endpoints: [String]
     let names: [String: String]
@@ -91,25 +91,29 @@ public final class TakeSession: Sendable {
     let console: Console
     let logger: Logger
     let context = ZMQContext(realtimeIOThreads: true)
-    /// What the signal handlers (another thread), the live console and the running take share.
-    struct Shared {
-        var events: [TakeManifest.Event] = []
-        var isRecording = false
+    /// Where the take is, as the signal handlers (another thread), the live console and the running take read it.
+    struct Phase {
         var takeID: String?
-        /// Each camera's controls as its node armed it ("node/camera"), for the manifest.
-        var controls: [String: CameraControls] = [:]
-        /// Each camera's and microphone's device as its node armed it ("node/camera", "node/mic"), for the manifest.
-        var devices: [String: DeviceIdentity] = [:]
-        var micDevices: [String: String] = [:]
+        var isRecording = false
         var stopRequested = false
         var collecting: URL?
         /// Group 0's instant and the stop instant (rig timebase), once the cameras record; the stop moves when the
         /// operator stops early.
         var span: (groupZero: Int64, stop: Int64)?
+    }
+    let phase = Mutex(Phase())
+    /// What the take's manifest records as the nodes report it: events, and what arming set up.
+    struct Ledger {
+        var events: [TakeManifest.Event] = []
+        /// Each camera's controls as its node armed it ("node/camera"), for the manifest.
+        var controls: [String: CameraControls] = [:]
+        /// Each camera's and microphone's device as its node armed it ("node/camera", "node/mic"), for the manifest.
+        var devices: [String: DeviceIdentity] = [:]
+        var micDevices: [String: String] = [:]
         /// What arming every node took in this take, once armed.
         var arming: TakeStart.Arming?
     }
-    let shared = Mutex(Shared())
+    let ledger = Mutex(Ledger())
     /// The take's phases as they begin (recording, collecting), for the live console; ends when `run` returns.
     public let phases: AsyncStream<TakePhase>
     private let phaseSink: AsyncStream<TakePhase>.Continuation
@@ -131,7 +135,7 @@ public final class TakeSession: Sendable {
     }
 
     /// What arming every node took in this take (nil before it is armed), for the next take's lead.
-    public var arming: TakeStart.Arming? { shared.withLock { $0.arming } }
+    public var arming: TakeStart.Arming? { ledger.withLock { $0.arming } }
 
     public func run() async throws -> TakeOutcome {
         defer { phaseSink.finish() }
@@ -176,8 +180,8 @@ public final class TakeSession: Sendable {
             })
         pending.timecode = take.timecode
         pending.finalStatus = finalStatus
-        (pending.controls, pending.events) = shared.withLock { ($0.controls, $0.events) }
-        (pending.devices, pending.micDevices) = shared.withLock { ($0.devices, $0.micDevices) }
+        (pending.controls, pending.events) = ledger.withLock { ($0.controls, $0.events) }
+        (pending.devices, pending.micDevices) = ledger.withLock { ($0.devices, $0.micDevices) }
         pending.responderCameras = take.responder.cameras
         pending.disabledElsewhere = take.disabledElsewhere
         pending.clockTrack = take.tracker.clockTrack
@@ -192,7 +196,7 @@ public final class TakeSession: Sendable {
     /// Asks a recording take to stop every camera at one instant soon, then collect as usual.
     /// Returns false when nothing is recording yet (the caller should then abandon the take).
     public func requestStop() -> Bool {
-        shared.withLock { shared in
+        phase.withLock { shared in
             guard shared.isRecording else { return false }
             shared.stopRequested = true
             return true
@@ -200,31 +204,31 @@ public final class TakeSession: Sendable {
     }
 
     /// The take directory once recording has ended and collection is under way (nil before).
-    public func collectingTake() -> URL? { shared.withLock { $0.collecting } }
+    public func collectingTake() -> URL? { phase.withLock { $0.collecting } }
 
     func setCollecting(_ directory: URL) {
-        shared.withLock { $0.collecting = directory }
+        phase.withLock { $0.collecting = directory }
         phaseSink.yield(.collecting)
     }
 
     /// Whether the cameras are recording now, and the take's id once its directory exists (for the live console).
-    public var isRecording: Bool { shared.withLock { $0.isRecording } }
-    public var takeID: String? { shared.withLock { $0.takeID } }
+    public var isRecording: Bool { phase.withLock { $0.isRecording } }
+    public var takeID: String? { phase.withLock { $0.takeID } }
     /// Seconds recorded so far: from group 0, never past the stop instant; nil before the cameras record.
     public func recordedSeconds(now: Int64) -> Double? {
-        shared.withLock { $0.span }.map { Double(max(0, min(now, $0.stop) - $0.groupZero)) / 1e6 }
+        phase.withLock { $0.span }.map { Double(max(0, min(now, $0.stop) - $0.groupZero)) / 1e6 }
     }
 
     /// Group 0's instant on this coordinator's clock (µs) once the take has placed it (the console's lead).
-    public var groupZero: Int64? { shared.withLock { $0.span?.groupZero } }
+    public var groupZero: Int64? { phase.withLock { $0.span?.groupZero } }
 
     func setRecording(_ value: Bool) {
-        let takeID = shared.withLock { $0.isRecording = value; return $0.takeID }
+        let takeID = phase.withLock { $0.isRecording = value; return $0.takeID }
         if value { phaseSink.yield(.recording(takeID: takeID ?? "")) }
     }
 
     func takeStopRequest() -> Bool {
-        shared.withLock { shared in
+        phase.withLock { shared in
             defer { shared.stopRequested = false }
             return shared.stopRequested
         }
@@ -233,7 +237,7 @@ public final class TakeSession: Sendable {
     func addEvent(_ event: TakeEvent) {
         let entry = TakeManifest.Event(tMicroseconds: event.tMicroseconds, node: event.node, camera: event.camera,
                                        kind: event.kind, detail: event.detail)
-        shared.withLock { $0.events.append(entry) }
+        ledger.withLock { $0.events.append(entry) }
     }
 }
 
