@@ -161,6 +161,8 @@ let package = Package(
         .testTarget(name: "ZeroMQTests", dependencies: ["ZeroMQ", "CoordWire", "Platform"]),
         .testTarget(name: "GenICamTests", dependencies: ["GenICam", "Capture", "Pixels", "CoordCore"]),
         .testTarget(name: "V4L2Tests", dependencies: ["V4L2", "V4L2Simulator"]),
+        // The POSIX funnel: EINTR retried, errno rendered as one sentence.
+        .testTarget(name: "PlatformTests", dependencies: ["Platform"]),
         .testTarget(name: "EndToEndTests", dependencies: [
             // ScriptedCameras: V4L2Access.scripted stands in for the cameras a node is configured with.
             "Coordinator", "CoordCore", "CoordWire", "Capture", "ScriptedCameras", "NodeAgent", "ZeroMQ", "Platform", "TakeReport", .product(name: "Logging", package: "swift-log"),

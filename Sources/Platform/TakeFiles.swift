@@ -50,7 +50,7 @@ public struct TakeFileError: Error, Equatable, Sendable, CustomStringConvertible
         case .notDirectory: return "\(p) is not a directory."
         case .outside: return "\(p) leads outside the take directory; \(rule)."
         case .missing: return "\(p) does not exist."
-        case .system(let code): return "cannot open \(p): \(String(cString: strerror(code))) (errno \(code))."
+        case .system(let code): return "cannot open \(p): \(POSIX.text(code)) (errno \(code))."
         }
     }
 
@@ -118,10 +118,9 @@ public final class TakeFile: Sendable {
         defer { buffer.deallocate() }
         var offset: off_t = 0
         while true {
-            let n = pread(fd, buffer.baseAddress, chunk, offset)
-            if n < 0 {
-                if errno == EINTR { continue }
-                throw TakeFileError(path: path, reason: .system(errno))
+            let n: Int
+            do { n = try POSIX.retryingEINTR("pread", path) { pread(fd, buffer.baseAddress, chunk, offset) } } catch {
+                throw TakeFileError(path: path, reason: .system(error.errno))
             }
             if n == 0 { return }
             try body(UnsafeRawBufferPointer(rebasing: buffer[0..<n]))
@@ -154,9 +153,9 @@ public final class TakeDirectory: Sendable {
 
     /// The take directory itself at `path` (the operator's own path, so a link to it is followed there and only there).
     public static func open(_ path: String) throws(TakeFileError) -> TakeDirectory {
-        let fd = Glibc.open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NONBLOCK)
-        guard fd >= 0 else {
-            let code = errno
+        let fd: Int32
+        do { fd = try POSIX.retryingEINTR("open", path) { Glibc.open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NONBLOCK) } } catch {
+            let code = error.errno
             var st = stat()
             if code == ENOTDIR || (stat(path, &st) == 0 && (st.st_mode & S_IFMT) != S_IFDIR) {
                 throw TakeFileError(path: path, reason: .notDirectory)
@@ -181,8 +180,8 @@ public final class TakeDirectory: Sendable {
     /// What `name` in the directory `dirfd` is, without following it; nil when it does not exist.
     private static func status(_ dirfd: Int32, _ name: String, shown: String) throws(TakeFileError) -> stat? {
         var st = stat()
-        guard fstatat(dirfd, name, &st, AT_SYMLINK_NOFOLLOW) == 0 else {
-            let code = errno
+        do { try POSIX.retryingEINTR("fstatat", shown) { fstatat(dirfd, name, &st, AT_SYMLINK_NOFOLLOW) } } catch {
+            let code = error.errno
             if code == ENOENT { return nil }
             throw TakeFileError(path: shown, reason: code == ENOTDIR ? .notDirectory : .system(code))
         }
@@ -192,13 +191,15 @@ public final class TakeDirectory: Sendable {
     /// Opens the folder `name` of `dirfd` (creating it when `create`), refusing anything but a real directory.
     private static func openFolder(_ dirfd: Int32, _ name: String, shown: String, create: Bool) throws(TakeFileError) -> Int32 {
         while true {
-            let fd = openat(dirfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK)
-            if fd >= 0 { return fd }
-            let code = errno
-            if code == EINTR { continue }
+            let code: Int32
+            do {
+                return try POSIX.retryingEINTR("openat", shown) { openat(dirfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK) }
+            } catch { code = error.errno }
             guard let st = try status(dirfd, name, shown: shown) else {
                 guard create else { throw TakeFileError(path: shown, reason: .missing) }
-                if mkdirat(dirfd, name, 0o755) != 0, errno != EEXIST { throw TakeFileError(path: shown, reason: .system(errno)) }
+                do { try POSIX.retryingEINTR("mkdirat", shown) { mkdirat(dirfd, name, 0o755) } } catch where error.errno != EEXIST {
+                    throw TakeFileError(path: shown, reason: .system(error.errno))
+                } catch {}
                 continue
             }
             if let r = TakeFileError.reason(mode: st.st_mode) { throw TakeFileError(path: shown, reason: r) }
@@ -238,15 +239,17 @@ public final class TakeDirectory: Sendable {
         guard let before = try Self.status(dirfd, name, shown: shown) else { throw TakeFileError(path: shown, reason: .missing) }
         if let r = TakeFileError.reason(mode: before.st_mode) { throw TakeFileError(path: shown, reason: r) }
         if (before.st_mode & S_IFMT) == S_IFDIR { throw TakeFileError(path: shown, reason: .directory) }
-        var opened: Int32
-        repeat { opened = openat(dirfd, name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY | O_CLOEXEC) } while opened < 0 && errno == EINTR
-        guard opened >= 0 else {
-            let code = errno
+        let opened: Int32
+        do { opened = try POSIX.retryingEINTR("openat", shown) { openat(dirfd, name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY | O_CLOEXEC) } } catch {
+            let code = error.errno
             throw TakeFileError(path: shown, reason: code == ELOOP ? .symbolicLink : code == ENOENT ? .missing : .system(code))
         }
         // Whatever it was swapped for between the look and the open: checked on the descriptor itself.
         var st = stat()
-        guard fstat(opened, &st) == 0 else { let code = errno; _ = close(opened); throw TakeFileError(path: shown, reason: .system(code)) }
+        do { try POSIX.retryingEINTR("fstat", shown) { fstat(opened, &st) } } catch {
+            _ = close(opened)
+            throw TakeFileError(path: shown, reason: .system(error.errno))
+        }
         guard (st.st_mode & S_IFMT) == S_IFREG else {
             _ = close(opened)
             throw TakeFileError(path: shown, reason: TakeFileError.reason(mode: st.st_mode) ?? .directory)
@@ -293,9 +296,11 @@ public final class TakeDirectory: Sendable {
     /// This folder's entries (not `.` and `..`), each as it is, none followed.
     public func entries() throws(TakeFileError) -> [TakeEntry] {
         // fdopendir takes the descriptor over: hand it one of its own (a dup would share the listing's position).
-        let copy = openat(fd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NONBLOCK)
-        guard copy >= 0 else { throw TakeFileError(path: path, reason: .system(errno)) }
-        guard let dir = fdopendir(copy) else { let code = errno; _ = close(copy); throw TakeFileError(path: path, reason: .system(code)) }
+        let copy: Int32
+        do { copy = try POSIX.retryingEINTR("openat", path) { openat(fd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NONBLOCK) } } catch {
+            throw TakeFileError(path: path, reason: .system(error.errno))
+        }
+        guard let dir = fdopendir(copy) else { let code = POSIX.lastErrno; _ = close(copy); throw TakeFileError(path: path, reason: .system(code)) }
         defer { closedir(dir) }
         var out: [TakeEntry] = []
         while let e = readdir(dir) {
@@ -332,10 +337,11 @@ public final class TakeDirectory: Sendable {
     /// link, and never an existing file (O_EXCL). Returns the descriptor; the caller closes it.
     public func create(_ relative: String, mode: mode_t = 0o644) throws(TakeFileError) -> Int32 {
         let (folder, name) = try parent(of: relative, create: true)
-        var fd: Int32
-        repeat { fd = openat(folder?.fd ?? self.fd, name, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, mode) } while fd < 0 && errno == EINTR
-        guard fd >= 0 else {
-            let code = errno
+        let fd: Int32
+        do {
+            fd = try POSIX.retryingEINTR("openat", shown(relative)) { openat(folder?.fd ?? self.fd, name, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, mode) }
+        } catch {
+            let code = error.errno
             if code == EEXIST, let st = try Self.status(folder?.fd ?? self.fd, name, shown: shown(relative)),
                let r = TakeFileError.reason(mode: st.st_mode) {
                 throw TakeFileError(path: shown(relative), reason: r)
@@ -350,8 +356,8 @@ public final class TakeDirectory: Sendable {
     public func rename(_ from: String, to: String) throws(TakeFileError) {
         let (a, aName) = try parent(of: from)
         let (b, bName) = try parent(of: to, create: true)
-        guard renameat(a?.fd ?? fd, aName, b?.fd ?? fd, bName) == 0 else {
-            throw TakeFileError(path: shown(to), reason: .system(errno))
+        do { try POSIX.retryingEINTR("renameat", shown(to)) { renameat(a?.fd ?? fd, aName, b?.fd ?? fd, bName) } } catch {
+            throw TakeFileError(path: shown(to), reason: .system(error.errno))
         }
     }
 
@@ -372,9 +378,10 @@ public final class TakeDirectory: Sendable {
         data.withUnsafeBytes { raw in
             var done = 0
             while done < raw.count {
-                let n = write(out, raw.baseAddress! + done, raw.count - done)
-                if n < 0 { if errno == EINTR { continue }; failure = errno; return }
-                done += n
+                do throws(POSIXFailure) { done += try POSIX.retryingEINTR("write") { write(out, raw.baseAddress! + done, raw.count - done) } } catch {
+                    failure = error.errno
+                    return
+                }
             }
         }
         _ = close(out)

@@ -22,8 +22,11 @@ public final class UDPSocket: Sendable {
     /// A socket bound to 0.0.0.0:`port` (0: any free port). `shared` lets several processes on one host bind the
     /// same port (each gets every broadcast); `broadcast` allows sending to broadcast addresses.
     public init(port: UInt16, shared: Bool = false, broadcast: Bool = false) throws(UDPError) {
-        fd = socket(AF_INET, Int32(SOCK_DGRAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
-        guard fd >= 0 else { throw UDPError(description: "cannot open a UDP socket: \(String(cString: strerror(errno))).") }
+        do {
+            fd = try POSIX.retryingEINTR("socket") { socket(AF_INET, Int32(SOCK_DGRAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0) }
+        } catch {
+            throw UDPError(description: "cannot open a UDP socket: \(error.reason).")
+        }
         var on: Int32 = 1
         if shared { setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &on, socklen_t(MemoryLayout<Int32>.size)) }
         if broadcast { setsockopt(fd, SOL_SOCKET, SO_BROADCAST, &on, socklen_t(MemoryLayout<Int32>.size)) }
@@ -31,13 +34,15 @@ public final class UDPSocket: Sendable {
         address.sin_family = sa_family_t(AF_INET)
         address.sin_port = port.bigEndian
         address.sin_addr.s_addr = INADDR_ANY
-        let bound = withUnsafePointer(to: &address) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
-        }
-        guard bound == 0 else {
-            let why = String(cString: strerror(errno))
+        do {
+            try POSIX.retryingEINTR("bind") {
+                withUnsafePointer(to: &address) {
+                    $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
+                }
+            }
+        } catch {
             close(fd)
-            throw UDPError(description: "cannot bind UDP port \(port): \(why).")
+            throw UDPError(description: "cannot bind UDP port \(port): \(error.reason).")
         }
     }
 
@@ -60,9 +65,11 @@ public final class UDPSocket: Sendable {
         address.sin_family = sa_family_t(AF_INET)
         address.sin_port = peer.port.bigEndian
         guard inet_pton(AF_INET, peer.host, &address.sin_addr) == 1 else { return false }
-        let sent = withUnsafePointer(to: &address) { pointer in
-            pointer.withMemoryRebound(to: sockaddr.self, capacity: 1) { sa in
-                bytes.withUnsafeBytes { sendto(fd, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL), sa, socklen_t(MemoryLayout<sockaddr_in>.size)) }
+        let sent = try? POSIX.retryingEINTR("sendto") {
+            withUnsafePointer(to: &address) { pointer in
+                pointer.withMemoryRebound(to: sockaddr.self, capacity: 1) { sa in
+                    bytes.withUnsafeBytes { sendto(fd, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL), sa, socklen_t(MemoryLayout<sockaddr_in>.size)) }
+                }
             }
         }
         return sent == bytes.count
@@ -71,16 +78,19 @@ public final class UDPSocket: Sendable {
     /// One datagram of at most `limit` bytes (longer ones are cut), or nil when none arrives within `timeoutMilliseconds`.
     public func receive(timeoutMilliseconds: Int32, limit: Int = 2048) -> (bytes: [UInt8], from: Peer, truncated: Bool)? {
         var poller = pollfd(fd: fd, events: Int16(POLLIN), revents: 0)
-        guard poll(&poller, 1, timeoutMilliseconds) == 1 else { return nil }
+        // An interrupted wait starts again with the whole timeout.
+        guard (try? POSIX.retryingEINTR("poll") { poll(&poller, 1, timeoutMilliseconds) }) == 1 else { return nil }
         var buffer = [UInt8](repeating: 0, count: limit + 1)
         var address = sockaddr_in()
         var length = socklen_t(MemoryLayout<sockaddr_in>.size)
-        let count = buffer.withUnsafeMutableBytes { raw in
-            withUnsafeMutablePointer(to: &address) {
-                $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { recvfrom(fd, raw.baseAddress, raw.count, Int32(MSG_DONTWAIT), $0, &length) }
+        let received = try? POSIX.retryingEINTR("recvfrom") {
+            buffer.withUnsafeMutableBytes { raw in
+                withUnsafeMutablePointer(to: &address) {
+                    $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { recvfrom(fd, raw.baseAddress, raw.count, Int32(MSG_DONTWAIT), $0, &length) }
+                }
             }
         }
-        guard count >= 0 else { return nil }
+        guard let count = received else { return nil }
         var host = [CChar](repeating: 0, count: Int(INET_ADDRSTRLEN))
         inet_ntop(AF_INET, &address.sin_addr, &host, socklen_t(INET_ADDRSTRLEN))
         let peer = Peer(host: String(cString: host), port: UInt16(bigEndian: address.sin_port))

@@ -11,20 +11,21 @@ public final class WakeSignal: Sendable {
 
     public init() {
         var fds: [Int32] = [0, 0]
-        precondition(pipe(&fds) == 0, "pipe failed: errno \(errno)")
+        // Only fd exhaustion fails here, before any take: there is nothing to carry on with.
+        do { try POSIX.retryingEINTR("pipe") { pipe(&fds) } } catch { preconditionFailure("\(error)") }
         fd = fds[0]
         writeFD = fds[1]
     }
 
     public func signal() {
         var one: UInt8 = 1
-        _ = write(writeFD, &one, 1)
+        _ = try? POSIX.retryingEINTR("write") { write(writeFD, &one, 1) }
     }
 
     /// Clears pending signals; call only after a poll reported `fd` readable (so the read cannot block).
     public func drain() {
         var buffer = [UInt8](repeating: 0, count: 4096)
-        _ = read(fd, &buffer, buffer.count)
+        _ = try? POSIX.retryingEINTR("read") { read(fd, &buffer, buffer.count) }
     }
 
     deinit {
