@@ -68,7 +68,8 @@ extension Components.Schemas.Rig {
                 .init(name: n.name, reachable: n.reachable, state: .init(n.state), pressure: .init(n.pressure),
                       clockUncertaintyUs: n.clockUncertaintyUs, takeId: n.takeId, message: n.message,
                       mics: n.mics.map { .init(mic: $0.mic, levelDbfs: $0.levelDbfs, error: $0.error) },
-                      lastHeardS: n.lastHeardS, diskFreeBytes: n.diskFreeBytes)
+                      lastHeardS: n.lastHeardS, diskFreeBytes: n.diskFreeBytes,
+                      recordingLeftS: n.recordingLeftS)
             },
             cameras: v.cameras.map { c in
                 .init(node: c.node, camera: c.camera, width: c.width, height: c.height, fps: c.fps, controls: .init(c.controls),

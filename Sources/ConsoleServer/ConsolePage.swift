@@ -17,64 +17,14 @@ enum ConsolePage {
 <meta name="viewport" content="width=device-width, initial-scale=1">
 <title>coord console</title>
 <style>
-  :root { --bg:#111315; --panel:#1b1e21; --line:#2c3136; --text:#d8dde2; --dim:#8a939c; --ok:#5fbf7a; --warn:#e0b050; --bad:#e06060; --accent:#5aa0e0; }
-  * { box-sizing: border-box; }
-  body { margin:0; background:var(--bg); color:var(--text); font:14px/1.4 system-ui, sans-serif; }
-  header { display:flex; align-items:center; gap:16px; padding:8px 16px; border-bottom:1px solid var(--line); }
-  header h1 { font-size:16px; margin:0; font-weight:600; }
-  #connection { margin-left:auto; color:var(--dim); }
-  #banner { display:none; background:var(--bad); color:#fff; padding:6px 16px; font-weight:600; }
-  #banner.shown { display:block; }
-  main { display:grid; grid-template-columns: 1fr 360px; gap:12px; padding:12px; }
-  section { background:var(--panel); border:1px solid var(--line); border-radius:6px; padding:10px; margin-bottom:12px; }
-  h2 { font-size:13px; text-transform:uppercase; letter-spacing:.06em; color:var(--dim); margin:0 0 8px; font-weight:600; }
-  button { background:#2a3036; color:var(--text); border:1px solid #3a424a; border-radius:4px; padding:5px 10px; cursor:pointer; font:inherit; }
-  button:hover:not(:disabled) { border-color:var(--accent); }
-  button:disabled { opacity:.45; cursor:default; }
-  button.primary { background:#23476b; border-color:#2f5f8f; }
-  button.danger { background:#6b2323; border-color:#8f2f2f; }
-  input, select { background:#0e1012; color:var(--text); border:1px solid #3a424a; border-radius:4px; padding:4px 6px; font:inherit; width:100%; }
-  label { display:block; color:var(--dim); font-size:12px; margin:6px 0 2px; }
-  .row { display:flex; gap:8px; align-items:end; }
-  .row > * { flex:1; }
-  .message { min-height:1.4em; font-size:12px; margin-top:6px; color:var(--dim); }
-  .message.error { color:var(--bad); }
-  #view-controls { display:flex; gap:8px; margin-bottom:8px; align-items:center; }
-  #view-controls .group { margin-left:auto; color:var(--dim); font-variant-numeric:tabular-nums; }
-  #tiles { display:grid; grid-template-columns:repeat(auto-fill, minmax(300px, 1fr)); gap:8px; }
-  .tile { position:relative; background:#000; border:1px solid var(--line); border-radius:4px; overflow:hidden; cursor:pointer; aspect-ratio: 4 / 3; }
-  .tile img { width:100%; height:100%; object-fit:contain; display:block; }
-  .tile .caption { position:absolute; left:0; right:0; bottom:0; background:rgba(0,0,0,.65); padding:3px 6px; font-size:12px;
-                   display:flex; flex-wrap:wrap; gap:2px 10px; font-variant-numeric:tabular-nums; }
-  .tile .caption .name { font-weight:600; }
-  .tile .nosignal { display:none; position:absolute; inset:0; align-items:center; justify-content:center; color:var(--dim); }
-  .tile.missing img, .tile img:not([src]) { visibility:hidden; }
-  .tile.waiting .nosignal { display:flex; }
-  .tile.missing .nosignal { display:flex; }
-  .tile.missing { border-color:var(--bad); }
-  #tiles.pip { display:block; position:relative; }
-  #tiles.pip .tile.hero { width:100%; }
-  #tiles.pip .tile:not(.hero) { display:inline-block; width:180px; margin:6px 6px 0 0; vertical-align:top; }
-  .pressure-fair { color:var(--warn); } .pressure-serious, .pressure-critical, .pressure-shutdown { color:var(--bad); }
-  table { width:100%; border-collapse:collapse; font-size:13px; }
-  td, th { text-align:left; padding:3px 4px; border-bottom:1px solid var(--line); vertical-align:top; }
-  th { color:var(--dim); font-weight:500; }
-  tr.unreachable td { color:var(--bad); }
-  #take-state { font-variant-numeric:tabular-nums; margin-top:8px; }
-  #events { list-style:none; margin:0; padding:0; max-height:320px; overflow:auto; font-size:12px; }
-  #events li { padding:3px 0; border-bottom:1px solid var(--line); }
-  #events li.serious { color:var(--bad); }
-  #events .time { color:var(--dim); margin-right:6px; font-variant-numeric:tabular-nums; }
-  #events .kind { color:var(--accent); margin-right:6px; }
-  a { color:var(--accent); }
-</style>
+\#(style)</style>
 </head>
 <body>
 <header><h1>coord console</h1><span id="rig-summary"></span><span id="connection">connecting…</span></header>
 <div id="banner">console connection lost — retrying</div>
 <main>
   <div>
-    <section>
+    <section id="view">
       <div id="view-controls">
         <button id="layout-grid">Grid</button>
         <button id="layout-pip">Picture in picture</button>
@@ -82,10 +32,11 @@ enum ConsolePage {
       </div>
       <div id="tiles"></div>
     </section>
-    <section>
+    <section id="nodes-section">
       <h2>Nodes</h2>
-      <table><thead><tr><th>node</th><th>state</th><th>pressure</th><th>clock ±µs</th><th>sound</th><th>take</th><th>message</th></tr></thead>
-      <tbody id="nodes"></tbody></table>
+      <div class="table-wrap"><table><thead><tr><th>node</th><th>state</th><th>pressure</th><th>clock ±µs</th><th>sound</th><th>take</th><th>message</th><th>disk free · recording left</th></tr></thead>
+      <tbody id="nodes"></tbody></table></div>
+      <div id="rig-disk" class="message"></div>
     </section>
   </div>
   <div>
@@ -119,15 +70,18 @@ enum ConsolePage {
       </div>
       <div id="control-message" class="message"></div>
       <div id="control-take-note" class="message"></div>
-      <div class="row" style="margin-top:8px"><button id="rig-save">Save as the rig file's defaults</button></div>
-      <div class="message">Writes the controls set here into the rig file this console was started with, so every take starts with them: only those values change in its text, its comments and layout stay; the file as it was is kept beside it as <code>.bak</code>. Or <a id="rig-file" href="api/rig/rig.yaml" download>download the rig file with these controls</a>.</div>
-      <div id="rig-save-message" class="message"></div>
+      <div id="rig-save-part" hidden>
+        <div class="row" style="margin-top:8px"><button id="rig-save">Save as the rig file's defaults</button></div>
+        <div class="message">Writes the controls set here into the rig file this console was started with, so every take starts with them: only those values change in its text, its comments and layout stay; the file as it was is kept beside it as <code>.bak</code>.</div>
+        <div id="rig-save-message" class="message"></div>
+      </div>
+      <div class="message"><a id="rig-file" href="api/rig/rig.yaml" download>Download a rig file with these controls</a><span id="rig-file-note"> (this console was started without one, so there is none to save into)</span>.</div>
     </section>
-    <section>
+    <section id="takes-section">
       <h2>Takes</h2>
       <table><tbody id="takes"></tbody></table>
     </section>
-    <section>
+    <section id="events-section">
       <h2>Events</h2>
       <ul id="events"></ul>
     </section>
@@ -150,16 +104,34 @@ function el(tag, text, cls) {
 function keyOf(node, camera) { return node + "/" + camera; }
 function nodeInfo(name) { return state.rig ? state.rig.nodes.find((n) => n.name === name) : null; }
 
+// A request the console never answered (the network, or a console restarting) fails with a sentence saying so; the
+// console's own refusals are its sentences. An unanswered request's error goes once the console answers again.
+const unanswered = new Set();
 async function api(method, path, body) {
   const options = { method, headers: {} };
   if (body !== undefined) { options.headers["Content-Type"] = "application/json"; options.body = JSON.stringify(body); }
-  const response = await fetch(path, options);
+  let response;
+  try { response = await fetch(path, options); }
+  catch (e) {
+    const error = new Error("The console did not answer: " + (e && e.message ? e.message : String(e)) + " (it may be restarting; try again once the page says live).");
+    error.unanswered = true;
+    throw error;
+  }
+  answered();
   let data = null;
   try { data = await response.json(); } catch (e) { data = null; }
-  if (!response.ok) throw new Error((data && data.error) || ("HTTP " + response.status));
+  if (!response.ok) throw new Error((data && data.error) || ("The console refused the request (HTTP " + response.status + ") without saying why."));
   return data;
 }
-function say(id, text, isError) { const m = $(id); m.textContent = text || ""; m.classList.toggle("error", !!isError); }
+function say(id, text, isError) { const m = $(id); m.textContent = text || ""; m.classList.toggle("error", !!isError); unanswered.delete(id); }
+function sayError(id, e) { say(id, e.message, true); if (e.unanswered) unanswered.add(id); }
+function answered() { for (const id of [...unanswered]) say(id, ""); }
+function ago(s) { return s < 60 ? Math.round(s) + " s ago" : s < 3600 ? Math.floor(s / 60) + " min ago" : Math.floor(s / 3600) + " h ago"; }
+function known(v) { return v !== null && v !== undefined; }
+function gigabytes(b) { return (b / 1e9).toFixed(1) + " GB"; }
+function duration(s) {
+  return s >= 3600 ? Math.floor(s / 3600) + " h " + Math.floor((s % 3600) / 60) + " min" : s >= 60 ? Math.floor(s / 60) + " min" : Math.round(s) + " s";
+}
 
 // ---- multiview ----
 function tileFor(node, camera) {
@@ -218,18 +190,32 @@ function applyLayout() {
 }
 
 // ---- sound: one level meter per microphone (-60 … 0 dBFS), shown while a take runs ----
+// The node's level is the peak since its last status; -100 dBFS (or less) is no sound at all: an empty meter.
 function soundCell(mics) {
   const cell = el("td", mics.length ? null : "—");
   for (const m of mics) {
+    const heard = m.level_dbfs > -100;
     const meter = document.createElement("meter");
     meter.min = -60; meter.max = 0; meter.low = -20; meter.high = -6; meter.optimum = -30;
-    meter.value = Math.max(-60, Math.min(0, m.level_dbfs));
-    meter.className = "mic-level";
+    meter.value = heard ? Math.max(-60, Math.min(0, m.level_dbfs)) : -60;
+    meter.className = "mic-level" + (heard ? "" : " empty");
     meter.dataset.mic = m.mic;
-    meter.title = m.mic + ": " + (m.error ? m.error : m.level_dbfs.toFixed(1) + " dBFS");
-    cell.append(el("span", m.mic + " "), meter, el("span", " " + (m.error ? "ended" : m.level_dbfs.toFixed(0) + " dB")));
+    meter.title = m.mic + ": " + (m.error ? m.error : heard ? "peak " + m.level_dbfs.toFixed(1) + " dBFS" : "no signal");
+    cell.append(el("span", m.mic + " "), meter,
+                el("span", " " + (m.error ? "ended" : heard ? m.level_dbfs.toFixed(0) + " dB" : "no signal"), heard || m.error ? null : "no-signal"));
   }
   return cell;
+}
+// Disk free and how long the node records on it (at the rate its newest take wrote).
+function diskText(n) {
+  if (!known(n.disk_free_bytes)) return "—";
+  return gigabytes(n.disk_free_bytes) + " · " + (known(n.recording_left_s) ? duration(n.recording_left_s) : "—");
+}
+function showRigDisk(nodes) {
+  const least = (key) => nodes.filter((n) => known(n[key])).reduce((a, n) => (a && a[key] <= n[key] ? a : n), null);
+  const disk = least("disk_free_bytes"), left = least("recording_left_s");
+  $("rig-disk").textContent = !disk ? "" : "rig: least disk free " + gigabytes(disk.disk_free_bytes) + " (" + disk.name + ")" +
+    (left ? " · least recording left " + duration(left.recording_left_s) + " (" + left.name + ")" : " · recording left known once a take has run");
 }
 
 // ---- rig ----
@@ -240,11 +226,19 @@ function showRig(rig) {
   for (const n of rig.nodes) {
     const row = el("tr", null, n.reachable ? "" : "unreachable");
     row.dataset.node = n.name;
-    row.append(el("td", n.name), el("td", n.state), el("td", n.pressure, "pressure-" + n.pressure),
-               el("td", n.clock_uncertainty_us === null || n.clock_uncertainty_us === undefined ? "—" : n.clock_uncertainty_us),
-               soundCell(n.mics || []), el("td", n.take_id || ""), el("td", n.message || ""));
+    // A lost node's pressure and clock are as it last said them: greyed, with their age.
+    const heard = known(n.last_heard_s), stale = n.reachable ? "" : "stale";
+    const pressure = el("td", n.reachable || heard ? n.pressure : "—", "pressure-" + n.pressure + " " + stale);
+    const clock = el("td", !known(n.clock_uncertainty_us) || (!n.reachable && !heard) ? "—" : n.clock_uncertainty_us, stale);
+    if (!n.reachable && heard) pressure.title = clock.title = "as last heard, " + ago(n.last_heard_s);
+    row.append(el("td", n.name), el("td", n.state + (!n.reachable && heard ? " · last heard " + ago(n.last_heard_s) : "")), pressure, clock,
+               soundCell(n.mics || []), el("td", n.take_id || ""), el("td", n.message || ""), el("td", diskText(n), "disk"));
     body.appendChild(row);
   }
+  showRigDisk(rig.nodes);
+  // Saving into the rig file needs one: a demo's console has none to save into.
+  $("rig-save-part").hidden = !rig.rig_file;
+  $("rig-file-note").hidden = !!rig.rig_file;
   const reachable = rig.nodes.filter((n) => n.reachable).length;
   $("rig-summary").textContent = reachable + "/" + rig.nodes.length + " nodes, " + rig.cameras.length + " cameras";
   for (const c of rig.cameras) {
@@ -303,15 +297,26 @@ function describeControls(c) {
 }
 
 // ---- takes ----
+let leadTimer = null;
 function showTake(take) {
   state.take = take;
+  clearInterval(leadTimer); leadTimer = null;
   const running = take && RUNNING_TAKE.includes(take.state);
   $("take-start").disabled = !!running;
   $("take-stop").disabled = !(take && take.state === "recording");
-  if (!take) { $("take-state").textContent = "no take running"; return; }
-  const elapsed = take.elapsed_s ? take.elapsed_s.toFixed(1) + " s" : "";
-  const of = take.seconds ? " of " + take.seconds + " s" : "";
-  $("take-state").textContent = (take.take_id || take.name) + ": " + take.state + (elapsed ? " · " + elapsed + of : "");
+  if (!take) { $("take-state").textContent = "no take running"; say("take-message", ""); return; }
+  const who = (take.take_id || take.name) + ": ";
+  if (take.state === "starting" && known(take.starts_in_s)) {
+    // The arming lead, counted down here between the console's updates.
+    const at = performance.now() + take.starts_in_s * 1000;
+    const tick = () => { $("take-state").textContent = who + "starting · group 0 in " + Math.max(0, (at - performance.now()) / 1000).toFixed(1) + " s"; };
+    tick();
+    leadTimer = setInterval(tick, 100);
+  } else {
+    const elapsed = take.elapsed_s ? take.elapsed_s.toFixed(1) + " s" : "";
+    const of = take.seconds ? " of " + take.seconds + " s" : "";
+    $("take-state").textContent = who + take.state + (elapsed ? " · " + elapsed + of : "");
+  }
   say("take-message", take.message || "", take.state === "failed" || take.state === "partial");
 }
 function showTakes(takes) {
@@ -349,10 +354,10 @@ $("take-start").addEventListener("click", async () => {
   if (name) body.name = name;
   if (seconds) body.seconds = Number(seconds);
   try { showTake(await api("POST", "/api/takes", body)); say("take-message", ""); }
-  catch (e) { say("take-message", e.message, true); }
+  catch (e) { sayError("take-message", e); }
 });
 $("take-stop").addEventListener("click", async () => {
-  try { showTake(await api("POST", "/api/takes/stop", {})); } catch (e) { say("take-message", e.message, true); }
+  try { showTake(await api("POST", "/api/takes/stop", {})); } catch (e) { sayError("take-message", e); }
 });
 $("control-apply").addEventListener("click", async () => {
   const [node, camera] = $("control-camera").value.split("/");
@@ -360,21 +365,21 @@ $("control-apply").addEventListener("click", async () => {
     const answer = await api("PUT", "/api/cameras/" + encodeURIComponent(node) + "/" + encodeURIComponent(camera) + "/controls", controlBody());
     say("control-message", node + "/" + camera + ": " + describeControls(answer.controls));
     $("control-message").dataset.inForceFromGroup = answer.in_force_from_group;
-  } catch (e) { say("control-message", e.message, true); }
+  } catch (e) { sayError("control-message", e); }
 });
 $("control-apply-all").addEventListener("click", async () => {
   try {
     const answer = await api("PUT", "/api/controls", controlBody());
     say("control-message", "applied to " + answer.cameras.length + " camera(s)");
     $("control-message").dataset.inForceFromGroup = Math.max(0, ...answer.cameras.map(c => c.in_force_from_group));
-  } catch (e) { say("control-message", e.message, true); }
+  } catch (e) { sayError("control-message", e); }
 });
 
 $("rig-save").addEventListener("click", async () => {
   try {
     const saved = await api("POST", "/api/rig/save", {});
     say("rig-save-message", "saved " + saved.cameras + " camera(s)' controls into " + saved.path + " (the file as it was: " + saved.backup + ")");
-  } catch (e) { say("rig-save-message", e.message, true); }
+  } catch (e) { sayError("rig-save-message", e); }
 });
 
 // The socket stays open while the page is: the console pings it (the browser answers), the page sends a keepalive
@@ -408,6 +413,7 @@ function connect() {
     retry = 250; heard = Date.now();
     clearTimeout(bannerTimer); bannerTimer = null;
     $("banner").classList.remove("shown"); $("connection").textContent = "live";
+    answered();
   };
   socket.onmessage = (event) => {
     heard = Date.now();

@@ -54,6 +54,7 @@ public final class LiveRig: Sendable {
         var lastHeardAt: Int64?
         /// Free bytes on its staging disk at its last handshake.
         var diskFreeBytes: UInt64?
+        var runway = DiskRunway()
     }
     /// A node's camera counters over the console's life: its status counts each take from zero, so a take's last
     /// counts are kept when the next take (or none) replaces them, and a take this console ran is topped up to its
@@ -289,6 +290,7 @@ public final class LiveRig: Sendable {
             var view = n.view
             view.lastHeardS = n.lastHeardAt.map { view.reachable ? 0 : Double((now - $0) / 1_000_000) }
             view.diskFreeBytes = n.diskFreeBytes.map { Int64(clamping: $0) }
+            view.recordingLeftS = n.runway.secondsLeft(freeBytes: n.diskFreeBytes)
             return view
         }, cameras: s.nodes.flatMap { n in
             n.cameras.map { c in

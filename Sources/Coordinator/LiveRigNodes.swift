@@ -43,6 +43,9 @@ extension LiveRig {
                 let wasReachable = s.nodes[index].view.reachable
                 s.nodes[index].lastStatus = status
                 s.nodes[index].lastHeardAt = MonotonicClock.now()
+                s.nodes[index].runway.seen(takeID: status.takeID, recording: status.state == .recording,
+                                           bytes: status.cameras.reduce(0) { $0 &+ $1.bytesWritten } &+ status.mics.reduce(0) { $0 &+ $1.bytesWritten },
+                                           now: MonotonicClock.now())
                 s.nodes[index].view = NodeView(
                     name: node.name, reachable: true, state: NodeState(status.state),
                     pressure: status.pressure ?? .nominal, clockUncertaintyUs: uncertainty.map { ($0 * 10).rounded() / 10 },

@@ -40,6 +40,8 @@ extension LiveRig {
         public var lastHeardS: Double?
         /// Free bytes on its staging disk at its last handshake.
         public var diskFreeBytes: Int64?
+        /// Seconds it can record on them at the rate its newest take wrote (nil: not measured yet).
+        public var recordingLeftS: Double?
     }
     public struct MicView: Equatable, Sendable {
         public var mic: String
@@ -115,4 +117,30 @@ extension LiveRig {
         case event(EventView)
     }
 
+}
+
+extension LiveRig {
+    /// How long a node's staging disk lasts: its free bytes over the rate its newest take wrote (what the rig's
+    /// video settings cost on that node, measured rather than forecast), less what the node keeps free to finalize
+    /// its files. Unknown (nil) until the console has seen the node record for a second.
+    struct DiskRunway: Sendable {
+        private var take = ""
+        private var first: (at: Int64, bytes: UInt64)?
+        private(set) var bytesPerSecond: Double?
+
+        /// A status: the bytes the node's recorders have written for `takeID` so far, at `now` (µs).
+        mutating func seen(takeID: String, recording: Bool, bytes: UInt64, now: Int64) {
+            guard recording, !takeID.isEmpty else { return }
+            if takeID != take { take = takeID; first = (now, bytes); return }
+            guard let first, now - first.at >= 1_000_000, bytes >= first.bytes else { return }
+            bytesPerSecond = Double(bytes - first.bytes) / (Double(now - first.at) / 1e6)
+        }
+
+        /// Seconds of recording left on `freeBytes` at that rate (whole seconds).
+        func secondsLeft(freeBytes: UInt64?) -> Double? {
+            guard let freeBytes, let rate = bytesPerSecond, rate > 0 else { return nil }
+            let usable = Double(freeBytes) - PressureGauge.diskReserveBytes(writeBytesPerSecond: rate)
+            return max(0, (usable / rate).rounded(.down))
+        }
+    }
 }

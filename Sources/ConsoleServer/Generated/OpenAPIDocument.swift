@@ -1027,6 +1027,12 @@ enum OpenAPIDocument {
       "format": "int64",
       "nullable": true,
       "description": "free bytes on the node's staging disk, as it said at its last handshake (nil before one)"
+     },
+     "recording_left_s": {
+      "type": "number",
+      "format": "double",
+      "nullable": true,
+      "description": "whole seconds the node can record on that disk at the rate its newest take wrote (the rig's video settings as they cost on that node), less what it keeps free to finalize its files; nil until the console has seen it record"
      }
     }
    },

@@ -269,6 +269,10 @@ extension Components {
             ///
             /// - Remark: Generated from `#/components/schemas/Node/disk_free_bytes`.
             internal var diskFreeBytes: Swift.Int64?
+            /// whole seconds the node can record on that disk at the rate its newest take wrote (the rig's video settings as they cost on that node), less what it keeps free to finalize its files; nil until the console has seen it record
+            ///
+            /// - Remark: Generated from `#/components/schemas/Node/recording_left_s`.
+            internal var recordingLeftS: Swift.Double?
             /// Creates a new `Node`.
             ///
             /// - Parameters:
@@ -282,6 +286,7 @@ extension Components {
             ///   - mics: the node's microphones while a take runs: the level meter
             ///   - lastHeardS: whole seconds since the node last answered (0 while it answers; nil before it ever did): an unreachable node's pressure and clock are as they were then
             ///   - diskFreeBytes: free bytes on the node's staging disk, as it said at its last handshake (nil before one)
+            ///   - recordingLeftS: whole seconds the node can record on that disk at the rate its newest take wrote (the rig's video settings as they cost on that node), less what it keeps free to finalize its files; nil until the console has seen it record
             internal init(
                 name: Swift.String,
                 reachable: Swift.Bool,
@@ -292,7 +297,8 @@ extension Components {
                 message: Swift.String? = nil,
                 mics: [Components.Schemas.Mic],
                 lastHeardS: Swift.Double? = nil,
-                diskFreeBytes: Swift.Int64? = nil
+                diskFreeBytes: Swift.Int64? = nil,
+                recordingLeftS: Swift.Double? = nil
             ) {
                 self.name = name
                 self.reachable = reachable
@@ -304,6 +310,7 @@ extension Components {
                 self.mics = mics
                 self.lastHeardS = lastHeardS
                 self.diskFreeBytes = diskFreeBytes
+                self.recordingLeftS = recordingLeftS
             }
             internal enum CodingKeys: String, CodingKey {
                 case name
@@ -316,6 +323,7 @@ extension Components {
                 case mics
                 case lastHeardS = "last_heard_s"
                 case diskFreeBytes = "disk_free_bytes"
+                case recordingLeftS = "recording_left_s"
             }
         }
         /// - Remark: Generated from `#/components/schemas/Mic`.
