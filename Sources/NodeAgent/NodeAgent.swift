@@ -150,13 +150,13 @@ public final class NodeAgent: Sendable {
 
     // MARK: The take: its decisions under the lock, carried out after
 
-    /// Lets the take decide under the lock (the shell's part of its directives done there too: `keep` when the
     /// What carrying out a decision's directives made: the directives themselves, and the devices an arm opened.
     struct Carried {
         var directives: [NodeTake.Directive]
         var armed: OpenedDevices?
     }
 
+    /// Lets the take decide under the lock (the shell's part of its directives done there too: `keep` when the
     /// take keeps the recorders just opened), then carries the directives out with the recorders as they were; a
     /// refusal is thrown. `arm`: the Arm being served, whose devices an `openDevices` opens.
     @discardableResult
@@ -185,13 +185,13 @@ public final class NodeAgent: Sendable {
             switch directive {
             case .refuse(let failure):
                 throw failure
-            case .configured:
             case .openDevices(let arming, let settings, let grid, let clock):
                 // Only an Arm makes the take open devices; its request says the timecode and the preview.
                 guard let arm else {
                     throw NodeFailure(.internal, "the take of node \(configuration.name) asked to open devices for take \(arming.takeID) outside an arm.")
                 }
                 carried.armed = try openDevices(arming, settings: settings, grid: grid, clock: clock, for: arm)
+            case .configured:
                 warmUpMicrophones()
             case .markRecording(let takeID, let t0, let period, let startGroup):
                 store.markRecording(takeID, .init(t0: t0, periodMicroseconds: period, startGroup: startGroup))

@@ -31,7 +31,6 @@ extension NodeAgent {
             c.controls = inForce.wire
             return c
         }
-        let mapping = ClockMappingBox(clock)
         armed.devices = zip(opened.settings, opened.identities).map { s, identity in .init(camera: s.camera, identity) }
             + opened.microphones.map { .init(microphone: $0.name, card: $0.deviceName) }
         return armed
@@ -50,6 +49,7 @@ extension NodeAgent {
     func openDevices(_ arming: NodeTake.Arming, settings: [CameraSettings], grid: FrameGrid, clock: ClockMapping,
                      for request: NodeRequest.Arm) throws(NodeFailure) -> OpenedDevices {
         let takeID = request.takeID
+        let mapping = ClockMappingBox(clock)
         /// Ends an arm whose devices failed: the take fails unless an abort already took the node elsewhere.
         func failed(_ failure: NodeFailure, _ made: [any TakeRecorder]) -> NodeFailure {
             made.forEach { $0.abandonRecording() }

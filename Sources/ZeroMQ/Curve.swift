@@ -1,5 +1,5 @@
 // CURVE keys and ZeroMQ's certificate files (the format czmq's zcert and pyzmq's zmq.auth write), so keys made
-// by `coord keys new`, pyzmq or czmq are interchangeable.
+// by `coord keys new`, pyzmq or czmq are interchangeable. With ZeroMQ.swift, the only file that calls libzmq.
 import CZeroMQ
 import Foundation
 #if canImport(Glibc)

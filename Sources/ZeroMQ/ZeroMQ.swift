@@ -1,5 +1,5 @@
-// The only file in coord that calls libzmq. Every call goes through `check`, which retries EINTR and
-// turns a failure into a `ZMQError` carrying the real errno.
+// With Curve.swift (CURVE keys and Z85), the only file in coord that calls libzmq. Every context and socket call
+// goes through `check`, which retries EINTR and turns a failure into a `ZMQError` carrying the real errno.
 import CZeroMQ
 import Foundation
 import Platform
@@ -340,6 +340,7 @@ public final class ZMQSocket: @unchecked Sendable {
 
 /// Bytes in a buffer of `ChunkBuffers`, handed to libzmq to send without a copy (`ZMQSocket.send(_:tail:)`),
 /// which gives the buffer back once the bytes are on their way.
+// @unchecked: a raw pointer; the bytes have one owner at a time (the filler, then libzmq), never two threads at once.
 public struct OwnedBytes: @unchecked Sendable {
     public let base: UnsafeMutableRawPointer
     public let count: Int
