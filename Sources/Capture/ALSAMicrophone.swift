@@ -2,25 +2,31 @@ import CALSA
 import CoordCore
 import Foundation
 import Platform
+import Synchronization
 
 /// A microphone read through ALSA (`hw:1,0`, `default`, `pulse`, …): 16-bit mono at 48 kHz, blocking reads of
 /// 10 ms periods on its own thread. Each buffer's first sample is stamped on CLOCK_MONOTONIC as the read returns,
 /// less the frames still waiting in the device and the buffer's own length, then seen through the node's local
 /// clock like every other timestamp. The only Swift file that calls ALSA.
-// @unchecked: the handle is under `handleLock` until the reader thread takes it, then that thread's alone.
-public final class ALSAMicrophone: AudioSource, @unchecked Sendable {
+public final class ALSAMicrophone: AudioSource, Sendable {
     public let device: String
     public let sampleRate: Int
     public var channels: Int { 1 }
     /// The sound card's name once started (e.g. "Loopback" for "hw:Loopback,1"); the device as given before, or
     /// when it is no card's (a plugin such as "pulse").
-    public var deviceName: String { handleLock.holding { cardName } ?? device }
-    private var cardName: String?
+    public var deviceName: String { opened.withLock { $0.cardName } ?? device }
     private let framesPerRead: Int
     private let localClock: @Sendable (Int64) -> Int64
     private let queue: AudioQueue
-    private let handleLock = NSLock()
-    private var pcm: OpaquePointer?
+    /// The handle is here until the reader thread takes it, then that thread's alone.
+    private let opened = Mutex<Opened>(Opened())
+
+    private struct Opened {
+        /// The PCM handle as its address: the pointer passes between threads by value, and only the thread that
+        /// takes it uses it.
+        var pcm: Int = 0
+        var cardName: String?
+    }
 
     public init(device: String, sampleRate: Int = 48_000, framesPerRead: Int = 480,
                 localClock: @escaping @Sendable (Int64) -> Int64) {
@@ -47,7 +53,8 @@ public final class ALSAMicrophone: AudioSource, @unchecked Sendable {
         }
         var name = [CChar](repeating: 0, count: 256)
         let card = calsa_card_name(handle, &name, name.count) == 0 ? String(cString: name) : nil
-        handleLock.holding { pcm = handle; cardName = card }
+        let address = Int(bitPattern: handle)
+        opened.withLock { $0 = Opened(pcm: address, cardName: card) }
         // The handle passes to the reader thread, which alone uses it from here on.
         let t = Thread { [self] in if let pcm = takeHandle() { read(pcm) } }
         t.name = "alsa-mic"
@@ -59,10 +66,11 @@ public final class ALSAMicrophone: AudioSource, @unchecked Sendable {
     public func next(timeoutMicroseconds: Int64) -> AudioRead { queue.next(timeoutMicroseconds: timeoutMicroseconds) }
 
     private func takeHandle() -> OpaquePointer? {
-        handleLock.holding {
-            defer { pcm = nil }
-            return pcm
+        let address = opened.withLock { opened in
+            defer { opened.pcm = 0 }
+            return opened.pcm
         }
+        return OpaquePointer(bitPattern: address)
     }
 
     private func read(_ pcm: OpaquePointer) {

@@ -4,10 +4,9 @@ import Pixels
 import Synchronization
 import V4L2
 
-/// How a node reaches its V4L2 devices: libv4l2 and the kernel, or (`coord-node --v4l2-script`, tests only) a
-/// scripted driver per camera that behaves like a real webcam and paints the test pattern and SYNCSTRIPE.
-// @unchecked: its per-camera drivers and stripe ordinals are under `lock`; the rest is set at init.
-public final class V4L2Access: @unchecked Sendable {
+/// How a node reaches its V4L2 devices: libv4l2 and the kernel, or (`coord-node-scripted --v4l2-script`, tests
+/// only) a scripted driver per camera that behaves like a real webcam and paints the test pattern and SYNCSTRIPE.
+public final class V4L2Access: Sendable {
     /// The real devices under /dev, through libv4l2.
     public static let system = V4L2Access(
         isScripted: false, devicePaths: { V4L2Device.listDevices() }, listingDriver: LibV4L2Driver.shared,
@@ -16,16 +15,15 @@ public final class V4L2Access: @unchecked Sendable {
     /// Whether the devices are scripted (no real camera is touched).
     public let isScripted: Bool
     private let paths: @Sendable () -> [String]
-    private let listingDriver: V4L2Driver
-    private let driverForCamera: (String, StripeOrdinal) -> V4L2Driver
-    private let lock = NSLock()
-    private var drivers: [String: V4L2Driver] = [:]
-    private var ordinals: [String: StripeOrdinal] = [:]
+    private let listingDriver: any V4L2Driver & Sendable
+    private let driverForCamera: @Sendable (String, StripeOrdinal) -> any V4L2Driver & Sendable
+    /// Each camera's driver and stripe ordinal, made the first time the camera is reached.
+    private let cameras = Mutex<(drivers: [String: any V4L2Driver & Sendable], ordinals: [String: StripeOrdinal])>(([:], [:]))
 
     /// `driverForCamera(camera, ordinal)` makes the driver one camera's device is opened through; a scripted one
     /// paints `ordinal.value` into its stripe.
-    package init(isScripted: Bool, devicePaths: @escaping @Sendable () -> [String], listingDriver: V4L2Driver,
-         driverForCamera: @escaping (String, StripeOrdinal) -> V4L2Driver) {
+    package init(isScripted: Bool, devicePaths: @escaping @Sendable () -> [String], listingDriver: any V4L2Driver & Sendable,
+                 driverForCamera: @escaping @Sendable (String, StripeOrdinal) -> any V4L2Driver & Sendable) {
         self.isScripted = isScripted
         self.paths = devicePaths
         self.listingDriver = listingDriver
@@ -58,23 +56,23 @@ public final class V4L2Access: @unchecked Sendable {
                        codec: codec, localClock: localClock)
     }
 
-    private func driver(_ camera: String) -> V4L2Driver {
+    private func driver(_ camera: String) -> any V4L2Driver & Sendable {
         let ordinal = stripeOrdinal(camera)
-        lock.lock()
-        defer { lock.unlock() }
-        if let driver = drivers[camera] { return driver }
-        let driver = driverForCamera(camera, ordinal)
-        drivers[camera] = driver
-        return driver
+        return cameras.withLock { cameras in
+            if let driver = cameras.drivers[camera] { return driver }
+            let driver = driverForCamera(camera, ordinal)
+            cameras.drivers[camera] = driver
+            return driver
+        }
     }
 
     private func stripeOrdinal(_ camera: String) -> StripeOrdinal {
-        lock.lock()
-        defer { lock.unlock() }
-        if let box = ordinals[camera] { return box }
-        let box = StripeOrdinal()
-        ordinals[camera] = box
-        return box
+        cameras.withLock { cameras in
+            if let box = cameras.ordinals[camera] { return box }
+            let box = StripeOrdinal()
+            cameras.ordinals[camera] = box
+            return box
+        }
     }
 }
 

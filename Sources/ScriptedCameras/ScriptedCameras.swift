@@ -6,8 +6,8 @@ import V4L2
 import V4L2Simulator
 
 extension V4L2Access {
-    /// Every V4L2 access through `ScriptedV4L2Driver` with the JSON script at `url` (`coord-node --v4l2-script`,
-    /// tests only): no real device is touched. Each camera gets its own driver, whose frames carry the real test
+    /// Every V4L2 access through `ScriptedV4L2Driver` with the JSON script at `url` (`coord-node-scripted
+    /// --v4l2-script`, tests only): no real device is touched. Each camera gets its own driver, whose frames carry the real test
     /// pattern and the SYNCSTRIPE (true exposure centre = start of exposure + exposure / 2, and the ordinal the
     /// take configured for that camera), as YUYV or as a real JPEG for MJPG, so the recorder's conversion and
     /// passthrough paths are both exercised. Throws one sentence naming the file when the script cannot be used.
@@ -28,11 +28,10 @@ extension V4L2Access {
 }
 
 /// Paints one scripted camera's frames: the moving test pattern and the SYNCSTRIPE, packed as the device's
-/// format asks. Runs on whichever thread drives the scripted driver; one camera's frames come one at a time.
-// @unchecked: its picture and encoder are only touched under `lock`.
-package final class ScriptedPainter: @unchecked Sendable {
+/// format asks. Its driver calls it only under the driver's own lock (`ScriptedV4L2Driver.locked`), one frame at a
+/// time, so it needs no lock and is not Sendable.
+package final class ScriptedPainter {
     private let ordinal: StripeOrdinal
-    private let lock = NSLock()
     private var picture: PlanarFrame?
     private var jpeg: JPEGEncoder?
 
@@ -42,8 +41,6 @@ package final class ScriptedPainter: @unchecked Sendable {
 
     /// Fills `frame.buffer`; returns the bytes used (0 for a format it cannot paint, as an empty buffer).
     package func paint(_ frame: ScriptedV4L2Driver.Frame) -> Int {
-        lock.lock()
-        defer { lock.unlock() }
         if picture?.width != frame.width || picture?.height != frame.height {
             picture = PlanarFrame(width: frame.width, height: frame.height)
         }

@@ -17,8 +17,9 @@ import Glibc
 #endif
 
 /// The true exposure centre of every frame the scripted camera painted, by sequence number; it paints as
-/// `coord-node --v4l2-script` does (test pattern, stripe, YUYV or a real JPEG).
-private final class Truth: Sendable {
+/// `coord-node-scripted --v4l2-script` does (test pattern, stripe, YUYV or a real JPEG).
+// Not Sendable: the painter runs under its driver's lock; the centres are read from the test's thread under their own.
+private final class Truth {
     private let centres = Mutex<[UInt32: Int64]>([:])
     private let painter = ScriptedPainter(ordinal: StripeOrdinal())
 

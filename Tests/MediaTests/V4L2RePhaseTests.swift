@@ -10,7 +10,8 @@ import V4L2Simulator
 import ScriptedCameras
 
 /// Every painted frame's true exposure centre, by sequence.
-private final class Centres: Sendable {
+// Not Sendable: the painter runs under its driver's lock; the centres are read from the test's thread under their own.
+private final class Centres {
     private let centres = Mutex<[UInt32: Int64]>([:])
     private let painter = ScriptedPainter(ordinal: StripeOrdinal())
     func paint(_ frame: ScriptedV4L2Driver.Frame) -> Int {
