@@ -72,6 +72,8 @@ public struct NodeConfiguration: Sendable {
     public var discoveryPort: UInt16 = 5710
     /// Microphones recorded with every take (CONTRACT §9): `--synthetic-mic NAME` and `--audio NAME=DEVICE`.
     public var microphones: [MicrophoneEntry] = []
+    /// Where Prometheus metrics are served (`--metrics HOST:PORT`); nil: nowhere.
+    public var metrics: MetricsAddress?
 
     /// The preview endpoint to bind: the one given, or the control endpoint's host on the next port (5710 → 5711:
     /// a fixed pair one firewall rule can name; a `*` control port: a free one; an ipc path gets `.preview`
@@ -126,5 +128,163 @@ public struct NodeConfiguration: Sendable {
     public static func isLoopback(_ endpoint: String) -> Bool {
         if endpoint.hasPrefix("ipc://") || endpoint.hasPrefix("inproc://") { return true }
         return Endpoint(endpoint)?.isLoopback ?? false
+    }
+}
+
+/// Why a node cannot start, as one sentence, and the exit status that says whose fault it is: 2 the flags or
+/// the node file, 1 the machine (a camera missing, the staging disk).
+public struct NodeStartFailure: Error, Equatable, CustomStringConvertible {
+    public var sentence: String
+    public var status: Int32
+    public init(_ sentence: String, status: Int32 = 2) { self.sentence = sentence; self.status = status }
+    public var description: String { sentence }
+}
+
+/// Where `--metrics` serves `/metrics`.
+public struct MetricsAddress: Sendable, Equatable {
+    public var host: String
+    public var port: Int
+    public init(host: String, port: Int) { self.host = host; self.port = port }
+}
+
+/// The daemon's command-line settings, as given: nil (or empty) where the command line said nothing, so the node
+/// file's value can stand.
+public struct NodeFlags: Sendable, Equatable {
+    public var name: String?
+    public var endpoint: String?
+    public var previewEndpoint: String?
+    public var staging: String?
+    public var synthetic: String?
+    public var syntheticBus: [String] = []
+    public var v4l2: [String] = []
+    public var genicam: [String] = []
+    public var genicamInterface: [String] = []
+    public var audio: [String] = []
+    public var syntheticMic: String?
+    public var micRateErrorPPM: Double = 0
+    public var syntheticMicEndsAfterMilliseconds: Int64?
+    public var systemRoot = "/"
+    public var calibration: String?
+    public var clockOffsetMicroseconds: Int64 = 0
+    public var clockDriftPPM: Double = 0
+    public var clockReferenceMicroseconds: Int64?
+    public var timestampJitterMicroseconds: Double = 30
+    public var seed: UInt64 = 1
+    public var syntheticOpenMilliseconds = 0
+    public var syntheticGrain = 0
+    public var parentPID: Int32?
+    public var keepAfterCollect = false
+    public var logLevel: String?
+    public var cert: String?
+    public var authorized: String?
+    public var insecure = false
+    public var metrics: String?
+    public var discoveryPort: UInt16?
+
+    public init() {}
+
+    /// These flags with the node file's value for every setting the command line did not give.
+    public func overlaid(on file: NodeFile?) -> NodeFlags {
+        guard let file else { return self }
+        var f = self
+        f.name = name ?? file.name
+        f.endpoint = endpoint ?? file.endpoint
+        f.previewEndpoint = previewEndpoint ?? file.previewEndpoint
+        f.staging = staging ?? file.staging
+        f.calibration = calibration ?? file.calibration
+        f.logLevel = logLevel ?? file.logLevel
+        // Cameras come from the flags or from the file, never a mix of both.
+        if synthetic == nil && v4l2.isEmpty && genicam.isEmpty && syntheticBus.isEmpty {
+            f.synthetic = file.syntheticFlag
+            f.syntheticBus = file.syntheticBusFlags ?? []
+            f.v4l2 = file.v4l2Flags ?? []
+            f.genicam = file.genicamFlags ?? []
+        }
+        if genicamInterface.isEmpty { f.genicamInterface = file.genicamInterfaces ?? [] }
+        // Microphones likewise: from the flags or from the file.
+        if audio.isEmpty && syntheticMic == nil {
+            f.audio = file.audioFlags ?? []
+            f.syntheticMic = file.syntheticMicFlag
+        }
+        if cert == nil && authorized == nil {
+            f.cert = file.keys?.cert
+            f.authorized = file.keys?.authorized
+        }
+        f.metrics = metrics ?? file.metrics
+        f.discoveryPort = discoveryPort ?? file.discoveryPort
+        f.insecure = insecure || (file.insecure ?? false)
+        f.keepAfterCollect = keepAfterCollect || (file.keepAfterCollect ?? false)
+        return f
+    }
+
+    /// The node's name: the one given, else the host's.
+    public var nodeName: String { name ?? ProcessInfo.processInfo.hostName }
+
+    /// Numbers no node can run with, before anything is opened.
+    public func checkRanges() throws(NodeStartFailure) {
+        guard (0...TestPattern.maxGrain).contains(syntheticGrain) else {
+            throw NodeStartFailure("--synthetic-grain must be between 0 and \(TestPattern.maxGrain) (got \(syntheticGrain)).")
+        }
+    }
+}
+
+extension NodeConfiguration {
+    /// The configuration the flags and the node file (already parsed) describe, the flags winning; or the first
+    /// problem as one sentence (status 2). Reads only the key files `--cert`/`--authorized` name. `v4l2`: how V4L2
+    /// devices are reached.
+    public static func resolve(flags given: NodeFlags, file: NodeFile?, v4l2: V4L2Access = .system) throws(NodeStartFailure) -> NodeConfiguration {
+        let flags = given.overlaid(on: file)
+        try flags.checkRanges()
+        var config: NodeConfiguration
+        do {
+            let spec = try SyntheticCameraSpec.parse(synthetic: flags.synthetic ?? "", buses: flags.syntheticBus)
+            config = NodeConfiguration(name: flags.nodeName, endpoint: flags.endpoint ?? "tcp://0.0.0.0:5710",
+                                       staging: URL(fileURLWithPath: flags.staging ?? "/var/lib/coord-node"),
+                                       syntheticCameras: spec.cameras)
+            config.syntheticCameraBus = spec.cameraBus
+            config.syntheticBuses = spec.buses
+            config.v4l2Cameras = try V4L2CameraEntry.parse(flags.v4l2)
+            config.genicamCameras = try GenICamCameraEntry.parse(flags.genicam)
+            config.genicamInterfaces = try GenICamInterfaceName.parse(flags.genicamInterface)
+            config.microphones = try MicrophoneEntry.parseALSA(flags.audio)
+        } catch {
+            throw NodeStartFailure("\(error)")
+        }
+        if let mic = flags.syntheticMic {
+            config.microphones.insert(MicrophoneEntry(name: mic, device: .synthetic(rateErrorPPM: flags.micRateErrorPPM),
+                                                      endsAfterMicroseconds: flags.syntheticMicEndsAfterMilliseconds.map { $0 * 1000 }), at: 0)
+        }
+        config.v4l2 = v4l2
+        config.systemRoot = URL(fileURLWithPath: flags.systemRoot)
+        config.calibrationPath = flags.calibration.map { URL(fileURLWithPath: $0) }
+        config.clockOffsetMicroseconds = flags.clockOffsetMicroseconds
+        config.clockDriftPPM = flags.clockDriftPPM
+        config.clockReferenceMicroseconds = flags.clockReferenceMicroseconds
+        config.timestampJitterMicroseconds = flags.timestampJitterMicroseconds
+        config.seed = flags.seed
+        config.syntheticOpenMilliseconds = max(0, flags.syntheticOpenMilliseconds)
+        config.syntheticGrain = flags.syntheticGrain
+        config.parentPID = flags.parentPID
+        config.keepAfterCollect = flags.keepAfterCollect
+        config.previewEndpoint = flags.previewEndpoint
+        config.insecure = flags.insecure
+        config.discoveryPort = flags.discoveryPort ?? 5710
+        switch (flags.cert, flags.authorized) {
+        case (nil, nil): break
+        case (let cert?, let authorized?):
+            do { config.security = try NodeSecurity.load(cert: cert, authorized: authorized) } catch { throw NodeStartFailure("\(error)") }
+        case (nil, _?):
+            throw NodeStartFailure("--authorized needs --cert (this node's own NAME.key_secret).")
+        case (_?, nil):
+            throw NodeStartFailure("--cert needs --authorized DIR (the public certificates of the coordinators to serve).")
+        }
+        if let metrics = flags.metrics {
+            guard let address = HostPort.parse(metrics) else {
+                throw NodeStartFailure("--metrics must be HOST:PORT, e.g. 127.0.0.1:9710 (got \"\(Echo.short(metrics))\").")
+            }
+            config.metrics = MetricsAddress(host: address.host, port: address.port)
+        }
+        if let problem = config.problem() { throw NodeStartFailure(problem) }
+        return config
     }
 }

@@ -15,17 +15,6 @@ enum MetricsEndpoint {
         return bare == "::1" || NodeConfiguration.isLoopback("tcp://\(bare):1")
     }
 
-    /// HOST:PORT, or one sentence naming the flag.
-    static func parse(_ text: String) throws -> (host: String, port: Int) {
-        guard let address = HostPort.parse(text) else { throw MetricsAddressError(text: text) }
-        return address
-    }
-
-    struct MetricsAddressError: Error, CustomStringConvertible {
-        let text: String
-        var description: String { "--metrics must be HOST:PORT, e.g. 127.0.0.1:9710 (got \"\(Echo.short(text))\")." }
-    }
-
     static func application(host: String, port: Int, sample: @escaping @Sendable () -> NodeMetricsSample, logger: Logger,
                             onReady: @escaping @Sendable (String) -> Void) -> some ApplicationProtocol {
         let book = MetricsBook()

@@ -3,11 +3,8 @@ import CoordCore
 import Foundation
 import Logging
 import Capture
-import Pixels
 import NodeAgent
 import Platform
-import ServiceLifecycle
-import UnixSignals
 #if canImport(Glibc)
 import Glibc
 #endif
@@ -103,210 +100,69 @@ public struct Serve: AsyncParsableCommand {
     @Option(help: "UDP port to answer coord discover on, when the endpoint is reachable from other machines (0: never; default 5710).")
     var discoveryPort: UInt16?
 
-    /// Takes the node file's value for every setting the command line did not give.
-    mutating func apply(_ file: NodeFile) {
-        name = name ?? file.name
-        endpoint = endpoint ?? file.endpoint
-        previewEndpoint = previewEndpoint ?? file.previewEndpoint
-        staging = staging ?? file.staging
-        calibration = calibration ?? file.calibration
-        logLevel = logLevel ?? file.logLevel
-        // Cameras come from the flags or from the file, never a mix of both.
-        if synthetic == nil && v4l2.isEmpty && genicam.isEmpty && syntheticBus.isEmpty {
-            synthetic = file.syntheticFlag
-            syntheticBus = file.syntheticBusFlags ?? []
-            v4l2 = file.v4l2Flags ?? []
-            genicam = file.genicamFlags ?? []
-        }
-        if genicamInterface.isEmpty { genicamInterface = file.genicamInterfaces ?? [] }
-        // Microphones likewise: from the flags or from the file.
-        if audio.isEmpty && syntheticMic == nil {
-            audio = file.audioFlags ?? []
-            syntheticMic = file.syntheticMicFlag
-        }
-        if cert == nil && authorized == nil {
-            cert = file.keys?.cert
-            authorized = file.keys?.authorized
-        }
-        metrics = metrics ?? file.metrics
-        discoveryPort = discoveryPort ?? file.discoveryPort
-        insecure = insecure || (file.insecure ?? false)
-        keepAfterCollect = keepAfterCollect || (file.keepAfterCollect ?? false)
+    /// The settings as the command line gave them.
+    var flags: NodeFlags {
+        var f = NodeFlags()
+        f.name = name; f.endpoint = endpoint; f.previewEndpoint = previewEndpoint; f.staging = staging
+        f.synthetic = synthetic; f.syntheticBus = syntheticBus; f.v4l2 = v4l2; f.genicam = genicam
+        f.genicamInterface = genicamInterface; f.audio = audio; f.syntheticMic = syntheticMic
+        f.micRateErrorPPM = micRateErrorPpm; f.syntheticMicEndsAfterMilliseconds = syntheticMicEndsAfterMs
+        f.systemRoot = systemRoot; f.calibration = calibration; f.clockOffsetMicroseconds = clockOffsetUs
+        f.clockDriftPPM = clockDriftPpm; f.clockReferenceMicroseconds = clockReferenceUs
+        f.timestampJitterMicroseconds = timestampJitterUs; f.seed = seed; f.syntheticOpenMilliseconds = syntheticOpenMs
+        f.syntheticGrain = syntheticGrain; f.parentPID = parentPid; f.keepAfterCollect = keepAfterCollect
+        f.logLevel = logLevel; f.cert = cert; f.authorized = authorized; f.insecure = insecure; f.metrics = metrics
+        f.discoveryPort = discoveryPort
+        return f
     }
 
+    /// Parses (the node file, then the flags over it), resolves, builds and runs; every refusal leaves by one exit.
     public mutating func run() async throws {
         Memory.returnLargeBuffersToTheSystem()
-        // The node file first; every flag given on the command line wins over it.
-        var warnings: [String] = []
-        if let nodeFile {
-            do {
-                let loaded = try NodeFile.load(nodeFile)
-                warnings = loaded.warnings
-                apply(loaded.file)
-            } catch {
-                FileHandle.standardError.write(Data("coord-node: \(error)\n".utf8))
-                throw ExitCode(2)
-            }
-        }
-        let name = self.name ?? ProcessInfo.processInfo.hostName
-        let endpoint = self.endpoint ?? "tcp://0.0.0.0:5710"
-        let staging = self.staging ?? "/var/lib/coord-node"
-        let level = Logger.Level(rawValue: logLevel ?? "info") ?? .info
-        let nodeName = name
-        let journal = JournalLogHandler.stderrIsTheJournal()
-        LoggingSystem.bootstrap { label in
-            var handler: any LogHandler = journal ? JournalLogHandler(label: label) : StreamLogHandler.standardError(label: label)
-            handler.logLevel = level
-            handler[metadataKey: "node"] = "\(nodeName)"
-            return handler
-        }
-        let logger = Logger(label: "coord-node")
-        for warning in warnings { logger.warning("\(warning)") }
-        guard (0...TestPattern.maxGrain).contains(syntheticGrain) else {
-            FileHandle.standardError.write(Data("coord-node: --synthetic-grain must be between 0 and \(TestPattern.maxGrain) (got \(syntheticGrain)).\n".utf8))
-            throw ExitCode(2)
-        }
-        let access: V4L2Access
         do {
-            access = try CoordNode.v4l2Access(seed)
+            try await serve()
         } catch {
-            FileHandle.standardError.write(Data("coord-node: \(error)\n".utf8))
-            throw ExitCode(2)
+            FileHandle.standardError.write(Data("coord-node: \(error.sentence)\n".utf8))
+            throw ExitCode(error.status)
         }
+    }
+
+    private func serve() async throws(NodeStartFailure) {
+        var loaded: (file: NodeFile, warnings: [String])?
+        if let nodeFile {
+            do { loaded = try NodeFile.load(nodeFile) } catch { throw NodeStartFailure("\(error)") }
+        }
+        let given = flags.overlaid(on: loaded?.file)
+        let logger = NodeLogging.bootstrap(node: given.nodeName, level: given.logLevel)
+        for warning in loaded?.warnings ?? [] { logger.warning("\(warning)") }
+        try given.checkRanges()
+        let access: V4L2Access
+        do { access = try CoordNode.v4l2Access(seed) } catch { throw NodeStartFailure("\(error)") }
         if listCameras {
-            // Names a device reports (a card, a vendor, a model) cannot split a line or reach the terminal as escapes.
-            for line in CameraListing.lines(access: access, probe: HostProbe(root: URL(fileURLWithPath: systemRoot))) { print(Echo.escapingControls(line)) }
-            // A scripted V4L2 run is a test of the V4L2 listing alone.
-            if !access.isScripted {
-                do {
-                    for line in CameraListing.genicamLines(interfaces: try GenICamInterfaceName.parse(genicamInterface)) { print(Echo.escapingControls(line)) }
-                } catch {
-                    FileHandle.standardError.write(Data("coord-node: \(error)\n".utf8))
-                    throw ExitCode(2)
-                }
-            }
+            try Self.listCameras(access: access, flags: given)
             return
         }
-        var config: NodeConfiguration
-        do {
-            let spec = try SyntheticCameraSpec.parse(synthetic: synthetic ?? "", buses: syntheticBus)
-            config = NodeConfiguration(name: name, endpoint: endpoint, staging: URL(fileURLWithPath: staging),
-                                       syntheticCameras: spec.cameras)
-            config.syntheticCameraBus = spec.cameraBus
-            config.syntheticBuses = spec.buses
-            config.v4l2Cameras = try V4L2CameraEntry.parse(v4l2)
-            config.genicamCameras = try GenICamCameraEntry.parse(genicam)
-            config.genicamInterfaces = try GenICamInterfaceName.parse(genicamInterface)
-            config.microphones = try MicrophoneEntry.parseALSA(audio)
-            if let syntheticMic {
-                config.microphones.insert(MicrophoneEntry(name: syntheticMic, device: .synthetic(rateErrorPPM: micRateErrorPpm),
-                                                          endsAfterMicroseconds: syntheticMicEndsAfterMs.map { $0 * 1000 }), at: 0)
-            }
-            config.v4l2 = access
-        } catch {
-            FileHandle.standardError.write(Data("coord-node: \(error)\n".utf8))
-            throw ExitCode(2)
+        let configuration = try NodeConfiguration.resolve(flags: flags, file: loaded?.file, v4l2: access)
+        if let address = configuration.metrics, !MetricsEndpoint.isLoopback(address.host) {
+            // As the console warns about a LAN address: /metrics has no keys, whatever --cert says.
+            FileHandle.standardError.write(Data("coord-node: warning: /metrics listens on \(address.host), beyond this machine: anyone who reaches that network can read it, without keys (--cert does not cover it).\n".utf8))
         }
-        config.systemRoot = URL(fileURLWithPath: systemRoot)
-        config.calibrationPath = calibration.map { URL(fileURLWithPath: $0) }
-        config.clockOffsetMicroseconds = clockOffsetUs
-        config.clockDriftPPM = clockDriftPpm
-        config.clockReferenceMicroseconds = clockReferenceUs
-        config.timestampJitterMicroseconds = timestampJitterUs
-        config.seed = seed
-        config.syntheticOpenMilliseconds = max(0, syntheticOpenMs)
-        config.syntheticGrain = syntheticGrain
-        config.parentPID = parentPid
-        config.keepAfterCollect = keepAfterCollect
-        config.previewEndpoint = previewEndpoint
-        config.insecure = insecure
-        config.discoveryPort = discoveryPort ?? 5710
-        switch (cert, authorized) {
-        case (nil, nil): break
-        case (let cert?, let authorized?):
-            do { config.security = try NodeSecurity.load(cert: cert, authorized: authorized) } catch {
-                FileHandle.standardError.write(Data("coord-node: \(error)\n".utf8))
-                throw ExitCode(2)
-            }
-        case (nil, _?):
-            FileHandle.standardError.write(Data("coord-node: --authorized needs --cert (this node's own NAME.key_secret).\n".utf8))
-            throw ExitCode(2)
-        case (_?, nil):
-            FileHandle.standardError.write(Data("coord-node: --cert needs --authorized DIR (the public certificates of the coordinators to serve).\n".utf8))
-            throw ExitCode(2)
-        }
-        var metricsAddress: (host: String, port: Int)?
-        if let metrics {
-            do { metricsAddress = try MetricsEndpoint.parse(metrics) } catch {
-                FileHandle.standardError.write(Data("coord-node: \(error)\n".utf8))
-                throw ExitCode(2)
-            }
-            if let address = metricsAddress, !MetricsEndpoint.isLoopback(address.host) {
-                // As the console warns about a LAN address: /metrics has no keys, whatever --cert says.
-                FileHandle.standardError.write(Data("coord-node: warning: /metrics listens on \(address.host), beyond this machine: anyone who reaches that network can read it, without keys (--cert does not cover it).\n".utf8))
-            }
-        }
-        if let problem = config.problem() {
-            FileHandle.standardError.write(Data("coord-node: \(problem)\n".utf8))
-            throw ExitCode(2)
-        }
-        do {
-            try FileManager.default.createDirectory(at: config.staging, withIntermediateDirectories: true)
-        } catch {
-            FileHandle.standardError.write(Data("coord-node: cannot create staging directory \(config.staging.path): \(error.localizedDescription)\n".utf8))
-            throw ExitCode(1)
-        }
-        // A configured camera that is missing, busy or not a camera stops the node here, with one sentence naming it
-        // (exit 1: the flags are right, the machine is not).
-        let agent: NodeAgent
-        do {
-            agent = try NodeAgent(configuration: config, logger: logger)
-        } catch {
-            FileHandle.standardError.write(Data("coord-node: \(error.message)\n".utf8))
-            throw ExitCode(1)
-        }
-        let server = NodeServer(agent: agent, logger: logger) { bound in
-            // The one line on stdout: tells a supervisor (the demo, a test) where the node listens.
-            print("READY \(bound)")
-            fflush(nil)  // every stream: Swift 6 cannot name the C global stdout
-        }
+        let node = try buildNode(configuration, logger: logger)
         // A supervised node (the demo's) leaves Ctrl-C to its parent, which stops the take at one instant;
         // the terminal's SIGINT reaches the whole process group.
         if parentPid != nil { signal(SIGINT, SIG_IGN) }
-        var services: [ServiceGroupConfiguration.ServiceConfiguration] = [
-            .init(service: server, successTerminationBehavior: .gracefullyShutdownGroup)]
-        if let metricsAddress {
-            let metricsLogger = Logger(label: "coord-node.metrics")
-            let app = MetricsEndpoint.application(host: metricsAddress.host, port: metricsAddress.port,
-                                                  sample: { agent.metricsSample() }, logger: metricsLogger) { bound in
-                metricsLogger.info("serving metrics", metadata: ["url": "http://\(bound)/metrics"])
-                // A supervisor (a test, the benchmark) finds a free port here, as it finds READY's endpoint.
-                print("METRICS http://\(bound)/metrics")
-                fflush(nil)
-            }
-            // A metrics port that cannot be bound is logged and ends the node (a service that ends fails the group).
-            services.append(.init(service: app, successTerminationBehavior: .gracefullyShutdownGroup,
-                                  failureTerminationBehavior: .gracefullyShutdownGroup))
-        }
-        // The signal is seen here, not by the group: the node notes which one stopped it (a take it ends names it
-        // in its events) before the graceful shutdown begins.
-        let stopSignals: [UnixSignal] = parentPid != nil ? [.sigterm] : [.sigterm, .sigint]
-        let group = ServiceGroup(configuration: .init(services: services, gracefulShutdownSignals: [], logger: logger))
-        do {
-            try await withThrowingTaskGroup(of: Void.self) { tasks in
-                tasks.addTask {
-                    for await signal in await UnixSignalsSequence(trapping: stopSignals) {
-                        agent.noteStopping(cause: "\(signal), its service shutting down")
-                        await group.triggerGracefulShutdown()
-                    }
-                }
-                try await group.run()
-                tasks.cancelAll()
-            }
-        } catch {
-            FileHandle.standardError.write(Data("coord-node: \(error)\n".utf8))
-            throw ExitCode(1)
-        }
+        try await node.run(logger: logger)
+    }
+
+    /// `--list-cameras`: the V4L2 and GenICam devices of this machine, one line each.
+    private static func listCameras(access: V4L2Access, flags: NodeFlags) throws(NodeStartFailure) {
+        // Names a device reports (a card, a vendor, a model) cannot split a line or reach the terminal as escapes.
+        for line in CameraListing.lines(access: access, probe: HostProbe(root: URL(fileURLWithPath: flags.systemRoot))) { print(Echo.escapingControls(line)) }
+        // A scripted V4L2 run is a test of the V4L2 listing alone.
+        guard !access.isScripted else { return }
+        let interfaces: [String]
+        do { interfaces = try GenICamInterfaceName.parse(flags.genicamInterface) } catch { throw NodeStartFailure("\(error)") }
+        for line in CameraListing.genicamLines(interfaces: interfaces) { print(Echo.escapingControls(line)) }
     }
 }
 
