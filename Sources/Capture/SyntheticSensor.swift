@@ -2,13 +2,13 @@ import CoordCore
 import Foundation
 import Pixels
 import Platform
+import Synchronization
 
 /// A synthetic camera that behaves like a free-running sensor (CONTRACT §5): its frame clock runs on the
 /// host's real time with its own rate error and a random start phase; the node sees each frame only
 /// through its (simulated) local clock and a noisy start-of-exposure buffer timestamp, as from V4L2.
 /// Every frame carries the SYNCSTRIPE with the true exposure-centre time, which only tests read.
-// @unchecked: shared state is under `lock` or `available`; the grain and counters belong to the sensor thread.
-public final class SyntheticSensor: CameraSource, ControllableCamera, @unchecked Sendable {
+public final class SyntheticSensor: CameraSource, ControllableCamera, Sendable {
     public var identity: DeviceIdentity { .synthetic }
     public struct Spec: Sendable {
         public var ordinal: UInt8
@@ -59,31 +59,47 @@ public final class SyntheticSensor: CameraSource, ControllableCamera, @unchecked
 
     public let spec: Spec
     private let localClock: @Sendable (Int64) -> Int64
-    private let lock = NSLock()
-    private var free: [PlanarFrame]
-    private var queue: [Capture] = []
+    private let state: Mutex<State>
+    /// Captured frames waiting for `next`; appended and taken only while `available` is held too, so a wait cannot
+    /// miss the signal.
+    private let queue = Mutex<[Capture]>([])
     private let available = NSCondition()
-    private var running = false
-    private var pendingPeriod: Double?
-    private var random: SeededRandom
-    /// The grain's xorshift64 state (only the sensor thread touches it).
-    private var grainState: UInt64
-    /// The controls in force (under `lock`): the picture follows exposure and gain (brightness) and white balance
-    /// (tint); the frame timing does not change, so sync is unaffected.
-    private var controls = CameraControls()
-    private var look = TestPattern.Look()
+
+    private struct State {
+        var free: [PlanarFrame]
+        var running = false
+        var pendingPeriod: Double?
+        var random: SeededRandom
+        /// The grain's xorshift64 state (only the sensor thread uses it).
+        var grainState: UInt64
+        /// The controls in force: the picture follows exposure and gain (brightness) and white balance (tint); the
+        /// frame timing does not change, so sync is unaffected.
+        var controls = CameraControls()
+        var look = TestPattern.Look()
+        var droppedAtSensor: UInt64 = 0
+        var produced: UInt64 = 0
+    }
+
+    /// What the sensor thread takes from `state` for one frame.
+    private struct Exposed {
+        var duration: Double
+        var buffer: PlanarFrame?
+        var look: TestPattern.Look
+        var noise: Double
+        var grainState: UInt64
+    }
+
     /// Frames the sensor produced with no free buffer to put them in.
-    public private(set) var droppedAtSensor: UInt64 = 0
-    public private(set) var produced: UInt64 = 0
+    public var droppedAtSensor: UInt64 { state.withLock { $0.droppedAtSensor } }
+    public var produced: UInt64 { state.withLock { $0.produced } }
 
     /// `localClock` maps the host's CLOCK_MONOTONIC (µs) to the node's local clock (µs).
     public init(spec: Spec, localClock: @escaping @Sendable (Int64) -> Int64) {
         self.spec = spec
         self.localClock = localClock
-        self.free = (0..<spec.bufferCount).map { _ in PlanarFrame(width: spec.width, height: spec.height) }
-        self.random = SeededRandom(seed: spec.seed)
         var seeder = SeededRandom(seed: spec.seed ^ 0x6772_6169_6E00_0000)
-        self.grainState = seeder.next() | 1
+        state = Mutex(State(free: (0..<spec.bufferCount).map { _ in PlanarFrame(width: spec.width, height: spec.height) },
+                            random: SeededRandom(seed: spec.seed), grainState: seeder.next() | 1))
     }
 
     /// Like a typical sensor: exposure up to the frame period, 0…24 dB of gain, 2500…9000 K, a focus motor.
@@ -94,21 +110,19 @@ public final class SyntheticSensor: CameraSource, ControllableCamera, @unchecked
                       whiteBalanceKelvin: 2500...9000, focus: 0...1)
     }
 
-    public var isStreaming: Bool {
-        lock.lock()
-        defer { lock.unlock() }
-        return running
-    }
+    public var isStreaming: Bool { state.withLock { $0.running } }
 
     public func apply(_ new: CameraControls) throws -> CameraControls {
         if let problem = controlRanges.problem(with: new, camera: "synthetic") { throw CameraSourceError(problem) }
-        lock.lock()
-        defer { lock.unlock() }
-        controls = controls.updated(with: new)
+        let controls = state.withLock { state in
+            state.controls = state.controls.updated(with: new)
+            let exposure = Double(state.controls.exposureMicroseconds ?? Int(spec.exposureMicroseconds))
+            let gain = pow(10, (state.controls.gainDecibels ?? 0) / 20)
+            state.look = TestPattern.Look(gain: exposure / spec.exposureMicroseconds * gain,
+                                          warmth: ((state.controls.whiteBalanceKelvin ?? 5000) - 5000) / 100)
+            return state.controls
+        }
         let exposure = Double(controls.exposureMicroseconds ?? Int(spec.exposureMicroseconds))
-        let gain = pow(10, (controls.gainDecibels ?? 0) / 20)
-        look = TestPattern.Look(gain: exposure / spec.exposureMicroseconds * gain,
-                                warmth: ((controls.whiteBalanceKelvin ?? 5000) - 5000) / 100)
         return CameraControls(exposureMicroseconds: Int(exposure), gainDecibels: controls.gainDecibels ?? 0,
                               whiteBalanceKelvin: controls.whiteBalanceKelvin ?? 5000, focus: controls.focus ?? 0)
     }
@@ -126,11 +140,13 @@ public final class SyntheticSensor: CameraSource, ControllableCamera, @unchecked
 
     /// Starts the free-running frame clock at a random phase.
     public func start() {
-        lock.lock()
-        guard !running else { lock.unlock(); return }
-        running = true
-        lock.unlock()
-        let firstStart = Double(MonotonicClock.now()) + Double.random(in: 0..<spec.nominalPeriodMicroseconds, using: &random)
+        let phase: Double? = state.withLock { state in
+            guard !state.running else { return nil }
+            state.running = true
+            return Double.random(in: 0..<spec.nominalPeriodMicroseconds, using: &state.random)
+        }
+        guard let phase else { return }
+        let firstStart = Double(MonotonicClock.now()) + phase
         let thread = Thread { [self] in
             ThreadPriority.makeCurrentThreadNormal()
             ThreadPriority.nameCurrentThread("sensor-\(spec.ordinal)")
@@ -142,9 +158,7 @@ public final class SyntheticSensor: CameraSource, ControllableCamera, @unchecked
     }
 
     public func stop() {
-        lock.lock()
-        running = false
-        lock.unlock()
+        state.withLock { $0.running = false }
         available.lock()
         available.broadcast()
         available.unlock()
@@ -155,9 +169,7 @@ public final class SyntheticSensor: CameraSource, ControllableCamera, @unchecked
     @discardableResult
     public func requestNextFramePeriod(_ microseconds: Double) -> Bool {
         guard microseconds >= spec.minPeriodMicroseconds, microseconds <= spec.maxPeriodMicroseconds else { return false }
-        lock.lock()
-        pendingPeriod = microseconds
-        lock.unlock()
+        state.withLock { $0.pendingPeriod = microseconds }
         return true
     }
 
@@ -166,11 +178,11 @@ public final class SyntheticSensor: CameraSource, ControllableCamera, @unchecked
         available.lock()
         defer { available.unlock() }
         let deadline = Date().addingTimeInterval(Double(timeoutMicroseconds) / 1_000_000)
-        while queue.isEmpty {
-            if !isRunning { return .none }
+        while true {
+            if let capture = queue.withLock({ $0.isEmpty ? nil : $0.removeFirst() }) { return .frame(capture) }
+            if !isStreaming { return .none }
             if !available.wait(until: deadline) { return .none }
         }
-        return .frame(queue.removeFirst())
     }
 
     public func release(_ capture: Capture) {
@@ -179,15 +191,7 @@ public final class SyntheticSensor: CameraSource, ControllableCamera, @unchecked
 
     /// Gives a picture back to the sensor's buffer pool.
     public func release(_ picture: PlanarFrame) {
-        lock.lock()
-        free.append(picture)
-        lock.unlock()
-    }
-
-    private var isRunning: Bool {
-        lock.lock()
-        defer { lock.unlock() }
-        return running
+        state.withLock { $0.free.append(picture) }
     }
 
     private func run(firstStart: Double) {
@@ -197,43 +201,49 @@ public final class SyntheticSensor: CameraSource, ControllableCamera, @unchecked
             let exposure = spec.exposureMicroseconds
             // The frame is readable once its exposure has ended.
             MonotonicClock.sleep(until: Int64((start + exposure).rounded(.up)))
-            lock.lock()
-            let keepRunning = running
             // A requested duration is counted by the sensor's own (slightly wrong) clock, as a real sensor's is.
-            let duration = pendingPeriod ?? spec.nominalPeriodMicroseconds
+            let next = state.withLock { state -> Exposed? in
+                guard state.running else { return nil }
+                let duration = state.pendingPeriod ?? spec.nominalPeriodMicroseconds
+                state.pendingPeriod = nil
+                state.produced += 1
+                let buffer = state.free.popLast()
+                if buffer == nil { state.droppedAtSensor += 1 }
+                let noise = buffer == nil ? 0 : state.random.gaussian(standardDeviation: spec.timestampJitterMicroseconds)
+                return Exposed(duration: duration, buffer: buffer, look: state.look, noise: noise, grainState: state.grainState)
+            }
+            guard let frame = next else { break }
+            let duration = frame.duration
             let period = duration * (1 + spec.rateErrorPPM * 1e-6)
-            pendingPeriod = nil
-            let buffer = free.popLast()
-            let look = self.look
-            lock.unlock()
-            guard keepRunning else { break }
 
             let center = start + exposure / 2
-            produced += 1
-            if let buffer {
-                TestPattern.paint(into: buffer, frameCounter: counter, ordinal: spec.ordinal, look: look)
-                if spec.grain > 0 { TestPattern.addGrain(to: buffer, amplitude: spec.grain, state: &grainState) }
+            if let buffer = frame.buffer {
+                TestPattern.paint(into: buffer, frameCounter: counter, ordinal: spec.ordinal, look: frame.look)
+                if spec.grain > 0 {
+                    var grainState = frame.grainState
+                    TestPattern.addGrain(to: buffer, amplitude: spec.grain, state: &grainState)
+                    state.withLock { $0.grainState = grainState }
+                }
                 SyncStripe(ordinal: spec.ordinal, frameCounter: counter, trueCenterMicroseconds: Int64(center.rounded()))
                     .paint(into: buffer)
-                let noise = random.gaussian(standardDeviation: spec.timestampJitterMicroseconds)
-                let stamp = localClock(Int64(start.rounded())) + Int64(noise.rounded())
+                let stamp = localClock(Int64(start.rounded())) + Int64(frame.noise.rounded())
                 let capture = Capture(payload: .picture(buffer), sequence: counter, timestampLocal: stamp,
                                       timestampMeaning: .startOfExposure, exposureMicroseconds: Int64(exposure.rounded()),
                                       durationMicroseconds: duration)
                 available.lock()
-                queue.append(capture)
+                queue.withLock { $0.append(capture) }
                 available.signal()
                 available.unlock()
-            } else {
-                droppedAtSensor += 1
             }
             counter &+= 1
             start += period
         }
         // Pictures still queued go back to the pool.
         available.lock()
-        let leftover = queue
-        queue.removeAll()
+        let leftover = queue.withLock { queue in
+            defer { queue.removeAll() }
+            return queue
+        }
         available.unlock()
         for capture in leftover { release(capture) }
     }
