@@ -58,7 +58,7 @@ extension Collector {
         case EMFILE, ENFILE: return "the coordinator is out of file descriptors (errno \(code)); raise its limit (ulimit -n) or collect fewer nodes at once"
         case ENOSPC, EDQUOT: return "the coordinator's disk is full (errno \(code))"
         case EROFS: return "the coordinator's disk is read-only (errno \(code))"
-        default: return "\(String(cString: strerror(code))) (errno \(code))"
+        default: return "\(POSIX.text(code)) (errno \(code))"
         }
     }
 

@@ -1,4 +1,5 @@
 import Foundation
+import Platform
 #if canImport(Glibc)
 import Glibc
 #endif
@@ -34,23 +35,19 @@ public final class CopyFile {
         // O_NOFOLLOW: a link in the copy's place is refused, never written through (CONTRACT §14).
         let flags = O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW
         if direct {
-            let fd = Glibc.open(path, flags | oDirect, 0o644)
-            if fd >= 0 { return CopyFile(fd: fd, direct: true) }
-            guard errno == EINVAL else { throw CopyFileError(errno: errno) }
+            do throws(CopyFileError) {
+                return CopyFile(fd: try call("open") { Glibc.open(path, flags | oDirect, 0o644) }, direct: true)
+            } catch where error.errno == EINVAL {}
         }
-        let fd = Glibc.open(path, flags, 0o644)
-        guard fd >= 0 else { throw CopyFileError(errno: errno) }
-        return CopyFile(fd: fd, direct: false)
+        return CopyFile(fd: try call("open") { Glibc.open(path, flags, 0o644) }, direct: false)
     }
 
     /// Opens an existing copy to write more of it (a resumed one), as `create` does but keeping its bytes.
     public static func reopen(_ path: String) throws(CopyFileError) -> CopyFile {
-        let fd = Glibc.open(path, O_WRONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK | oDirect)
-        if fd >= 0 { return CopyFile(fd: fd, direct: true) }
-        guard errno == EINVAL else { throw CopyFileError(errno: errno) }
-        let buffered = Glibc.open(path, O_WRONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK)
-        guard buffered >= 0 else { throw CopyFileError(errno: errno) }
-        return CopyFile(fd: buffered, direct: false)
+        do throws(CopyFileError) {
+            return CopyFile(fd: try call("open") { Glibc.open(path, O_WRONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK | oDirect) }, direct: true)
+        } catch where error.errno == EINVAL {}
+        return CopyFile(fd: try call("open") { Glibc.open(path, O_WRONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK) }, direct: false)
     }
 
     /// Closes the file (once; later calls do nothing).
@@ -101,27 +98,25 @@ public final class CopyFile {
         buffer = nil
         capacity = 0
         var p: UnsafeMutableRawPointer?
-        let rc = posix_memalign(&p, Self.alignment, count)
-        guard rc == 0, let p else { throw CopyFileError(errno: rc == 0 ? ENOMEM : rc) }
+        do { try POSIX.returningErrno("posix_memalign") { posix_memalign(&p, Self.alignment, count) } } catch {
+            throw CopyFileError(errno: error.errno)
+        }
+        guard let p else { throw CopyFileError(errno: ENOMEM) }
         buffer = p
         capacity = count
         return p
     }
 
     private func stopDirect() throws(CopyFileError) {
-        let flags = fcntl(fd, F_GETFL)
-        guard flags >= 0, fcntl(fd, F_SETFL, flags & ~Self.oDirect) == 0 else { throw CopyFileError(errno: errno) }
+        let flags = try Self.call("fcntl") { fcntl(fd, F_GETFL) }
+        try Self.call("fcntl") { fcntl(fd, F_SETFL, flags & ~Self.oDirect) }
         direct = false
     }
 
     private func pwriteAll(_ base: UnsafeRawPointer, count: Int, at offset: UInt64) throws(CopyFileError) {
         var done = 0
         while done < count {
-            let n = pwrite(fd, base + done, count - done, off_t(offset) + off_t(done))
-            if n < 0 {
-                if errno == EINTR { continue }
-                throw CopyFileError(errno: errno)
-            }
+            let n = try Self.call("pwrite") { pwrite(fd, base + done, count - done, off_t(offset) + off_t(done)) }
             if n == 0 { throw CopyFileError(errno: EIO) }
             done += n
         }
@@ -129,14 +124,18 @@ public final class CopyFile {
 
     /// Cuts the file to `length` bytes (a copy started again from the start).
     public func truncate(to length: UInt64) throws(CopyFileError) {
-        guard ftruncate(fd, off_t(length)) == 0 else { throw CopyFileError(errno: errno) }
+        try Self.call("ftruncate") { ftruncate(fd, off_t(length)) }
     }
 
     /// Makes every byte written durable (fdatasync: direct writes may still sit in the disk's volatile cache).
     public func sync() throws(CopyFileError) {
-        while fdatasync(fd) != 0 {
-            if errno != EINTR { throw CopyFileError(errno: errno) }
-        }
+        try Self.call("fdatasync") { fdatasync(fd) }
+    }
+
+    /// A call through the POSIX funnel (EINTR retried), its failure as the copy's errno.
+    @discardableResult
+    private static func call<Result: BinaryInteger>(_ name: String, _ body: () -> Result) throws(CopyFileError) -> Result {
+        do { return try POSIX.retryingEINTR(name) { body() } } catch { throw CopyFileError(errno: error.errno) }
     }
 
     /// `O_DIRECT` of <fcntl.h> (a _GNU_SOURCE name the Glibc module does not export); its value differs by

@@ -1,4 +1,5 @@
 import Foundation
+import Platform
 import VersionedYAML
 #if canImport(Glibc)
 import Glibc
@@ -61,31 +62,37 @@ extension LiveRig {
     static func replace(_ path: String, with data: Data, permissions: mode_t) -> String? {
         let directory = (path as NSString).deletingLastPathComponent.isEmpty ? "." : (path as NSString).deletingLastPathComponent
         let temporary = "\(directory)/.\((path as NSString).lastPathComponent).\(getpid()).tmp"
-        let fd = Glibc.open(temporary, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, permissions)
-        guard fd >= 0 else { return "cannot create \(temporary): \(String(cString: strerror(errno)))." }
+        let fd: Int32
+        do { fd = try POSIX.retryingEINTR("open") { Glibc.open(temporary, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, permissions) } } catch {
+            return "cannot create \(temporary): \(error.reason)."
+        }
         var failure: String?
         data.withUnsafeBytes { raw in
             var offset = 0
             while offset < raw.count {
-                let n = Glibc.write(fd, raw.baseAddress! + offset, raw.count - offset)
-                if n < 0 {
-                    if errno == EINTR { continue }
-                    failure = "cannot write \(temporary): \(String(cString: strerror(errno)))."
+                do throws(POSIXFailure) {
+                    offset += try POSIX.retryingEINTR("write") { Glibc.write(fd, raw.baseAddress! + offset, raw.count - offset) }
+                } catch {
+                    failure = "cannot write \(temporary): \(error.reason)."
                     return
                 }
-                offset += n
             }
         }
-        if failure == nil, fsync(fd) != 0 { failure = "cannot flush \(temporary) to disk: \(String(cString: strerror(errno)))." }
+        if failure == nil {
+            do { try POSIX.retryingEINTR("fsync") { fsync(fd) } } catch { failure = "cannot flush \(temporary) to disk: \(error.reason)." }
+        }
         Glibc.close(fd)
-        if failure == nil, Glibc.rename(temporary, path) != 0 { failure = "cannot rename \(temporary) to \(path): \(String(cString: strerror(errno)))." }
+        if failure == nil {
+            do { try POSIX.retryingEINTR("rename") { Glibc.rename(temporary, path) } } catch {
+                failure = "cannot rename \(temporary) to \(path): \(error.reason)."
+            }
+        }
         if let failure {
             Glibc.unlink(temporary)
             return failure
         }
-        let dirFD = Glibc.open(directory, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
-        if dirFD >= 0 {
-            _ = fsync(dirFD)
+        if let dirFD = try? POSIX.retryingEINTR("open", nil, { Glibc.open(directory, O_RDONLY | O_DIRECTORY | O_CLOEXEC) }) {
+            _ = try? POSIX.retryingEINTR("fsync") { fsync(dirFD) }
             Glibc.close(dirFD)
         }
         return nil

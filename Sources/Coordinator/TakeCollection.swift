@@ -272,9 +272,10 @@ final class CollectLock {
     private let fd: Int32
 
     init(directory: URL, takeID: String) throws {
-        fd = open(directory.path, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
-        guard fd >= 0 else { throw CoordError(.failure, "cannot open \(directory.path): \(String(cString: strerror(errno))).") }
-        guard flock(fd, LOCK_EX | LOCK_NB) == 0 else {
+        do { fd = try POSIX.retryingEINTR("open") { open(directory.path, O_RDONLY | O_DIRECTORY | O_CLOEXEC) } } catch {
+            throw CoordError(.failure, "cannot open \(directory.path): \(error.reason).")
+        }
+        guard (try? POSIX.retryingEINTR("flock") { flock(fd, LOCK_EX | LOCK_NB) }) != nil else {
             close(fd)
             throw CoordError(.failure, "take \(takeID) is being collected by another coord right now; wait for it to finish.")
         }
@@ -287,10 +288,11 @@ final class CollectLock {
 
     /// Whether another coord collects the take in `directory` now.
     static func isHeld(directory: URL) -> Bool {
-        let fd = open(directory.path, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
-        guard fd >= 0 else { return false }
+        guard let fd = try? POSIX.retryingEINTR("open", nil, { open(directory.path, O_RDONLY | O_DIRECTORY | O_CLOEXEC) }) else {
+            return false
+        }
         defer { close(fd) }
-        guard flock(fd, LOCK_EX | LOCK_NB) == 0 else { return errno == EWOULDBLOCK }
+        do { try POSIX.retryingEINTR("flock") { flock(fd, LOCK_EX | LOCK_NB) } } catch { return error.errno == EWOULDBLOCK }
         flock(fd, LOCK_UN)
         return false
     }

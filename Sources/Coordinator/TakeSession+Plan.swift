@@ -129,8 +129,8 @@ extension TakeSession {
         } catch {
             throw CoordError(.usage, "the takes directory \(directory.path) cannot be created: \(reason(error)).")
         }
-        guard access(directory.path, W_OK | X_OK) == 0 else {
-            throw CoordError(.usage, "the takes directory \(directory.path) is not writable by this user (\(String(cString: strerror(errno)))).")
+        do { try POSIX.retryingEINTR("access") { access(directory.path, W_OK | X_OK) } } catch {
+            throw CoordError(.usage, "the takes directory \(directory.path) is not writable by this user (\(error.reason)).")
         }
     }
 

@@ -1,5 +1,6 @@
 import Foundation
 import Capture
+import Platform
 
 #if canImport(Glibc)
 import Glibc
@@ -88,8 +89,11 @@ public enum GigEVisionDiscovery {
     /// The host's IPv4 address on `interface`, or one sentence saying why it has none to discover from.
     public static func address(of interface: String) -> Result<String, CameraSourceError> {
         var list: UnsafeMutablePointer<ifaddrs>?
-        guard getifaddrs(&list) == 0, let first = list else {
-            return .failure(CameraSourceError("cannot list this host's network interfaces to find \(interface): \(String(cString: strerror(errno)))"))
+        do { try POSIX.retryingEINTR("getifaddrs") { getifaddrs(&list) } } catch {
+            return .failure(CameraSourceError("cannot list this host's network interfaces to find \(interface): \(error.reason)"))
+        }
+        guard let first = list else {
+            return .failure(CameraSourceError("cannot list this host's network interfaces to find \(interface): it has none"))
         }
         defer { freeifaddrs(list) }
         var exists = false, up = false
@@ -125,15 +129,18 @@ public enum GigEVisionDiscovery {
             to.sin_family = sa_family_t(AF_INET)
             to.sin_port = GigEVisionAnnouncement.port.bigEndian
             to.sin_addr.s_addr = INADDR_BROADCAST
-            let sent = GigEVisionAnnouncement.discoveryCommand.withUnsafeBytes { bytes in
-                withUnsafePointer(to: &to) { p in
-                    p.withMemoryRebound(to: sockaddr.self, capacity: 1) {
-                        sendto(fd, bytes.baseAddress, bytes.count, 0, $0, socklen_t(MemoryLayout<sockaddr_in>.size))
+            do {
+                try POSIX.retryingEINTR("sendto") {
+                    GigEVisionAnnouncement.discoveryCommand.withUnsafeBytes { bytes in
+                        withUnsafePointer(to: &to) { p in
+                            p.withMemoryRebound(to: sockaddr.self, capacity: 1) {
+                                sendto(fd, bytes.baseAddress, bytes.count, 0, $0, socklen_t(MemoryLayout<sockaddr_in>.size))
+                            }
+                        }
                     }
                 }
-            }
-            if sent < 0 {
-                throw CameraSourceError("GigE Vision discovery on \(interface) (\(address)) could not be sent: \(String(cString: strerror(errno)))")
+            } catch {
+                throw CameraSourceError("GigE Vision discovery on \(interface) (\(address)) could not be sent: \(error.reason)")
             }
         }
         var found: [GigEVisionCameraFound] = []
@@ -142,14 +149,15 @@ public enum GigEVisionDiscovery {
         while !fds.isEmpty {
             let left = Int32(max(0, deadline.timeIntervalSinceNow * 1000).rounded(.up))
             guard left > 0 else { break }
+            // Not through POSIX.retryingEINTR: an interrupted wait goes round to wait only what is left of the window.
             let ready = poll(&fds, nfds_t(fds.count), left)
-            if ready < 0 && errno == EINTR { continue }
+            if ready < 0 && POSIX.lastErrno == EINTR { continue }
             guard ready > 0 else { break }
             for (i, entry) in fds.enumerated() where entry.revents & Int16(POLLIN) != 0 {
                 var buffer = [UInt8](repeating: 0, count: 1024)
                 while true {
-                    let n = recv(entry.fd, &buffer, buffer.count, Int32(MSG_DONTWAIT))
-                    guard n > 0 else { break }
+                    guard let n = try? POSIX.retryingEINTR("recv", nil, { recv(entry.fd, &buffer, buffer.count, Int32(MSG_DONTWAIT)) }),
+                          n > 0 else { break }
                     guard let announcement = GigEVisionAnnouncement.parse(Array(buffer[0..<n])) else { continue }
                     let camera = GigEVisionCameraFound(announcement: announcement, interface: sockets[i].interface,
                                                        interfaceAddress: sockets[i].address)
@@ -165,8 +173,10 @@ public enum GigEVisionDiscovery {
     /// A UDP socket bound to `address` (so a limited broadcast leaves by the interface holding it) and, where the
     /// kernel allows it, to `device` too; broadcasts allowed.
     private static func socket(bound address: String, device: String) throws -> Int32 {
-        let fd = Glibc.socket(AF_INET, Int32(SOCK_DGRAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
-        guard fd >= 0 else { throw CameraSourceError("GigE Vision discovery could not open a socket: \(String(cString: strerror(errno)))") }
+        let fd: Int32
+        do { fd = try POSIX.retryingEINTR("socket") { Glibc.socket(AF_INET, Int32(SOCK_DGRAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0) } } catch {
+            throw CameraSourceError("GigE Vision discovery could not open a socket: \(error.reason)")
+        }
         var on: Int32 = 1
         _ = setsockopt(fd, SOL_SOCKET, SO_BROADCAST, &on, socklen_t(MemoryLayout<Int32>.size))
         // Best effort (unprivileged since Linux 5.7); the bound address already picks the interface.
@@ -174,13 +184,15 @@ public enum GigEVisionDiscovery {
         var local = sockaddr_in()
         local.sin_family = sa_family_t(AF_INET)
         inet_pton(AF_INET, address, &local.sin_addr)
-        let bound = withUnsafePointer(to: &local) { p in
-            p.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
-        }
-        guard bound == 0 else {
-            let why = String(cString: strerror(errno))
+        do {
+            try POSIX.retryingEINTR("bind") {
+                withUnsafePointer(to: &local) { p in
+                    p.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
+                }
+            }
+        } catch {
             close(fd)
-            throw CameraSourceError("GigE Vision discovery could not use \(device) (\(address)): \(why)")
+            throw CameraSourceError("GigE Vision discovery could not use \(device) (\(address)): \(error.reason)")
         }
         return fd
     }

@@ -86,8 +86,10 @@ public enum Calibrator {
                                    reason: "only \(free) bytes are free, too few to write a 1 MiB block in a quarter of them")
         }
         let path = staging.appendingPathComponent(".calibrate-\(uniqueSuffix()).tmp").path
-        let fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0o600)
-        guard fd >= 0 else { throw CalibrationError(operation: "create", path: path, errno: errno) }
+        let fd: Int32
+        do { fd = try POSIX.retryingEINTR("open") { open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0o600) } } catch {
+            throw CalibrationError(operation: "create", path: path, errno: error.errno)
+        }
         defer {
             close(fd)
             unlink(path)
@@ -110,7 +112,9 @@ public enum Calibrator {
             }
             written += UInt64(blockBytes)
         } while MonotonicClock.now() < deadline && written + UInt64(blockBytes) <= limit
-        if syncData(fd) != 0 { throw CalibrationError(operation: "sync", path: path, errno: errno) }
+        do { try POSIX.retryingEINTR("fdatasync") { syncData(fd) } } catch {
+            throw CalibrationError(operation: "sync", path: path, errno: error.errno)
+        }
         let elapsed = Double(MonotonicClock.now() - start) / 1e6
         return Double(written) / max(elapsed, 1e-6)
     }
@@ -119,12 +123,9 @@ public enum Calibrator {
     static func writeAll(_ fd: Int32, _ bytes: UnsafeRawBufferPointer, path: String) throws {
         var offset = 0
         while offset < bytes.count {
-            let n = write(fd, bytes.baseAddress! + offset, bytes.count - offset)
-            if n < 0 {
-                if errno == EINTR { continue }
-                throw CalibrationError(operation: "write", path: path, errno: errno)
+            do { offset += try POSIX.retryingEINTR("write") { write(fd, bytes.baseAddress! + offset, bytes.count - offset) } } catch {
+                throw CalibrationError(operation: "write", path: path, errno: error.errno)
             }
-            offset += n
         }
     }
 
@@ -247,7 +248,7 @@ public struct CalibrationError: Error, Equatable, Sendable, CustomStringConverti
     }
 
     init(operation: String, path: String, errno code: Int32) {
-        self.init(operation: operation, path: path, reason: "\(String(cString: strerror(code))) (errno \(code))")
+        self.init(operation: operation, path: path, reason: "\(POSIX.text(code)) (errno \(code))")
     }
 
     public var description: String {
@@ -300,18 +301,22 @@ extension Calibration {
             throw CalibrationError(operation: "write calibration file", path: url.path, reason: "a figure is not a finite number")
         }
         let temporary = url.deletingLastPathComponent().appendingPathComponent(".\(url.lastPathComponent).\(getpid()).tmp").path
-        let fd = open(temporary, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o644)
-        guard fd >= 0 else { throw CalibrationError(operation: "write calibration file", path: url.path, errno: errno) }
+        let fd: Int32
+        do { fd = try POSIX.retryingEINTR("open") { open(temporary, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o644) } } catch {
+            throw CalibrationError(operation: "write calibration file", path: url.path, errno: error.errno)
+        }
         var renamed = false
         defer { if !renamed { unlink(temporary) } }
         do {
             defer { close(fd) }
             try data.withUnsafeBytes { try Calibrator.writeAll(fd, $0, path: url.path) }
             // Synced before the rename: after a crash the file is the old one or the whole new one, never empty.
-            if fsync(fd) != 0 { throw CalibrationError(operation: "write calibration file", path: url.path, errno: errno) }
+            do { try POSIX.retryingEINTR("fsync") { fsync(fd) } } catch {
+                throw CalibrationError(operation: "write calibration file", path: url.path, errno: error.errno)
+            }
         }
-        guard rename(temporary, url.path) == 0 else {
-            throw CalibrationError(operation: "write calibration file", path: url.path, errno: errno)
+        do { try POSIX.retryingEINTR("rename") { rename(temporary, url.path) } } catch {
+            throw CalibrationError(operation: "write calibration file", path: url.path, errno: error.errno)
         }
         renamed = true
     }

@@ -61,10 +61,11 @@ extension CameraRecording {
                 newlines += 1
                 if newlines == frames + 1 { offset = i + 1; break }
             }
-            if truncate(csvURL.path, off_t(offset)) == 0 {
+            do {
+                try POSIX.retryingEINTR("truncate") { truncate(csvURL.path, off_t(offset)) }
                 sentence += ", and frames.csv lists only the frames in the file"
-            } else {
-                sentence += ", though frames.csv still lists them (it could not be cut: \(String(cString: strerror(errno))))"
+            } catch {
+                sentence += ", though frames.csv still lists them (it could not be cut: \(error.reason))"
             }
         } else if rows.count < frames {
             sentence += ": frames.csv holds rows for only \(rows.count) of them"

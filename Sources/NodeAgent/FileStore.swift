@@ -200,15 +200,15 @@ struct FileStore {
     /// (no second copy); safe to run on several threads at once. The caller owns the bytes.
     func readOwned(takeID: String, path: String, offset: UInt64, length: Int) throws(NodeFailure) -> (OwnedBytes, eof: Bool) {
         let filePath = try checkedPath(takeID: takeID, path: path)
-        let fd = open(filePath, O_RDONLY | O_CLOEXEC)
-        guard fd >= 0 else {
-            if errno == ENOENT { throw NodeFailure(.notFound, "no file \(path) in take \(takeID) on this node.") }
-            throw NodeFailure(.io, "cannot open \(path) of take \(takeID): \(String(cString: strerror(errno))).")
+        let fd: Int32
+        do { fd = try POSIX.retryingEINTR("open") { open(filePath, O_RDONLY | O_CLOEXEC) } } catch {
+            if error.errno == ENOENT { throw NodeFailure(.notFound, "no file \(path) in take \(takeID) on this node.") }
+            throw NodeFailure(.io, "cannot open \(path) of take \(takeID): \(error.reason).")
         }
         defer { close(fd) }
         var info = stat()
-        guard fstat(fd, &info) == 0 else {
-            throw NodeFailure(.io, "cannot read \(path) of take \(takeID): \(String(cString: strerror(errno))).")
+        do { try POSIX.retryingEINTR("fstat") { fstat(fd, &info) } } catch {
+            throw NodeFailure(.io, "cannot read \(path) of take \(takeID): \(error.reason).")
         }
         let size = UInt64(info.st_size)
         guard offset <= size else {
@@ -220,12 +220,10 @@ struct FileStore {
         }
         var done = 0
         while done < want {
-            let n = pread(fd, bytes.base + done, want - done, off_t(offset) + off_t(done))
-            if n < 0 && errno == EINTR { continue }
-            if n < 0 {
-                let reason = String(cString: strerror(errno))
+            let n: Int
+            do { n = try POSIX.retryingEINTR("pread") { pread(fd, bytes.base + done, want - done, off_t(offset) + off_t(done)) } } catch {
                 bytes.free()
-                throw NodeFailure(.io, "reading \(path) of take \(takeID) failed: \(reason).")
+                throw NodeFailure(.io, "reading \(path) of take \(takeID) failed: \(error.reason).")
             }
             if n == 0 { break }  // the file shrank since fstat
             done += n

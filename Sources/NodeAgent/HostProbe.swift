@@ -1,3 +1,4 @@
+import Platform
 import CoordCore
 import Foundation
 #if canImport(Glibc)
@@ -217,15 +218,14 @@ public struct HostProbe: Sendable {
     func read(_ relative: String) -> String? {
         guard let path = path(relative) else { return nil }
         // read(2) to EOF: sysfs and procfs files report a size of 4096 or 0 whatever they hold.
-        let fd = open(path, O_RDONLY | O_CLOEXEC)
-        guard fd >= 0 else { return nil }
+        guard let fd = try? POSIX.retryingEINTR("open", path, { open(path, O_RDONLY | O_CLOEXEC) }) else { return nil }
         defer { close(fd) }
         var bytes: [UInt8] = []
         var chunk = [UInt8](repeating: 0, count: 65_536)
         while bytes.count <= 4 << 20 {
-            let n = chunk.withUnsafeMutableBytes { readBytes(fd, $0.baseAddress, $0.count) }
-            if n < 0 && errno == EINTR { continue }
-            if n < 0 { return nil }
+            guard let n = try? POSIX.retryingEINTR("read", path, { chunk.withUnsafeMutableBytes { readBytes(fd, $0.baseAddress, $0.count) } }) else {
+                return nil
+            }
             if n == 0 { return String(decoding: bytes, as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines) }
             bytes += chunk[0..<n]
         }
