@@ -65,3 +65,11 @@ def test_coord_node_links_the_capture_libraries_it_records_with():
     libraries = linked_libraries(node_binary())
     for lib in ("libasound", "libv4l2"):
         assert any(name.startswith(lib) for name in libraries), f"coord-node does not link {lib}: {libraries}"
+
+
+def test_coord_node_has_no_v4l2_script_flag(tmp_path):
+    """The scripted driver is reached only through coord-node-scripted; the shipped node refuses the flag."""
+    done = subprocess.run([str(node_binary()), "--list-cameras", "--v4l2-script", str(tmp_path / "cams.json")],
+                          capture_output=True, text=True, timeout=60, stdin=subprocess.DEVNULL)
+    assert done.returncode == 2, (done.returncode, done.stderr)
+    assert done.stderr.strip() == "coord-node: Unknown option '--v4l2-script' (see coord-node --help)", done.stderr
