@@ -163,6 +163,10 @@ let package = Package(
         .testTarget(name: "V4L2Tests", dependencies: ["V4L2", "V4L2Simulator"]),
         // The POSIX funnel: EINTR retried, errno rendered as one sentence.
         .testTarget(name: "PlatformTests", dependencies: ["Platform"]),
+        // coord-node's flags, resolve and buildNode, without a process.
+        .testTarget(name: "NodeCommandsTests", dependencies: ["NodeCommands", "NodeAgent", "CoordCore",
+                                                             .product(name: "ArgumentParser", package: "swift-argument-parser"),
+                                                             .product(name: "Logging", package: "swift-log")]),
         .testTarget(name: "EndToEndTests", dependencies: [
             // ScriptedCameras: V4L2Access.scripted stands in for the cameras a node is configured with.
             "Coordinator", "CoordCore", "CoordWire", "Capture", "ScriptedCameras", "NodeAgent", "ZeroMQ", "Platform", "TakeReport", .product(name: "Logging", package: "swift-log"),
