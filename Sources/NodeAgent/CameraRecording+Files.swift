@@ -140,7 +140,7 @@ extension CameraRecording {
         guard !csvBuffer.isEmpty else { return }
         let r = csv.write(Array(csvBuffer.utf8))
         if r != 0 {
-            shared.update { s in s.progress.error = s.progress.error ?? "camera \(node)/\(settings.camera): writing \(csvURL.path) failed: \(String(cString: strerror(r)))" }
+            shared.update { s in s.progress.error = s.progress.error ?? "camera \(node)/\(settings.camera): writing \(csvURL.path) failed: \(POSIX.text(r))" }
         }
         csvBuffer = ""
     }

@@ -116,7 +116,7 @@ final class CameraRecording {
         guard header == 0 else {
             csv.close()
             try? writer.finish()
-            throw NodeFailure(.io, "camera \(node)/\(settings.camera): cannot write \(csvURL.path): \(String(cString: strerror(header))).")
+            throw NodeFailure(.io, "camera \(node)/\(settings.camera): cannot write \(csvURL.path): \(POSIX.text(header)).")
         }
     }
 

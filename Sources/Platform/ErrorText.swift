@@ -10,10 +10,10 @@ public func reason(_ error: Error) -> String {
     // On Linux the underlying error is stored as a Swift `Error`, not an `NSError`.
     if let underlying = ns.userInfo[NSUnderlyingErrorKey] as? Error {
         let u = underlying as NSError
-        if u.domain == NSPOSIXErrorDomain { return "\(String(cString: strerror(Int32(u.code)))) (errno \(u.code))" }
+        if u.domain == NSPOSIXErrorDomain { return "\(POSIX.text(Int32(u.code))) (errno \(u.code))" }
     }
     if ns.domain == NSPOSIXErrorDomain {
-        return "\(String(cString: strerror(Int32(ns.code)))) (errno \(ns.code))"
+        return "\(POSIX.text(Int32(ns.code))) (errno \(ns.code))"
     }
     return ns.localizedDescription
 }

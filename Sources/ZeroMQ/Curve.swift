@@ -2,6 +2,7 @@
 // by `coord keys new`, pyzmq or czmq are interchangeable. With ZeroMQ.swift, the only file that calls libzmq.
 import CZeroMQ
 import Foundation
+import Platform
 #if canImport(Glibc)
 import Glibc
 #endif
@@ -141,19 +142,26 @@ public struct CurveCertificate: Sendable, Equatable {
 
     /// Created with its mode from the start, so a secret is never readable by others even for an instant.
     private static func write(_ text: String, to path: String, mode: mode_t) throws {
-        let fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, mode)
-        guard fd >= 0 else { throw CurveCertificateError("cannot create \(path): \(String(cString: strerror(errno))).") }
+        let fd: Int32
+        do { fd = try POSIX.retryingEINTR("open") { open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, mode) } } catch {
+            throw CurveCertificateError("cannot create \(path): \(error.reason).")
+        }
         defer { close(fd) }
         let bytes = Array(text.utf8)
-        guard bytes.withUnsafeBytes({ Glibc.write(fd, $0.baseAddress, $0.count) }) == bytes.count, fsync(fd) == 0 else {
-            throw CurveCertificateError("cannot write \(path): \(String(cString: strerror(errno))).")
+        do throws(POSIXFailure) {
+            let written = try POSIX.retryingEINTR("write") { bytes.withUnsafeBytes { Glibc.write(fd, $0.baseAddress, $0.count) } }
+            // A certificate is a few hundred bytes: a short write means the disk is full.
+            guard written == bytes.count else { throw POSIXFailure("write", errno: ENOSPC) }
+            try POSIX.retryingEINTR("fsync") { fsync(fd) }
+        } catch {
+            throw CurveCertificateError("cannot write \(path): \(error.reason).")
         }
     }
 
     static func describe(_ error: Error) -> String {
         let ns = error as NSError
         if let posix = ns.userInfo[NSUnderlyingErrorKey] as? NSError, posix.domain == NSPOSIXErrorDomain {
-            return String(cString: strerror(Int32(posix.code)))
+            return POSIX.text(Int32(posix.code))
         }
         return ns.localizedDescription
     }
