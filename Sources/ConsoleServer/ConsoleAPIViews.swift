@@ -75,7 +75,8 @@ extension Components.Schemas.Rig {
                 .init(node: c.node, camera: c.camera, width: c.width, height: c.height, fps: c.fps, controls: .init(c.controls),
                       takeControls: .init(c.takeControls), drops: c.drops, phaseErrorUs: c.phaseErrorUs)
             },
-            rigFile: v.rigFile)
+            // Said only when there is one: absent is none (a demo's).
+            rigFile: v.rigFile ? true : nil)
     }
 }
 

@@ -182,6 +182,7 @@ public final class DemoRig: Sendable {
         // The microphones' draws come from their own sequence, so a seed gives the same clocks with sound or without.
         var micRandom = SeededRandom(seed: settings.seed ^ 0x6D69_6372_6F70_686F)
         var readiness: [(String, ReadyLine)] = []
+        let ports = Self.loopbackPorts(settings.nodes)
         for index in 1...settings.nodes {
             let name = "node-\(index)"
             let offset = Int64((Double.random(in: -1...1, using: &random) * settings.clockOffsetMilliseconds * 1000).rounded())
@@ -194,7 +195,7 @@ public final class DemoRig: Sendable {
             process.terminationHandler = { _ in exited.signal() }
             process.executableURL = URL(fileURLWithPath: nodeBinary)
             process.arguments = [
-                "--name", name, "--endpoint", "tcp://127.0.0.1:*",
+                "--name", name, "--endpoint", "tcp://127.0.0.1:\(ports.map { String($0[index - 1]) } ?? "*")",
                 "--staging", staging.appendingPathComponent(name).path,
                 // Each demo node's cameras share one simulated USB 3 bus, as on a capture box with USB cameras.
                 "--synthetic", (0..<settings.camerasPerNode).map { "cam\($0)@usb1" }.joined(separator: ","),
@@ -239,6 +240,23 @@ public final class DemoRig: Sendable {
             endpoints.append(endpoint)
         }
         return endpoints
+    }
+
+    /// A free loopback port for each node, so a node restarted with the same arguments comes back where the rig
+    /// (and a console following it) looks for it. Bound all at once (so no two are the same), then let go before the
+    /// nodes bind them; nil (each node picks its own) if they cannot be had.
+    static func loopbackPorts(_ count: Int) -> [Int]? {
+        let context = ZMQContext()
+        var sockets: [ZMQSocket] = []
+        defer { sockets.forEach { $0.close() } }
+        var ports: [Int] = []
+        for _ in 0..<count {
+            guard let socket = try? context.makeSocket(.router), let bound = try? socket.bind("tcp://127.0.0.1:*"),
+                  let port = bound.split(separator: ":").last.flatMap({ Int($0) }) else { return nil }
+            sockets.append(socket)
+            ports.append(port)
+        }
+        return ports
     }
 
     /// The simulation's truth as JSON, for benchmarks that score the clock estimates (`coord demo --truth-file`).

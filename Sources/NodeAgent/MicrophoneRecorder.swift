@@ -20,7 +20,7 @@ final class MicrophoneRecorder: Sendable {
         var offsetP50: Double = 0
         var offsetP99: Double = 0
         var startMicroseconds: Int64 = 0
-        /// Peak level of the newest buffer, dBFS (−100 for silence): the console's meter.
+        /// Peak level since about a second ago, dBFS (−100 for silence): the console's meter.
         var levelDBFS: Double = -100
         var bytesWritten: UInt64 = 0
     }
@@ -109,6 +109,7 @@ final class MicrophoneRecorder: Sendable {
         var earlyBuffers: [(AudioBuffer, Double)] = []
         var stopInstant: Int64?
         var lastSound = MonotonicClock.now()
+        var meter = MeterPeak()
         var figuresAt: Int64 = 0
         var endReason: String?
         loop: while true {
@@ -142,7 +143,8 @@ final class MicrophoneRecorder: Sendable {
                     earlyBuffers.append((b, rig))
                     if earlyBuffers.count > 1000 { earlyBuffers.removeFirst(earlyBuffers.count - 1000) }
                 }
-                shared.withLock { $0.progress.levelDBFS = level }
+                meter.add(level, now: lastSound)
+                shared.withLock { $0.progress.levelDBFS = meter.level }
             case .timeout:
                 if MonotonicClock.now() - lastSound > 3_000_000 { endReason = "no sound arrived for 3 s" }
             case .ended(let why):

@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import os
 import signal
+import subprocess
+from pathlib import Path
 
 import pytest
 
@@ -73,7 +75,7 @@ def test_on_a_phone_start_and_stop_are_on_screen_and_nothing_scrolls_sideways(da
 
 def test_no_save_without_a_rig_file_and_disk_free_per_node(day):
     demo, browser = day
-    assert demo.get("/api/rig")["rig_file"] is False
+    assert "rig_file" not in demo.get("/api/rig")
     assert not browser.find_element(By.ID, "rig-save").is_displayed()
     assert browser.find_element(By.ID, "rig-file").is_displayed()
     assert "none to save into" in text(browser, "rig-file-note")
@@ -124,9 +126,11 @@ def node_cells(browser, name: str) -> list[dict]:
         name)
 
 
-def test_a_lost_node_greys_its_last_values_with_their_age(day):
+def test_a_lost_node_greys_its_last_values_with_their_age_and_restarted_the_same_way_is_followed_again(day):
     demo, browser = day
-    os.kill(node_pid(demo, "node-2"), signal.SIGKILL)
+    pid = node_pid(demo, "node-2")
+    args = [a.decode() for a in Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")[:-1]]
+    os.kill(pid, signal.SIGKILL)
     wait(browser, lambda d: "last heard" in node_cells(d, "node-2")[1]["text"], timeout=20, what="node-2 unreachable, last heard some seconds ago")
     wait(browser, lambda d: int(node_cells(d, "node-2")[1]["text"].split("last heard ")[1].split(" s")[0]) >= 3,
          timeout=20, what="the age growing")
@@ -138,3 +142,15 @@ def test_a_lost_node_greys_its_last_values_with_their_age(day):
         assert cell["color"] != cells[0]["color"], (cell, cells[0])
     # Its last values, not blanks.
     assert cells[2]["text"] in {"nominal", "fair", "serious", "critical", "shutdown"} and cells[3]["text"] != "—", cells
+
+    # The demo gave it a fixed port: started again with the very same arguments, it is followed again.
+    endpoint = args[args.index("--endpoint") + 1]
+    assert not endpoint.endswith(":*"), endpoint
+    restarted = subprocess.Popen(args, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+    try:
+        assert restarted.stdout.readline().strip() == f"READY {endpoint}"
+        wait(browser, lambda d: node_cells(d, "node-2")[1]["text"] == "idle", timeout=30, what="node-2 followed again")
+        assert "stale" not in node_cells(browser, "node-2")[2]["cls"]
+    finally:
+        restarted.kill()
+        restarted.wait(timeout=10)

@@ -1125,7 +1125,7 @@ enum OpenAPIDocument {
      },
      "rig_file": {
       "type": "boolean",
-      "description": "the console was started with a rig file, so POST /api/rig/save can write into it (false in a demo without one)"
+      "description": "true when the console was started with a rig file, so POST /api/rig/save can write into it; absent when it was not (a demo without one)"
      }
     }
    },

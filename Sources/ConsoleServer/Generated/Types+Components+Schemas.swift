@@ -430,7 +430,7 @@ extension Components {
             internal var nodes: [Components.Schemas.Node]
             /// - Remark: Generated from `#/components/schemas/Rig/cameras`.
             internal var cameras: [Components.Schemas.Camera]
-            /// the console was started with a rig file, so POST /api/rig/save can write into it (false in a demo without one)
+            /// true when the console was started with a rig file, so POST /api/rig/save can write into it; absent when it was not (a demo without one)
             ///
             /// - Remark: Generated from `#/components/schemas/Rig/rig_file`.
             internal var rigFile: Swift.Bool?
@@ -439,7 +439,7 @@ extension Components {
             /// - Parameters:
             ///   - nodes:
             ///   - cameras:
-            ///   - rigFile: the console was started with a rig file, so POST /api/rig/save can write into it (false in a demo without one)
+            ///   - rigFile: true when the console was started with a rig file, so POST /api/rig/save can write into it; absent when it was not (a demo without one)
             internal init(
                 nodes: [Components.Schemas.Node],
                 cameras: [Components.Schemas.Camera],
