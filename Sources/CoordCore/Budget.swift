@@ -26,7 +26,7 @@ public enum Budget {
     public static let recordingOverhead = 1.5
 
     /// Codecs whose every packet stands alone: a held group repeats the whole packet on disk.
-    static func isIntra(_ codec: String) -> Bool { codec.lowercased() != "h264" }
+    static func isIntra(_ codec: String) -> Bool { VideoCodec(named: codec)?.isIntra ?? true }
 
     static func isMJPEG(_ pixelFormat: String) -> Bool { ["mjpeg", "mjpg", "jpeg"].contains(pixelFormat.lowercased()) }
 
@@ -38,14 +38,14 @@ public enum Budget {
         let sized = camera.capabilities.formats.filter { $0.offers(width: s.width, height: s.height) }
         let raw = sized.first { !isMJPEG($0.pixelFormat) }
         let mjpeg = sized.first { isMJPEG($0.pixelFormat) }
-        let chosen = s.codec.lowercased() == "mjpeg" ? (mjpeg ?? raw) : (raw ?? mjpeg)
+        let chosen = VideoCodec(named: s.codec) == .mjpeg ? (mjpeg ?? raw) : (raw ?? mjpeg)
         let pixelFormat = chosen?.pixelFormat ?? ""
         let area = Double(max(s.width, 0)) * Double(max(s.height, 0))
         let fps = Double(max(s.fps, 0))
         let captured = area * s.capturedFPS
         let bus = captured * PixelFormats.bytesPerPixel(pixelFormat)
         // An MJPEG stream recorded as MJPEG is written packet for packet: no pixel is encoded.
-        let passthrough = isMJPEG(pixelFormat) && s.codec.lowercased() == "mjpeg"
+        let passthrough = isMJPEG(pixelFormat) && VideoCodec(named: s.codec) == .mjpeg
         let disk: Double?
         if passthrough {
             // The stream's own packets; a held group repeats the whole packet, so every group costs one.

@@ -103,7 +103,8 @@ public struct DiscoveredNode: Sendable, Equatable, Codable {
             camera.formats.filter { "\($0.width)x\($0.height)" == size && $0.minFramePeriodMicroseconds > 0 }
                 .map { Int(1_000_000 / $0.minFramePeriodMicroseconds) }.max() ?? 30
         }.min() ?? 30
-        guard let codec = ["mjpeg", "h264", "ffv1"].first(where: { c in cameras.allSatisfy { $0.codecs.contains(c) } }) else { return nil }
+        let preferred: [VideoCodec] = [.mjpeg, .h264, .ffv1]
+        guard let codec = preferred.map(\.rawValue).first(where: { c in cameras.allSatisfy { $0.codecs.contains(c) } }) else { return nil }
         return TakeOffer(size: size, fps: max(1, min(30, fps)), codec: codec)
     }
 }

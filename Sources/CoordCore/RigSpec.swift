@@ -191,7 +191,7 @@ public struct RigSpec: Decodable, Equatable, Sendable {
     public static let deliverables = ["mov", "fcpxml", "fcp7xml", "mhl"]
 
     /// Codecs a take can be written with.
-    public static let codecs = ["mjpeg", "ffv1", "h264"]
+    public static let codecs = VideoCodec.allCases.map(\.rawValue)
 
     /// What is wrong with the spec: the field at fault (`nodes[1].endpoint`, `take.fps`) and one sentence
     /// naming it; nil if nothing is.

@@ -59,7 +59,7 @@ public struct TakeRequest: Sendable {
         if !seconds.isFinite || seconds * Double(fps) < 1 || seconds > Self.longestSeconds {
             return "--seconds must be between one frame (\(Self.decimal(1 / Double(fps))) s at \(fps) fps) and \(Int(Self.longestSeconds)) (24 h) (got \(seconds))."
         }
-        if !["mjpeg", "ffv1", "h264"].contains(codec) { return "--codec must be mjpeg, ffv1 or h264 (got \(codec))." }
+        if VideoCodec(rawValue: codec) == nil { return "--codec must be \(VideoCodec.spelled) (got \(codec))." }
         return nil
     }
 }

@@ -1,3 +1,4 @@
+import CoordCore
 import Pixels
 
 #if canImport(Glibc)

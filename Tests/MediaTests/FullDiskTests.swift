@@ -1,3 +1,4 @@
+import CoordCore
 import CFFmpeg
 import Foundation
 import Synchronization

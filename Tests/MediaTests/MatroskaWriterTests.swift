@@ -1,3 +1,4 @@
+import CoordCore
 import Foundation
 import Testing
 @testable import LibAV
