@@ -17,7 +17,7 @@ public struct NodeFailure: Error, Equatable, Sendable, CustomStringConvertible {
 
 /// The node's take life cycle. Each request is checked here first; the answer is a decision, not an action.
 public struct NodeTakeMachine: Sendable {
-    public enum State: String, Sendable { case idle, configured, armed, recording, finished, failed }
+    public typealias State = NodeState
 
     public private(set) var state: State = .idle
     public private(set) var takeID: String?

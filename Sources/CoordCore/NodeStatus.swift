@@ -74,16 +74,7 @@ public struct NodeStatus: Sendable, Equatable {
     }
 }
 
-extension TakeConductor.NodeState {
+extension NodeState {
     /// The state as `coord status` and the console show it.
-    public var name: String {
-        switch self {
-        case .idle: "idle"
-        case .configured: "configured"
-        case .armed: "armed"
-        case .recording: "recording"
-        case .finished: "finished"
-        case .failed: "failed"
-        }
-    }
+    public var name: String { rawValue }
 }

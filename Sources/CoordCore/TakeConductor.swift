@@ -18,7 +18,7 @@ public struct TakeConductor: Sendable {
     }
 
     /// A node's state as its status reports it.
-    public enum NodeState: Sendable, Equatable { case idle, configured, armed, recording, finished, failed }
+    public typealias NodeState = CoordCore.NodeState
 
     /// What one status reply says, in the conductor's words.
     public struct NodeReport: Sendable, Equatable {

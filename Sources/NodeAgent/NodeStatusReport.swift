@@ -115,18 +115,9 @@ extension NodeAgent {
     }
 }
 
-extension NodeTakeMachine.State {
-    /// The state as a Status reply says it.
-    var reported: TakeConductor.NodeState {
-        switch self {
-        case .idle: .idle
-        case .configured: .configured
-        case .armed: .armed
-        case .recording: .recording
-        case .finished: .finished
-        case .failed: .failed
-        }
-    }
+extension NodeState {
+    /// The state as a Status reply says it: the machine's own.
+    var reported: NodeState { self }
 }
 
 extension CameraRecorder {
