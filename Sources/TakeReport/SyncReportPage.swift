@@ -155,7 +155,15 @@ public enum SyncReportPage {
                            bottomStrip: withDups.isEmpty ? 0 : Double(withDups.count) * rowHeight + 4)
         plot.xSecondaryLabel = secondsLabel(manifest, plot.x)
         if values.isEmpty { plot.emptyNote("no frames to plot") }
-        for t in traces { plot.envelope(t.errors, color: t.color, buckets: maxBuckets) }
+        // A camera's line is broken where it has no measurement for more than 1% of the take (at least 2 groups):
+        // a stretch no frame measured is a gap, not a straight line; a shorter one (a dup or two, a node throttled
+        // to one group in two) is a pixel or two, drawn through, its dup rows marked in the strip below.
+        let maxGap = max(2, Double(manifest.groups) / 100)
+        for t in traces {
+            for run in SVGPlot.gappedRuns(t.errors, over: plot.x.low...plot.x.high, buckets: maxBuckets, maxGap: maxGap) {
+                plot.line(run, color: t.color)
+            }
+        }
         // Dup rows: one thin row per camera that has any, in the strip under the data box.
         for (i, t) in withDups.enumerated() {
             let top = plot.plotBottom + 2 + Double(i) * rowHeight

@@ -56,6 +56,16 @@ extension ReportPageTests {
         #expect(alternate.runs.isEmpty && alternate.dots == 200, "a dot per measured group, no line: \(alternate.runs.count) runs")
     }
 
+    @Test func frameCentreLinesDrawNothingAcrossAStretchNoFrameMeasured() throws {
+        let gap = Self.take(groups: 400, unmeasured: { (100..<300).contains($0) })
+        let page = try Self.page(gap)
+        let plot = SyncReportPage.errorPlot(gap.0, traces: SyncReportPage.traces(manifest: gap.0, rows: gap.2))
+        let lines = try page.elements(".//polyline", in: page.plot("error"))
+        #expect(lines.count == 2 * 3, "each camera's line in two runs, one each side of the gap")
+        let xs = lines.flatMap { ($0.attribute("points") ?? "").split(separator: " ").compactMap { Double($0.split(separator: ",")[0]) } }
+        #expect(!xs.isEmpty && !xs.contains { $0 > plot.px(99) + 0.1 && $0 < plot.px(300) - 0.1 }, "nothing drawn across groups 100–299")
+    }
+
     @Test func gappedRunsJoinNeighboursOnlyEvenWhenDownsampled() {
         // Few points: as they are, split at every gap.
         let few = SVGPlot.gappedRuns([(x: 5, y: 1), (x: 1, y: 2), (x: 2, y: 3), (x: 3, y: 1)], over: 0...10, buckets: 1000, maxGap: 1)
