@@ -154,3 +154,16 @@ def test_a_lost_node_greys_its_last_values_with_their_age_and_restarted_the_same
     finally:
         restarted.kill()
         restarted.wait(timeout=10)
+
+
+def test_a_meter_with_no_sound_yet_is_an_empty_outline_saying_no_signal(day):
+    _, browser = day
+    shown = browser.execute_script(
+        "const c = soundCell([{mic: 'a', level_dbfs: -100}, {mic: 'b', level_dbfs: -6}]); document.body.appendChild(c);"
+        "const m = [...c.querySelectorAll('meter')];"
+        "const out = {text: c.textContent, classes: m.map(x => x.className), values: m.map(x => x.value),"
+        " bar: getComputedStyle(m[0], '::-webkit-meter-bar').backgroundColor}; c.remove(); return out")
+    assert shown["classes"] == ["mic-level empty", "mic-level"] and shown["values"] == [-60, -6], shown
+    assert "a  no signal" in shown["text"] and "b  -6 dB" in shown["text"], shown
+    # Not a full grey bar: the track is see-through, only its outline drawn.
+    assert shown["bar"] in ("rgba(0, 0, 0, 0)", "transparent"), shown
