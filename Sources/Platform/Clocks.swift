@@ -15,7 +15,8 @@ public enum MonotonicClock {
     /// Sleeps until the host's CLOCK_MONOTONIC reaches `microseconds` (absolute), resuming after signals.
     public static func sleep(until microseconds: Int64) {
         var ts = timespec(tv_sec: Int(microseconds / 1_000_000), tv_nsec: Int((microseconds % 1_000_000) * 1_000))
-        while clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &ts, nil) == EINTR {}
+        // An absolute sleep is made again after a signal; any other failure (EINVAL) returns at once, as before.
+        try? POSIX.returningErrno("clock_nanosleep") { clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &ts, nil) }
     }
 }
 
