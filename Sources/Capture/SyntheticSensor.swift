@@ -60,33 +60,37 @@ public final class SyntheticSensor: CameraSource, ControllableCamera, Sendable {
     public let spec: Spec
     private let localClock: @Sendable (Int64) -> Int64
     private let state: Mutex<State>
+    /// The picture the operator's controls make; a room of its own, since only `apply` and the painting touch it.
+    private let picture = Mutex(Picture())
+    /// Where the grain's xorshift64 starts: only the sensor thread draws from it, so its state is that thread's own.
+    private let grainSeed: UInt64
     /// Captured frames waiting for `next`; appended and taken only while `available` is held too, so a wait cannot
     /// miss the signal.
     private let queue = Mutex<[Capture]>([])
     private let available = NSCondition()
 
+    /// The frame clock and its buffers: the sensor thread, `start`/`stop`, the phase loop and `release` meet here.
     private struct State {
         var free: [PlanarFrame]
         var running = false
         var pendingPeriod: Double?
         var random: SeededRandom
-        /// The grain's xorshift64 state (only the sensor thread uses it).
-        var grainState: UInt64
-        /// The controls in force: the picture follows exposure and gain (brightness) and white balance (tint); the
-        /// frame timing does not change, so sync is unaffected.
-        var controls = CameraControls()
-        var look = TestPattern.Look()
         var droppedAtSensor: UInt64 = 0
         var produced: UInt64 = 0
+    }
+
+    /// The controls in force: the picture follows exposure and gain (brightness) and white balance (tint); the
+    /// frame timing does not change, so sync is unaffected.
+    private struct Picture {
+        var controls = CameraControls()
+        var look = TestPattern.Look()
     }
 
     /// What the sensor thread takes from `state` for one frame.
     private struct Exposed {
         var duration: Double
         var buffer: PlanarFrame?
-        var look: TestPattern.Look
         var noise: Double
-        var grainState: UInt64
     }
 
     /// Frames the sensor produced with no free buffer to put them in.
@@ -99,7 +103,8 @@ public final class SyntheticSensor: CameraSource, ControllableCamera, Sendable {
         self.localClock = localClock
         var seeder = SeededRandom(seed: spec.seed ^ 0x6772_6169_6E00_0000)
         state = Mutex(State(free: (0..<spec.bufferCount).map { _ in PlanarFrame(width: spec.width, height: spec.height) },
-                            random: SeededRandom(seed: spec.seed), grainState: seeder.next() | 1))
+                            random: SeededRandom(seed: spec.seed)))
+        grainSeed = seeder.next() | 1
     }
 
     /// Like a typical sensor: exposure up to the frame period, 0…24 dB of gain, 2500…9000 K, a focus motor.
@@ -114,13 +119,13 @@ public final class SyntheticSensor: CameraSource, ControllableCamera, Sendable {
 
     public func apply(_ new: CameraControls) throws -> CameraControls {
         if let problem = controlRanges.problem(with: new, camera: "synthetic") { throw CameraSourceError(problem) }
-        let controls = state.withLock { state in
-            state.controls = state.controls.updated(with: new)
-            let exposure = Double(state.controls.exposureMicroseconds ?? Int(spec.exposureMicroseconds))
-            let gain = pow(10, (state.controls.gainDecibels ?? 0) / 20)
-            state.look = TestPattern.Look(gain: exposure / spec.exposureMicroseconds * gain,
-                                          warmth: ((state.controls.whiteBalanceKelvin ?? 5000) - 5000) / 100)
-            return state.controls
+        let controls = picture.withLock { picture in
+            picture.controls = picture.controls.updated(with: new)
+            let exposure = Double(picture.controls.exposureMicroseconds ?? Int(spec.exposureMicroseconds))
+            let gain = pow(10, (picture.controls.gainDecibels ?? 0) / 20)
+            picture.look = TestPattern.Look(gain: exposure / spec.exposureMicroseconds * gain,
+                                            warmth: ((picture.controls.whiteBalanceKelvin ?? 5000) - 5000) / 100)
+            return picture.controls
         }
         let exposure = Double(controls.exposureMicroseconds ?? Int(spec.exposureMicroseconds))
         return CameraControls(exposureMicroseconds: Int(exposure), gainDecibels: controls.gainDecibels ?? 0,
@@ -197,6 +202,7 @@ public final class SyntheticSensor: CameraSource, ControllableCamera, Sendable {
     private func run(firstStart: Double) {
         var start = firstStart
         var counter: UInt32 = 0
+        var grainState = grainSeed
         while true {
             let exposure = spec.exposureMicroseconds
             // The frame is readable once its exposure has ended.
@@ -210,7 +216,7 @@ public final class SyntheticSensor: CameraSource, ControllableCamera, Sendable {
                 let buffer = state.free.popLast()
                 if buffer == nil { state.droppedAtSensor += 1 }
                 let noise = buffer == nil ? 0 : state.random.gaussian(standardDeviation: spec.timestampJitterMicroseconds)
-                return Exposed(duration: duration, buffer: buffer, look: state.look, noise: noise, grainState: state.grainState)
+                return Exposed(duration: duration, buffer: buffer, noise: noise)
             }
             guard let frame = next else { break }
             let duration = frame.duration
@@ -218,12 +224,9 @@ public final class SyntheticSensor: CameraSource, ControllableCamera, Sendable {
 
             let center = start + exposure / 2
             if let buffer = frame.buffer {
-                TestPattern.paint(into: buffer, frameCounter: counter, ordinal: spec.ordinal, look: frame.look)
-                if spec.grain > 0 {
-                    var grainState = frame.grainState
-                    TestPattern.addGrain(to: buffer, amplitude: spec.grain, state: &grainState)
-                    state.withLock { $0.grainState = grainState }
-                }
+                let look = picture.withLock { $0.look }
+                TestPattern.paint(into: buffer, frameCounter: counter, ordinal: spec.ordinal, look: look)
+                if spec.grain > 0 { TestPattern.addGrain(to: buffer, amplitude: spec.grain, state: &grainState) }
                 SyncStripe(ordinal: spec.ordinal, frameCounter: counter, trueCenterMicroseconds: Int64(center.rounded()))
                     .paint(into: buffer)
                 let stamp = localClock(Int64(start.rounded())) + Int64(frame.noise.rounded())

@@ -11,7 +11,8 @@ import ZeroMQ
 
 /// The node agent: the shell that carries out what the node's take (`NodeTake`, pure, in CoordCore) decides.
 /// Requests arrive on the socket's thread (routing: NodeRequests.swift); recording runs on the recorders' own
-/// threads, which report back here. Everything that changes lives in one `Mutex`-guarded `NodeAgentState`.
+/// threads, which report back here. Everything that changes lives in rooms, each behind its own `Mutex`
+/// (`NodeAgentState`), never one taken inside another.
 /// Arm: NodeArm.swift; status: NodeStatusReport.swift; microphones, files, pressure, preview and the repair after
 /// a crash each in their own file.
 public final class NodeAgent: Sendable {
@@ -29,9 +30,16 @@ public final class NodeAgent: Sendable {
     /// The buses the node's cameras share: declared for synthetic cameras, read from sysfs for V4L2 ones.
     let buses: [Bus]
     let probe: HostProbe
-    /// Only `pressureQueue` samples it (reading sysfs must not hold `state`).
+    /// Only `pressureQueue` samples it (reading sysfs must not hold a room's lock).
     let monitor: Mutex<PressureMonitor>
-    let state: Mutex<NodeAgentState>
+    let takeRoom: Mutex<NodeAgentState.Take>
+    let servingRoom = Mutex(NodeAgentState.Serving())
+    let pressureRoom = Mutex(NodeAgentState.Pressure())
+    let controlsRoom = Mutex(NodeAgentState.Controls())
+    let previewRoom = Mutex<NodeAgentState.PreviewRun?>(nil)
+    /// Microphones opened at configure, so their timing has settled and their clock fit has seconds of stamps by
+    /// group 0 (ALSA's pulse plugin reports a bogus half-second delay for its first second); taken by arm.
+    let warmMics = Mutex<[String: any AudioSource]>([:])
     let indexQueue = DispatchQueue(label: "coord-node.index")
     let pressureQueue = DispatchQueue(label: "coord-node.pressure")
     /// The preview branch (nil: this node publishes none).
@@ -65,7 +73,7 @@ public final class NodeAgent: Sendable {
                 formats: sizes.map { CameraFormat(pixelFormat: "yuv420p", width: $0.0, height: $0.1,
                                                   minFramePeriodMicroseconds: Int64(SyntheticSensor.Spec.fastestPeriodMicroseconds),
                                                   maxFramePeriodMicroseconds: 1_000_000) },
-                codecs: VideoCodec.allCases.map(\.rawValue), bus: configuration.syntheticCameraBus[name] ?? "")
+                codecs: VideoCodec.allCases, bus: configuration.syntheticCameraBus[name] ?? "")
         }
         var buses = configuration.syntheticBuses
         var v4l2: [CameraCapabilities] = []
@@ -84,7 +92,7 @@ public final class NodeAgent: Sendable {
             let bus = probe.usbBus(forVideoDevice: URL(fileURLWithPath: entry.device).resolvingSymlinksInPath().path)
             if let bus, !buses.contains(where: { $0.id == bus.id }) { buses.append(bus) }
             v4l2.append(CameraCapabilities(name: entry.name, source: "v4l2", device: entry.device, formats: found.handshakeFormats,
-                                           codecs: VideoCodec.allCases.map(\.rawValue), bus: bus?.id ?? ""))
+                                           codecs: VideoCodec.allCases, bus: bus?.id ?? ""))
             logger.info("camera found", metadata: ["camera": "\(entry.name)", "device": "\(entry.device)",
                                                    "card": "\(found.capabilities.card)", "bus": "\(found.busInfo)"])
         }
@@ -102,12 +110,12 @@ public final class NodeAgent: Sendable {
             let bus = GenICamLink.bus(of: found, deviceID: entry.deviceID, systemRoot: configuration.systemRoot)
             if let bus, !buses.contains(where: { $0.id == bus.id }) { buses.append(bus) }
             genicam.append(CameraCapabilities(name: entry.name, source: "genicam", device: entry.deviceID, formats: found.handshakeFormats,
-                                              codecs: VideoCodec.allCases.map(\.rawValue), bus: bus?.id ?? ""))
+                                              codecs: VideoCodec.allCases, bus: bus?.id ?? ""))
             logger.info("camera found", metadata: ["camera": "\(entry.name)", "genicam": "\(entry.deviceID)",
                                                    "model": "\(found.identity.model ?? "")", "protocol": "\(found.identity.transport ?? "")"])
         }
         cameras = synthetic + v4l2 + genicam
-        state = Mutex(NodeAgentState(take: NodeTake(node: configuration.name, cameras: synthetic + v4l2 + genicam)))
+        takeRoom = Mutex(NodeAgentState.Take(take: NodeTake(node: configuration.name, cameras: synthetic + v4l2 + genicam)))
         v4l2ControlRanges = ranges
         self.buses = buses
         let gatekeeper = configuration.security.map { Gatekeeper(security: $0, logger: logger) }
@@ -161,13 +169,17 @@ public final class NodeAgent: Sendable {
     /// refusal is thrown. `arm`: the Arm being served, whose devices an `openDevices` opens.
     @discardableResult
     func decide(for arm: NodeRequest.Arm? = nil, _ decision: (inout NodeTake) -> [NodeTake.Directive],
-                keeping keep: ((inout NodeAgentState) -> Void)? = nil) throws(NodeFailure) -> Carried {
-        let (directives, recorders, clock) = state.withLock { s in
+                keeping keep: ((inout NodeAgentState.Take) -> Void)? = nil) throws(NodeFailure) -> Carried {
+        let (directives, recorders, clock) = takeRoom.withLock { s in
             let directives = decision(&s.take)
             let held = (s.recorders, s.clock)
             s.apply(directives)
             if let keep, directives.contains(where: { if case .keepRecorders = $0 { true } else { false } }) { keep(&s) }
             return (directives, held.0, held.1)
+        }
+        // A Configure's controls are kept before any device of its take can open (its Arm comes after this returns).
+        if directives.contains(where: { if case .configured = $0 { true } else { false } }) {
+            controlsRoom.withLock { $0.apply(directives) }
         }
         var carried = Carried(directives: directives)
         try carryOut(directives, recorders: recorders, clock: clock, arm: arm, into: &carried)
@@ -308,12 +320,12 @@ public final class NodeAgent: Sendable {
         // Off the socket thread: reading sysfs must not delay the clock probes it answers.
         pressureQueue.async { [weak self] in self?.samplePressure() }
         let now = MonotonicClock.now()
-        let (leaseOver, collectionOver) = state.withLock { s -> (Bool, Bool) in
-            let leaseOver = s.previewRun.map { now > $0.leaseUntil } ?? false
+        let leaseOver = previewRoom.withLock { $0.map { now > $0.leaseUntil } ?? false }
+        let collectionOver = servingRoom.withLock { s -> Bool in
             // Chunk buffers are kept for the next chunk while a collection runs, and returned 10 s after it.
-            guard let last = s.lastChunkServed, now - last > 10_000_000 else { return (leaseOver, false) }
+            guard let last = s.lastChunkServed, now - last > 10_000_000 else { return false }
             s.lastChunkServed = nil
-            return (leaseOver, true)
+            return true
         }
         if collectionOver { ChunkBuffers.shared.trim() }
         if leaseOver { pressureQueue.async { [weak self] in self?.stopPreview() } }
@@ -350,7 +362,7 @@ public final class NodeAgent: Sendable {
         let directives = (try? decide { $0.handle(.stopping(cause: cause, localNow: local)) })?.directives ?? []
         let stopped = directives.contains { if case .stopRecorders = $0 { true } else { false } }
         let said = directives.contains { if case .say = $0 { true } else { false } }
-        let active = state.withLock { $0.recorders }
+        let active = takeRoom.withLock { $0.recorders }
         // A recording take's recorders were told to stop at a group; anything else (an armed take) lets go now.
         if !stopped { active.forEach { $0.abandonRecording() } }
         var deadline = DispatchTime.now() + .seconds(10)
@@ -368,7 +380,7 @@ public final class NodeAgent: Sendable {
         }
         coolMicrophones()
         if said {
-            let take = state.withLock { $0.take }
+            let take = takeRoom.withLock { $0.take }
             if let takeID = take.takeID { store.leaveStopNote(takeID, .init(detail: take.detail, events: take.events)) }
         }
         return said

@@ -23,7 +23,7 @@ extension NodeAgent {
         armed.takeID = request.takeID
         armed.cameras = opened.settings.map(\.camera)
         armed.warnings = opened.cameras.compactMap(\.phaseWarning)
-        let open = state.withLock { $0.openCameras }
+        let open = controlsRoom.withLock { $0.openCameras }
         armed.controls = opened.settings.compactMap { s in
             guard let camera = open[s.camera]?.camera, let inForce = try? camera.apply(CameraControls()) else { return nil }
             var c = Coord_V1_ControlsApplied()
@@ -118,7 +118,7 @@ extension NodeAgent {
     /// the take's size, rate and codec. Throws one sentence naming the camera when the device cannot do it.
     func cameraSource(for s: CameraSettings, index: Int) throws(NodeFailure) -> any CameraSource & ControllableCamera & Sendable {
         let source = try openSource(for: s, index: index)
-        let wanted = state.withLock { st in
+        let wanted = controlsRoom.withLock { st in
             st.openCameras[s.camera] = .init(camera: source)
             return st.controls[s.camera]
         }
@@ -137,9 +137,7 @@ extension NodeAgent {
         // A frame-rate cap runs the camera itself at fps / record_every (CameraRecorder locks it to every k-th group).
         let period = 1_000_000 / s.capturedFPS
         if let entry = configuration.v4l2Cameras.first(where: { $0.name == s.camera }) {
-            guard let codec = VideoCodec(rawValue: s.codec) else {
-                throw NodeFailure(.badConfig, "camera \(configuration.name)/\(s.camera): unknown codec \"\(s.codec)\".")
-            }
+            let codec = s.codec
             configuration.v4l2.setStripeOrdinal(UInt8(clamping: s.ordinal), camera: s.camera)
             do {
                 let camera = try configuration.v4l2.open(camera: s.camera, path: entry.device, width: s.width, height: s.height,

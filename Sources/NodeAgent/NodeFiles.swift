@@ -9,7 +9,7 @@ import ZeroMQ
 /// take is still armed or recording.
 extension NodeAgent {
     func requireCollectable(_ takeID: String) throws(NodeFailure) {
-        if let refusal = state.withLock({ $0.take.collectable(takeID) }) { throw refusal }
+        if let refusal = takeRoom.withLock({ $0.take.collectable(takeID) }) { throw refusal }
     }
 
     /// The take's files from its index. A take without a valid index (recorded by an older node, or repaired
@@ -23,10 +23,10 @@ extension NodeAgent {
             list.final = true
             return list
         }
-        if let failure = state.withLock({ $0.indexFailures.removeValue(forKey: takeID) }) {
+        if let failure = servingRoom.withLock({ $0.indexFailures.removeValue(forKey: takeID) }) {
             throw NodeFailure(.io, "the files of take \(takeID) could not be checksummed: \(failure)")
         }
-        guard state.withLock({ $0.indexing.insert(takeID).inserted }) else { return list }
+        guard servingRoom.withLock({ $0.indexing.insert(takeID).inserted }) else { return list }
         logger.info("checksumming the files of take \(takeID)")
         indexQueue.async { [self] in
             do {
@@ -35,11 +35,11 @@ extension NodeAgent {
                 if let problem = index.unsaved {
                     logger.warning("take \(takeID): its checksums are kept in memory only until collected: \(problem)")
                 }
-                state.withLock { _ = $0.indexing.remove(takeID) }
+                servingRoom.withLock { _ = $0.indexing.remove(takeID) }
             } catch {
                 let message = (error as? NodeFailure)?.message ?? "\(error)"
                 logger.error("take \(takeID): its files could not be checksummed: \(message)")
-                state.withLock {
+                servingRoom.withLock {
                     $0.indexFailures[takeID] = message
                     _ = $0.indexing.remove(takeID)
                 }
@@ -52,7 +52,7 @@ extension NodeAgent {
     func chunk(_ fetch: NodeRequest.Fetch) throws(NodeFailure) -> Coord_V1_Chunk {
         try requireCollectable(fetch.takeID)
         let (data, eof) = try store.read(takeID: fetch.takeID, path: fetch.path, offset: fetch.offset, length: fetch.length)
-        state.withLock { $0.bytesServed += UInt64(data.count) }
+        servingRoom.withLock { $0.bytesServed += UInt64(data.count) }
         var r = Coord_V1_Chunk()
         r.path = fetch.path
         r.offset = fetch.offset
@@ -66,7 +66,7 @@ extension NodeAgent {
         do throws(NodeFailure) {
             try requireCollectable(fetch.takeID)
             let (bytes, eof) = try store.readOwned(takeID: fetch.takeID, path: fetch.path, offset: fetch.offset, length: fetch.length)
-            state.withLock {
+            servingRoom.withLock {
                 $0.bytesServed += UInt64(bytes.count)
                 $0.lastChunkServed = MonotonicClock.now()
             }
@@ -98,7 +98,7 @@ extension NodeAgent {
 
     /// A finished take is done with once collected: the node is idle again (its recorders' counts kept for metrics).
     private func collected(_ takeID: String) {
-        state.withLock { s in
+        takeRoom.withLock { s in
             s.take.collected(takeID)
             if s.take.state == .idle { s.recorders = []; s.clock = nil }
         }

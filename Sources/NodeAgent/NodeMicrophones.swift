@@ -13,7 +13,7 @@ extension NodeAgent {
         for (index, entry) in configuration.microphones.enumerated() {
             let mic = entry.name
             do throws(NodeFailure) {
-                let source = state.withLock { $0.warmMics.removeValue(forKey: mic) } ?? audioSource(entry, index: index)
+                let source = warmMics.withLock { $0.removeValue(forKey: mic) } ?? audioSource(entry, index: index)
                 let recorder = try MicrophoneRecorder(
                     mic: mic, node: configuration.name, directory: directory, source: source,
                     grid: grid, clock: mapping, metadata: metadata.merging(["coord_mic": mic]) { $1 }, logger: logger,
@@ -41,7 +41,7 @@ extension NodeAgent {
             let source = audioSource(entry, index: index)
             do {
                 try source.start()
-                state.withLock { $0.warmMics[entry.name] = source }
+                warmMics.withLock { $0[entry.name] = source }
             } catch {
                 logger.warning("microphone cannot start", metadata: ["mic": "\(entry.name)", "why": "\(error)"])
             }
@@ -50,9 +50,9 @@ extension NodeAgent {
 
     /// Lets go of microphones opened for a take that will not record (aborted, or reconfigured).
     func coolMicrophones() {
-        let old = state.withLock { s -> [any AudioSource] in
-            defer { s.warmMics = [:] }
-            return Array(s.warmMics.values)
+        let old = warmMics.withLock { warm -> [any AudioSource] in
+            defer { warm = [:] }
+            return Array(warm.values)
         }
         old.forEach { $0.stop() }
     }

@@ -8,20 +8,23 @@ import Platform
 extension NodeAgent {
     func samplePressure() {
         let now = MonotonicClock.now()
-        let counters: PressureMonitor.Counters? = state.withLock { s in
-            guard now - s.lastPressureSample >= 500_000 else { return nil }
-            s.lastPressureSample = now
+        let due = pressureRoom.withLock { s -> Bool in
+            guard now - s.lastSample >= 500_000 else { return false }
+            s.lastSample = now
+            return true
+        }
+        guard due else { return }
+        let counters = takeRoom.withLock { s in
             let progress = s.recorders.cameras.map(\.snapshot)
             return PressureMonitor.Counters(bytesWritten: progress.map(\.bytesWritten).reduce(0, +),
                                             frames: progress.map(\.frames).reduce(0, +),
                                             dropped: progress.map(\.dropped).reduce(0, +))
         }
-        guard let counters else { return }
         let buses = buses
         let (reading, resources) = monitor.withLock { monitor in
             (monitor.sample(now: now, counters: counters, calibration: nil, buses: buses), monitor.resources)
         }
-        state.withLock { $0.pressureResources = resources }
+        pressureRoom.withLock { $0.resources = resources }
         report(.pressure(reading, localNow: localNow()))
     }
 }

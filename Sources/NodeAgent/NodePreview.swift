@@ -27,14 +27,12 @@ extension NodeAgent {
         let mapping = request.clock
         let leaseUntil = MonotonicClock.now() + request.leaseMilliseconds * 1000
         enum Plan { case busy(String), renewed, open }
-        let plan: Plan = state.withLock { s in
-            if s.take.holdsCameras { return .busy(s.take.takeID ?? "") }
-            if let run = s.previewRun, run.key == key {
-                run.clock.update(mapping)
-                s.previewRun!.leaseUntil = leaseUntil
-                return .renewed
-            }
-            return .open
+        let holder = takeRoom.withLock { $0.take.holdsCameras ? $0.take.takeID ?? "" : nil }
+        let plan: Plan = holder.map { .busy($0) } ?? previewRoom.withLock { run in
+            guard run?.key == key else { return .open }
+            run?.clock.update(mapping)
+            run?.leaseUntil = leaseUntil
+            return .renewed
         }
         switch plan {
         case .busy(let takeID):
@@ -55,16 +53,16 @@ extension NodeAgent {
                                         localNow: { [weak self] in self?.localNow() ?? 0 }, logger: logger))
         }
         opened.forEach { $0.start() }
-        state.withLock { $0.previewRun = .init(cameras: opened, key: key, clock: clock, leaseUntil: leaseUntil) }
+        previewRoom.withLock { $0 = .init(cameras: opened, key: key, clock: clock, leaseUntil: leaseUntil) }
         logger.info("previewing", metadata: ["cameras": "\(requested.map(\.camera))", "width": "\(settings.width)", "fps": "\(settings.fps)"])
         return "previewing \(requested.count) camera(s)"
     }
 
     /// Closes the cameras opened for preview only (if any).
     func stopPreview() {
-        guard let run = state.withLock({ s -> [PreviewCamera]? in
-            defer { s.previewRun = nil }
-            return s.previewRun?.cameras
+        guard let run = previewRoom.withLock({ run -> [PreviewCamera]? in
+            defer { run = nil }
+            return run?.cameras
         }) else { return }
         let deadline = DispatchTime.now() + .seconds(2)
         run.forEach { $0.stop(deadline: deadline) }
@@ -77,7 +75,7 @@ extension NodeAgent {
             throw NodeFailure(.notFound, "node \(configuration.name) has no camera named \"\(camera)\".")
         }
         let name = "\(configuration.name)/\(camera)"
-        let open = state.withLock { $0.openCameras[camera]?.camera }
+        let open = controlsRoom.withLock { $0.openCameras[camera]?.camera }
         var applied: CameraControls
         let streaming = open?.isStreaming ?? false
         if let open, streaming {
@@ -93,7 +91,7 @@ extension NodeAgent {
             if let problem = ranges.problem(with: wanted, camera: name) { throw NodeFailure(.badConfig, problem) }
             applied = wanted
         }
-        let merged = state.withLock { s -> CameraControls in
+        let merged = controlsRoom.withLock { s -> CameraControls in
             let merged = (s.controls[camera] ?? CameraControls()).updated(with: wanted)
             s.controls[camera] = merged
             // What Status reports from now: the camera's own answer, or (closed) the last values read with these over them.

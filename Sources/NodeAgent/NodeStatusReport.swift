@@ -8,7 +8,8 @@ import Platform
 /// metrics and its one line for the service manager.
 extension NodeAgent {
     public func status() -> Coord_V1_Status {
-        let (take, recorders, resources) = state.withLock { ($0.take, $0.recorders, $0.pressureResources) }
+        let (take, recorders) = takeRoom.withLock { ($0.take, $0.recorders) }
+        let resources = pressureRoom.withLock { $0.resources }
         let local = localNow()
         var status = NodeStatus(node: configuration.name, state: take.state.reported, takeID: take.takeID ?? "")
         status.detail = take.detail
@@ -42,10 +43,10 @@ extension NodeAgent {
     /// register read, and the node's status must stay prompt; the next status carries what it read.
     func controlsInForce() -> [String: CameraControls] {
         let now = MonotonicClock.now()
-        let due = state.withLock { s in
-            // Only while no take's recorders hold the cameras: during a take the values change only by a set, whose
-            // answer is kept, and a camera that vanished mid-take must not be asked (each read would time out).
-            guard !s.take.isActive, s.recorders.cameras.isEmpty else { return [(String, any ControllableCamera & Sendable)]() }
+        // Only while no take's recorders hold the cameras: during a take the values change only by a set, whose
+        // answer is kept, and a camera that vanished mid-take must not be asked (each read would time out).
+        let held = takeRoom.withLock { $0.take.isActive || !$0.recorders.cameras.isEmpty }
+        let due: [(String, any ControllableCamera & Sendable)] = held ? [] : controlsRoom.withLock { s in
             let due = s.openCameras.compactMap { name, open -> (String, any ControllableCamera & Sendable)? in
                 guard let camera = open.camera, camera.isStreaming, !s.controlsReading.contains(name),
                       now - (s.controlsRead[name]?.at ?? .min / 2) >= 1_000_000 else { return nil }
@@ -58,14 +59,14 @@ extension NodeAgent {
             Thread.detachNewThread { [self] in
                 for (name, camera) in due {
                     let values = try? camera.apply(CameraControls())
-                    state.withLock { s in
+                    controlsRoom.withLock { s in
                         if let values { s.controlsRead[name] = (MonotonicClock.now(), values) }
                         s.controlsReading.remove(name)
                     }
                 }
             }
         }
-        return state.withLock { s in
+        return controlsRoom.withLock { s in
             var out: [String: CameraControls] = [:]
             for camera in cameras.map(\.name) {
                 // Never read (never open): what was set, which it opens with.
@@ -78,7 +79,9 @@ extension NodeAgent {
 
     /// What `--metrics` exports now (CONTRACT §7).
     public func metricsSample() -> NodeMetricsSample {
-        state.withLock { s in
+        let freeDiskBytes = pressureRoom.withLock { $0.resources.freeDiskBytes }
+        let bytesServed = servingRoom.withLock { $0.bytesServed }
+        return takeRoom.withLock { s in
             let take = s.take
             var sample = NodeMetricsSample(node: configuration.name)
             sample.recording = take.state == .recording
@@ -99,16 +102,16 @@ extension NodeAgent {
             sample.cameras = counts.values.sorted { $0.camera < $1.camera }
             sample.clockUncertaintyMicroseconds = take.clock?.uncertaintyMicroseconds
             sample.pressure = take.pressure.level
-            sample.freeDiskBytes = s.pressureResources.freeDiskBytes
+            sample.freeDiskBytes = freeDiskBytes
             sample.takesRecorded = take.takesRecorded
-            sample.bytesServed = s.bytesServed
+            sample.bytesServed = bytesServed
             return sample
         }
     }
 
     /// One line for the service manager (systemd's STATUS=): what the node is doing now.
     public var statusLine: String {
-        let take = state.withLock { $0.take }
+        let take = takeRoom.withLock { $0.take }
         let cameras = "\(configuration.cameraNames.count) camera(s)"
         guard take.state != .idle, let takeID = take.takeID else { return "idle, \(cameras)" }
         return "\(take.state.rawValue) take \(takeID), \(cameras)"
