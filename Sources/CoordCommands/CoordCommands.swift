@@ -142,6 +142,12 @@ func loadRig(_ path: String) throws -> RigFile {
 /// A usage or configuration error (exit 2) with its one sentence.
 func usageError(_ sentence: String) -> CoordError { CoordError(.usage, sentence) }
 
+/// The codec `--codec` (or the rig file) names; a usage error in one sentence for any other name.
+func videoCodec(_ name: String) throws -> VideoCodec {
+    guard let codec = VideoCodec(rawValue: name) else { throw usageError("--codec must be \(VideoCodec.spelled) (got \(name)).") }
+    return codec
+}
+
 struct StartTake: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "start-take",
@@ -213,7 +219,7 @@ func takeRequest(_ file: RigFile, name: String?, seconds: Double, takesDir: Stri
     }
     var request = TakeRequest(name: name ?? spec.take.name ?? "take", seconds: seconds,
                               fps: fps ?? spec.take.fps ?? 30, width: width, height: height,
-                              codec: codec ?? spec.take.codec ?? "mjpeg", takesDirectory: takesDirectory)
+                              codec: try codec.map(videoCodec) ?? spec.take.codec ?? .mjpeg, takesDirectory: takesDirectory)
     for node in spec.nodes { if let cameras = node.cameras { request.camerasByEndpoint[node.endpoint] = cameras } }
     request.pressurePolicy = spec.pressure
     request.collectPolicy = spec.collect

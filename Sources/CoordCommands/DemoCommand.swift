@@ -57,7 +57,7 @@ struct Demo: AsyncParsableCommand {
         guard clockOffsetMs >= 0, driftPpm >= 0, timestampJitterUs >= 0 else {
             throw CoordError(.usage, "--clock-offset-ms, --drift-ppm and --timestamp-jitter-us must not be negative.")
         }
-        var request = TakeRequest(name: name, seconds: seconds, fps: fps, width: width, height: height, codec: codec,
+        var request = TakeRequest(name: name, seconds: seconds, fps: fps, width: width, height: height, codec: try videoCodec(codec),
                                   takesDirectory: URL(fileURLWithPath: takesDir), camerasPerNode: camerasPerNode)
         request.overBudgetHint = "choose fewer cameras, a smaller --size, a lower --fps or another --codec"
         if let problem = request.problem() {

@@ -25,9 +25,6 @@ public enum Budget {
     /// encoding demand counts each pixel this many times.
     public static let recordingOverhead = 1.5
 
-    /// Codecs whose every packet stands alone: a held group repeats the whole packet on disk.
-    static func isIntra(_ codec: String) -> Bool { VideoCodec(named: codec)?.isIntra ?? true }
-
     static func isMJPEG(_ pixelFormat: String) -> Bool { ["mjpeg", "mjpg", "jpeg"].contains(pixelFormat.lowercased()) }
 
     /// What `camera` asks of its node at its settings; `calibration` gives the codec's bytes per pixel on disk.
@@ -38,21 +35,21 @@ public enum Budget {
         let sized = camera.capabilities.formats.filter { $0.offers(width: s.width, height: s.height) }
         let raw = sized.first { !isMJPEG($0.pixelFormat) }
         let mjpeg = sized.first { isMJPEG($0.pixelFormat) }
-        let chosen = VideoCodec(named: s.codec) == .mjpeg ? (mjpeg ?? raw) : (raw ?? mjpeg)
+        let chosen = s.codec == .mjpeg ? (mjpeg ?? raw) : (raw ?? mjpeg)
         let pixelFormat = chosen?.pixelFormat ?? ""
         let area = Double(max(s.width, 0)) * Double(max(s.height, 0))
         let fps = Double(max(s.fps, 0))
         let captured = area * s.capturedFPS
         let bus = captured * PixelFormats.bytesPerPixel(pixelFormat)
         // An MJPEG stream recorded as MJPEG is written packet for packet: no pixel is encoded.
-        let passthrough = isMJPEG(pixelFormat) && VideoCodec(named: s.codec) == .mjpeg
+        let passthrough = isMJPEG(pixelFormat) && s.codec == .mjpeg
         let disk: Double?
         if passthrough {
             // The stream's own packets; a held group repeats the whole packet, so every group costs one.
             disk = area * fps * PixelFormats.bytesPerPixel(pixelFormat)
-        } else if let bpp = calibration?.encode[s.codec]?.bytesPerPixel {
+        } else if let bpp = calibration?.encode[s.codec.rawValue]?.bytesPerPixel {
             // An intra codec's held group repeats a whole packet; h264's repeat is a near-empty skip frame.
-            disk = area * (isIntra(s.codec) ? fps : s.capturedFPS) * bpp
+            disk = area * (s.codec.isIntra ? fps : s.capturedFPS) * bpp
         } else {
             disk = nil
         }
@@ -70,7 +67,7 @@ public enum Budget {
         var uncountedOrder: [String] = []
         func leaveOut(_ camera: PlannedCamera, node: Int, owner: String, part: String) {
             if uncounted[camera.id] == nil {
-                uncounted[camera.id] = (node, owner, camera.settings.codec, [])
+                uncounted[camera.id] = (node, owner, camera.settings.codec.rawValue, [])
                 uncountedOrder.append(camera.id)
             }
             if !uncounted[camera.id]!.parts.contains(part) { uncounted[camera.id]!.parts.append(part) }
@@ -120,13 +117,13 @@ public enum Budget {
                     }
                 }
                 for (c, camera) in nodes[n].cameras.enumerated() where demands[n][c].encodePixelsPerSecond > 0 {
-                    guard let rate = calibration.encode[camera.settings.codec] else {
+                    guard let rate = calibration.encode[camera.settings.codec.rawValue] else {
                         leaveOut(camera, node: n, owner: nodes[members[0]].name, part: "encoding")
                         continue
                     }
                     let p = demands[n][c].encodePixelsPerSecond * recordingOverhead
                     cameras.append(camera.id); pixels.append(p); shares.append(ratio(p, rate.pixelsPerSecond))
-                    if !codecs.contains(camera.settings.codec) { codecs.append(camera.settings.codec) }
+                    if !codecs.contains(camera.settings.codec.rawValue) { codecs.append(camera.settings.codec.rawValue) }
                 }
             }
             guard !cameras.isEmpty else { continue }

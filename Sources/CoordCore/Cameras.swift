@@ -53,11 +53,11 @@ public struct CameraCapabilities: Equatable, Sendable {
     public var source: String
     public var device: String
     public var formats: [CameraFormat]
-    public var codecs: [String]
+    public var codecs: [VideoCodec]
     /// The id of the `Bus` its stream crosses (shared with the node's other cameras on it); empty: none shared.
     public var bus: String
 
-    public init(name: String, source: String, device: String = "", formats: [CameraFormat], codecs: [String], bus: String = "") {
+    public init(name: String, source: String, device: String = "", formats: [CameraFormat], codecs: [VideoCodec], bus: String = "") {
         self.name = name; self.source = source; self.device = device; self.formats = formats; self.codecs = codecs; self.bus = bus
     }
 }
@@ -69,14 +69,14 @@ public struct CameraSettings: Equatable, Sendable {
     public var width: Int
     public var height: Int
     public var fps: Int
-    public var codec: String
+    public var codec: VideoCodec
     /// A frame-rate cap: the camera records one group in this many (its sensor runs at fps / recordEvery) and
     /// the groups between repeat its previous frame, so its file stays aligned with the rig's frame for frame.
     public var recordEvery: Int = 1
     /// Picture controls to set as the camera opens (the rig file's `controls:`); empty: as they are.
     public var controls = CameraControls()
 
-    public init(camera: String, ordinal: Int, width: Int, height: Int, fps: Int, codec: String, recordEvery: Int = 1,
+    public init(camera: String, ordinal: Int, width: Int, height: Int, fps: Int, codec: VideoCodec, recordEvery: Int = 1,
                 controls: CameraControls = CameraControls()) {
         self.camera = camera; self.ordinal = ordinal; self.width = width; self.height = height; self.fps = fps; self.codec = codec
         self.recordEvery = recordEvery
@@ -98,7 +98,7 @@ public struct CameraSettings: Equatable, Sendable {
             return "camera \(node)/\(camera): size \(width)x\(height) must be even and at least 104x64."
         }
         guard capabilities.codecs.contains(codec) else {
-            return "camera \(node)/\(camera) cannot record codec \"\(codec)\" (it offers \(capabilities.codecs.joined(separator: ", ")))."
+            return "camera \(node)/\(camera) cannot record codec \"\(codec.rawValue)\" (it offers \(capabilities.codecs.map(\.rawValue).joined(separator: ", ")))."
         }
         let period = FrameGrid.period(fps: fps) * Int64(recordEvery)
         let sized = capabilities.formats.filter { $0.offers(width: width, height: height) }

@@ -69,17 +69,17 @@ public struct DiscoveredNode: Sendable, Equatable, Codable {
     /// The rig file's `take:` section, commented: what every camera offers in common when the nodes were asked,
     /// else coord's own defaults and why the nodes were not asked.
     public static func takeSection(_ offer: TakeOffer?, notAsked: String? = nil) -> String {
-        let take = offer ?? TakeOffer(size: "640x480", fps: 30, codec: "mjpeg")
+        let take = offer ?? TakeOffer(size: "640x480", fps: 30, codec: .mjpeg)
         var text = "take:                            # the take's defaults; --size, --fps, --codec and --name override them\n"
         if offer != nil {
             text += "  size: \(pad(take.size, 29))# the largest size every camera offers\n"
             text += "  fps: \(pad(String(take.fps), 30))# the fastest rate every camera reaches at that size (at most 30)\n"
-            text += "  codec: \(pad(take.codec, 28))# one every camera can be written in (mjpeg, ffv1 lossless, h264)\n"
+            text += "  codec: \(pad(take.codec.rawValue, 28))# one every camera can be written in (mjpeg, ffv1 lossless, h264)\n"
         } else {
             text += "  # coord's defaults: the nodes were not asked what their cameras offer\(notAsked.map { " (\($0))" } ?? "");\n"
             text += "  # coord plan --rig THIS_FILE lists each camera's sizes and the rig's budget.\n"
             text += "  size: \(pad(take.size, 29))# WxH\n  fps: \(pad(String(take.fps), 30))# 1 to 240\n"
-            text += "  codec: \(pad(take.codec, 28))# mjpeg, ffv1 (lossless) or h264\n"
+            text += "  codec: \(pad(take.codec.rawValue, 28))# mjpeg, ffv1 (lossless) or h264\n"
         }
         text += "  name: take                     # take ids are YYYYMMDD-HHMMSS-<name>-<6 hex>\n"
         text += "  takes_dir: ./takes             # relative to this file's directory\n"
@@ -104,7 +104,7 @@ public struct DiscoveredNode: Sendable, Equatable, Codable {
                 .map { Int(1_000_000 / $0.minFramePeriodMicroseconds) }.max() ?? 30
         }.min() ?? 30
         let preferred: [VideoCodec] = [.mjpeg, .h264, .ffv1]
-        guard let codec = preferred.map(\.rawValue).first(where: { c in cameras.allSatisfy { $0.codecs.contains(c) } }) else { return nil }
+        guard let codec = preferred.first(where: { c in cameras.allSatisfy { $0.codecs.contains(c) } }) else { return nil }
         return TakeOffer(size: size, fps: max(1, min(30, fps)), codec: codec)
     }
 }
@@ -118,14 +118,14 @@ public struct CameraOffer: Sendable, Equatable {
         }
     }
     public var formats: [Format]
-    public var codecs: [String]
-    public init(formats: [Format], codecs: [String]) { self.formats = formats; self.codecs = codecs }
+    public var codecs: [VideoCodec]
+    public init(formats: [Format], codecs: [VideoCodec]) { self.formats = formats; self.codecs = codecs }
 }
 
 /// A take's size, rate and codec as a rig file's `take:` section says them.
 public struct TakeOffer: Sendable, Equatable {
-    public var size: String, fps: Int, codec: String
-    public init(size: String, fps: Int, codec: String) { self.size = size; self.fps = fps; self.codec = codec }
+    public var size: String, fps: Int, codec: VideoCodec
+    public init(size: String, fps: Int, codec: VideoCodec) { self.size = size; self.fps = fps; self.codec = codec }
 }
 
 extension DiscoveredNode {

@@ -51,7 +51,7 @@ public struct PendingManifest: Sendable {
                 let responderCamera = responderCameras.first { $0.node == node.name && $0.camera == s.camera }
                 var camera = TakeManifest.Camera(
                     node: node.name, camera: s.camera, ordinal: s.ordinal, width: s.width, height: s.height, fps: s.fps,
-                    codec: s.codec, frames: 0, dropped: 0, clock: node.clock, files: [])
+                    codec: s.codec.rawValue, frames: 0, dropped: 0, clock: node.clock, files: [])
                 camera.priority = responderCamera?.priority
                 camera.recordEvery = s.recordEvery
                 camera.controls = controls[key]

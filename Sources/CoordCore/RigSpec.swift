@@ -121,7 +121,9 @@ public struct RigSpec: Decodable, Equatable, Sendable {
         public var fps: Int?
         /// `WxH`, e.g. `1280x720`.
         public var size: String?
-        public var codec: String?
+        public var codec: VideoCodec?
+        /// The `codec:` the file wrote when it names no codec (its reader keeps it for `problem()` to name).
+        public var unknownCodec: String?
         public var name: String?
         /// Where take directories go; a relative path is taken from the rig file's directory.
         public var takesDir: String?
@@ -130,7 +132,7 @@ public struct RigSpec: Decodable, Equatable, Sendable {
         /// What `start-take` and `collect` make after collecting (CONTRACT §10): any of `RigSpec.deliverables`.
         public var deliver: [String]?
 
-        public init(fps: Int? = nil, size: String? = nil, codec: String? = nil, name: String? = nil, takesDir: String? = nil) {
+        public init(fps: Int? = nil, size: String? = nil, codec: VideoCodec? = nil, name: String? = nil, takesDir: String? = nil) {
             self.fps = fps; self.size = size; self.codec = codec; self.name = name; self.takesDir = takesDir
         }
 
@@ -143,7 +145,10 @@ public struct RigSpec: Decodable, Equatable, Sendable {
             let c = try decoder.container(keyedBy: CodingKeys.self)
             fps = try c.decodeIfPresent(Int.self, forKey: .fps)
             size = try c.decodeIfPresent(String.self, forKey: .size)
-            codec = try c.decodeIfPresent(String.self, forKey: .codec)
+            if let written = try c.decodeIfPresent(String.self, forKey: .codec) {
+                codec = VideoCodec(rawValue: written)
+                unknownCodec = codec == nil ? written : nil
+            }
             name = try c.decodeIfPresent(String.self, forKey: .name)
             takesDir = try c.decodeIfPresent(String.self, forKey: .takesDir)
             audio = try c.decodeIfPresent(String.self, forKey: .audio)
@@ -253,7 +258,7 @@ public struct RigSpec: Decodable, Equatable, Sendable {
         if let audio = take.audio, !["optional", "required"].contains(audio) {
             return ("take.audio", "take.audio must be optional or required (got \"\(audio.prefix(64))\").")
         }
-        if let codec = take.codec, !Self.codecs.contains(codec) {
+        if let codec = take.unknownCodec {
             return ("take.codec", "take.codec must be mjpeg, ffv1 or h264 (got \"\(codec)\").")
         }
         if let name = take.name, let problem = TakeID.problem(withName: name) {

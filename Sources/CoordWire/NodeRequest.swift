@@ -95,7 +95,7 @@ extension Wire {
         case .clockProbe(let m):
             return .clockProbe(sentLocal: m.t1Us)
         case .configure(let m):
-            return .configure(takeID: m.takeID, cameras: m.cameras.map(CameraSettings.init(wire:)))
+            return .configure(takeID: m.takeID, cameras: try m.cameras.map { c throws(NodeFailure) in try CameraSettings(wire: c) })
         case .arm(let m):
             // The period's range is checked above; a missing mapping is not.
             guard m.hasClock else {
@@ -141,7 +141,7 @@ extension Wire {
         case .startPreview(let m):
             guard !m.cameras.isEmpty else { throw NodeFailure(.badConfig, "a preview needs at least one camera.") }
             guard m.hasClock else { throw NodeFailure(.badConfig, "a preview needs a frame period and a clock mapping.") }
-            return .startPreview(.init(cameras: m.cameras.map(CameraSettings.init(wire:)),
+            return .startPreview(.init(cameras: try m.cameras.map { c throws(NodeFailure) in try CameraSettings(wire: c) },
                                        grid: FrameGrid(t0: m.t0Us, periodMicroseconds: Int64(m.framePeriodUs)),
                                        clock: ClockMapping(wire: m.clock),
                                        settings: PreviewSettings(width: Int(m.preview.width), fps: Int(m.preview.fps)),

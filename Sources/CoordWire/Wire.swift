@@ -172,7 +172,8 @@ extension CameraFormat {
 extension CameraCapabilities {
     public init(wire: Coord_V1_CameraInfo) {
         self.init(name: wire.name, source: wire.source, device: wire.device, formats: wire.formats.map(CameraFormat.init(wire:)),
-                  codecs: wire.codecs, bus: wire.bus)
+                  // A codec this build does not know is one it cannot be asked for: left out, as before.
+                  codecs: wire.codecs.compactMap(VideoCodec.init(rawValue:)), bus: wire.bus)
     }
 
     public var wire: Coord_V1_CameraInfo {
@@ -181,7 +182,7 @@ extension CameraCapabilities {
         w.source = source
         w.device = device
         w.formats = formats.map(\.wire)
-        w.codecs = codecs
+        w.codecs = codecs.map(\.rawValue)
         w.bus = bus
         return w
     }
@@ -211,9 +212,13 @@ extension Coord_V1_SourceDevice {
 }
 
 extension CameraSettings {
-    public init(wire: Coord_V1_CameraConfig) {
+    /// The settings a Configure or StartPreview carries; a codec this build does not know is one sentence naming it.
+    public init(wire: Coord_V1_CameraConfig) throws(NodeFailure) {
+        guard let codec = VideoCodec(rawValue: wire.codec) else {
+            throw NodeFailure(.badConfig, "camera \(wire.camera): unknown codec \"\(wire.codec)\" (a node records \(VideoCodec.spelled)).")
+        }
         self.init(camera: wire.camera, ordinal: Int(wire.ordinal), width: Int(wire.width), height: Int(wire.height),
-                  fps: Int(wire.fps), codec: wire.codec, recordEvery: max(1, Int(wire.recordEvery)),
+                  fps: Int(wire.fps), codec: codec, recordEvery: max(1, Int(wire.recordEvery)),
                   controls: wire.hasControls ? CameraControls(wire: wire.controls) : CameraControls())
     }
 
@@ -224,7 +229,7 @@ extension CameraSettings {
         w.width = UInt32(clamping: width)
         w.height = UInt32(clamping: height)
         w.fps = UInt32(clamping: fps)
-        w.codec = codec
+        w.codec = codec.rawValue
         w.recordEvery = UInt32(clamping: recordEvery)
         if !controls.isEmpty { w.controls = controls.wire }
         return w

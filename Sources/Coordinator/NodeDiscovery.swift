@@ -76,7 +76,7 @@ public enum NodeDiscovery {
             let cameras = hellos.flatMap { $0.reply.cameras }.map { camera in
                 CameraOffer(formats: camera.formats.map {
                     .init(width: Int($0.width), height: Int($0.height), minFramePeriodMicroseconds: $0.minFramePeriodUs)
-                }, codecs: camera.codecs)
+                }, codecs: camera.codecs.compactMap(VideoCodec.init(rawValue:)))
             }
             guard let take = DiscoveredNode.commonTake(cameras) else { return (nil, "the cameras share no size and codec") }
             return (take, nil)

@@ -19,7 +19,7 @@ public enum RigPlan {
         let hellos = try await TakeSession.handshake(links)
         let planned = try RigPlanner.plannedNodes(hellos, request: request)
         let budget = Budget.evaluate(planned)
-        var lines = ["budget for \(planned.flatMap(\.cameras).count) camera(s) on \(planned.count) node(s) at \(request.width)x\(request.height), \(request.fps) fps, \(request.codec):", ""]
+        var lines = ["budget for \(planned.flatMap(\.cameras).count) camera(s) on \(planned.count) node(s) at \(request.width)x\(request.height), \(request.fps) fps, \(request.codec.rawValue):", ""]
         lines += budget.table()
         let conflicts = budget.conflicts
         if !conflicts.isEmpty {

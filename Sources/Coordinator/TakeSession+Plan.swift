@@ -85,7 +85,7 @@ extension TakeSession {
 
         let (takeID, directory) = try makeTakeDirectory()
         phase.withLock { $0.takeID = takeID }
-        console.step("take \(takeID): \(ordinal) camera(s) on \(plans.count) node(s), \(request.width)x\(request.height) at \(request.fps) fps, \(request.codec)")
+        console.step("take \(takeID): \(ordinal) camera(s) on \(plans.count) node(s), \(request.width)x\(request.height) at \(request.fps) fps, \(request.codec.rawValue)")
         let tracker = ClockTracker(nodes: plans.map { ClockTracker.Node(name: $0.name, link: $0.link) }, followed: followed,
                                    instances: Dictionary(hellos.map { ($0.endpoint, $0.reply.instanceID) }) { first, _ in first })
         return TakeRun(takeID: takeID, directory: directory, plans: plans, cameraCount: ordinal, responder: responder,

@@ -13,7 +13,7 @@ public struct TakeRequest: Sendable {
     public var fps: Int
     public var width: Int
     public var height: Int
-    public var codec: String
+    public var codec: VideoCodec
     public var takesDirectory: URL
     /// Cameras to use on each node, in the order the node lists them; nil means all of them.
     public var camerasPerNode: Int?
@@ -36,7 +36,7 @@ public struct TakeRequest: Sendable {
     /// What the refusal of an over-budget rig suggests, as the end of its sentence.
     public var overBudgetHint = "coord plan --fit proposes changes that fit"
 
-    public init(name: String, seconds: Double, fps: Int, width: Int, height: Int, codec: String, takesDirectory: URL,
+    public init(name: String, seconds: Double, fps: Int, width: Int, height: Int, codec: VideoCodec, takesDirectory: URL,
                 camerasPerNode: Int? = nil) {
         self.name = name; self.seconds = seconds; self.fps = fps; self.width = width; self.height = height
         self.codec = codec; self.takesDirectory = takesDirectory; self.camerasPerNode = camerasPerNode
@@ -59,7 +59,6 @@ public struct TakeRequest: Sendable {
         if !seconds.isFinite || seconds * Double(fps) < 1 || seconds > Self.longestSeconds {
             return "--seconds must be between one frame (\(Self.decimal(1 / Double(fps))) s at \(fps) fps) and \(Int(Self.longestSeconds)) (24 h) (got \(seconds))."
         }
-        if VideoCodec(rawValue: codec) == nil { return "--codec must be \(VideoCodec.spelled) (got \(codec))." }
         return nil
     }
 }

@@ -96,9 +96,7 @@ final class CameraRecording {
         self.takeID = takeID
         self.shared = shared
         centres = FrameCentres(grid: grid)
-        guard let codec = VideoCodec(rawValue: settings.codec) else {
-            throw NodeFailure(.badConfig, "camera \(node)/\(settings.camera): unknown codec \"\(settings.codec)\".")
-        }
+        let codec = settings.codec
         do {
             writer = try MatroskaWriter(path: mkvURL.path, width: settings.width, height: settings.height, fps: settings.fps,
                                         codec: codec, metadata: metadata)

@@ -48,7 +48,7 @@ enum ReplyTarget: Int, CaseIterable {
     /// The handshake through the planner and the cost model, as `start-take`, `plan` and the console do.
     private func hello(_ m: Coord_V1_HelloReply) {
         guard let reply = try? NodeReply.hello(m, from: Self.who) else { return }
-        let request = TakeRequest(name: "fuzz", seconds: 5, fps: 30, width: 320, height: 240, codec: "mjpeg",
+        let request = TakeRequest(name: "fuzz", seconds: 5, fps: 30, width: 320, height: 240, codec: .mjpeg,
                                   takesDirectory: URL(fileURLWithPath: "/nonexistent"))
         let hellos = [RigPlanner.Hello(endpoint: "tcp://127.0.0.1:5710", reply: reply)]
         guard let nodes = try? RigPlanner.plannedNodes(hellos, request: request),

@@ -22,7 +22,7 @@ struct ConsoleHTTPTests {
     func withConsole(_ test: @escaping @Sendable (Send) async throws -> Void) async throws {
         let takes = FileManager.default.temporaryDirectory.appendingPathComponent("coord-console-tests-\(UUID().uuidString)")
         defer { try? FileManager.default.removeItem(at: takes) }
-        let template = TakeRequest(name: "take", seconds: 1, fps: 30, width: 640, height: 480, codec: "mjpeg", takesDirectory: takes)
+        let template = TakeRequest(name: "take", seconds: 1, fps: 30, width: 640, height: 480, codec: .mjpeg, takesDirectory: takes)
         let logger = Logger(label: "console-tests")
         let rig = LiveRig(spec: RigSpec(nodes: []), template: template, logger: logger)
         let app = try ConsoleServer.application(rig: rig, settings: .init(host: "localhost", port: 0, token: Self.token),

@@ -14,13 +14,13 @@ private func formats(_ pixelFormat: String) -> [CameraFormat] {
 }
 
 private func cam(_ node: String, _ name: String, _ width: Int = 640, _ height: Int = 480, fps: Int = 30,
-                 codec: String = "mjpeg", pixelFormat: String = "yuyv422", bus: String = "", priority: Int = 0,
+                 codec: VideoCodec = .mjpeg, pixelFormat: String = "yuyv422", bus: String = "", priority: Int = 0,
                  recordEvery: Int = 1, offered: [CameraFormat]? = nil) -> PlannedCamera {
     PlannedCamera(node: node,
                   settings: CameraSettings(camera: name, ordinal: 0, width: width, height: height, fps: fps, codec: codec,
                                            recordEvery: recordEvery),
                   capabilities: CameraCapabilities(name: name, source: "v4l2", formats: offered ?? formats(pixelFormat),
-                                                   codecs: ["mjpeg", "ffv1", "h264"], bus: bus),
+                                                   codecs: [.mjpeg, .ffv1, .h264], bus: bus),
                   priority: priority)
 }
 
@@ -122,7 +122,7 @@ private func close(_ a: Double, _ b: Double) -> Bool { abs(a - b) <= 1e-9 * max(
     @Test func encodingSumsEachCodecAgainstItsOwnRate() throws {
         // 9.2 Mpx/s of MJPEG at 20 Mpx/s and 9.2 Mpx/s of FFV1 at 10 Mpx/s: 0.46 + 0.92.
         let n = node("node-1", calibration: calibration(mjpeg: 20e6, ffv1: 10e6),
-                     cameras: [cam("node-1", "cam0"), cam("node-1", "cam1", codec: "ffv1")])
+                     cameras: [cam("node-1", "cam0"), cam("node-1", "cam1", codec: .ffv1)])
         let encoding = try #require(load(Budget.evaluate([n]), "node-1", .encoding))
         let px = 640.0 * 480 * 30 * Budget.recordingOverhead
         #expect(close(encoding.cost, px / 20e6 + px / 10e6))
@@ -140,7 +140,7 @@ private func close(_ a: Double, _ b: Double) -> Bool { abs(a - b) <= 1e-9 * max(
 
     @Test func diskOverBudget() throws {
         // FFV1 at 1 byte per pixel: 1280x720 at 30 fps writes 27.6 MB/s to a disk that takes 20 MB/s.
-        let n = node("node-1", calibration: calibration(disk: 20e6), cameras: [cam("node-1", "cam0", 1280, 720, codec: "ffv1")])
+        let n = node("node-1", calibration: calibration(disk: 20e6), cameras: [cam("node-1", "cam0", 1280, 720, codec: .ffv1)])
         let budget = Budget.evaluate([n])
         let disk = try #require(load(budget, "node-1", .disk))
         #expect(disk.resource == "disk write")
@@ -150,7 +150,7 @@ private func close(_ a: Double, _ b: Double) -> Bool { abs(a - b) <= 1e-9 * max(
     }
 
     @Test func eachMicrophoneAddsItsPCMToTheDiskWrite() throws {
-        var n = node("node-1", calibration: calibration(disk: 20e6), cameras: [cam("node-1", "cam0", 1280, 720, codec: "ffv1")])
+        var n = node("node-1", calibration: calibration(disk: 20e6), cameras: [cam("node-1", "cam0", 1280, 720, codec: .ffv1)])
         let without = try #require(load(Budget.evaluate([n]), "node-1", .disk))
         n.microphones = ["mic0", "mic1"]
         let with = try #require(load(Budget.evaluate([n]), "node-1", .disk))
@@ -159,14 +159,14 @@ private func close(_ a: Double, _ b: Double) -> Bool { abs(a - b) <= 1e-9 * max(
     }
 
     @Test func heldGroupsCostAnIntraCodecItsWholePacketButH264AlmostNothing() throws {
-        let ffv1 = Budget.evaluate([node("n", cameras: [cam("n", "cam0", codec: "ffv1", recordEvery: 2)])])
+        let ffv1 = Budget.evaluate([node("n", cameras: [cam("n", "cam0", codec: .ffv1, recordEvery: 2)])])
         #expect(try close(#require(load(ffv1, "n", .disk)).demand, 640 * 480 * 30 * 1.0))
-        let h264 = Budget.evaluate([node("n", cameras: [cam("n", "cam0", codec: "h264", recordEvery: 2)])])
+        let h264 = Budget.evaluate([node("n", cameras: [cam("n", "cam0", codec: .h264, recordEvery: 2)])])
         #expect(try close(#require(load(h264, "n", .disk)).demand, 640 * 480 * 15 * 0.05))
     }
 
     @Test func mjpegPassthroughCostsNoEncoding() throws {
-        let passthrough = cam("node-1", "cam0", 1280, 720, codec: "mjpeg", pixelFormat: "mjpeg", bus: "usb1")
+        let passthrough = cam("node-1", "cam0", 1280, 720, codec: .mjpeg, pixelFormat: "mjpeg", bus: "usb1")
         let budget = Budget.evaluate([node("node-1", buses: [usb2], calibration: calibration(mjpeg: 1e6), cameras: [passthrough])])
         #expect(load(budget, "node-1", .encoding) == nil)
         // The camera's own packets travel the bus and land on disk: 0.5 bytes per pixel.
@@ -175,7 +175,7 @@ private func close(_ a: Double, _ b: Double) -> Bool { abs(a - b) <= 1e-9 * max(
         #expect(budget.cost < 1)
         // The same stream re-encoded to FFV1 is encoded in full.
         var reencoded = passthrough
-        reencoded.settings.codec = "ffv1"
+        reencoded.settings.codec = .ffv1
         let other = Budget.evaluate([node("node-1", buses: [usb2], calibration: calibration(ffv1: 1e6), cameras: [reencoded])])
         #expect(try close(#require(load(other, "node-1", .encoding)).demand, 1280 * 720 * 30 * Budget.recordingOverhead))
     }
@@ -185,11 +185,11 @@ private func close(_ a: Double, _ b: Double) -> Bool { abs(a - b) <= 1e-9 * max(
         let offered = ["mjpeg", "yuyv422"].map {
             CameraFormat(pixelFormat: $0, width: 1280, height: 720, minFramePeriodMicroseconds: 33_333, maxFramePeriodMicroseconds: 200_000)
         }
-        var webcam = cam("node-1", "cam0", 1280, 720, codec: "mjpeg", bus: "usb1", offered: offered)
+        var webcam = cam("node-1", "cam0", 1280, 720, codec: .mjpeg, bus: "usb1", offered: offered)
         let cal = calibration(mjpeg: 1e9, ffv1: 1e9)
         let passthrough = Budget.evaluate([node("node-1", buses: [usb2], calibration: cal, cameras: [webcam])])
         #expect(try close(#require(load(passthrough, "node-1", .bus)).demand, 1280 * 720 * 30 * 0.5))
-        webcam.settings.codec = "ffv1"
+        webcam.settings.codec = .ffv1
         let raw = Budget.evaluate([node("node-1", buses: [usb2], calibration: cal, cameras: [webcam])])
         #expect(try close(#require(load(raw, "node-1", .bus)).demand, 1280 * 720 * 30 * 2))
     }
@@ -239,7 +239,7 @@ private func close(_ a: Double, _ b: Double) -> Bool { abs(a - b) <= 1e-9 * max(
     @Test func aCodecTheCalibrationLacksIsANote() {
         var cal = calibration()
         cal.encode["h264"] = nil
-        let budget = Budget.evaluate([node("node-1", calibration: cal, cameras: [cam("node-1", "cam0", codec: "h264")])])
+        let budget = Budget.evaluate([node("node-1", calibration: cal, cameras: [cam("node-1", "cam0", codec: .h264)])])
         #expect(budget.nodes[0].loads.isEmpty)
         #expect(budget.notes == ["node node-1's calibration has no figure for codec h264: the encoding and disk write of node-1/cam0 are not counted."])
     }
@@ -277,7 +277,7 @@ private func close(_ a: Double, _ b: Double) -> Bool { abs(a - b) <= 1e-9 * max(
     func writer(_ name: String, free: UInt64, diskID: String = "", zones: [ThermalZone] = [], heating: Double? = nil,
                 mjpeg: Double = 1e10) -> PlannedNode {
         node(name, calibration: calibration(mjpeg: mjpeg, ffv1: 30e6, ffv1Bytes: 0.2, heating: heating), free: free, diskID: diskID,
-             zones: zones, cameras: [cam(name, "cam0", 800, 500, fps: 25, codec: "ffv1")])
+             zones: zones, cameras: [cam(name, "cam0", 800, 500, fps: 25, codec: .ffv1)])
     }
     let mib = 1024.0 * 1024
 
@@ -488,8 +488,8 @@ private func close(_ a: Double, _ b: Double) -> Bool { abs(a - b) <= 1e-9 * max(
         // FFV1 repeats whole packets for held groups, so only a smaller format or a disabled camera lowers its disk write.
         // At 640x360 the two still write 13.8 MB/s to a disk taking 10 MB/s.
         let plan = [node("node-1", calibration: calibration(disk: 10e6), cameras: [
-            cam("node-1", "cam0", 1280, 720, codec: "ffv1", priority: 1),
-            cam("node-1", "cam1", 1280, 720, codec: "ffv1"),
+            cam("node-1", "cam0", 1280, 720, codec: .ffv1, priority: 1),
+            cam("node-1", "cam1", 1280, 720, codec: .ffv1),
         ])]
         let result = Budget.fit(plan)
         checkFitted(result)
@@ -541,7 +541,7 @@ private func close(_ a: Double, _ b: Double) -> Bool { abs(a - b) <= 1e-9 * max(
         var random = SeededRandom(seed: 7)
         for _ in 0..<40 {
             let sizes = [(1920, 1080), (1280, 720), (640, 480)]
-            let codecs = ["mjpeg", "ffv1", "h264"]
+            let codecs: [VideoCodec] = [.mjpeg, .ffv1, .h264]
             var nodes: [PlannedNode] = []
             for n in 0..<random.int(1...3) {
                 let name = "node-\(n)"
@@ -570,7 +570,7 @@ private func close(_ a: Double, _ b: Double) -> Bool { abs(a - b) <= 1e-9 * max(
     @Test func thePreviewsTilesAreCountedInTheEncodingCost() throws {
         // 1280x720 at 30 fps encoded as ffv1, plus 480x270 tiles at 5 fps as JPEG.
         let cal = calibration(mjpeg: 20e6, ffv1: 100e6)
-        var plain = node("node-1", calibration: cal, cameras: [cam("node-1", "cam0", 1280, 720, codec: "ffv1")])
+        var plain = node("node-1", calibration: cal, cameras: [cam("node-1", "cam0", 1280, 720, codec: .ffv1)])
         let without = try #require(load(Budget.evaluate([plain]), "node-1", .encoding))
         plain.preview = PreviewSettings(width: 480, fps: 5)
         let with = try #require(load(Budget.evaluate([plain]), "node-1", .encoding))

@@ -9,9 +9,9 @@ import Testing
             CameraFormat(pixelFormat: "mjpeg", width: 1280, height: 720, minFramePeriodMicroseconds: 33_333, maxFramePeriodMicroseconds: 200_000),
             CameraFormat(pixelFormat: "yuyv422", width: 1280, height: 720, minFramePeriodMicroseconds: 100_000, maxFramePeriodMicroseconds: 200_000),
         ],
-        codecs: ["mjpeg", "ffv1"])
+        codecs: [.mjpeg, .ffv1])
 
-    func settings(width: Int = 640, height: Int = 480, fps: Int = 30, codec: String = "mjpeg", ordinal: Int = 0) -> CameraSettings {
+    func settings(width: Int = 640, height: Int = 480, fps: Int = 30, codec: VideoCodec = .mjpeg, ordinal: Int = 0) -> CameraSettings {
         CameraSettings(camera: "cam0", ordinal: ordinal, width: width, height: height, fps: fps, codec: codec)
     }
 
@@ -19,7 +19,7 @@ import Testing
         #expect(settings().problem(on: "node-a", with: caps) == nil)
         #expect(settings(fps: 60).problem(on: "node-a", with: caps) == nil)
         #expect(settings(fps: 1).problem(on: "node-a", with: caps) == nil)
-        #expect(settings(width: 1280, height: 720, fps: 30, codec: "ffv1").problem(on: "node-a", with: caps) == nil)
+        #expect(settings(width: 1280, height: 720, fps: 30, codec: .ffv1).problem(on: "node-a", with: caps) == nil)
         #expect(settings(width: 1280, height: 720, fps: 5).problem(on: "node-a", with: caps) == nil)
         #expect(settings(ordinal: 255).problem(on: "node-a", with: caps) == nil)
     }
@@ -30,7 +30,7 @@ import Testing
     }
 
     @Test func unsupportedCodecNamesCameraCodecAndWhatIsOffered() throws {
-        let p = try #require(settings(codec: "h264").problem(on: "node-a", with: caps))
+        let p = try #require(settings(codec: .h264).problem(on: "node-a", with: caps))
         #expect(p.contains("node-a") && p.contains("cam0") && p.contains("h264"), "\(p)")
         #expect(p.contains("mjpeg") && p.contains("ffv1"), "\(p)")
     }
@@ -72,7 +72,7 @@ import Testing
             let c = CameraCapabilities(name: "cam0", source: "synthetic",
                                        formats: [CameraFormat(pixelFormat: "yuv420p", width: 640, height: 480,
                                                               minFramePeriodMicroseconds: minPeriod, maxFramePeriodMicroseconds: 1_000_000)],
-                                       codecs: ["mjpeg"])
+                                       codecs: [.mjpeg])
             let p = try #require(settings(fps: 1_000).problem(on: "n", with: c))
             let marker = "its fastest is "
             let range = try #require(p.range(of: marker), "\(p)")

@@ -43,16 +43,16 @@ struct DiscoveryTests {
         typealias F = CameraOffer.Format
         let usb = CameraOffer(formats: [F(width: 1920, height: 1080, minFramePeriodMicroseconds: 200_000),
                                         F(width: 1280, height: 720, minFramePeriodMicroseconds: 33_333),
-                                        F(width: 640, height: 480, minFramePeriodMicroseconds: 16_666)], codecs: ["mjpeg", "ffv1", "h264"])
+                                        F(width: 640, height: 480, minFramePeriodMicroseconds: 16_666)], codecs: [.mjpeg, .ffv1, .h264])
         let pi = CameraOffer(formats: [F(width: 1280, height: 720, minFramePeriodMicroseconds: 40_000),
-                                       F(width: 640, height: 480, minFramePeriodMicroseconds: 33_333)], codecs: ["h264", "ffv1"])
+                                       F(width: 640, height: 480, minFramePeriodMicroseconds: 33_333)], codecs: [.h264, .ffv1])
         // 1920x1080 is not offered by both; at 1280x720 the slower camera reaches 25 fps; only the pi lacks mjpeg.
-        #expect(DiscoveredNode.commonTake([usb, pi]) == TakeOffer(size: "1280x720", fps: 25, codec: "h264"))
-        #expect(DiscoveredNode.commonTake([usb]) == TakeOffer(size: "1920x1080", fps: 5, codec: "mjpeg"))
-        #expect(DiscoveredNode.commonTake([usb, CameraOffer(formats: [F(width: 320, height: 240, minFramePeriodMicroseconds: 1)], codecs: ["mjpeg"])]) == nil)
+        #expect(DiscoveredNode.commonTake([usb, pi]) == TakeOffer(size: "1280x720", fps: 25, codec: .h264))
+        #expect(DiscoveredNode.commonTake([usb]) == TakeOffer(size: "1920x1080", fps: 5, codec: .mjpeg))
+        #expect(DiscoveredNode.commonTake([usb, CameraOffer(formats: [F(width: 320, height: 240, minFramePeriodMicroseconds: 1)], codecs: [.mjpeg])]) == nil)
         #expect(DiscoveredNode.commonTake([]) == nil)
         let nodes = [DiscoveredNode(name: "a", endpoint: "tcp://10.0.0.7:5710", cameras: ["cam0"], version: "0.1.0", publicKey: nil)]
-        let asked = DiscoveredNode.rigFile(nodes, coordinatorCert: nil, take: TakeOffer(size: "1280x720", fps: 25, codec: "h264"))
+        let asked = DiscoveredNode.rigFile(nodes, coordinatorCert: nil, take: TakeOffer(size: "1280x720", fps: 25, codec: .h264))
         #expect(asked.contains("\ntake:"), "\(asked)")
         #expect(asked.contains("\n  size: 1280x720 ") && asked.contains("\n  fps: 25 ") && asked.contains("\n  codec: h264 "))
         #expect(asked.contains("# seconds:"))

@@ -13,9 +13,9 @@ private struct Rig {
         CameraCapabilities(name: name, source: "synthetic",
                            formats: [CameraFormat(pixelFormat: "yuv420p", width: 640, height: 480,
                                                   minFramePeriodMicroseconds: 16_667, maxFramePeriodMicroseconds: 1_000_000)],
-                           codecs: ["ffv1"])
+                           codecs: [.ffv1])
     }
-    static let settings = ["a", "b"].enumerated().map { CameraSettings(camera: $1, ordinal: $0, width: 640, height: 480, fps: 25, codec: "ffv1") }
+    static let settings = ["a", "b"].enumerated().map { CameraSettings(camera: $1, ordinal: $0, width: 640, height: 480, fps: 25, codec: .ffv1) }
 
     var take = NodeTake(node: "n1", cameras: capabilities)
     var arming: NodeTake.Arming!

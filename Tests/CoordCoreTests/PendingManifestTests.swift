@@ -6,9 +6,9 @@ import Testing
     let clock = TakeManifest.ClockFigures(offsetMicroseconds: 12, driftPPM: 0.5, uncertaintyMicroseconds: 3)
 
     func pending() -> PendingManifest {
-        let a = [CameraSettings(camera: "cam0", ordinal: 0, width: 640, height: 480, fps: 30, codec: "mjpeg"),
-                 CameraSettings(camera: "cam1", ordinal: 1, width: 640, height: 480, fps: 30, codec: "mjpeg", recordEvery: 2)]
-        let b = [CameraSettings(camera: "cam0", ordinal: 2, width: 1280, height: 720, fps: 30, codec: "ffv1")]
+        let a = [CameraSettings(camera: "cam0", ordinal: 0, width: 640, height: 480, fps: 30, codec: .mjpeg),
+                 CameraSettings(camera: "cam1", ordinal: 1, width: 640, height: 480, fps: 30, codec: .mjpeg, recordEvery: 2)]
+        let b = [CameraSettings(camera: "cam0", ordinal: 2, width: 1280, height: 720, fps: 30, codec: .ffv1)]
         var p = PendingManifest(takeID: "20260101T000000Z-x-000001", name: "x", grid: FrameGrid(t0: 1_000_000, periodMicroseconds: 33_333),
                                 groups: 90, startWallclock: "2026-01-01T00:00:00Z",
                                 nodes: [.init(name: "a", cameras: a, clock: clock), .init(name: "b", cameras: b, clock: clock)])

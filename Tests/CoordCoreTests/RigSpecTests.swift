@@ -1,3 +1,4 @@
+import Foundation
 import Testing
 @testable import CoordCore
 
@@ -9,7 +10,7 @@ import Testing
             .init(name: "jetson", endpoint: "tcp://127.0.0.2:5555", cameras: ["cam0", "cam1"]),
             .init(name: "pc.right", endpoint: "tcp://[::1]:6000"),
         ],
-        take: .init(fps: 60, size: "1280x720", codec: "ffv1", name: "scene-1", takesDir: "/srv/takes"))
+        take: .init(fps: 60, size: "1280x720", codec: .ffv1, name: "scene-1", takesDir: "/srv/takes"))
 
     @Test func aGoodSpecHasNoProblem() {
         #expect(Self.good.problem() == nil)
@@ -52,7 +53,7 @@ import Testing
         Case(label: "size zero", change: { $0.take.size = "0x720" }, field: "take.size", says: "WxH"),
         Case(label: "size negative", change: { $0.take.size = "-1x720" }, field: "take.size", says: "WxH"),
         Case(label: "size three parts", change: { $0.take.size = "1x2x3" }, field: "take.size", says: "WxH"),
-        Case(label: "codec", change: { $0.take.codec = "prores" }, field: "take.codec", says: "mjpeg, ffv1 or h264"),
+        Case(label: "codec", change: { $0.take.unknownCodec = "prores" }, field: "take.codec", says: "mjpeg, ffv1 or h264"),
         Case(label: "take name", change: { $0.take.name = "a/b" }, field: "take.name", says: "take name"),
         Case(label: "take name too long", change: { $0.take.name = String(repeating: "t", count: 42) }, field: "take.name", says: "longer"),
         Case(label: "empty takes_dir", change: { $0.take.takesDir = "" }, field: "take.takes_dir", says: "empty"),
@@ -91,6 +92,17 @@ import Testing
                       "tcp://h:5555 ", "ipc:///tmp/x", "tcp://user@h:1"])
     func badEndpoints(_ endpoint: String) {
         #expect(RigSpec.endpointProblem(endpoint) != nil)
+    }
+
+    @Test func aTakeCodecNamingNoCodecIsKeptForItsProblemSentence() throws {
+        let take = try JSONDecoder().decode(RigSpec.TakeDefaults.self, from: Data(#"{"codec": "prores", "fps": 25}"#.utf8))
+        #expect(take.codec == nil && take.unknownCodec == "prores")
+        var spec = Self.good
+        spec.take = take
+        #expect(spec.fault()?.field == "take.codec")
+        #expect(spec.problem() == "take.codec must be mjpeg, ffv1 or h264 (got \"prores\").")
+        let h264 = try JSONDecoder().decode(RigSpec.TakeDefaults.self, from: Data(#"{"codec": "h264"}"#.utf8))
+        #expect(h264.codec == .h264 && h264.unknownCodec == nil)
     }
 
     @Test func sizes() {

@@ -47,15 +47,15 @@ struct ConsoleFollowTests {
           fps: 25
         """.write(toFile: path, atomically: true, encoding: .utf8)
         let file = try RigFile.load(path)
-        let rig = LiveRig(spec: file.spec, template: TakeRequest(name: "t", seconds: 1, fps: 25, width: 320, height: 240, codec: "mjpeg",
+        let rig = LiveRig(spec: file.spec, template: TakeRequest(name: "t", seconds: 1, fps: 25, width: 320, height: 240, codec: .mjpeg,
                                                                  takesDirectory: dir),
                           rigFile: path, logger: Logger(label: "test"))
         rig.state.withLock { s in
-            s.nodes[0].cameras = [CameraSettings(camera: "cam0", ordinal: 0, width: 320, height: 240, fps: 25, codec: "mjpeg"),
-                                  CameraSettings(camera: "cam1", ordinal: 1, width: 320, height: 240, fps: 25, codec: "mjpeg")]
+            s.nodes[0].cameras = [CameraSettings(camera: "cam0", ordinal: 0, width: 320, height: 240, fps: 25, codec: .mjpeg),
+                                  CameraSettings(camera: "cam1", ordinal: 1, width: 320, height: 240, fps: 25, codec: .mjpeg)]
             s.nodes[0].operatorControls = ["cam0": CameraControls(exposureMicroseconds: 9000, gainDecibels: 1.5, whiteBalanceKelvin: 4000, focus: 0.25)]
             s.nodes[0].controls = ["cam1": CameraControls(exposureMicroseconds: 5000)]  // in force, never set here: not written
-            s.nodes[1].cameras = [CameraSettings(camera: "cam0", ordinal: 2, width: 320, height: 240, fps: 25, codec: "mjpeg")]
+            s.nodes[1].cameras = [CameraSettings(camera: "cam0", ordinal: 2, width: 320, height: 240, fps: 25, codec: .mjpeg)]
             s.nodes[1].operatorControls = ["cam0": CameraControls(exposureMicroseconds: 20000)]
         }
         let written = try rig.rigFileWithControls()
@@ -108,10 +108,10 @@ struct ConsoleFollowTests {
           fps: 25
         """
         try original.write(toFile: path, atomically: true, encoding: .utf8)
-        let template = TakeRequest(name: "t", seconds: 1, fps: 25, width: 320, height: 240, codec: "mjpeg", takesDirectory: dir)
+        let template = TakeRequest(name: "t", seconds: 1, fps: 25, width: 320, height: 240, codec: .mjpeg, takesDirectory: dir)
         let rig = LiveRig(spec: try RigFile.load(path).spec, template: template, rigFile: path, logger: Logger(label: "test"))
         rig.state.withLock { s in
-            s.nodes[0].cameras = [CameraSettings(camera: "cam0", ordinal: 0, width: 320, height: 240, fps: 25, codec: "mjpeg")]
+            s.nodes[0].cameras = [CameraSettings(camera: "cam0", ordinal: 0, width: 320, height: 240, fps: 25, codec: .mjpeg)]
             s.nodes[0].operatorControls = ["cam0": CameraControls(exposureMicroseconds: 12000, whiteBalanceKelvin: 4300)]
         }
         let saved = try rig.saveRigFile()

@@ -46,11 +46,11 @@ struct RigFileTests {
     @Test func theRigFileDiscoverWritesLoadsAsWritten() throws {
         // Issue 27: `coord discover --write-rig` writes a commented take section; both variants load without warnings.
         let nodes = [DiscoveredNode(name: "box-1", endpoint: "tcp://10.0.0.7:5710", cameras: ["cam0", "cam1"], version: "0.1.0", publicKey: nil)]
-        for take in [TakeOffer(size: "1280x720", fps: 25, codec: "h264"), nil] {
+        for take in [TakeOffer(size: "1280x720", fps: 25, codec: .h264), nil] {
             let file = try load(DiscoveredNode.rigFile(nodes, coordinatorCert: nil, take: take, notAsked: "no reason"))
             #expect(file.warnings.isEmpty, "\(file.warnings)")
             #expect(file.spec.take.size == (take?.size ?? "640x480") && file.spec.take.fps == (take?.fps ?? 30))
-            #expect(file.spec.take.codec == (take?.codec ?? "mjpeg") && file.spec.take.takesDir == "./takes")
+            #expect(file.spec.take.codec == (take?.codec ?? .mjpeg) && file.spec.take.takesDir == "./takes")
         }
     }
 
@@ -133,7 +133,7 @@ struct RigFileTests {
             version: 1,
             nodes: [.init(name: "pi", endpoint: "tcp://127.0.0.1:5555"),
                     .init(name: "jetson", endpoint: "tcp://127.0.0.2:5555", cameras: ["cam0", "cam1"])],
-            take: .init(fps: 25, size: "1280x720", codec: "ffv1", name: "scene", takesDir: "out/takes")))
+            take: .init(fps: 25, size: "1280x720", codec: .ffv1, name: "scene", takesDir: "out/takes")))
     }
 
     @Test func onlyNodesIsRequired() throws {

@@ -52,7 +52,7 @@ final class TakeEndToEndTests {
     }
 
     func request(seconds: Double = 1, fps: Int = 30, width: Int = 320, height: Int = 240) -> TakeRequest {
-        TakeRequest(name: "e2e", seconds: seconds, fps: fps, width: width, height: height, codec: "mjpeg", takesDirectory: takes)
+        TakeRequest(name: "e2e", seconds: seconds, fps: fps, width: width, height: height, codec: .mjpeg, takesDirectory: takes)
     }
 
     func session(_ endpoints: [String], _ request: TakeRequest) -> TakeSession {
@@ -274,7 +274,7 @@ final class TakeEndToEndTests {
             var configure = Coord_V1_Configure()
             configure.takeID = "20250101-000000-e2e-abcdef"
             configure.cameras = [CameraSettings(camera: "cam0", ordinal: 0, width: case_.width, height: case_.height,
-                                                fps: case_.fps, codec: "mjpeg").wire]
+                                                fps: case_.fps, codec: .mjpeg).wire]
             let refusal = await #expect(throws: CoordError.self) {
                 _ = try await link.request(.configure(configure), timeout: 5, what: "the configuration")
             }

@@ -140,9 +140,9 @@ private func mosaic(_ format: GenICamPixelFormat, width: Int, height: Int, rgb: 
         #expect(sizes.contains("320x240") && sizes.contains("1920x1080") && sizes.contains("2048x2048"))
         #expect(!sizes.contains("2448x2048"))
         // The planner accepts 640x480 at 30 fps and refuses 200 fps with the camera's fastest.
-        let caps = CameraCapabilities(name: "cam0", source: "genicam", formats: formats, codecs: ["ffv1"])
-        #expect(CameraSettings(camera: "cam0", ordinal: 0, width: 640, height: 480, fps: 30, codec: "ffv1").problem(on: "n", with: caps) == nil)
-        #expect(CameraSettings(camera: "cam0", ordinal: 0, width: 640, height: 480, fps: 200, codec: "ffv1").problem(on: "n", with: caps)?
+        let caps = CameraCapabilities(name: "cam0", source: "genicam", formats: formats, codecs: [.ffv1])
+        #expect(CameraSettings(camera: "cam0", ordinal: 0, width: 640, height: 480, fps: 30, codec: .ffv1).problem(on: "n", with: caps) == nil)
+        #expect(CameraSettings(camera: "cam0", ordinal: 0, width: 640, height: 480, fps: 200, codec: .ffv1).problem(on: "n", with: caps)?
             .contains("fastest is 100 fps") == true)
     }
 
@@ -167,8 +167,8 @@ private func mosaic(_ format: GenICamPixelFormat, width: Int, height: Int, rgb: 
         let formats = [CameraFormat(pixelFormat: format, width: width, height: height, minFramePeriodMicroseconds: 1_000,
                                     maxFramePeriodMicroseconds: 1_000_000)]
         let cameras = (0..<count).map { i in
-            PlannedCamera(node: "n1", settings: CameraSettings(camera: "mv\(i)", ordinal: i, width: width, height: height, fps: fps, codec: "ffv1"),
-                          capabilities: CameraCapabilities(name: "mv\(i)", source: "genicam", formats: formats, codecs: ["ffv1"], bus: bus.id))
+            PlannedCamera(node: "n1", settings: CameraSettings(camera: "mv\(i)", ordinal: i, width: width, height: height, fps: fps, codec: .ffv1),
+                          capabilities: CameraCapabilities(name: "mv\(i)", source: "genicam", formats: formats, codecs: [.ffv1], bus: bus.id))
         }
         return PlannedNode(name: "n1", resources: NodeResources(buses: [bus]), cameras: cameras)
     }
@@ -204,10 +204,10 @@ private func mosaic(_ format: GenICamPixelFormat, width: Int, height: Int, rgb: 
                            frameRateRange: 1...100, controlRanges: ControlRanges())
     }
     private func settings(_ width: Int, _ height: Int) -> CameraSettings {
-        CameraSettings(camera: "cam0", ordinal: 0, width: width, height: height, fps: 30, codec: "ffv1")
+        CameraSettings(camera: "cam0", ordinal: 0, width: width, height: height, fps: 30, codec: .ffv1)
     }
     private func capabilities(_ d: GenICamDescription) -> CameraCapabilities {
-        CameraCapabilities(name: "cam0", source: "genicam", device: "Aravis-Fake-GV01", formats: d.handshakeFormats, codecs: ["ffv1"])
+        CameraCapabilities(name: "cam0", source: "genicam", device: "Aravis-Fake-GV01", formats: d.handshakeFormats, codecs: [.ffv1])
     }
 
     @Test func anySizeInsideTheRangesPlansTheFakesOwn512x512Included() {

@@ -7,7 +7,7 @@ import Testing
 
 private let clock = ClockMapping(offsetMicroseconds: 1_250, ratePPM: 12.5, referenceLocal: 9_000_000, uncertaintyMicroseconds: 40)
 private let grid = FrameGrid(t0: 5_000_000, periodMicroseconds: 40_000)
-private let camera = CameraSettings(camera: "cam0", ordinal: 1, width: 640, height: 480, fps: 25, codec: "mjpeg", recordEvery: 1,
+private let camera = CameraSettings(camera: "cam0", ordinal: 1, width: 640, height: 480, fps: 25, codec: .mjpeg, recordEvery: 1,
                                     controls: CameraControls())
 
 private func decoded(_ body: Envelope.OneOf_Body?) throws(NodeFailure) -> NodeRequest {

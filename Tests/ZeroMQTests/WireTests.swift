@@ -140,10 +140,10 @@ extension SeededRandom {
         var rng = SeededRandom(seed: 3)
         for _ in 0..<300 {
             let s = CameraSettings(camera: "cam\(rng.int(0...99))", ordinal: rng.int(0...255), width: rng.int(2...8_192),
-                                   height: rng.int(2...8_192), fps: rng.int(1...240), codec: ["mjpeg", "ffv1", "h264"][rng.int(0...2)])
-            #expect(CameraSettings(wire: s.wire) == s)
+                                   height: rng.int(2...8_192), fps: rng.int(1...240), codec: VideoCodec.allCases[rng.int(0...2)])
+            #expect(try CameraSettings(wire: s.wire) == s)
             let reparsed = try Coord_V1_CameraConfig(serializedBytes: try s.wire.serializedBytes() as [UInt8])
-            #expect(CameraSettings(wire: reparsed) == s)
+            #expect(try CameraSettings(wire: reparsed) == s)
         }
     }
 
@@ -157,11 +157,22 @@ extension SeededRandom {
             }
             let c = CameraCapabilities(name: "cam\(i)", source: i % 2 == 0 ? "v4l2" : "synthetic",
                                        device: i % 2 == 0 ? "/dev/video\(i)" : "", formats: formats,
-                                       codecs: Array(["mjpeg", "ffv1", "h264"].prefix(rng.int(0...3))))
+                                       codecs: Array(VideoCodec.allCases.prefix(rng.int(0...3))))
             #expect(CameraCapabilities(wire: c.wire) == c)
             let reparsed = try Coord_V1_CameraInfo(serializedBytes: try c.wire.serializedBytes() as [UInt8])
             #expect(CameraCapabilities(wire: reparsed) == c)
         }
+    }
+
+    @Test func aCodecTheBuildDoesNotKnowIsLeftOutOfAnOfferAndNamedInASetting() throws {
+        var info = Coord_V1_CameraInfo()
+        info.name = "cam0"
+        info.codecs = ["vp9", "mjpeg", "H264"]
+        #expect(CameraCapabilities(wire: info).codecs == [.mjpeg])
+        var config = CameraSettings(camera: "cam0", ordinal: 0, width: 640, height: 480, fps: 25, codec: .ffv1).wire
+        config.codec = "prores"
+        let failure = try #require(throws: NodeFailure.self) { try CameraSettings(wire: config) }
+        #expect(failure.message == "camera cam0: unknown codec \"prores\" (a node records mjpeg, ffv1 or h264).")
     }
 
     @Test func clockMappingRoundTripsToTheMicrosecond() throws {
