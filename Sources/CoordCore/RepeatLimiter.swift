@@ -2,7 +2,7 @@
 /// `interval`, which also counts how many were held back. Memory is bounded (`capacity` kinds; the oldest is
 /// forgotten), so a stream of ever-new kinds — a stranger cycling addresses — cannot grow it.
 public struct RepeatLimiter: Sendable {
-    public let interval: Int64
+    public let interval: Duration
     public let capacity: Int
     private var entries: [String: Entry] = [:]
     private struct Entry: Sendable {
@@ -10,8 +10,8 @@ public struct RepeatLimiter: Sendable {
         var heldBack: Int
     }
 
-    /// `interval` in the caller's clock units (µs in coord).
-    public init(interval: Int64 = 60_000_000, capacity: Int = 256) {
+    /// `admit`'s `now` is µs on the caller's clock.
+    public init(interval: Duration = .seconds(60), capacity: Int = 256) {
         self.interval = interval
         self.capacity = max(1, capacity)
     }
@@ -24,7 +24,7 @@ public struct RepeatLimiter: Sendable {
 
     public mutating func admit(_ kind: String, now: Int64) -> Admission {
         if var entry = entries[kind] {
-            guard now - entry.lastLogged >= interval else {
+            guard now - entry.lastLogged >= interval.microseconds else {
                 entry.heldBack += 1
                 entries[kind] = entry
                 return .holdBack

@@ -126,7 +126,7 @@ import Testing
 
 @Suite struct RepeatLimiterTests {
     @Test func theFirstOfAKindIsLoggedThenOnePerIntervalWithTheCountHeldBack() {
-        var limiter = RepeatLimiter(interval: 60, capacity: 8)
+        var limiter = RepeatLimiter(interval: .microseconds(60), capacity: 8)
         #expect(limiter.admit("a", now: 0) == .log(heldBack: 0))
         for t in 1..<60 { #expect(limiter.admit("a", now: Int64(t)) == .holdBack) }
         #expect(limiter.admit("b", now: 30) == .log(heldBack: 0))
@@ -134,8 +134,15 @@ import Testing
         #expect(limiter.admit("a", now: 61) == .holdBack)
     }
 
+    @Test func itsIntervalIsCountedInWholeMicroseconds() {
+        #expect(Duration.seconds(60).microseconds == 60_000_000)
+        #expect(Duration.nanoseconds(1_999).microseconds == 1)
+        #expect(Duration.milliseconds(-3).microseconds == -3_000)
+        #expect(Duration.seconds(Int64.max).microseconds == .max)
+    }
+
     @Test func everNewKindsCannotGrowItPastItsCapacity() {
-        var limiter = RepeatLimiter(interval: 60, capacity: 8)
+        var limiter = RepeatLimiter(interval: .microseconds(60), capacity: 8)
         for i in 0..<10_000 { _ = limiter.admit("peer-\(i)", now: Int64(i)) }
         #expect(limiter.kinds == 8)
         // The newest kinds are the ones remembered.
