@@ -247,10 +247,10 @@ public struct ClockAlignment: Sendable {
 
     /// Whether every node has a second of exchanges and its clock is known to `alignedUncertainty` `settleAhead`
     /// from `now`, about where group 0 will be (a followed clock being topped up: to `armableUncertainty`, see
-    /// `readiness`). `timedOut`: the seconds waited, once the wait is over; the clocks are then used as known,
+    /// `readiness`). `timedOut`: how long it waited, once the wait is over; the clocks are then used as known,
     /// unless a node answered no probe at all. Aligned, each race between a topped-up followed clock and this
     /// take's own exchanges is settled, or goes on through the lead (`tick`).
-    public mutating func aligned(now: Int64, timedOut: Double? = nil) -> Alignment {
+    public mutating func aligned(now: Int64, timedOut: Duration? = nil) -> Alignment {
         var ready = true
         // Topped-up clocks for which this take's exchanges alone are known better.
         var useAfresh: Set<String> = []
@@ -271,9 +271,9 @@ public struct ClockAlignment: Sendable {
         guard ready || timedOut != nil else { return .waiting }
         if !ready, let timeout = timedOut, let node = nodes.first(where: { clocks[$0]?.isSilent ?? false }) {
             if let fault = clocks[node]?.record.probeFault {
-                return .failed(node: node, sentence: "node \(node)'s clock cannot be aligned: it answered no usable clock probe within \(Int(timeout)) s (\(fault.hasSuffix(".") ? String(fault.dropLast()) : fault)).")
+                return .failed(node: node, sentence: "node \(node)'s clock cannot be aligned: it answered no usable clock probe within \(timeout.components.seconds) s (\(fault.hasSuffix(".") ? String(fault.dropLast()) : fault)).")
             }
-            return .failed(node: node, sentence: "node \(node) answered no clock probe within \(Int(timeout)) s; its clock cannot be aligned.")
+            return .failed(node: node, sentence: "node \(node) answered no clock probe within \(timeout.components.seconds) s; its clock cannot be aligned.")
         }
         settleTopUps(useAfresh: useAfresh, until: now + Self.settleAhead)
         var result: [String: ClockMapping] = [:]

@@ -86,8 +86,8 @@ final class ClockTracker: Sendable {
     /// Waits until every node's clock is known well enough to arm on (`ClockAlignment.aligned`), or until
     /// `timeout`; then returns each node's mapping. On a jittery network that takes longer: starting sooner would
     /// record the first seconds with a poorly known rate. A node that answered no probe at all is named in the error.
-    func aligned(timeout: Double = 10) async throws -> [String: ClockMapping] {
-        let deadline = MonotonicClock.now() + Int64(timeout * 1e6)
+    func aligned(timeout: Duration = .seconds(10)) async throws -> [String: ClockMapping] {
+        let deadline = MonotonicClock.now() + timeout.microseconds
         while true {
             let now = MonotonicClock.now()
             switch alignment.withLock({ $0.aligned(now: now, timedOut: now > deadline ? timeout : nil) }) {

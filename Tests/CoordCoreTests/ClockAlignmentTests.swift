@@ -95,10 +95,10 @@ extension ClockAlignment.Alignment {
         a.exchanged("n2", .unanswered)
         a.exchanged("n3", .unusable("node n3's clock probe reply has t2 out of range."))
         #expect(a.aligned(now: t0 + 1_300_000) == .waiting)
-        #expect(a.aligned(now: t0 + 10_100_000, timedOut: 10)
+        #expect(a.aligned(now: t0 + 10_100_000, timedOut: .seconds(10))
                 == .failed(node: "n2", sentence: "node n2 answered no clock probe within 10 s; its clock cannot be aligned."))
         a.exchanged("n2", .answered(path.exchange(at: t0 + 10_200_000), began: t0 + 10_200_000))
-        #expect(a.aligned(now: t0 + 10_300_000, timedOut: 10)
+        #expect(a.aligned(now: t0 + 10_300_000, timedOut: .seconds(10))
                 == .failed(node: "n3", sentence: "node n3's clock cannot be aligned: it answered no usable clock probe within 10 s (node n3's clock probe reply has t2 out of range)."))
     }
 
@@ -107,7 +107,7 @@ extension ClockAlignment.Alignment {
         var a = ClockAlignment(nodes: [("n1", "tcp://n1")], now: t0)
         drive(&a, "n1", &path, from: t0, until: t0 + 300_000)
         #expect(a.aligned(now: t0 + 400_000) == .waiting)
-        let m = try #require(a.aligned(now: t0 + 400_000, timedOut: 10).mappings?["n1"])
+        let m = try #require(a.aligned(now: t0 + 400_000, timedOut: .seconds(10)).mappings?["n1"])
         #expect(abs(m.offsetMicroseconds + 10) < 20)
     }
 

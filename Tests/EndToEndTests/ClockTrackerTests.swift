@@ -90,15 +90,15 @@ import ZeroMQ
         defer { link.close() }
         let node = ClockTracker.Node(name: "n1", link: link)
         let same = ClockTracker(nodes: [node], followed: [link.endpoint: clock], instances: [link.endpoint: "a1"])
-        let mapping = try #require(try await same.aligned(timeout: 1)["n1"])
+        let mapping = try #require(try await same.aligned(timeout: .seconds(1))["n1"])
         #expect(abs(mapping.offsetMicroseconds + 250_000) < 50)
         #expect(same.followedOutcome.used == ["n1"])
         let restarted = ClockTracker(nodes: [node], followed: [link.endpoint: clock], instances: [link.endpoint: "b2"])
-        await #expect(throws: CoordError.self) { _ = try await restarted.aligned(timeout: 0.3) }
+        await #expect(throws: CoordError.self) { _ = try await restarted.aligned(timeout: .milliseconds(300)) }
         var unknown = clock
         unknown.instance = nil
         let unnamed = ClockTracker(nodes: [node], followed: [link.endpoint: unknown], instances: [link.endpoint: "a1"])
-        await #expect(throws: CoordError.self) { _ = try await unnamed.aligned(timeout: 0.3) }
+        await #expect(throws: CoordError.self) { _ = try await unnamed.aligned(timeout: .milliseconds(300)) }
     }
 
     @Test func theLineSaysHowManyClocksWereFollowedToppedUpAndAlignedAfresh() {
