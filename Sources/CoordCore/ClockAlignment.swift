@@ -190,7 +190,7 @@ public struct ClockAlignment: Sendable {
         case .racing: break
         case .none:
             let known = ClockProbePolicy.isKnown(
-                probedFor: clock.firstProbe.map { now - $0 } ?? 0,
+                probedFor: .microseconds(clock.firstProbe.map { now - $0 } ?? 0),
                 uncertainty: clock.estimator.estimate(atRig: now + Self.pushInterval)?.uncertaintyMicroseconds,
                 target: Self.alignedUncertainty)
             guard known else { break }

@@ -37,8 +37,8 @@ public enum ClockProbePolicy {
 
     /// Whether a clock is known well enough for the steady rate: probed for a second, and its uncertainty
     /// (one sigma, µs) within `target`.
-    public static func isKnown(probedFor: Int64, uncertainty: Double?, target: Double) -> Bool {
-        guard let uncertainty, probedFor >= 1_000_000 else { return false }
+    public static func isKnown(probedFor: Duration, uncertainty: Double?, target: Double) -> Bool {
+        guard let uncertainty, probedFor >= .seconds(1) else { return false }
         return uncertainty <= target
     }
 }

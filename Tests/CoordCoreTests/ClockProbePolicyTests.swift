@@ -16,10 +16,10 @@ struct ClockProbePolicyTests {
     }
 
     @Test func aClockIsKnownAfterASecondWithinTheTarget() {
-        #expect(!ClockProbePolicy.isKnown(probedFor: 999_999, uncertainty: 1, target: 10))
-        #expect(!ClockProbePolicy.isKnown(probedFor: 2_000_000, uncertainty: 10.5, target: 10))
-        #expect(!ClockProbePolicy.isKnown(probedFor: 2_000_000, uncertainty: nil, target: 10))
-        #expect(ClockProbePolicy.isKnown(probedFor: 1_000_000, uncertainty: 10, target: 10))
+        #expect(!ClockProbePolicy.isKnown(probedFor: .microseconds(999_999), uncertainty: 1, target: 10))
+        #expect(!ClockProbePolicy.isKnown(probedFor: .microseconds(2_000_000), uncertainty: 10.5, target: 10))
+        #expect(!ClockProbePolicy.isKnown(probedFor: .microseconds(2_000_000), uncertainty: nil, target: 10))
+        #expect(ClockProbePolicy.isKnown(probedFor: .microseconds(1_000_000), uncertainty: 10, target: 10))
     }
 
     @Test func groupZerosLeadGrowsWithSlowAnswersNotWithNodes() {
