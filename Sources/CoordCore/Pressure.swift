@@ -132,6 +132,13 @@ public struct PressurePolicy: Decodable, Equatable, Sendable {
     /// of a few seconds must not halve a camera for the rest of the take.
     public var restoreSeconds: Double
 
+    /// The longest `repeat_seconds` or `restore_seconds` a rig file may give: a take's longest.
+    public static let longestWait: Double = 86_400
+
+    /// `repeatSeconds` and `restoreSeconds` as the intervals the responder waits (the rig file checked them).
+    public var repeatInterval: Duration { .seconds(repeatSeconds) }
+    public var restoreInterval: Duration { .seconds(restoreSeconds) }
+
     public init(serious: Action = .slow, critical: Action = .disable, slowRecordEvery: Int = 2, repeatSeconds: Double = 10,
                 restoreSeconds: Double = 5) {
         self.serious = serious; self.critical = critical; self.slowRecordEvery = slowRecordEvery; self.repeatSeconds = repeatSeconds
@@ -215,7 +222,7 @@ public struct PressureResponder: Sendable {
         }
         calmSince[node] = nil
         let rose = reading.level > previous
-        let due = lastAction[node].map { now - $0 >= Int64(policy.repeatSeconds * 1_000_000) } ?? true
+        let due = lastAction[node].map { now - $0 >= policy.repeatInterval.microseconds } ?? true
         guard rose || due else { return [] }
         guard let decision = decide(action, node: node, reading: reading) else { return [] }
         lastAction[node] = now
@@ -225,7 +232,7 @@ public struct PressureResponder: Sendable {
     private mutating func restore(node: String, now: Int64) -> [Decision] {
         let calm = calmSince[node] ?? now
         calmSince[node] = calm
-        let wait = Int64(policy.restoreSeconds * 1_000_000)
+        let wait = policy.restoreInterval.microseconds
         guard now - calm >= wait, lastAction[node].map({ now - $0 >= wait }) ?? true else { return [] }
         var decisions: [Decision] = []
         for i in cameras.indices where cameras[i].node == node && !cameras[i].disabled && cameras[i].recordEvery > cameras[i].plannedRecordEvery {

@@ -273,6 +273,11 @@ public struct RigSpec: Decodable, Equatable, Sendable {
         if !(2...16).contains(pressure.slowRecordEvery) {
             return ("pressure.slow_record_every", "pressure.slow_record_every must be between 2 and 16 (got \(pressure.slowRecordEvery)).")
         }
+        // Beyond a finite day they could not become the responder's intervals.
+        for (key, seconds) in [("repeat_seconds", pressure.repeatSeconds), ("restore_seconds", pressure.restoreSeconds)]
+        where !(0...PressurePolicy.longestWait).contains(seconds) {
+            return ("pressure.\(key)", "pressure.\(key) must be between 0 and \(Int(PressurePolicy.longestWait)) (got \(seconds)).")
+        }
         if let fault = collect.fault() { return fault }
         for (i, node) in nodes.enumerated() {
             let at = "nodes[\(i)]"
