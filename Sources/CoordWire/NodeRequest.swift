@@ -48,15 +48,15 @@ public enum NodeRequest: Equatable, Sendable {
         }
     }
 
-    /// Preview tiles, while no take holds the cameras, for `leaseMilliseconds` unless renewed.
+    /// Preview tiles, while no take holds the cameras, for `lease` unless renewed.
     public struct Preview: Equatable, Sendable {
         public var cameras: [CameraSettings]
         public var grid: FrameGrid
         public var clock: ClockMapping
         public var settings: PreviewSettings
-        public var leaseMilliseconds: Int64
-        public init(cameras: [CameraSettings], grid: FrameGrid, clock: ClockMapping, settings: PreviewSettings, leaseMilliseconds: Int64) {
-            self.cameras = cameras; self.grid = grid; self.clock = clock; self.settings = settings; self.leaseMilliseconds = leaseMilliseconds
+        public var lease: Duration
+        public init(cameras: [CameraSettings], grid: FrameGrid, clock: ClockMapping, settings: PreviewSettings, lease: Duration) {
+            self.cameras = cameras; self.grid = grid; self.clock = clock; self.settings = settings; self.lease = lease
         }
     }
 
@@ -145,7 +145,7 @@ extension Wire {
                                        grid: FrameGrid(t0: m.t0Us, periodMicroseconds: Int64(m.framePeriodUs)),
                                        clock: ClockMapping(wire: m.clock),
                                        settings: PreviewSettings(width: Int(m.preview.width), fps: Int(m.preview.fps)),
-                                       leaseMilliseconds: Int64(m.leaseMs)))
+                                       lease: .milliseconds(m.leaseMs)))
         case .setControls(let m):
             return .setControls(camera: m.camera, controls: CameraControls(wire: m.controls))
         case .helloReply, .armed, .status, .clockProbeReply, .fileList, .chunk, .ack, .error, .previewFrame, .controlsApplied:

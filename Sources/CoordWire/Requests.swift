@@ -114,9 +114,9 @@ public enum CoordRequest {
         return .confirmCollected(m)
     }
 
-    /// Preview tiles from `cameras` on `grid` for `leaseMilliseconds` (the console renews the lease).
+    /// Preview tiles from `cameras` on `grid` for `lease` (the console renews it), sent in whole ms.
     public static func startPreview(cameras: [CameraSettings], clock: ClockMapping, grid: FrameGrid,
-                                    preview: PreviewSettings, leaseMilliseconds: UInt32) -> Body {
+                                    preview: PreviewSettings, lease: Duration) -> Body {
         var m = Coord_V1_StartPreview()
         m.cameras = cameras.map(\.wire)
         m.clock = clock.wire
@@ -124,7 +124,7 @@ public enum CoordRequest {
         m.framePeriodUs = UInt64(grid.periodMicroseconds)
         m.preview.width = UInt32(preview.width)
         m.preview.fps = UInt32(preview.fps)
-        m.leaseMs = leaseMilliseconds
+        m.leaseMs = UInt32(clamping: lease.microseconds / 1_000)
         return .startPreview(m)
     }
 

@@ -25,7 +25,7 @@ extension NodeAgent {
         let grid = request.grid
         let key = NodeAgentState.PreviewKey(settings: requested, t0: grid.t0, period: grid.periodMicroseconds)
         let mapping = request.clock
-        let leaseUntil = MonotonicClock.now() + request.leaseMilliseconds * 1000
+        let leaseUntil = MonotonicClock.now() + request.lease.microseconds
         enum Plan { case busy(String), renewed, open }
         let holder = takeRoom.withLock { $0.take.holdsCameras ? $0.take.takeID ?? "" : nil }
         let plan: Plan = holder.map { .busy($0) } ?? previewRoom.withLock { run in

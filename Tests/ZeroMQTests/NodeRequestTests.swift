@@ -71,8 +71,8 @@ private func arm(_ edit: (inout Coord_V1_Arm) -> Void) -> Envelope.OneOf_Body {
              .fetchChunk(.init(takeID: "t1", path: "n1/cam0.mkv", offset: 4096, length: 65_536, rawFrame: true))),
             (CoordRequest.confirmCollected(takeID: "t1", files: [file], keep: true),
              .confirmCollected(takeID: "t1", files: [file], keep: true)),
-            (CoordRequest.startPreview(cameras: [camera], clock: clock, grid: grid, preview: preview, leaseMilliseconds: 5_000),
-             .startPreview(.init(cameras: [camera], grid: grid, clock: clock, settings: preview, leaseMilliseconds: 5_000))),
+            (CoordRequest.startPreview(cameras: [camera], clock: clock, grid: grid, preview: preview, lease: .milliseconds(5_000)),
+             .startPreview(.init(cameras: [camera], grid: grid, clock: clock, settings: preview, lease: .milliseconds(5_000)))),
             (CoordRequest.setControls(camera: "cam0", controls: CameraControls(exposureMicroseconds: 8_000)),
              .setControls(camera: "cam0", controls: CameraControls(exposureMicroseconds: 8_000))),
         ]
@@ -112,7 +112,7 @@ private func arm(_ edit: (inout Coord_V1_Arm) -> Void) -> Envelope.OneOf_Body {
         expectRefused(CoordRequest.setControls(camera: "cam0", controls: CameraControls(gainDecibels: .infinity)),
                       naming: "SetControls.controls.gain_db")
         expectRefused(CoordRequest.startPreview(cameras: [camera], clock: clock, grid: grid, preview: PreviewSettings(width: 320, fps: 5),
-                                                leaseMilliseconds: 10), naming: "StartPreview.lease_ms")
+                                                lease: .milliseconds(10)), naming: "StartPreview.lease_ms")
         expectRefused(CoordRequest.hello(coordinator: String(repeating: "x", count: 5_000)), naming: "Hello.coordinator")
     }
 
@@ -124,10 +124,10 @@ private func arm(_ edit: (inout Coord_V1_Arm) -> Void) -> Envelope.OneOf_Body {
         expectRefused(CoordRequest.fetchChunk(takeID: "t1", path: "n1/cam0.mkv", offset: 0, length: 0), naming: "chunk length 0")
         expectRefused(CoordRequest.fetchChunk(takeID: "t1", path: "n1/cam0.mkv", offset: 0, length: 5 << 20), naming: "chunk length")
         expectRefused(CoordRequest.startPreview(cameras: [], clock: clock, grid: grid, preview: PreviewSettings(width: 320, fps: 5),
-                                                leaseMilliseconds: 5_000), naming: "at least one camera")
+                                                lease: .milliseconds(5_000)), naming: "at least one camera")
         guard case .startPreview(var noClock) = CoordRequest.startPreview(cameras: [camera], clock: clock, grid: grid,
                                                                            preview: PreviewSettings(width: 320, fps: 5),
-                                                                           leaseMilliseconds: 5_000) else { return }
+                                                                           lease: .milliseconds(5_000)) else { return }
         noClock.clearClock()
         expectRefused(.startPreview(noClock), naming: "clock mapping")
         expectRefused(arm { $0.timecode = "25:99:00:00" }, naming: "timecode")
