@@ -297,7 +297,7 @@ function describeControls(c) {
 }
 
 // ---- takes ----
-let leadTimer = null;
+let leadTimer = null, lead = null;
 function showTake(take) {
   state.take = take;
   clearInterval(leadTimer); leadTimer = null;
@@ -307,8 +307,11 @@ function showTake(take) {
   if (!take) { $("take-state").textContent = "no take running"; say("take-message", ""); return; }
   const who = (take.take_id || take.name) + ": ";
   if (take.state === "starting" && known(take.starts_in_s)) {
-    // The arming lead, counted down here between the console's updates.
-    const at = performance.now() + take.starts_in_s * 1000;
+    // The arming lead, counted down here between the console's updates; each update is late by its delivery, so
+    // the earliest group-0 instant any of them gives is the best, and the count never goes up.
+    let at = performance.now() + take.starts_in_s * 1000;
+    if (lead && lead.id === who) at = Math.min(at, lead.at);
+    lead = {id: who, at: at};
     const tick = () => { $("take-state").textContent = who + "starting · group 0 in " + Math.max(0, (at - performance.now()) / 1000).toFixed(1) + " s"; };
     tick();
     leadTimer = setInterval(tick, 100);
