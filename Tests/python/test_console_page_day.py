@@ -128,6 +128,9 @@ def node_cells(browser, name: str) -> list[dict]:
 
 def test_a_lost_node_greys_its_last_values_with_their_age_and_restarted_the_same_way_is_followed_again(day):
     demo, browser = day
+    # Its last values must exist before it goes: its clock is followed (a number, not "—") once aligned.
+    wait(browser, lambda d: len(node_cells(d, "node-2")) > 3 and node_cells(d, "node-2")[3]["text"] != "—",
+         timeout=60, what="node-2's clock followed")
     pid = node_pid(demo, "node-2")
     args = [a.decode() for a in Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")[:-1]]
     os.kill(pid, signal.SIGKILL)
