@@ -116,6 +116,8 @@ public protocol CameraSource: AnyObject {
     /// Requests one frame duration for the next frame; false when the source cannot or the value is out of range.
     @discardableResult
     func requestNextFramePeriod(_ microseconds: Double) -> Bool
+    /// How many frames later and in what steps a requested duration applies (the phase law counts on it).
+    var frameDurationTiming: FrameDurationTiming { get }
     /// What the camera is, as its driver names it (the manifest's `device`).
     var identity: DeviceIdentity { get }
 }
@@ -123,6 +125,8 @@ public protocol CameraSource: AnyObject {
 extension CameraSource {
     /// A source that steers its frames (or cannot restart) has nothing to settle.
     public func settlePhase(on anchor: GridAnchor) {}
+    /// A source takes a requested duration for its very next frame, any number of µs, unless it says otherwise.
+    public var frameDurationTiming: FrameDurationTiming { .immediate }
 }
 
 /// A camera whose picture controls (exposure, gain, white balance, focus) can be set while it runs.

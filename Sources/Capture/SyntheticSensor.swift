@@ -28,6 +28,9 @@ public final class SyntheticSensor: CameraSource, ControllableCamera, Sendable {
         public var bufferCount: Int
         /// Sensor-like noise added to every frame outside the stripe (`TestPattern.addGrain`); 0: the clean pattern.
         public var grain: Int = 0
+        /// When and in what steps a requested frame duration applies: by default the very next frame, any duration;
+        /// `coord demo --sensor-delay-frames N --sensor-line-us L` makes it a Raspberry Pi sensor's.
+        public var frameDurationTiming: FrameDurationTiming = .immediate
 
         /// The shortest frame the synthetic sensor can run (60 fps), as the node declares it in the handshake.
         public static let fastestPeriodMicroseconds: Double = 16_667
@@ -73,7 +76,7 @@ public final class SyntheticSensor: CameraSource, ControllableCamera, Sendable {
     private struct State {
         var free: [PlanarFrame]
         var running = false
-        var pendingPeriod: Double?
+        var durations: FrameDurationPipeline
         var random: SeededRandom
         var droppedAtSensor: UInt64 = 0
         var produced: UInt64 = 0
@@ -102,8 +105,11 @@ public final class SyntheticSensor: CameraSource, ControllableCamera, Sendable {
         self.spec = spec
         self.localClock = localClock
         var seeder = SeededRandom(seed: spec.seed ^ 0x6772_6169_6E00_0000)
+        let durations = FrameDurationPipeline(timing: spec.frameDurationTiming, minPeriodMicroseconds: spec.minPeriodMicroseconds,
+                                              maxPeriodMicroseconds: spec.maxPeriodMicroseconds,
+                                              nominalPeriodMicroseconds: spec.nominalPeriodMicroseconds)
         state = Mutex(State(free: (0..<spec.bufferCount).map { _ in PlanarFrame(width: spec.width, height: spec.height) },
-                            random: SeededRandom(seed: spec.seed)))
+                            durations: durations, random: SeededRandom(seed: spec.seed)))
         grainSeed = seeder.next() | 1
     }
 
@@ -136,6 +142,7 @@ public final class SyntheticSensor: CameraSource, ControllableCamera, Sendable {
     public var maxPeriodMicroseconds: Double { spec.maxPeriodMicroseconds }
     /// A synthetic sensor takes a frame-duration change for its next frame, as a real sensor's VBLANK control does.
     public var canSteerPhase: Bool { true }
+    public var frameDurationTiming: FrameDurationTiming { spec.frameDurationTiming }
 
     /// Starts the free-running frame clock at a random phase; the phase loop steers it onto the grid, so the
     /// anchor is not used.
@@ -169,13 +176,11 @@ public final class SyntheticSensor: CameraSource, ControllableCamera, Sendable {
         available.unlock()
     }
 
-    /// Requests one frame duration for the next frame, as a sensor's frame-duration control does.
-    /// Returns false (and changes nothing) outside the declared limits.
+    /// Requests one frame duration for the next frame (or the one `delayFrames` after it, in whole lines), as a
+    /// sensor's frame-duration control does. Returns false (and changes nothing) outside the declared limits.
     @discardableResult
     public func requestNextFramePeriod(_ microseconds: Double) -> Bool {
-        guard microseconds >= spec.minPeriodMicroseconds, microseconds <= spec.maxPeriodMicroseconds else { return false }
-        state.withLock { $0.pendingPeriod = microseconds }
-        return true
+        state.withLock { $0.durations.request(microseconds) }
     }
 
     /// The next captured frame, waiting at most `timeoutMicroseconds`; `.none` on timeout or after stop.
@@ -210,8 +215,7 @@ public final class SyntheticSensor: CameraSource, ControllableCamera, Sendable {
             // A requested duration is counted by the sensor's own (slightly wrong) clock, as a real sensor's is.
             let next = state.withLock { state -> Exposed? in
                 guard state.running else { return nil }
-                let duration = state.pendingPeriod ?? spec.nominalPeriodMicroseconds
-                state.pendingPeriod = nil
+                let duration = state.durations.nextFrameDuration()
                 state.produced += 1
                 let buffer = state.free.popLast()
                 if buffer == nil { state.droppedAtSensor += 1 }

@@ -31,8 +31,8 @@ public struct FrameCentres: Sendable, Equatable {
 
     /// The frame duration (local µs) to ask of a sensor that can steer, so the frame after next lands on the grid
     /// `phase` is locked onto; `acquiring` while no group is being written yet.
-    public static func steer(_ phase: PhaseController, mapping: ClockMapping, acquiring: Bool) -> Double {
-        phase.nextDuration(toLocal: { mapping.local(fromRig: $0) }, toRig: { mapping.rig(fromLocal: $0) }, acquiring: acquiring)
+    public static func steer(_ phase: inout PhaseController, mapping: ClockMapping, acquiring: Bool) -> Double {
+        phase.steer(toLocal: { mapping.local(fromRig: $0) }, toRig: { mapping.rig(fromLocal: $0) }, acquiring: acquiring)
     }
 
     /// Group `group` of `grid` on the node's clock, and the grid's period there (local µs): where a source

@@ -10,11 +10,18 @@
 /// duration so the predicted centre two frames ahead lands on the grid (deadbeat on the filtered estimate:
 /// the loop follows the estimate, not the noise). Nothing here depends on the sensor or the noise level:
 /// the window is a span of time and the noise is measured from the fit's residuals.
+///
+/// A sensor that applies a duration `delayFrames` frames late (a Raspberry Pi's) has that many frames already
+/// committed when the law decides: it counts the durations it asked for them (`steer` remembers each request by
+/// the frame it sets) and steers the first frame still free, so it never corrects the same error twice and does
+/// not oscillate. Durations are chosen in whole lines of the sensor's line time, the nearest to the grid.
 public struct PhaseController: Sendable {
     public let grid: FrameGrid
     /// The duration limits the sensor declares.
     public let minPeriodMicroseconds: Double
     public let maxPeriodMicroseconds: Double
+    /// When and in what steps the sensor takes a requested duration.
+    public let timing: FrameDurationTiming
     /// How many frames the fit spans (a fixed span of time, so the rate can wander slowly).
     public let windowFrames: Int
 
@@ -42,6 +49,8 @@ public struct PhaseController: Sendable {
     /// Sum of the durations the sensor ran since the reference frame (the `x` of the next frame).
     private var elapsed = 0.0
     private var lastSequence: UInt32?
+    /// Durations asked of frames not yet seen, by the sequence number of the frame each one sets.
+    private var inFlight: [UInt32: Double] = [:]
     private var outlierRun = 0
     public private(set) var estimate: Estimate?
     /// Times the fit was restarted (a sequence gap or timing the model could not explain).
@@ -49,10 +58,12 @@ public struct PhaseController: Sendable {
 
     /// `windowSeconds` of frames are fitted; the default keeps the fit's error near 2σ/√N ≈ 4 µs at 30 fps
     /// with 30 µs timestamp noise while still following a rate that wanders over tens of seconds.
-    public init(grid: FrameGrid, minPeriodMicroseconds: Double, maxPeriodMicroseconds: Double, windowSeconds: Double = 10) {
+    public init(grid: FrameGrid, minPeriodMicroseconds: Double, maxPeriodMicroseconds: Double, windowSeconds: Double = 10,
+                timing: FrameDurationTiming = .immediate) {
         self.grid = grid
         self.minPeriodMicroseconds = minPeriodMicroseconds
         self.maxPeriodMicroseconds = maxPeriodMicroseconds
+        self.timing = timing
         windowFrames = max(8, Int((windowSeconds * 1_000_000 / Double(grid.periodMicroseconds)).rounded()))
     }
 
@@ -73,6 +84,8 @@ public struct PhaseController: Sendable {
             restart()
         }
         lastSequence = sequence
+        let horizon = UInt32(timing.delayFrames + 1)
+        inFlight = inFlight.filter { $0.key &- sequence >= 1 && $0.key &- sequence <= horizon }
         let x = elapsed
         elapsed += durationMicroseconds ?? Double(grid.periodMicroseconds)
 
@@ -103,9 +116,14 @@ public struct PhaseController: Sendable {
     /// `acquiring` is true before the take records: a group may then be skipped to reach the grid.
     public func nextDuration(toLocal: (Double) -> Double, toRig: (Double) -> Double, acquiring: Bool = false) -> Double {
         let p = Double(grid.periodMicroseconds)
-        guard let e = estimate else { return p }
-        // The next frame's start is already fixed (its duration is `elapsed`'s last step); steer the one after.
-        let next = predict(elapsed)
+        guard let e = estimate else { return timing.applied(p, min: minPeriodMicroseconds, max: maxPeriodMicroseconds) }
+        // The next frame's start is already fixed (its duration is `elapsed`'s last step), and so are the durations
+        // of the `delayFrames` frames after it (asked before, or nominal): steer the first frame still free.
+        var committed = elapsed
+        if timing.delayFrames > 0, let last = lastSequence {
+            for k in 1...timing.delayFrames { committed += inFlight[last &+ UInt32(k)] ?? p }
+        }
+        let next = predict(committed)
         let wanted = next + p * e.rate
         var group = grid.nearestGroup(to: Int64(toRig(wanted).rounded()))
         var duration = (toLocal(Double(grid.instant(ofGroup: group))) - next) / e.rate
@@ -116,7 +134,15 @@ public struct PhaseController: Sendable {
             let later = (toLocal(Double(grid.instant(ofGroup: group + 1))) - next) / e.rate
             if later <= maxPeriodMicroseconds { group += 1; duration = later }
         }
-        return min(maxPeriodMicroseconds, max(minPeriodMicroseconds, duration))
+        return timing.applied(duration, min: minPeriodMicroseconds, max: maxPeriodMicroseconds)
+    }
+
+    /// `nextDuration`, remembered as the duration of the frame it sets (`delayFrames` after the next one), so the
+    /// decisions of the frames between count it.
+    public mutating func steer(toLocal: (Double) -> Double, toRig: (Double) -> Double, acquiring: Bool = false) -> Double {
+        let duration = nextDuration(toLocal: toLocal, toRig: toRig, acquiring: acquiring)
+        if let last = lastSequence { inFlight[last &+ UInt32(timing.delayFrames + 1)] = duration }
+        return duration
     }
 
     /// A frame's centre re-estimated with every frame fitted since (local µs), or nil if the fit has restarted

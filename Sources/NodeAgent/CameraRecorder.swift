@@ -101,7 +101,8 @@ final class CameraRecorder: Sendable {
         let sensorGrid = GroupStride(every: max(settings.recordEvery, 1)).coarseGrid(of: grid)
         self.sensorGrid = sensorGrid
         let phase = PhaseController(grid: sensorGrid, minPeriodMicroseconds: source.minPeriodMicroseconds,
-                                    maxPeriodMicroseconds: source.maxPeriodMicroseconds)
+                                    maxPeriodMicroseconds: source.maxPeriodMicroseconds,
+                                    timing: source.frameDurationTiming)
         canSteer = source.canSteerPhase
         canShiftPhase = canSteer && phase.canShiftPhase
         let mkvURL = directory.appendingPathComponent("\(settings.camera).mkv")

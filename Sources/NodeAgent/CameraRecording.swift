@@ -224,7 +224,7 @@ final class CameraRecording {
                 // Steer the sensor so the frame after next lands on the grid (armed and recording alike); a source
                 // that cannot steer is only measured.
                 if canSteer {
-                    source.requestNextFramePeriod(FrameCentres.steer(phase, mapping: mapping, acquiring: assigner == nil))
+                    source.requestNextFramePeriod(FrameCentres.steer(&phase, mapping: mapping, acquiring: assigner == nil))
                 } else {
                     notePhase(center: center)
                     steerPhase(center: center)

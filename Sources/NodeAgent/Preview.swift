@@ -276,7 +276,8 @@ final class PreviewCamera: Sendable {
 
         let sensorGrid = GroupStride(every: max(settings.recordEvery, 1)).coarseGrid(of: grid)
         var phase = PhaseController(grid: sensorGrid, minPeriodMicroseconds: source.minPeriodMicroseconds,
-                                    maxPeriodMicroseconds: source.maxPeriodMicroseconds)
+                                    maxPeriodMicroseconds: source.maxPeriodMicroseconds,
+                                    timing: source.frameDurationTiming)
         let mapping = clock.current
         let rigNow = mapping.rig(fromLocal: Double(localNow()))
         let local = FrameCentres.anchor(of: sensorGrid, group: sensorGrid.nearestGroup(to: Int64(rigNow)) + 1, mapping: mapping)
@@ -301,7 +302,7 @@ final class PreviewCamera: Sendable {
             let mapping = clock.current
             let placed = centres.place(centerLocal: estimate.centerLocal, mapping: mapping)
             if source.canSteerPhase {
-                source.requestNextFramePeriod(FrameCentres.steer(phase, mapping: mapping, acquiring: true))
+                source.requestNextFramePeriod(FrameCentres.steer(&phase, mapping: mapping, acquiring: true))
             }
             let offer = PreviewOffer(camera: settings.camera, ordinal: settings.ordinal, takeID: "",
                                      group: placed.group, centerMicroseconds: placed.center, dropped: 0,

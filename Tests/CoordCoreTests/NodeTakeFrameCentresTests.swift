@@ -41,7 +41,7 @@ import Testing
         for n in 0..<30 {
             _ = phase.observe(sequence: UInt32(n), stampedCenterLocal: 1_000_000 + Double(n) * 40_000 + 7_000, durationMicroseconds: 40_000)
         }
-        let steered = FrameCentres.steer(phase, mapping: mapping, acquiring: false)
+        let steered = FrameCentres.steer(&phase, mapping: mapping, acquiring: false)
         let direct = phase.nextDuration(toLocal: { mapping.local(fromRig: $0) }, toRig: { mapping.rig(fromLocal: $0) }, acquiring: false)
         #expect(steered == direct)
         // Frames 8 ms late on the rig (7 ms late locally, plus the 1 ms offset) are pulled earlier: a shorter frame.
