@@ -22,7 +22,9 @@ packages=(pkg-config libzmq3-dev libprotobuf-c-dev protobuf-c-compiler libv4l-de
           libasound2-dev pulseaudio pulseaudio-utils libasound2-plugins alsa-utils
           # scripts/vmlab (Tests/python/test_vmlab.py, bench/vmlab.py): TCG virtual machines, their qcow2 overlays,
           # the ext4 root image (mkfs.ext4 -d), the initramfs (cpio) and the kernel's modules.dep (depmod)
-          qemu-system-x86 qemu-utils e2fsprogs cpio kmod)
+          qemu-system-x86 qemu-utils e2fsprogs cpio kmod
+          # coord deliver --to multiview: libavfilter's graph (scale, xstack, overlay, drawtext) and the labels' font
+          libavfilter-dev libswscale-dev fonts-dejavu-core)
 missing=()
 for p in "${packages[@]}"; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

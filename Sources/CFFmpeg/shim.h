@@ -12,6 +12,10 @@
 #include <libavutil/error.h>
 #include <libavutil/dict.h>
 #include <libavutil/mathematics.h>
+// The multiview movie's filter graph (LibAV/MultiviewExport.swift).
+#include <libavfilter/avfilter.h>
+#include <libavfilter/buffersrc.h>
+#include <libavfilter/buffersink.h>
 
 /// AVERROR(e): the negative error code FFmpeg uses for a POSIX errno.
 static inline int cff_averror(int posixErrno) { return AVERROR(posixErrno); }

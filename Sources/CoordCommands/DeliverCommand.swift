@@ -18,12 +18,19 @@ struct Deliver: ParsableCommand {
         """)
 
     @Argument(help: "The take directory.") var takeDirectory: String
-    @Option(help: "What to make: any of mov, fcpxml, fcp7xml, mhl, comma-separated.") var to = "mov,fcpxml,fcp7xml,mhl"
+    @Option(help: "What to make: any of mov, fcpxml, fcp7xml, mhl, multiview, comma-separated.") var to = "mov,fcpxml,fcp7xml,mhl"
     @Option(help: "Pictures not recorded in h264: prores (ProRes 422 Proxy), h264, or copy (re-wrap as recorded).")
     var videoCodec = "prores"
+    @Option(help: "With --to multiview: grid (every camera in a grid) or pip (the first camera full frame, the others as insets).")
+    var layout: String?
+    @Option(help: "With --to multiview: the movie's width in pixels, even (default 1920).") var width: Int?
 
     func run() throws {
-        let items = try Self.items(to)
+        // multiview is made first, so an mhl in the same list seals it (DeliverMultiview.swift).
+        let (multiview, rest) = Multiview.split(to)
+        if multiview { try Multiview.deliver(takeDirectory, layout: layout, width: width) } else { try Multiview.refuseOptions(layout, width) }
+        if multiview && rest.isEmpty { return }
+        let items = try Self.items(rest)
         guard let codec = VideoCodecChoice(rawValue: videoCodec) else {
             throw CoordError(.usage, "--video-codec must be prores, h264 or copy (got \(videoCodec)).")
         }
