@@ -27,6 +27,10 @@ struct Demo: AsyncParsableCommand {
     @Option(help: "Node clock offsets are drawn from ±this many ms.") var clockOffsetMs: Double = 250
     @Option(help: "Node clock drifts are drawn from ±this many ppm.") var driftPpm: Double = 50
     @Option(help: "Buffer timestamp noise, µs standard deviation.") var timestampJitterUs: Double = 30
+    @Option(help: "The synthetic cameras apply a frame-duration change this many frames after it is asked (a Raspberry Pi sensor under libcamera: about 3).")
+    var sensorDelayFrames: Int = 0
+    @Option(help: "The synthetic cameras run frame durations in whole lines of this many µs (a Pi sensor's line time; 0: any duration).")
+    var sensorLineUs: Double = 0
     @Option(help: "Seed for the simulation's draws (random if not given).") var seed: UInt64?
     @Flag(help: "Record no sound (by default every node records one synthetic microphone).") var noAudio = false
     @Option(help: "Take name.") var name: String = "demo"
@@ -57,6 +61,9 @@ struct Demo: AsyncParsableCommand {
         guard clockOffsetMs >= 0, driftPpm >= 0, timestampJitterUs >= 0 else {
             throw CoordError(.usage, "--clock-offset-ms, --drift-ppm and --timestamp-jitter-us must not be negative.")
         }
+        if let problem = FrameDurationTiming.problem(delayFrames: sensorDelayFrames, lineMicroseconds: sensorLineUs) {
+            throw CoordError(.usage, problem)
+        }
         var request = TakeRequest(name: name, seconds: seconds, fps: fps, width: width, height: height, codec: try videoCodec(codec),
                                   takesDirectory: URL(fileURLWithPath: takesDir), camerasPerNode: camerasPerNode)
         request.overBudgetHint = "choose fewer cameras, a smaller --size, a lower --fps or another --codec"
@@ -71,6 +78,7 @@ struct Demo: AsyncParsableCommand {
                                         driftPPM: driftPpm, timestampJitterMicroseconds: timestampJitterUs, seed: seed)
         if let calibration { settings.calibrationFile = URL(fileURLWithPath: calibration) }
         settings.secure = secure
+        settings.sensorTiming = FrameDurationTiming(delayFrames: sensorDelayFrames, lineMicroseconds: sensorLineUs)
         settings.audio = !noAudio
         let rig = DemoRig(settings: settings, nodeBinary: nodeBinary, console: console)
         // The console's address and token first: one that cannot listen says so before any node starts.

@@ -28,6 +28,8 @@ public final class DemoRig: Sendable {
         /// One synthetic microphone (`mic0`, SYNCCLICK v1) per node, its sample clock off by a rate drawn from
         /// ±`driftPPM` (CONTRACT §9); `coord demo --no-audio` leaves them out.
         public var audio = true
+        /// When and in what steps the synthetic cameras apply a frame duration (`--sensor-delay-frames`, `--sensor-line-us`).
+        public var sensorTiming = FrameDurationTiming.immediate
         public init(nodes: Int, camerasPerNode: Int, clockOffsetMilliseconds: Double, driftPPM: Double,
                     timestampJitterMicroseconds: Double, seed: UInt64) {
             self.nodes = nodes; self.camerasPerNode = camerasPerNode; self.clockOffsetMilliseconds = clockOffsetMilliseconds
@@ -208,6 +210,10 @@ public final class DemoRig: Sendable {
                 "--seed", "\(settings.seed &+ UInt64(index) &* 7_919)",
                 "--parent-pid", "\(getpid())",
             ] + (authorized.map { ["--cert", keysDirectory.appendingPathComponent("\(name).key_secret").path, "--authorized", $0.path] } ?? [])
+            if settings.sensorTiming != .immediate {
+                process.arguments! += ["--sensor-delay-frames", "\(settings.sensorTiming.delayFrames)",
+                                       "--sensor-line-us", "\(settings.sensorTiming.lineMicroseconds)"]
+            }
             if let micRate {
                 process.arguments! += ["--synthetic-mic", "mic0", "--mic-rate-error-ppm=\(micRate)"]
             }

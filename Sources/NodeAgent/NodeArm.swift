@@ -172,6 +172,7 @@ extension NodeAgent {
             rateErrorPPM: sensorRateError(index), timestampJitterMicroseconds: configuration.timestampJitterMicroseconds,
             seed: configuration.seed &* 1_000_003 &+ UInt64(index))
         spec.grain = configuration.syntheticGrain
+        spec.frameDurationTiming = configuration.syntheticFrameDurationTiming
         return SyntheticSensor(spec: spec) { host in clock.local(fromHost: host) }
     }
 

@@ -36,6 +36,8 @@ public struct NodeConfiguration: Sendable {
     public var syntheticOpenMilliseconds: Int = 0
     /// Sensor-like noise amplitude every synthetic frame gets outside its stripe (0…64; 0: the clean pattern).
     public var syntheticGrain = 0
+    /// When and in what steps a synthetic sensor applies a requested frame duration (a Pi sensor's: 3 frames, ~20 µs).
+    public var syntheticFrameDurationTiming = FrameDurationTiming.immediate
     /// Rate error of each synthetic sensor is drawn from ±this.
     public var sensorRateErrorPPM: Double = 20
     public var seed: UInt64 = 1
@@ -172,6 +174,8 @@ public struct NodeFlags: Sendable, Equatable {
     public var seed: UInt64 = 1
     public var syntheticOpenMilliseconds = 0
     public var syntheticGrain = 0
+    public var sensorDelayFrames = 0
+    public var sensorLineMicroseconds = 0.0
     public var parentPID: Int32?
     public var keepAfterCollect = false
     public var logLevel: String?
@@ -264,6 +268,11 @@ extension NodeConfiguration {
         config.seed = flags.seed
         config.syntheticOpenMilliseconds = max(0, flags.syntheticOpenMilliseconds)
         config.syntheticGrain = flags.syntheticGrain
+        if let problem = FrameDurationTiming.problem(delayFrames: flags.sensorDelayFrames, lineMicroseconds: flags.sensorLineMicroseconds) {
+            throw NodeStartFailure(problem)
+        }
+        config.syntheticFrameDurationTiming = FrameDurationTiming(delayFrames: flags.sensorDelayFrames,
+                                                                  lineMicroseconds: flags.sensorLineMicroseconds)
         config.parentPID = flags.parentPID
         config.keepAfterCollect = flags.keepAfterCollect
         config.previewEndpoint = flags.previewEndpoint

@@ -86,6 +86,10 @@ public struct Serve: AsyncParsableCommand {
     @Option(help: "Milliseconds each synthetic camera takes to open when armed, as a slow USB camera does.") var syntheticOpenMs: Int = 0
     @Option(help: "Sensor-like noise amplitude (0-64) added to every synthetic frame outside its stripe, so files are as large as camera footage's; 0: the clean test pattern.")
     var syntheticGrain: Int = 0
+    @Option(help: "Synthetic cameras apply a requested frame duration this many frames later, as a Raspberry Pi sensor under libcamera does.")
+    var sensorDelayFrames: Int = 0
+    @Option(help: "Synthetic cameras run frame durations in whole lines of this many µs (0: any duration).")
+    var sensorLineUs: Double = 0
     @Option(help: "Exit when the process with this pid is gone.") var parentPid: Int32?
     @Flag(help: "Keep files after the coordinator has confirmed collecting them.") var keepAfterCollect = false
     @Option(help: "Log level: trace, debug, info, notice, warning, error (default: info).") var logLevel: String?
@@ -113,6 +117,7 @@ public struct Serve: AsyncParsableCommand {
         f.syntheticGrain = syntheticGrain; f.parentPID = parentPid; f.keepAfterCollect = keepAfterCollect
         f.logLevel = logLevel; f.cert = cert; f.authorized = authorized; f.insecure = insecure; f.metrics = metrics
         f.discoveryPort = discoveryPort
+        f.sensorDelayFrames = sensorDelayFrames; f.sensorLineMicroseconds = sensorLineUs
         return f
     }
 
