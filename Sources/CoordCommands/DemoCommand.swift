@@ -129,6 +129,6 @@ struct Demo: AsyncParsableCommand {
         rig.stop(keepStaging: partial)
         if partial { console.step("the nodes' staging area is kept at \(rig.staging.path)") }
         try finishTake(outcome, console: console)
-        if let deliverItems { try Deliver.deliver(outcome.directory.path, items: deliverItems, codec: .prores) }
+        if let deliverItems { try Deliver.deliver(outcome.directory.path, items: deliverItems, codec: .standard) }
     }
 }

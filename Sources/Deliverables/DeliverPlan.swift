@@ -1,5 +1,6 @@
 import CoordCore
 import Foundation
+import Platform
 import TakeDocuments
 
 /// What `coord deliver --to LIST` can make (CONTRACT §10).
@@ -20,19 +21,37 @@ public enum DeliverItem: String, CaseIterable, Sendable, Equatable {
     }
 }
 
-/// How a camera's pictures reach its `.mov`.
+/// How a camera's pictures reach its `.mov` (`--video-codec`, CONTRACT §15).
 public enum VideoCodecChoice: String, CaseIterable, Sendable, Equatable {
-    /// ProRes 422 Proxy (prores_ks, profile 0): what every NLE imports.
-    case prores
+    /// ProRes 422 Proxy, LT, 422 and HQ (prores_ks, 10-bit 4:2:2): what every NLE imports.
+    case proresProxy = "prores-proxy", proresLT = "prores-lt", prores, proresHQ = "prores-hq"
     /// H.264 via libx264: lighter files.
     case h264
-    /// Re-wrap every camera's packets as recorded, whatever the codec.
+    /// Re-wrap every camera's packets as recorded, when Final Cut Pro and Premiere can decode them.
     case copy
+
+    /// What `coord deliver` uses unless told otherwise (ProRes 422 Proxy, as before v1.3).
+    public static let standard = VideoCodecChoice.proresProxy
+
+    /// `--video-codec WORD`, or the sentence naming the choices.
+    public static func parse(_ word: String) -> Result<VideoCodecChoice, DeliverProblem> {
+        guard let choice = VideoCodecChoice(rawValue: word) else {
+            return .failure(DeliverProblem("--video-codec must be one of \(choices) (got \(Echo.short(word)))."))
+        }
+        return .success(choice)
+    }
+
+    static var choices: String { allCases.map(\.rawValue).joined(separator: ", ") }
+
+    /// Recorded codecs a `.mov` may carry as they are: Final Cut Pro and Premiere decode H.264 and Motion JPEG, not FFV1.
+    static let editorCodecs: Set<String> = ["h264", "mjpeg"]
 }
 
 /// One camera's `.mov`: exactly `groups` frames, frame i from frame i of the `.mkv` (group i, CONTRACT §4).
 public struct MovJob: Equatable, Sendable {
-    public enum Mode: String, Sendable, Equatable { case copy, prores, h264 }
+    public enum Mode: String, Sendable, Equatable {
+        case copy, proresProxy = "prores-proxy", proresLT = "prores-lt", prores, proresHQ = "prores-hq", h264
+    }
     public var node: String
     public var camera: String
     /// Relative to the take directory.
@@ -44,6 +63,8 @@ public struct MovJob: Equatable, Sendable {
     public var timecode: String
     public var width: Int
     public var height: Int
+    /// The camera's reel (tape) name, unique per take and camera: `<take-id>_<node>_<camera>`, the file's own name.
+    public var reel: String
     /// What the output depends on: a change makes it again.
     public var fingerprint: String
 }
@@ -62,6 +83,11 @@ public struct WavJob: Equatable, Sendable {
     public var samples: Int64
     /// bext TimeReference: group 0's time of day in samples (the timecode's, so it lines up with the `.mov`).
     public var timeReference: Int64
+    /// The `bext` origination date (`yyyy-MM-dd`) and time (`HH:mm:ss`): group 0 in the local time of day.
+    public var originationDate: String
+    public var originationTime: String
+    /// The iXML chunk's text (project, scene, take, tape, timecode rate).
+    public var ixml: String
     public var fingerprint: String
 }
 
@@ -78,11 +104,15 @@ public struct DeliverPlan: Equatable, Sendable {
     public var startFrameOfDay: Int64
     public var movs: [MovJob]
     public var wavs: [WavJob]
+    /// The markers of each angle's clip, keyed `node/camera` or `node/mic`: events here, filled runs once
+    /// `addFills` has read the frames tables.
+    public var markers: [String: [EditorMarker]] = [:]
     /// What is left out and why, one sentence each (a microphone that recorded no sound has no WAV).
     public var notes: [String] = []
 
     /// The plan for a complete take, or the sentence why this take cannot be delivered.
-    public static func make(_ manifest: TakeManifest, codec: VideoCodecChoice) -> Result<DeliverPlan, DeliverProblem> {
+    public static func make(_ manifest: TakeManifest, codec: VideoCodecChoice,
+                            zone: TimeZone = .current) -> Result<DeliverPlan, DeliverProblem> {
         guard manifest.format == TakeManifest.formatV1 else {
             return .failure(DeliverProblem("the manifest's format is \(manifest.format), not \(TakeManifest.formatV1)."))
         }
@@ -104,12 +134,16 @@ public struct DeliverPlan: Equatable, Sendable {
             guard let file = camera.files.first(where: { $0.path == path }) else {
                 return .failure(DeliverProblem("take \(manifest.takeID) lacks \(path) in its manifest; coord deliver needs every camera's file."))
             }
-            let native = camera.codec.lowercased() == "h264"
-            let mode: MovJob.Mode = native || codec == .copy ? .copy : (codec == .h264 ? .h264 : .prores)
+            let recorded = camera.codec.lowercased()
+            if codec == .copy && !VideoCodecChoice.editorCodecs.contains(recorded) {
+                return .failure(DeliverProblem("--video-codec copy would put camera \(camera.node)/\(camera.camera)'s \(camera.codec.uppercased()) in a .mov, which Final Cut Pro and Premiere cannot decode; choose one of \(VideoCodecChoice.choices.replacingOccurrences(of: ", copy", with: ""))."))
+            }
+            let mode: MovJob.Mode = recorded == "h264" ? .copy : movMode(codec)
+            let reel = "\(manifest.takeID)_\(camera.node)_\(camera.camera)"
             movs.append(MovJob(node: camera.node, camera: camera.camera, source: path,
-                               output: "\(directory)/\(camera.node)_\(camera.camera).mov", mode: mode, frames: manifest.groups,
-                               fps: fps, timecode: tc.description, width: camera.width, height: camera.height,
-                               fingerprint: "mov/1 \(file.sha256) \(mode.rawValue) \(manifest.groups) \(fps) \(tc)"))
+                               output: "\(directory)/\(reel).mov", mode: mode, frames: manifest.groups,
+                               fps: fps, timecode: tc.description, width: camera.width, height: camera.height, reel: reel,
+                               fingerprint: "mov/2 \(file.sha256) \(mode.rawValue) \(manifest.groups) \(fps) \(tc) \(reel)"))
         }
         var wavs: [WavJob] = []
         var notes = (manifest.audioLost ?? []).map {
@@ -127,14 +161,42 @@ public struct DeliverPlan: Equatable, Sendable {
             let rate = Int64(a.sampleRate)
             let skip = roundedDiv(Saturating.multiply(Saturating.subtract(a.startMicroseconds, manifest.t0Microseconds), -rate), 1_000_000)
             let samples = roundedDiv(manifest.groups * rate, Int64(fps))
+            let timeReference = roundedDiv(tc.frameOfDay * rate, Int64(fps))
+            let (date, time) = BroadcastWAV.origination(manifest.startWallclock, zone: zone)
+            let ixml = BroadcastWAV.ixml(manifest, mic: a, fps: fps, ntsc: false, timeReference: timeReference)
             wavs.append(WavJob(node: a.node, mic: a.mic, source: a.path, streamIndex: a.streamIndex,
-                               output: "\(directory)/\(a.node)_\(a.mic).wav", sampleRate: a.sampleRate, channels: a.channels,
-                               skipSamples: skip, samples: samples,
-                               timeReference: roundedDiv(tc.frameOfDay * rate, Int64(fps)),
-                               fingerprint: "wav/1 \(a.sha256) \(skip) \(samples) \(tc)"))
+                               output: "\(directory)/\(manifest.takeID)_\(a.node)_\(a.mic).wav", sampleRate: a.sampleRate,
+                               channels: a.channels, skipSamples: skip, samples: samples, timeReference: timeReference,
+                               originationDate: date, originationTime: time, ixml: ixml,
+                               fingerprint: "wav/2 \(a.sha256) \(skip) \(samples) \(tc) \(date) \(time) \(XXH128.bytes(Data(ixml.utf8)))"))
         }
-        return .success(DeliverPlan(takeID: manifest.takeID, fps: fps, groups: manifest.groups, timecode: tc.description,
-                                    startFrameOfDay: tc.frameOfDay, movs: movs, wavs: wavs, notes: notes))
+        var plan = DeliverPlan(takeID: manifest.takeID, fps: fps, groups: manifest.groups, timecode: tc.description,
+                               startFrameOfDay: tc.frameOfDay, movs: movs, wavs: wavs, notes: notes)
+        plan.markers = EditorMarker.events(manifest)
+        return .success(plan)
+    }
+
+    /// The encoder `--video-codec` asks for, for a camera not recorded in H.264.
+    static func movMode(_ codec: VideoCodecChoice) -> MovJob.Mode {
+        switch codec {
+        case .proresProxy: .proresProxy
+        case .proresLT: .proresLT
+        case .prores: .prores
+        case .proresHQ: .proresHQ
+        case .h264: .h264
+        case .copy: .copy
+        }
+    }
+
+    /// The microphones of a camera's node, in manifest order: the sound of its angle.
+    public func wavs(of mov: MovJob) -> [WavJob] { wavs.filter { $0.node == mov.node } }
+
+    /// Adds a marker per run of filled frames (`dup` rows) of the camera whose frames table is `csv`.
+    public mutating func addFills(_ csv: String, node: String, camera: String) {
+        let runs = EditorMarker.fills(csv, groups: groups)
+        guard !runs.isEmpty else { return }
+        markers["\(node)/\(camera)", default: []] += runs
+        markers["\(node)/\(camera)"]!.sort { $0.group < $1.group }
     }
 
     /// Whether a camera's `frames.csv` (CONTRACT §4: `frame,group,center_us,flags`) has frame i in group i for every

@@ -34,7 +34,7 @@ public enum Deliverer {
         do { manifest = try JSONDecoder().decode(TakeManifest.self, from: data) } catch {
             throw DeliverProblem("\(takeDirectory)/manifest.json is not a readable coord manifest: \(JSONFieldProblem.describe(error, decoding: TakeManifest.self, from: data)).")
         }
-        let plan = try DeliverPlan.make(manifest, codec: codec).get()
+        var plan = try DeliverPlan.make(manifest, codec: codec).get()
         for note in plan.notes { status(note) }
         for source in plan.movs.map(\.source) + plan.wavs.map(\.source) {
             let present: Bool
@@ -46,17 +46,31 @@ public enum Deliverer {
             let csv = mov.source.replacingOccurrences(of: ".mkv", with: ".frames.csv")
             let table: Data?
             do { table = try take.data(csv, limit: 256 << 20) } catch where error.reason == .missing { table = nil } catch { throw refusal(error) }
-            if let table, let text = String(data: table, encoding: .utf8),
-               let problem = DeliverPlan.framesProblem(text, groups: plan.groups, file: csv) { throw problem }
+            if let table, let text = String(data: table, encoding: .utf8) {
+                if let problem = DeliverPlan.framesProblem(text, groups: plan.groups, file: csv) { throw problem }
+                plan.addFills(text, node: mov.node, camera: mov.camera)
+            }
         }
         var summary = Summary()
         if items.contains(.mov) { try media(plan, take: take, status: status, summary: &summary) }
+        // What the history already seals is never rewritten (ascmhl checks every file against its first record).
+        let sealed = try ASCMHLHistory.recorded(take)
         if items.contains(.fcpxml) {
-            try writeIfChanged(FCPXMLDocument.xml(plan, takeDirectory: root), take: take, name: "\(plan.takeID).fcpxml", summary: &summary)
+            try writeIfChanged(FCPXMLDocument.xml(plan), take: take, name: "\(plan.takeID).fcpxml", sealed: sealed, status: status, summary: &summary)
         }
         if items.contains(.fcp7xml) {
-            try writeIfChanged(FCP7XMLDocument.xml(plan, takeDirectory: root), take: take, name: "\(plan.takeID).xml", summary: &summary)
+            try writeIfChanged(FCP7XMLDocument.xml(plan), take: take, name: "\(plan.takeID).xml", sealed: sealed, status: status, summary: &summary)
         }
+        // The .otio points at the deliverables that exist (the recordings otherwise), with the same markers.
+        var delivered: [String: String] = [:]
+        for job in plan.movs.map({ ($0.source, $0.output) }) + plan.wavs.map({ ($0.source, $0.output) }) where try size(take, job.1) != nil {
+            delivered[job.0] = job.1
+        }
+        let timeline: Data
+        do { timeline = try EditorialTimeline.otio(manifest, delivered: delivered, markers: plan.markers) } catch {
+            throw DeliverFailure("cannot write \(plan.takeID).otio: \(error).")
+        }
+        try writeIfChanged(timeline, take: take, name: "\(plan.takeID).otio", sealed: sealed, status: status, summary: &summary)
         // Last: it seals what the steps before made.
         if items.contains(.mhl) { try seal(take: take, status: status, summary: &summary) }
         return summary
@@ -128,7 +142,9 @@ public enum Deliverer {
                 do {
                     switch job {
                     case .mov(let j): try QuickTimeWriter.writeMov(j, from: source.procPath, to: output) { meter.add($0) }
-                    case .wav(let j): try QuickTimeWriter.writeWav(j, from: source.procPath, to: output) { meter.add($0) }
+                    case .wav(let j):
+                        try QuickTimeWriter.writeWav(j, from: source.procPath, to: output) { meter.add($0) }
+                        try appendChunk(BroadcastWAV.chunk(j.ixml), to: out, file: job.output)
                     }
                 } catch let failure as DeliverFailure {
                     throw DeliverFailure(failure.sentence.replacingOccurrences(of: source.procPath, with: source.path)
@@ -169,16 +185,47 @@ public enum Deliverer {
 
     // MARK: - Editor XML
 
-    private static func writeIfChanged(_ text: String, take: TakeDirectory, name: String, summary: inout Summary) throws {
-        let data = Data(text.utf8)
+    private static func writeIfChanged(_ text: String, take: TakeDirectory, name: String, sealed: [String: ASCMHL.Known],
+                                       status: @Sendable (String) -> Void, summary: inout Summary) throws {
+        try writeIfChanged(Data(text.utf8), take: take, name: name, sealed: sealed, status: status, summary: &summary)
+    }
+
+    /// Writes `data` to `name` unless it holds it already, or unless the ASC MHL history seals other bytes under that
+    /// name (a take delivered before v1.3): then it is kept as it is, and a note says so.
+    private static func writeIfChanged(_ data: Data, take: TakeDirectory, name: String, sealed: [String: ASCMHL.Known],
+                                       status: @Sendable (String) -> Void, summary: inout Summary) throws {
         do {
             if try take.checkFile(name), try take.data(name) == data {
+                summary.upToDate.append(name)
+                return
+            }
+            if let record = sealed[name], try take.checkFile(name), record.xxh128 != XXH128.bytes(data) {
+                status("\(name) is kept as the ASC MHL history seals it (a newer one would break the seal); deliver a fresh copy of the take without ascmhl/ for one that is new.")
                 summary.upToDate.append(name)
                 return
             }
             try take.writeAtomically(data, to: name)
         } catch { throw refusal(error) }
         summary.made.append(name)
+    }
+
+    /// Appends a RIFF chunk to the WAV open at `fd` and counts it in the RIFF size (bytes 4…7).
+    private static func appendChunk(_ chunk: Data, to fd: Int32, file: String) throws {
+        // The descriptor is write-only: the WAV muxer just wrote the RIFF header, so only its size field is patched.
+        do {
+            let end = try POSIX.retryingEINTR("lseek", file) { lseek(fd, 0, SEEK_END) }
+            var written = 0
+            while written < chunk.count {
+                let n = try POSIX.retryingEINTR("pwrite", file) {
+                    chunk.withUnsafeBytes { pwrite(fd, $0.baseAddress! + written, chunk.count - written, end + off_t(written)) }
+                }
+                written += n
+            }
+            var riff = UInt32(clamping: Int(end) + chunk.count - 8).littleEndian
+            try POSIX.retryingEINTR("pwrite", file) { pwrite(fd, &riff, 4, 4) }
+        } catch let failure as POSIXFailure {
+            throw DeliverFailure("cannot write \(file): \(failure)")
+        }
     }
 
     // MARK: - ASC MHL

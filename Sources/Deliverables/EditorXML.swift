@@ -1,12 +1,16 @@
 import Foundation
 import TakeDocuments
 
-/// `<take-id>.fcpxml` (FCPXML 1.9, CONTRACT §10): one multicam clip whose angles are the cameras, synced by timecode
-/// (every angle's clip starts at the take's timecode), the microphones connected under the first angle as its sound,
-/// and a project whose spine holds one `<mc-clip>` spanning the take.
+/// `<take-id>.fcpxml` (FCPXML 1.9, CONTRACT §10 and §15): one multicam clip whose angles are the cameras, synced by
+/// timecode (every angle's clip starts at the take's timecode), each camera's angle carrying its own node's
+/// microphones as connected clips, one more angle of every microphone (the sync sound), markers where frames were
+/// filled or a camera or microphone had an event, and a project whose spine holds one `<mc-clip>` spanning the take.
+/// Every `src` is relative to the take directory, where the document lies, so a copied take relinks where it lands.
 public enum FCPXMLDocument {
-    /// - Parameter takeDirectory: absolute path of the take directory (FCP needs absolute file URLs).
-    public static func xml(_ plan: DeliverPlan, takeDirectory: String) -> String {
+    /// The audio-only angle's id: a camera's is `<node>_<camera>`, which always holds a `_`.
+    static let soundAngle = "sync-sound"
+
+    public static func xml(_ plan: DeliverPlan) -> String {
         let fps = plan.fps
         func t(_ frames: Int64) -> String { frames == 0 ? "0s" : "\(frames)/\(fps)s" }
         let start = t(plan.startFrameOfDay), duration = t(plan.groups)
@@ -22,16 +26,21 @@ public enum FCPXMLDocument {
         """
         for (i, mov) in plan.movs.enumerated() {
             x += """
-                    <asset id="v\(i + 1)" name="\(e("\(mov.node)_\(mov.camera)"))" uid="\(e("\(plan.takeID)/\(mov.output)"))" start="\(start)" duration="\(duration)" hasVideo="1" format="r1" videoSources="1">
-                        <media-rep kind="original-media" src="\(e(XMLText.fileURL(takeDirectory + "/" + mov.output)))"/>
+                    <asset id="v\(i + 1)" name="\(e(mov.reel))" uid="\(e(mov.output))" start="\(start)" duration="\(duration)" hasVideo="1" format="r1" videoSources="1">
+                        <media-rep kind="original-media" src="\(e(XMLText.relativeURL(mov.output)))"/>
+                        <metadata>
+                            <md key="com.apple.proapps.studio.reel" value="\(e(mov.reel))"/>
+                            <md key="com.apple.proapps.studio.scene" value="\(e(plan.takeID))"/>
+                            <md key="com.apple.proapps.studio.angle" value="\(e("\(mov.node)/\(mov.camera)"))"/>
+                        </metadata>
                     </asset>
 
             """
         }
         for (i, wav) in plan.wavs.enumerated() {
             x += """
-                    <asset id="a\(i + 1)" name="\(e("\(wav.node)_\(wav.mic)"))" uid="\(e("\(plan.takeID)/\(wav.output)"))" start="\(start)" duration="\(duration)" hasAudio="1" audioSources="1" audioChannels="\(wav.channels)" audioRate="\(wav.sampleRate)">
-                        <media-rep kind="original-media" src="\(e(XMLText.fileURL(takeDirectory + "/" + wav.output)))"/>
+                    <asset id="a\(i + 1)" name="\(e(name(wav, plan)))" uid="\(e(wav.output))" start="\(start)" duration="\(duration)" hasAudio="1" audioSources="1" audioChannels="\(wav.channels)" audioRate="\(wav.sampleRate)">
+                        <media-rep kind="original-media" src="\(e(XMLText.relativeURL(wav.output)))"/>
                     </asset>
 
             """
@@ -41,24 +50,36 @@ public enum FCPXMLDocument {
                     <multicam format="r1" tcStart="\(start)" tcFormat="NDF">
 
         """
-        for (i, mov) in plan.movs.enumerated() {
-            x += """
-                        <mc-angle name="\(e("\(mov.node)/\(mov.camera)"))" angleID="\(e("\(mov.node)_\(mov.camera)"))">
-                            <asset-clip ref="v\(i + 1)" name="\(e("\(mov.node)/\(mov.camera)"))" offset="\(start)" start="\(start)" duration="\(duration)" tcFormat="NDF"\(i == 0 && !plan.wavs.isEmpty ? ">" : "/>")
-
-            """
-            if i == 0 && !plan.wavs.isEmpty {
-                for (j, wav) in plan.wavs.enumerated() {
-                    x += """
-                                    <asset-clip ref="a\(j + 1)" lane="-\(j + 1)" name="\(e("\(wav.node)/\(wav.mic)"))" offset="\(start)" start="\(start)" duration="\(duration)" tcFormat="NDF" audioRole="dialogue"/>
-
-                    """
-                }
-                x += "                </asset-clip>\n"
+        let audioID = Dictionary(uniqueKeysWithValues: plan.wavs.enumerated().map { ("\($1.node)/\($1.mic)", "a\($0 + 1)") })
+        /// One `<asset-clip>`: its connected clips (lanes below), then its markers (the DTD's order).
+        func clip(ref: String, name: String, key: String, lane: Int?, audio: Bool, connected: [WavJob], indent: String) -> String {
+            let role = audio ? " audioRole=\"dialogue\"" : ""
+            let head = "\(indent)<asset-clip ref=\"\(ref)\"\(lane.map { " lane=\"\($0)\"" } ?? "") name=\"\(e(name))\" offset=\"\(start)\" start=\"\(start)\" duration=\"\(duration)\" tcFormat=\"NDF\"\(role)"
+            var body = ""
+            for (j, wav) in connected.enumerated() {
+                body += clip(ref: audioID["\(wav.node)/\(wav.mic)"]!, name: self.name(wav, plan), key: "\(wav.node)/\(wav.mic)",
+                             lane: -(j + 1), audio: true, connected: [], indent: indent + "    ")
             }
-            x += "                </mc-angle>\n"
+            for m in plan.markers[key] ?? [] {
+                body += "\(indent)    <marker start=\"\(t(plan.startFrameOfDay + m.group))\" duration=\"\(t(m.length))\" value=\"\(e(m.name))\" note=\"\(e(m.note))\"/>\n"
+            }
+            return body.isEmpty ? head + "/>\n" : head + ">\n" + body + "\(indent)</asset-clip>\n"
         }
-        let first = plan.movs.first.map { e("\($0.node)_\($0.camera)") } ?? ""
+        let indent = String(repeating: " ", count: 16)
+        for (i, mov) in plan.movs.enumerated() {
+            x += "            <mc-angle name=\"\(e("\(mov.node)/\(mov.camera)"))\" angleID=\"\(e("\(mov.node)_\(mov.camera)"))\">\n"
+            x += clip(ref: "v\(i + 1)", name: mov.reel, key: "\(mov.node)/\(mov.camera)", lane: nil, audio: false,
+                      connected: plan.wavs(of: mov), indent: indent)
+            x += "            </mc-angle>\n"
+        }
+        if let first = plan.wavs.first {
+            x += "            <mc-angle name=\"sync sound\" angleID=\"\(soundAngle)\">\n"
+            // Every microphone: the first in the angle's storyline, the others connected below it.
+            x += clip(ref: audioID["\(first.node)/\(first.mic)"]!, name: name(first, plan), key: "\(first.node)/\(first.mic)", lane: nil,
+                      audio: true, connected: Array(plan.wavs.dropFirst()), indent: indent)
+            x += "            </mc-angle>\n"
+        }
+        let firstAngle = plan.movs.first.map { e("\($0.node)_\($0.camera)") } ?? ""
         x += """
                     </multicam>
                 </media>
@@ -69,7 +90,7 @@ public enum FCPXMLDocument {
                         <sequence format="r1" duration="\(duration)" tcStart="\(start)" tcFormat="NDF" audioLayout="stereo" audioRate="48k">
                             <spine>
                                 <mc-clip ref="m1" name="\(e(plan.takeID))" offset="\(start)" start="\(start)" duration="\(duration)">
-                                    <mc-source angleID="\(first)" srcEnable="all"/>
+                                    <mc-source angleID="\(firstAngle)" srcEnable="all"/>
                                 </mc-clip>
                             </spine>
                         </sequence>
@@ -81,86 +102,7 @@ public enum FCPXMLDocument {
         """
         return x
     }
-}
 
-/// `<take-id>.xml`, FCP 7 XML (xmeml 4) for Premiere Pro (CONTRACT §10): one sequence at the take's timecode, a video
-/// track per camera and an audio track per microphone, every clip from the sequence's start over the whole take,
-/// each file's `<timecode>` the take's.
-public enum FCP7XMLDocument {
-    public static func xml(_ plan: DeliverPlan, takeDirectory: String) -> String {
-        let e = XMLText.escape
-        let rate = "<rate><timebase>\(plan.fps)</timebase><ntsc>FALSE</ntsc></rate>"
-        let timecode = "<timecode>\(rate)<string>\(plan.timecode)</string><frame>\(plan.startFrameOfDay)</frame><displayformat>NDF</displayformat></timecode>"
-        let g = plan.groups
-        func clipTiming() -> String {
-            "<duration>\(g)</duration>\(rate)<start>0</start><end>\(g)</end><in>0</in><out>\(g)</out>"
-        }
-        let width = plan.movs.first?.width ?? 1920, height = plan.movs.first?.height ?? 1080
-        var x = """
-        <?xml version="1.0" encoding="UTF-8"?>
-        <!DOCTYPE xmeml>
-        <xmeml version="4">
-            <sequence id="sequence-1">
-                <name>\(e(plan.takeID))</name>
-                <duration>\(g)</duration>
-                \(rate)
-                \(timecode)
-                <media>
-                    <video>
-                        <format><samplecharacteristics>\(rate)<width>\(width)</width><height>\(height)</height><pixelaspectratio>square</pixelaspectratio></samplecharacteristics></format>
-
-        """
-        for (i, mov) in plan.movs.enumerated() {
-            let name = "\(mov.node)_\(mov.camera)"
-            x += """
-                            <track>
-                                <clipitem id="clipitem-v\(i + 1)">
-                                    <name>\(e("\(mov.node)/\(mov.camera)"))</name>
-                                    <enabled>TRUE</enabled>
-                                    \(clipTiming())
-                                    <file id="file-v\(i + 1)">
-                                        <name>\(e(name)).mov</name>
-                                        <pathurl>\(e(XMLText.fileURL(takeDirectory + "/" + mov.output)))</pathurl>
-                                        \(rate)
-                                        <duration>\(g)</duration>
-                                        \(timecode)
-                                        <media><video><samplecharacteristics>\(rate)<width>\(mov.width)</width><height>\(mov.height)</height></samplecharacteristics></video></media>
-                                    </file>
-                                </clipitem>
-                            </track>
-
-            """
-        }
-        x += "            </video>\n            <audio>\n"
-        for (i, wav) in plan.wavs.enumerated() {
-            let name = "\(wav.node)_\(wav.mic)"
-            x += """
-                            <track>
-                                <clipitem id="clipitem-a\(i + 1)">
-                                    <name>\(e("\(wav.node)/\(wav.mic)"))</name>
-                                    <enabled>TRUE</enabled>
-                                    \(clipTiming())
-                                    <file id="file-a\(i + 1)">
-                                        <name>\(e(name)).wav</name>
-                                        <pathurl>\(e(XMLText.fileURL(takeDirectory + "/" + wav.output)))</pathurl>
-                                        \(rate)
-                                        <duration>\(g)</duration>
-                                        \(timecode)
-                                        <media><audio><samplecharacteristics><depth>16</depth><samplerate>\(wav.sampleRate)</samplerate></samplecharacteristics><channelcount>\(wav.channels)</channelcount></audio></media>
-                                    </file>
-                                    <sourcetrack><mediatype>audio</mediatype><trackindex>1</trackindex></sourcetrack>
-                                </clipitem>
-                            </track>
-
-            """
-        }
-        x += """
-                    </audio>
-                </media>
-            </sequence>
-        </xmeml>
-
-        """
-        return x
-    }
+    /// A microphone's clip name: its file's, which carries the take.
+    static func name(_ wav: WavJob, _ plan: DeliverPlan) -> String { "\(plan.takeID)_\(wav.node)_\(wav.mic)" }
 }

@@ -14,8 +14,21 @@ public enum QuickTimeExport {
         public var description: String { sentence }
     }
 
-    /// How a camera's pictures reach its `.mov`: as recorded, or encoded as ProRes 422 Proxy or H.264.
-    public enum VideoMode: String, Sendable, Equatable { case copy, prores, h264 }
+    /// How a camera's pictures reach its `.mov`: as recorded, or encoded as ProRes 422 (Proxy, LT, standard, HQ) or H.264.
+    public enum VideoMode: String, Sendable, Equatable {
+        case copy, proresProxy, proresLT, prores, proresHQ, h264
+
+        /// prores_ks's `profile` option, nil for the other modes.
+        var proresProfile: String? {
+            switch self {
+            case .proresProxy: "proxy"
+            case .proresLT: "lt"
+            case .prores: "standard"
+            case .proresHQ: "hq"
+            case .copy, .h264: nil
+            }
+        }
+    }
 
     /// One camera's `.mov`: exactly `frames` frames, frame i from the source's frame i, at `fps` from `timecode`.
     public struct Movie: Sendable, Equatable {
@@ -27,9 +40,12 @@ public enum QuickTimeExport {
         public var frames: Int64
         public var fps: Int
         public var timecode: String
-        public init(node: String, camera: String, source: String, mode: VideoMode, frames: Int64, fps: Int, timecode: String) {
+        /// The reel (tape) name the timecode track carries.
+        public var reel: String
+        public init(node: String, camera: String, source: String, mode: VideoMode, frames: Int64, fps: Int, timecode: String,
+                    reel: String) {
             self.node = node; self.camera = camera; self.source = source; self.mode = mode; self.frames = frames
-            self.fps = fps; self.timecode = timecode
+            self.fps = fps; self.timecode = timecode; self.reel = reel
         }
     }
 
@@ -45,10 +61,14 @@ public enum QuickTimeExport {
         public var skipSamples: Int64
         public var samples: Int64
         public var timeReference: Int64
+        /// `bext` OriginationDate (`yyyy-MM-dd`) and OriginationTime (`HH:mm:ss`).
+        public var originationDate: String
+        public var originationTime: String
         public init(node: String, mic: String, source: String, streamIndex: Int, sampleRate: Int, channels: Int,
-                    skipSamples: Int64, samples: Int64, timeReference: Int64) {
+                    skipSamples: Int64, samples: Int64, timeReference: Int64, originationDate: String, originationTime: String) {
             self.node = node; self.mic = mic; self.source = source; self.streamIndex = streamIndex; self.sampleRate = sampleRate
             self.channels = channels; self.skipSamples = skipSamples; self.samples = samples; self.timeReference = timeReference
+            self.originationDate = originationDate; self.originationTime = originationTime
         }
     }
 
@@ -71,6 +91,8 @@ public enum QuickTimeExport {
         ost.pointee.r_frame_rate = rate
         // The mov muxer writes a tmcd track from the video stream's "timecode" (what `ffmpeg -timecode` sets).
         av_dict_set(&ost.pointee.metadata, "timecode", job.timecode, 0)
+        // …and its reel name ('name' atom of the tmcd sample description) from the same stream's "reel_name".
+        av_dict_set(&ost.pointee.metadata, "reel_name", job.reel, 0)
         var written: Int64 = 0
 
         if job.mode == .copy {
@@ -163,7 +185,8 @@ public enum QuickTimeExport {
         let sampleBase = AVRational(num: 1, den: Int32(job.sampleRate))
         ost.pointee.time_base = sampleBase
         for (key, value) in [("time_reference", String(job.timeReference)), ("originator", "coord"),
-                             ("description", "\(job.node)/\(job.mic)"), ("coding_history", "A=PCM,F=\(job.sampleRate),W=16,T=coord")] {
+                             ("description", "\(job.node)/\(job.mic)"), ("coding_history", "A=PCM,F=\(job.sampleRate),W=16,T=coord"),
+                             ("origination_date", job.originationDate), ("origination_time", job.originationTime)] where !value.isEmpty {
             try session.setTag(key, value)
         }
         try session.writeHeader(options: [("write_bext", "1")])
@@ -288,7 +311,8 @@ public enum QuickTimeExport {
         }
     }
 
-    /// The ProRes 422 Proxy (prores_ks) or H.264 (libx264) encoder of one `.mov`, opened on the first decoded picture.
+    /// The ProRes 422 (prores_ks, 10-bit 4:2:2, the mode's profile) or H.264 (libx264) encoder of one `.mov`, opened on
+    /// the first decoded picture.
     private struct Encoder {
         let context: UnsafeMutablePointer<AVCodecContext>
         let stream: UnsafeMutablePointer<AVStream>
@@ -296,7 +320,7 @@ public enum QuickTimeExport {
         let converted: UnsafeMutablePointer<AVFrame>?
 
         init(_ job: Movie, first: UnsafeMutablePointer<AVFrame>, stream: UnsafeMutablePointer<AVStream>, session: Session) throws(Failure) {
-            let prores = job.mode == .prores
+            let prores = job.mode.proresProfile != nil
             let source = AVPixelFormat(rawValue: first.pointee.format)
             let supported = [AV_PIX_FMT_YUV420P, AV_PIX_FMT_YUVJ420P, AV_PIX_FMT_YUV422P, AV_PIX_FMT_YUVJ422P]
             guard supported.contains(source) else {
@@ -314,9 +338,10 @@ public enum QuickTimeExport {
             cc.pointee.thread_count = 0
             if prores {
                 cc.pointee.pix_fmt = AV_PIX_FMT_YUV422P10LE
-                // ProRes 422 Proxy ('apco'): prores_ks's own option (left on auto it picks HQ for 4:2:2).
-                guard av_opt_set(cc.pointee.priv_data, "profile", "proxy", 0) >= 0 else {
-                    throw Failure("libavcodec's prores_ks encoder has no proxy profile.")
+                // Proxy 'apco', LT 'apcs', 422 'apcn', HQ 'apch': prores_ks's own option (on auto it picks HQ for 4:2:2).
+                let profile = job.mode.proresProfile ?? "proxy"
+                guard av_opt_set(cc.pointee.priv_data, "profile", profile, 0) >= 0 else {
+                    throw Failure("libavcodec's prores_ks encoder has no \(profile) profile.")
                 }
                 cc.pointee.color_range = AVCOL_RANGE_MPEG
             } else {

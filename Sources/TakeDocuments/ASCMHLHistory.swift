@@ -29,23 +29,7 @@ public enum ASCMHLHistory {
     package static func seal(take: TakeDirectory, files: [String: ASCMHL.OnDisk], known precomputed: [String: String] = [:],
                      exactly: Bool, ignore: [String] = [],
                      status: @escaping @Sendable (String) -> Void) throws -> String? {
-        let folder: TakeDirectory?
-        do { folder = try take.directory(ASCMHL.folder) } catch where error.reason == .missing { folder = nil } catch {
-            throw error.deliverError
-        }
-        var generations: [(number: Int, name: String)] = []
-        var known: [String: ASCMHL.Known] = [:]
-        if let folder {
-            let names: [String]
-            do { names = try folder.entries().map(\.name) } catch { throw error.deliverError }
-            generations = names.compactMap { n in ASCMHL.generationNumber(n).map { (number: $0, name: n) } }.sorted { $0.number < $1.number }
-            for g in generations {
-                let data: Data
-                do { data = try folder.data(g.name, limit: 256 << 20) } catch { throw error.deliverError }
-                guard let text = String(data: data, encoding: .utf8) else { continue }
-                known.merge(ASCMHL.parse(text)) { $1 }
-            }
-        }
+        let (folder, generations, known) = try read(take)
         if exactly ? ASCMHL.isUpToDate(files, known: known) : ASCMHL.listsAll(files, known: known) { return nil }
         var digests: [String: String] = [:]
         for (path, hash) in precomputed where files[path] != nil && XXH128.isValid(hash) { digests[path] = hash }
@@ -89,6 +73,32 @@ public enum ASCMHLHistory {
             try history.writeAtomically(Data(ASCMHL.chain(links + [ASCMHL.Link(file: file, c4: ASCMHL.c4(bytes))]).utf8), to: ASCMHL.chainFile)
         } catch { throw error.deliverError }
         return file
+    }
+
+    /// What the history records of each file (the latest generation listing it); empty without a history.
+    package static func recorded(_ take: TakeDirectory) throws -> [String: ASCMHL.Known] { try read(take).known }
+
+    /// The history's folder (nil when there is none), its generations in order and what they record.
+    private static func read(_ take: TakeDirectory) throws
+        -> (folder: TakeDirectory?, generations: [(number: Int, name: String)], known: [String: ASCMHL.Known]) {
+        let folder: TakeDirectory?
+        do { folder = try take.directory(ASCMHL.folder) } catch where error.reason == .missing { folder = nil } catch {
+            throw error.deliverError
+        }
+        var generations: [(number: Int, name: String)] = []
+        var known: [String: ASCMHL.Known] = [:]
+        if let folder {
+            let names: [String]
+            do { names = try folder.entries().map(\.name) } catch { throw error.deliverError }
+            generations = names.compactMap { n in ASCMHL.generationNumber(n).map { (number: $0, name: n) } }.sorted { $0.number < $1.number }
+            for g in generations {
+                let data: Data
+                do { data = try folder.data(g.name, limit: 256 << 20) } catch { throw error.deliverError }
+                guard let text = String(data: data, encoding: .utf8) else { continue }
+                known.merge(ASCMHL.parse(text)) { $1 }
+            }
+        }
+        return (folder, generations, known)
     }
 
     /// The file at `path` under `root` as a generation records it (size, modification date to the second); nil when

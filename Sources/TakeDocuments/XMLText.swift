@@ -19,6 +19,16 @@ package enum XMLText {
         return out
     }
 
+    /// A relative URL of a path relative to the document's folder, each component percent-encoded: what FCPXML's
+    /// `src`, xmeml's `pathurl` and the `.otio` resolve against the document, so a copied take relinks where it lands.
+    package static func relativeURL(_ relativePath: String) -> String {
+        var allowed = CharacterSet.alphanumerics
+        allowed.insert(charactersIn: "-._~")
+        return relativePath.split(separator: "/", omittingEmptySubsequences: false).map {
+            String($0).addingPercentEncoding(withAllowedCharacters: allowed) ?? String($0)
+        }.joined(separator: "/")
+    }
+
     /// `file://` URL of an absolute path, each component percent-encoded (what FCP and Premiere resolve).
     package static func fileURL(_ absolutePath: String) -> String {
         var allowed = CharacterSet.alphanumerics

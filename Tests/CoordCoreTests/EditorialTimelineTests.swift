@@ -125,20 +125,34 @@ import Testing
         #expect(start.value == 119 && start.rate == 60)
     }
 
-    @Test func aRateWithoutSMPTETimecodeIsWrittenAtItsSmallestMultipleThatHasOne() throws {
-        #expect([15, 10, 12, 20, 5, 24, 25, 30, 50, 60, 7, 120].map { EditorialTimeline.editRate(fps: $0) }
-                == [30, 30, 24, 60, 25, 24, 25, 30, 50, 60, 7, 120])
+    @Test func aRateWithoutSMPTETimecodeStaysTheTakesOwn() throws {
+        // Issue 40: a 15 fps take's .otio said 30 while its XMLs said 15; it says 15 now.
         var m = manifest
         m.framePeriodMicroseconds = FrameGrid.period(fps: 15)
         m.timecode = "10:00:00:14"
         let t = try decoded(m)
         let start = try #require(time(t["global_start_time"]))
-        #expect(start.value == Double((10 * 3600 * 15 + 14) * 2) && start.rate == 30)
+        #expect(start.value == Double(10 * 3600 * 15 + 14) && start.rate == 15)
         #expect((((t["metadata"] as? [String: Any])?["coord"] as? [String: Any])?["fps"] as? NSNumber)?.intValue == 15)
         for track in try tracks(t) {
             let clip = try #require((track["children"] as? [[String: Any]])?.first)
-            #expect(range(clip["source_range"]).map { [$0.start, $0.duration, $0.rate] } == [start.value, 300, 30])
+            #expect(range(clip["source_range"]).map { [$0.start, $0.duration, $0.rate] } == [start.value, 150, 15])
         }
+    }
+
+    @Test func theDeliverablesAndMarkersOnceDeliverMadeThem() throws {
+        let marker = EditorMarker(group: 7, length: 2, name: "2 filled frames", note: "groups 7–8 repeat")
+        let data = try EditorialTimeline.otio(manifest, delivered: ["node-2/cam0.mkv": "deliver/x_node-2_cam0.mov"],
+                                              markers: ["node-2/cam0": [marker]])
+        let t = try #require(try JSONSerialization.jsonObject(with: data) as? [String: Any])
+        let clips = try tracks(t).map { try #require(($0["children"] as? [[String: Any]])?.first) }
+        let refs = clips.map { (($0["media_references"] as? [String: Any])?["DEFAULT_MEDIA"] as? [String: Any])?["target_url"] as? String }
+        #expect(refs == ["deliver/x_node-2_cam0.mov", "node-1/cam1.mkv", nil])
+        let markers = try #require(clips[0]["markers"] as? [[String: Any]])
+        #expect(markers.count == 1 && markers[0]["name"] as? String == "2 filled frames")
+        let start = 15 * 3600 * 30 + 15 * 60 * 30 + 3
+        #expect(range(markers[0]["marked_range"]).map { [$0.start, $0.duration, $0.rate] } == [Double(start + 7), 2, 30])
+        #expect((clips[1]["markers"] as? [Any])?.isEmpty == true)
     }
 
     @Test func theBytesAreStableWithSortedKeys() throws {

@@ -65,15 +65,73 @@ import Testing
     @Test func h264IsRewrappedAndOtherCodecsEncoded() throws {
         let plan = try DeliverPlan.make(Self.manifest(), codec: .prores).get()
         #expect(plan.movs.map(\.mode) == [.prores, .copy])
-        #expect(plan.movs.map(\.output) == ["deliver/n1_cam0.mov", "deliver/n2_cam0.mov"])
+        // CONTRACT §15: the files carry the take.
+        #expect(plan.movs.map(\.output) == ["deliver/20260312-141500-s-0a1b2c_n1_cam0.mov", "deliver/20260312-141500-s-0a1b2c_n2_cam0.mov"])
+        #expect(plan.movs.map(\.reel) == ["20260312-141500-s-0a1b2c_n1_cam0", "20260312-141500-s-0a1b2c_n2_cam0"])
         #expect(plan.movs.allSatisfy { $0.frames == 30 && $0.fps == 15 && $0.timecode == "14:15:00:01" })
         #expect(try DeliverPlan.make(Self.manifest(), codec: .h264).get().movs.map(\.mode) == [.h264, .copy])
         #expect(try DeliverPlan.make(Self.manifest(), codec: .copy).get().movs.map(\.mode) == [.copy, .copy])
+        #expect(try DeliverPlan.make(Self.manifest(), codec: .proresHQ).get().movs.map(\.mode) == [.proresHQ, .copy])
+        #expect(try DeliverPlan.make(Self.manifest(), codec: .standard).get().movs.map(\.mode) == [.proresProxy, .copy])
+    }
+
+    @Test func videoCodecChoicesAndCopyOfACodecEditorsCannotDecode() throws {
+        #expect(VideoCodecChoice.allCases.map(\.rawValue) == ["prores-proxy", "prores-lt", "prores", "prores-hq", "h264", "copy"])
+        #expect(try VideoCodecChoice.parse("prores-lt").get() == .proresLT)
+        let bad = try #require(VideoCodecChoice.parse("vp9").failure())
+        #expect(bad.sentence.contains("prores-hq") && bad.sentence.contains("vp9"))
+        let ffv1 = Self.manifest(cameras: [Self.camera("n1", "cam0", codec: "ffv1")])
+        let refused = try #require(DeliverPlan.make(ffv1, codec: .copy).failure())
+        #expect(refused.sentence.contains("FFV1") && refused.sentence.contains("n1/cam0") && refused.sentence.contains("prores-hq"))
+        #expect(!refused.sentence.contains("\n"))
+        #expect(try DeliverPlan.make(Self.manifest(), codec: .copy).get().movs.count == 2)
+    }
+
+    @Test func twoTakesShareNoDeliverableName() throws {
+        var other = Self.manifest()
+        other.takeID = "20260312-141700-s-99ffee"
+        let a = try DeliverPlan.make(Self.manifest(), codec: .standard).get(), b = try DeliverPlan.make(other, codec: .standard).get()
+        let names = { (p: DeliverPlan) in Set(p.movs.map(\.output) + p.wavs.map(\.output) + p.movs.map(\.reel)) }
+        #expect(names(a).isDisjoint(with: names(b)))
+    }
+
+    @Test func filledRunsAndEventsBecomeMarkersAtTheirGroups() throws {
+        let csv = "frame,group,center_us,flags\n0,0,1,\n1,1,2,dup\n2,2,3,dup\n3,3,4,\n4,4,5,dup\n"
+        let runs = EditorMarker.fills(csv, groups: 5)
+        #expect(runs.map(\.group) == [1, 4] && runs.map(\.length) == [2, 1])
+        var m = Self.manifest()
+        m.events = [.init(tMicroseconds: m.t0Microseconds + 10 * 66_667 + 20_000, node: "n2", camera: "cam0", kind: .cameraEnded, detail: "unplugged"),
+                    .init(tMicroseconds: m.t0Microseconds, node: "n1", camera: "cam0", kind: "dup", detail: "3 filled"),
+                    .init(tMicroseconds: m.t0Microseconds - 1_000_000, node: "n1", camera: "mic0", kind: .microphoneGap, detail: "overrun"),
+                    .init(tMicroseconds: m.t0Microseconds, node: "", camera: "", kind: .start, detail: "go")]
+        var plan = try DeliverPlan.make(m, codec: .standard).get()
+        plan.addFills(csv, node: "n1", camera: "cam0")
+        #expect(plan.markers["n2/cam0"] == [EditorMarker(group: 10, length: 1, name: "camera-ended", note: "unplugged")])
+        #expect(plan.markers["n1/mic0"]?.map(\.group) == [0])
+        #expect(plan.markers["n1/cam0"]?.map(\.group) == [1, 4], "the dup summary is not marked again")
+        #expect(plan.markers.count == 3)
+        let x = try XMLDocument(xmlString: FCPXMLDocument.xml(plan))
+        #expect(try x.nodes(forXPath: "//mc-angle[@angleID='n1_cam0']/asset-clip/marker").count == 2)
+        #expect(try x.nodes(forXPath: "//mc-angle[@angleID='n2_cam0']/asset-clip/marker").count == 1)
+        let x7 = try XMLDocument(xmlString: FCP7XMLDocument.xml(plan))
+        #expect(try x7.nodes(forXPath: "//clipitem[@id='clipitem-v1']/marker/in").compactMap(\.stringValue) == ["1", "4"])
+    }
+
+    @Test func theWavSaysWhenAndWhatInBextAndIXML() throws {
+        let wav = try #require(try DeliverPlan.make(Self.manifest(), codec: .standard, zone: TimeZone(identifier: "Europe/Paris")!).get().wavs.first)
+        #expect(wav.originationDate == "2026-03-12" && wav.originationTime == "15:15:00")
+        let ixml = try XMLDocument(xmlString: wav.ixml)
+        func text(_ path: String) throws -> String? { try ixml.nodes(forXPath: path).first?.stringValue }
+        #expect(try text("/BWFXML/SCENE") == "s" && text("/BWFXML/TAPE") == "20260312-141500-s-0a1b2c" && text("/BWFXML/TAKE") == "0a1b2c")
+        #expect(try text("/BWFXML/PROJECT") == "s" && text("/BWFXML/SPEED/TIMECODE_RATE") == "15/1")
+        #expect(try text("/BWFXML/SPEED/TIMESTAMP_SAMPLES_SINCE_MIDNIGHT_LO") == String(wav.timeReference))
+        let chunk = BroadcastWAV.chunk("abc")
+        #expect(chunk == Data("iXML".utf8) + Data([3, 0, 0, 0]) + Data("abc".utf8) + Data([0]))
     }
 
     @Test func theWavSpansThePicturesFromGroupZero() throws {
         let wav = try #require(try DeliverPlan.make(Self.manifest(), codec: .prores).get().wavs.first)
-        #expect(wav.output == "deliver/n1_mic0.wav")
+        #expect(wav.output == "deliver/20260312-141500-s-0a1b2c_n1_mic0.wav")
         #expect(wav.samples == 30 * 48_000 / 15)
         #expect(wav.skipSamples == 0)
         // 14:15:00 and one frame at 15 fps, in samples.
@@ -134,22 +192,31 @@ import Testing
     func count(_ needle: String, in text: String) -> Int { text.components(separatedBy: needle).count - 1 }
 
     @Test func fcpxmlHoldsOneMulticamWithAnAnglePerCameraAndAnMcClip() throws {
-        let x = FCPXMLDocument.xml(plan, takeDirectory: "/takes/a b")
+        let x = FCPXMLDocument.xml(plan)
         #expect(x.contains("<fcpxml version=\"1.9\">"))
         #expect(count("<multicam ", in: x) == 1)
-        #expect(count("<mc-angle ", in: x) == 2)
+        // An angle per camera, and one of the microphones (the sync sound).
+        #expect(count("<mc-angle ", in: x) == 3)
         #expect(count("<mc-clip ", in: x) == 1)
         let start = "\((14 * 3600 + 15 * 60) * 15 + 1)/15s"
         #expect(x.contains("tcStart=\"\(start)\""))
         #expect(x.contains("duration=\"30/15s\""))
-        #expect(x.contains("src=\"file:///takes/a%20b/deliver/n1_cam0.mov\""))
-        #expect(x.contains("src=\"file:///takes/a%20b/deliver/n1_mic0.wav\""))
+        // Relative to the take directory (CONTRACT §15).
+        #expect(x.contains("src=\"deliver/20260312-141500-s-0a1b2c_n1_cam0.mov\""))
+        #expect(x.contains("src=\"deliver/20260312-141500-s-0a1b2c_n1_mic0.wav\""))
+        #expect(!x.contains("file:"))
         let document = try XMLDocument(xmlString: x)
-        #expect(try document.nodes(forXPath: "//mc-angle/asset-clip[@start='\(start)']").count == 2)
+        #expect(try document.nodes(forXPath: "//mc-angle/asset-clip[@start='\(start)']").count == 3)
+        // n1's angle carries n1's microphone; n2 has none; the sync-sound angle holds it.
+        #expect(try document.nodes(forXPath: "//mc-angle[@angleID='n1_cam0']/asset-clip/asset-clip[@ref='a1'][@lane='-1']").count == 1)
+        #expect(try document.nodes(forXPath: "//mc-angle[@angleID='n2_cam0']/asset-clip/asset-clip").isEmpty)
+        #expect(try document.nodes(forXPath: "//mc-angle[@angleID='sync-sound']/asset-clip[@ref='a1']").count == 1)
+        let reels = try document.nodes(forXPath: "//asset/metadata/md[@key='com.apple.proapps.studio.reel']/@value").compactMap(\.stringValue)
+        #expect(reels == ["20260312-141500-s-0a1b2c_n1_cam0", "20260312-141500-s-0a1b2c_n2_cam0"])
     }
 
     @Test func fcp7XMLHasATrackPerCameraAndMicEveryClipAtZero() throws {
-        let x = FCP7XMLDocument.xml(plan, takeDirectory: "/takes/t")
+        let x = FCP7XMLDocument.xml(plan)
         let document = try XMLDocument(xmlString: x)
         #expect(try document.nodes(forXPath: "//sequence").count == 1)
         #expect(try document.nodes(forXPath: "//media/video/track").count == 2)
@@ -158,16 +225,22 @@ import Testing
         #expect(starts == ["0", "0", "0"])
         let tcs = try document.nodes(forXPath: "//file/timecode/string").map { $0.stringValue }
         #expect(tcs == ["14:15:00:01", "14:15:00:01", "14:15:00:01"])
+        #expect(try document.nodes(forXPath: "//file/pathurl").compactMap(\.stringValue).allSatisfy { $0.hasPrefix("deliver/20260312-141500-s-0a1b2c_") })
+        #expect(try document.nodes(forXPath: "//video//file/timecode/reel/name").compactMap(\.stringValue)
+            == ["20260312-141500-s-0a1b2c_n1_cam0", "20260312-141500-s-0a1b2c_n2_cam0"])
+        // n1's picture is linked to n1's microphone.
+        #expect(try document.nodes(forXPath: "//clipitem[@id='clipitem-v1']/link/linkclipref").compactMap(\.stringValue) == ["clipitem-v1", "clipitem-a1"])
+        #expect(try document.nodes(forXPath: "//clipitem[@id='clipitem-v2']/link").isEmpty)
     }
 
     @Test func aTakeWithoutSoundStillParses() throws {
         var m = DeliverPlanTests.manifest()
         m.audio = nil
         let silent = try DeliverPlan.make(m, codec: .prores).get()
-        let fcpxml = try XMLDocument(xmlString: FCPXMLDocument.xml(silent, takeDirectory: "/t"))
+        let fcpxml = try XMLDocument(xmlString: FCPXMLDocument.xml(silent))
         #expect(try fcpxml.nodes(forXPath: "//mc-angle").count == 2)
         #expect(try fcpxml.nodes(forXPath: "//asset-clip[@lane]").isEmpty)
-        let xmeml = try XMLDocument(xmlString: FCP7XMLDocument.xml(silent, takeDirectory: "/t"))
+        let xmeml = try XMLDocument(xmlString: FCP7XMLDocument.xml(silent))
         #expect(try xmeml.nodes(forXPath: "//media/audio/track").isEmpty)
     }
 

@@ -1,4 +1,4 @@
-"""`coord deliver` (CONTRACT §10) on a short `coord demo` take, judged by tools that are not coord's: ffprobe for the
+"""`coord deliver` (CONTRACT §10, §15) on a short `coord demo` take, judged by tools that are not coord's: ffprobe for the
 QuickTime files, the Broadcast WAV chunks read by hand, xml.etree for FCPXML and FCP 7 XML, the ASC's own `ascmhl verify`,
 and the official OpenTimelineIO FCP 7 XML and FCPXML adapters for the `.otio`."""
 from __future__ import annotations
@@ -12,8 +12,10 @@ import subprocess
 import sys
 import time
 import xml.etree.ElementTree as ET
+from datetime import datetime, timezone
 from fractions import Fraction
 from pathlib import Path
+from urllib.parse import unquote
 
 import pytest
 
@@ -72,9 +74,18 @@ def copy_take(take: Path, dest: Path) -> Path:
     return dest
 
 
+def mov(take: Path, manifest: dict, cam: dict) -> Path:
+    """A camera's deliverable: it carries the take (CONTRACT §15)."""
+    return take / "deliver" / f"{manifest['take_id']}_{cam['node']}_{cam['camera']}.mov"
+
+
+def wav(take: Path, manifest: dict, a: dict) -> Path:
+    return take / "deliver" / f"{manifest['take_id']}_{a['node']}_{a['mic']}.wav"
+
+
 def check_movs(take: Path, manifest: dict, codec: str) -> None:
     for cam in manifest["cameras"]:
-        info = probe(take / "deliver" / f"{cam['node']}_{cam['camera']}.mov")
+        info = probe(mov(take, manifest, cam))
         assert "mov" in info["format"]["format_name"], info["format"]
         video = [s for s in info["streams"] if s["codec_type"] == "video"]
         tmcd = [s for s in info["streams"] if s.get("codec_tag_string") == "tmcd"]
@@ -84,12 +95,14 @@ def check_movs(take: Path, manifest: dict, codec: str) -> None:
         assert video[0]["r_frame_rate"] == f"{fps_of(manifest)}/1"
         assert len(tmcd) == 1, info["streams"]
         assert tmcd[0].get("tags", {}).get("timecode") == manifest["timecode"], tmcd[0]
+        # The reel name, unique per take and camera, in the timecode track.
+        assert tmcd[0]["tags"].get("reel_name") == f"{manifest['take_id']}_{cam['node']}_{cam['camera']}", tmcd[0]
 
 
 def test_every_camera_gets_a_quicktime_with_timecode_and_one_frame_per_group(take, manifest):
     check_movs(take, manifest, "prores")
     for cam in manifest["cameras"]:
-        info = probe(take / "deliver" / f"{cam['node']}_{cam['camera']}.mov")
+        info = probe(mov(take, manifest, cam))
         video = next(s for s in info["streams"] if s["codec_type"] == "video")
         assert video["profile"] == "Proxy" and video["codec_tag_string"] == "apco", video
         assert (video["width"], video["height"]) == (cam["width"], cam["height"])
@@ -110,7 +123,7 @@ def test_every_microphone_gets_a_broadcast_wav_sample_exact_against_the_pictures
     fps = fps_of(manifest)
     assert manifest["audio"], "the demo take has no sound"
     for a in manifest["audio"]:
-        chunks = wav_chunks(take / "deliver" / f"{a['node']}_{a['mic']}.wav")
+        chunks = wav_chunks(wav(take, manifest, a))
         assert "bext" in chunks and "fmt " in chunks and "data" in chunks, list(chunks)
         channels, rate, bits = struct.unpack("<H", chunks["fmt "][2:4])[0], struct.unpack("<I", chunks["fmt "][4:8])[0], \
             struct.unpack("<H", chunks["fmt "][14:16])[0]
@@ -118,10 +131,20 @@ def test_every_microphone_gets_a_broadcast_wav_sample_exact_against_the_pictures
         # bext: Description 256, Originator 32, OriginatorReference 32, date 10, time 8, then TimeReference (64 bits).
         low, high = struct.unpack("<II", chunks["bext"][338:346])
         assert (high << 32 | low) == frame_of_day(manifest["timecode"], fps) * rate // fps
+        # Origination date and time: group 0 in the local time the timecode counts (CONTRACT §15).
+        date, clock = chunks["bext"][320:330].decode(), chunks["bext"][330:338].decode()
+        local = datetime.strptime(manifest["start_wallclock"][:19], "%Y-%m-%dT%H:%M:%S").replace(tzinfo=timezone.utc).astimezone()
+        assert (date, clock) == (local.strftime("%Y-%m-%d"), local.strftime("%H:%M:%S")), (date, clock, manifest["start_wallclock"])
+        # iXML: project, scene (the take's name), take, tape (the take id), the timecode rate.
+        ixml = ET.fromstring(chunks["iXML"].rstrip(b"\0"))
+        assert ixml.tag == "BWFXML"
+        assert ixml.findtext("SCENE") == manifest["name"] and ixml.findtext("TAPE") == manifest["take_id"], chunks["iXML"]
+        assert ixml.findtext("PROJECT") and ixml.findtext("TAKE") == manifest["take_id"].rsplit("-", 1)[1]
+        assert Fraction(ixml.findtext("SPEED/TIMECODE_RATE")) == fps and ixml.findtext("SPEED/TIMECODE_FLAG") == "NDF"
         samples = len(chunks["data"]) // (2 * channels)
         assert samples * fps == manifest["groups"] * rate, (samples, manifest["groups"])
         # ffprobe agrees on the duration of pictures and sound.
-        assert abs(float(probe(take / "deliver" / f"{a['node']}_{a['mic']}.wav")["format"]["duration"])
+        assert abs(float(probe(wav(take, manifest, a))["format"]["duration"])
                    - manifest["groups"] / fps) < 1 / rate
 
 
@@ -138,7 +161,8 @@ def test_fcpxml_holds_one_multicam_angle_per_camera_and_an_mc_clip(take, manifes
     assert len(multicams) == 1
     media_id = root.find(".//media").get("id")
     angles = multicams[0].findall("mc-angle")
-    assert len(angles) == len(manifest["cameras"])
+    # An angle per camera, then the sync sound: every microphone (CONTRACT §15).
+    assert len(angles) == len(manifest["cameras"]) + 1 and angles[-1].get("angleID") == "sync-sound"
     tc = frame_of_day(manifest["timecode"], fps_of(manifest)) / fps_of(manifest)
     assert rational_seconds(multicams[0].get("tcStart")) == pytest.approx(tc)
     assets = {a.get("id"): a for a in root.findall(".//resources/asset")}
@@ -146,11 +170,20 @@ def test_fcpxml_holds_one_multicam_angle_per_camera_and_an_mc_clip(take, manifes
         clip = angle.find("asset-clip")
         assert rational_seconds(clip.get("start")) == pytest.approx(tc)
         assert rational_seconds(clip.get("offset")) == pytest.approx(tc)
-        src = assets[clip.get("ref")].find("media-rep").get("src")
-        assert src.startswith("file://") and src.endswith(f"/deliver/{cam['node']}_{cam['camera']}.mov"), src
-    # The microphones are the multicam's sound.
-    mics = [assets[c.get("ref")] for c in multicams[0].iter("asset-clip") if assets[c.get("ref")].get("hasAudio") == "1"]
-    assert len(mics) == len(manifest["audio"])
+        asset = assets[clip.get("ref")]
+        src = asset.find("media-rep").get("src")
+        # Relative to the take directory, where the .fcpxml lies (CONTRACT §15).
+        assert src == f"deliver/{manifest['take_id']}_{cam['node']}_{cam['camera']}.mov", src
+        reel = asset.find("metadata/md[@key='com.apple.proapps.studio.reel']").get("value")
+        assert reel == f"{manifest['take_id']}_{cam['node']}_{cam['camera']}"
+        # Each angle carries its own node's microphone as connected clips.
+        sound = [assets[c.get("ref")] for c in clip.findall("asset-clip")]
+        own = [a for a in manifest["audio"] if a["node"] == cam["node"]]
+        assert [a.find("media-rep").get("src") for a in sound] == [f"deliver/{wav(take, manifest, a).name}" for a in own], cam
+        assert all(c.get("lane", "0").startswith("-") for c in clip.findall("asset-clip"))
+    # The sync-sound angle holds every microphone.
+    synced = [assets[c.get("ref")] for c in angles[-1].iter("asset-clip")]
+    assert sorted(a.find("media-rep").get("src") for a in synced) == sorted(f"deliver/{wav(take, manifest, a).name}" for a in manifest["audio"])
     clips = root.findall(".//project/sequence/spine/mc-clip")
     assert len(clips) == 1 and clips[0].get("ref") == media_id
     assert rational_seconds(clips[0].get("duration")) == pytest.approx(manifest["groups"] / fps_of(manifest))
@@ -169,7 +202,47 @@ def test_fcp7_xml_has_a_track_per_camera_and_mic_every_clip_at_zero(take, manife
         assert clip.findtext("start") == "0" and clip.findtext("in") == "0"
         assert int(clip.findtext("end")) == manifest["groups"]
         assert clip.findtext("file/timecode/string") == manifest["timecode"]
-        assert Path(clip.findtext("file/pathurl").removeprefix("file://")).parent.name == "deliver"
+        assert Path(clip.findtext("file/pathurl")).parent == Path("deliver"), clip.findtext("file/pathurl")
+    # Each camera's reel; its picture linked to its own node's microphone (its angle's sound).
+    for track, cam in zip(video, manifest["cameras"]):
+        clip = track.find("clipitem")
+        assert clip.findtext("file/timecode/reel/name") == f"{manifest['take_id']}_{cam['node']}_{cam['camera']}"
+        linked = {clip.findtext("name") for clip in root.iter("clipitem")
+                  if clip.get("id") in {l.findtext("linkclipref") for l in track.find("clipitem").findall("link")}}
+        assert linked >= {wav(take, manifest, a).stem for a in manifest["audio"] if a["node"] == cam["node"]}, linked
+
+
+def media_references(document: Path) -> list[str]:
+    """Every media reference of an FCPXML (`src`) or FCP 7 XML (`pathurl`) document."""
+    root = ET.parse(document).getroot()
+    return [e.get("src") for e in root.iter("media-rep")] + [e.text for e in root.iter("pathurl")]
+
+
+def test_a_copied_take_relinks_verifies_and_delivering_it_again_changes_nothing(take, manifest, tmp_path):
+    """A DIT copies the take to another disk (CONTRACT §15): every reference resolves inside the copy, a second
+    deliver there adds nothing, and the ASC's tool verifies the copy."""
+    copy = tmp_path / "shuttle" / take.name
+    copy.parent.mkdir()
+    subprocess.run(["cp", "-a", str(take), str(copy)], check=True, timeout=120)
+    before = {p.relative_to(copy): p.read_bytes() for p in copy.rglob("*") if p.is_file() and p.suffix in (".fcpxml", ".xml", ".otio")}
+    proc = deliver(copy)
+    assert proc.returncode == 0, proc.stderr
+    assert "made" not in proc.stdout and "up to date" in proc.stdout, proc.stdout
+    assert {p.relative_to(copy): p.read_bytes() for p in copy.rglob("*") if p.is_file() and p.suffix in (".fcpxml", ".xml", ".otio")} == before
+    for document in (copy / f"{manifest['take_id']}.fcpxml", copy / f"{manifest['take_id']}.xml"):
+        refs = media_references(document)
+        assert len(refs) == len(manifest["cameras"]) + len(manifest["audio"]), refs
+        for ref in refs:
+            assert "://" not in ref and not ref.startswith("/"), ref
+            target = (document.parent / unquote(ref)).resolve()
+            assert target.is_file() and copy.resolve() in target.parents, (document.name, ref)
+    import opentimelineio as otio
+    timeline = otio.adapters.read_from_file(str(copy / f"{manifest['take_id']}.otio"))
+    for clip in timeline.find_clips():
+        assert (copy / clip.media_reference.target_url).is_file(), clip.media_reference.target_url
+    for judge in (ASCMHL_VERIFY, ASCMHL_DIFF):
+        proc = subprocess.run([*judge, str(copy)], capture_output=True, text=True, timeout=120)
+        assert proc.returncode == 0, proc.stdout + proc.stderr
 
 
 def test_ascmhl_verify_passes_and_fails_after_one_flipped_byte(take, manifest, tmp_path):
@@ -209,6 +282,11 @@ def test_a_second_run_makes_nothing(take, manifest):
 def test_the_otio_goes_through_both_official_adapters_aligned(take, manifest, tmp_path):
     import opentimelineio as otio
     timeline = otio.adapters.read_from_file(str(take / f"{manifest['take_id']}.otio"))
+    # Once delivered, the .otio points at the deliverables, at the take's own rate.
+    targets = [c.media_reference.target_url for c in timeline.find_clips()]
+    assert targets == [f"deliver/{mov(take, manifest, c).name}" for c in manifest["cameras"]] \
+        + [f"deliver/{wav(take, manifest, a).name}" for a in manifest["audio"]], targets
+    assert {c.source_range.start_time.rate for c in timeline.find_clips()} == {fps_of(manifest)}
     start = frame_of_day(manifest["timecode"], fps_of(manifest))
     for adapter, ext in [("fcp_xml", "xml"), ("fcpx_xml", "fcpxml")]:
         out = tmp_path / f"take.{ext}"
@@ -266,11 +344,28 @@ def test_h264_is_rewrapped_and_video_codec_h264_encodes(take, manifest, tmp_path
     def packet_sizes(p: Path) -> list[str]:
         return subprocess.run(["ffprobe", "-v", "error", "-select_streams", "v:0", "-show_entries", "packet=size", "-of", "csv=p=0",
                                str(p)], capture_output=True, text=True, check=True).stdout.split()
-    assert packet_sizes(h264 / "deliver" / f"{cam['node']}_{cam['camera']}.mov") == packet_sizes(h264 / cam["node"] / f"{cam['camera']}.mkv")
+    assert packet_sizes(mov(h264, m, cam)) == packet_sizes(h264 / cam["node"] / f"{cam['camera']}.mkv")
     light = copy_take(take, tmp_path / "light")
     proc = deliver(light, "--to", "mov", "--video-codec", "h264")
     assert proc.returncode == 0, proc.stderr
     check_movs(light, manifest, "h264")
+    # Two takes' deliverables share no file name (CONTRACT §15), nor a reel.
+    names = lambda t: {p.name for p in (t / "deliver").iterdir() if not p.name.startswith(".") and p.name != "deliver.json"}
+    assert names(h264) and names(take) and not names(h264) & names(take), (names(h264), names(take))
+
+
+def test_prores_hq_is_10_bit_and_copy_refuses_ffv1_in_one_sentence(tmp_path):
+    lossless, _ = demo(tmp_path / "ffv1", "--nodes", "1", "--codec", "ffv1", "--no-audio", "--seconds", "1", "--size", "320x240")
+    m = json.loads((lossless / "manifest.json").read_text())
+    proc = deliver(lossless, "--to", "mov", "--video-codec", "copy")
+    assert proc.returncode == 2 and len(proc.stderr.strip().splitlines()) == 1, proc.stderr
+    assert "FFV1" in proc.stderr and "prores-hq" in proc.stderr and "h264" in proc.stderr, proc.stderr
+    assert not list((lossless / "deliver").glob("*.mov")) if (lossless / "deliver").exists() else True
+    proc = deliver(lossless, "--to", "mov", "--video-codec", "prores-hq")
+    assert proc.returncode == 0, proc.stderr
+    check_movs(lossless, m, "prores")
+    video = next(s for s in probe(mov(lossless, m, m["cameras"][0]))["streams"] if s["codec_type"] == "video")
+    assert (video["profile"], video["codec_tag_string"], video["pix_fmt"]) == ("HQ", "apch", "yuv422p10le"), video
 
 
 def test_a_killed_deliver_leaves_no_half_written_file_under_its_final_name(take, manifest, tmp_path):
@@ -284,7 +379,7 @@ def test_a_killed_deliver_leaves_no_half_written_file_under_its_final_name(take,
     proc.wait(timeout=30)
     assert parts, "coord deliver finished before a temporary file was seen"
     for cam in manifest["cameras"]:
-        final = fresh / "deliver" / f"{cam['node']}_{cam['camera']}.mov"
+        final = mov(fresh, manifest, cam)
         if final.exists():
             assert int(next(s for s in probe(final)["streams"] if s["codec_type"] == "video")["nb_read_packets"]) == manifest["groups"]
     # The next run cleans up and finishes the job.
@@ -303,7 +398,9 @@ def test_a_rig_files_take_deliver_runs_after_collection(tmp_path):
         out = subprocess.run([COORD, "start-take", "--rig", str(bad), "--seconds", "2"], capture_output=True, text=True, timeout=60)
         assert out.returncode == 2 and "take.deliver" in out.stderr and "edl" in out.stderr, out.stderr
         rig = tmp_path / "rig.yaml"
-        rig.write_text(f"version: 1\nnodes:\n  - name: solo\n    endpoint: {node.endpoint}\ntake:\n  deliver: [fcp7xml, mhl]\n")
+        # A frame-rate cap of 10 at 30 fps: cam0 records one group in 3, the two between filled (dup).
+        rig.write_text(f"version: 1\nnodes:\n  - name: solo\n    endpoint: {node.endpoint}\n    cameras:\n      - name: cam0\n"
+                       f"        max_fps: 10\ntake:\n  deliver: [fcpxml, fcp7xml, mhl]\n")
         takes = tmp_path / "takes"
         out = subprocess.run([COORD, "start-take", "--rig", str(rig), "--seconds", "2", "--size", "320x240",
                               "--takes-dir", str(takes)], capture_output=True, text=True, timeout=180)
@@ -316,3 +413,23 @@ def test_a_rig_files_take_deliver_runs_after_collection(tmp_path):
     assert not (take / "deliver").exists(), "mov was not asked for"
     proc = subprocess.run([*ASCMHL_VERIFY, str(take)], capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stdout + proc.stderr
+    # One marker per run of filled frames, at the run's first group, on the camera's angle in all three documents.
+    rows = [line.split(",") for line in (take / "solo" / "cam0.frames.csv").read_text().splitlines()[1:]]
+    runs = [int(r[1]) for i, r in enumerate(rows) if r[3] == "dup" and (i == 0 or rows[i - 1][3] != "dup")]
+    assert len(runs) >= manifest["groups"] // 3 - 1, runs
+    start = frame_of_day(manifest["timecode"], fps_of(manifest))
+    fcpxml = ET.parse(take / f"{manifest['take_id']}.fcpxml").getroot()
+    angle = fcpxml.find(".//mc-angle[@angleID='solo_cam0']/asset-clip")
+    fills = [m for m in angle.findall("marker") if "filled" in m.get("value")]
+    assert [round(rational_seconds(m.get("start")) * fps_of(manifest)) - start for m in fills] == runs
+    xmeml = ET.parse(take / f"{manifest['take_id']}.xml").getroot()
+    clip = xmeml.find(".//video/track/clipitem")
+    assert [int(m.findtext("in")) for m in clip.findall("marker") if "filled" in m.findtext("name")] == runs
+    import opentimelineio as otio
+    timeline = otio.adapters.read_from_file(str(take / f"{manifest['take_id']}.otio"))
+    [camera_clip] = timeline.video_tracks()[0].find_clips()
+    assert [m.marked_range.start_time.to_frames() - start for m in camera_clip.markers if "filled" in m.name] == runs
+    # The FCP 7 adapter reads the same markers back.
+    back = otio.adapters.read_from_file(str(take / f"{manifest['take_id']}.xml"), adapter_name="fcp_xml")
+    read = [c for c in back.find_clips() if c.name.endswith("_solo_cam0")]
+    assert len(read) == 1 and len([m for m in read[0].markers if "filled" in m.name]) == len(runs), read
