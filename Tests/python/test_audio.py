@@ -146,7 +146,8 @@ def test_a_microphone_lost_before_group_0_leaves_no_file_and_the_manifest_says_s
     proc = deliver(take, "--to", "mov,fcpxml,fcp7xml,mhl")
     assert proc.returncode == 0, proc.stderr
     assert "microphone lost/mic0 recorded no sound" in proc.stderr, proc.stderr
-    assert sorted(p.name for p in (take / "deliver").glob("*.wav")) == ["kept_mic0.wav"]
+    # Named with the take (CONTRACT §15).
+    assert sorted(p.name for p in (take / "deliver").glob("*.wav")) == [f"{manifest['take_id']}_kept_mic0.wav"]
     assert "lost_mic0" not in (take / f"{manifest['take_id']}.fcpxml").read_text()
     verify = subprocess.run([*ASCMHL_VERIFY, str(take)], capture_output=True, text=True, timeout=120)
     assert verify.returncode == 0, verify.stdout + verify.stderr
