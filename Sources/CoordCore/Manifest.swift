@@ -96,7 +96,13 @@ public struct TakeManifest: Codable, Equatable, Sendable {
         public var ordinal: Int
         public var width: Int
         public var height: Int
-        public var fps: Int
+        /// The camera's rate: JSON `fps`, a number for an integer rate, else `"30000/1001"` (CONTRACT §13).
+        public var rate: FrameRate
+        /// Its whole rate (30 at 29.97).
+        public var fps: Int {
+            get { rate.nominal }
+            set { rate = FrameRate(numerator: newValue, denominator: 1) ?? FrameRate(1) }
+        }
         public var codec: String
         public var frames: Int64
         public var dropped: Int64
@@ -122,14 +128,14 @@ public struct TakeManifest: Codable, Equatable, Sendable {
         /// "the pressure policy" unless someone else disabled the camera.
         public var disabler: String { disabledBy ?? "the pressure policy" }
         enum CodingKeys: String, CodingKey {
-            case node, camera, ordinal, width, height, fps, codec, frames, dropped, clock, files
+            case node, camera, ordinal, width, height, rate = "fps", codec, frames, dropped, clock, files
             case timestampNoiseMicroseconds = "timestamp_noise_us", centerUncertaintyMicroseconds = "center_uncertainty_us"
             case priority, recordEvery = "record_every", held, disabled, disabledBy = "disabled_by", controls, device
         }
         public init(node: String, camera: String, ordinal: Int, width: Int, height: Int, fps: Int, codec: String,
                     frames: Int64, dropped: Int64, clock: ClockFigures, files: [File]) {
             self.node = node; self.camera = camera; self.ordinal = ordinal; self.width = width; self.height = height
-            self.fps = fps; self.codec = codec; self.frames = frames; self.dropped = dropped; self.clock = clock; self.files = files
+            self.rate = FrameRate(numerator: fps, denominator: 1) ?? FrameRate(1); self.codec = codec; self.frames = frames; self.dropped = dropped; self.clock = clock; self.files = files
         }
     }
 
@@ -155,14 +161,17 @@ public struct TakeManifest: Codable, Equatable, Sendable {
     /// The groups the take was planned for, when it stopped before them (`groups` is then what it recorded).
     public var plannedGroups: Int64?
     public var startWallclock: String
+    /// How far the coordinator's wall clock (and so `start_wallclock` and the timecode) was from its time service
+    /// as the take started, where chrony could say. Not a contract key.
+    public var wallclockService: WallclockService?
     public var cameras: [Camera]
     public var events: [Event]
     /// Every clock estimate sent to a node during the take, in time order. Not a contract key.
     public var clockTrack: [ClockTrackPoint]?
     /// The cost budget the take was planned with. Not a contract key.
     public var budget: BudgetSummary?
-    /// SMPTE non-drop timecode `HH:MM:SS:FF` of group 0: the coordinator's local time of day at `t0_us` at the take's
-    /// rate; every `.mkv` carries it as its `timecode` tag. Not a contract key.
+    /// SMPTE timecode `HH:MM:SS:FF` (drop-frame `HH:MM:SS;FF` at 29.97 and 59.94) of group 0: the coordinator's local
+    /// time of day at `t0_us` at the take's rate, on which group 0 is placed; every `.mkv` carries it as its `timecode` tag. Not a contract key.
     public var timecode: String?
     /// Whether every file arrived verified, what is missing, and what each collection run fetched. Not a
     /// contract key.
@@ -270,6 +279,7 @@ public struct TakeManifest: Codable, Equatable, Sendable {
         case format, takeID = "take_id", name, status, t0Microseconds = "t0_us", framePeriodMicroseconds = "frame_period_us"
         case groups, plannedGroups = "planned_groups", startWallclock = "start_wallclock", cameras, events, clockTrack = "clock_track", budget
         case timecode, collection, audio, audioRequired = "audio_required", audioLost = "audio_lost"
+        case wallclockService = "wallclock_service"
     }
 
     public init(takeID: String, name: String, status: Status, t0Microseconds: Int64, framePeriodMicroseconds: Int64,
@@ -277,5 +287,31 @@ public struct TakeManifest: Codable, Equatable, Sendable {
         self.takeID = takeID; self.name = name; self.status = status; self.t0Microseconds = t0Microseconds
         self.framePeriodMicroseconds = framePeriodMicroseconds; self.groups = groups; self.startWallclock = startWallclock
         self.cameras = cameras; self.events = events
+    }
+}
+
+extension TakeManifest {
+    /// The coordinator's wall clock against its time service (`chronyc tracking`), or `source` "unknown".
+    public struct WallclockService: Codable, Equatable, Sendable {
+        /// "chrony", or "unknown" when nothing could say.
+        public var source: String
+        /// The wall clock minus the service's time (µs; positive: the wall clock is ahead).
+        public var offsetMicroseconds: Double?
+        /// The most it can be off from the service's reference (root delay / 2 + root dispersion, µs).
+        public var boundMicroseconds: Double?
+        /// Why it is unknown.
+        public var detail: String?
+        enum CodingKeys: String, CodingKey {
+            case source, offsetMicroseconds = "offset_us", boundMicroseconds = "bound_us", detail
+        }
+        public init(source: String, offsetMicroseconds: Double? = nil, boundMicroseconds: Double? = nil, detail: String? = nil) {
+            self.source = source; self.offsetMicroseconds = offsetMicroseconds; self.boundMicroseconds = boundMicroseconds
+            self.detail = detail
+        }
+    }
+
+    /// The take's frame rate: its cameras' rational rate where they have one, else the whole rate of the grid period.
+    public var rate: FrameRate {
+        cameras.first(where: { !$0.rate.isInteger })?.rate ?? FrameRate(Timecode.fps(framePeriodMicroseconds: framePeriodMicroseconds))
     }
 }
