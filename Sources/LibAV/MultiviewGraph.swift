@@ -98,12 +98,15 @@ final class MultiviewGraph {
         let font = escape(movie.fontFile)
         var parts: [String] = []
         for (k, tile) in movie.tiles.enumerated() {
-            let size = max(10, tile.cell.height / 16)
+            let size = max(10, min(tile.cell.height, movie.height / 3) / 16)
+            // The label bottom left, except on pip's main picture, whose bottom the insets cover: there top right.
+            let main = movie.overlay && k == 0
             let label = "drawtext=fontfile='\(font)':text='\(escape(tile.label))':fontsize=\(size):fontcolor=white"
-                + ":box=1:boxcolor=black@0.6:boxborderw=\(size / 4):x=\(size / 2):y=h-th-\(size / 2)"
+                + ":box=1:boxcolor=black@0.6:boxborderw=\(size / 4)"
+                + (main ? ":x=w-tw-\(size / 2):y=\(size / 2)" : ":x=\(size / 2):y=h-th-\(size / 2)")
             // An empty value draws nothing; "FILLED" a red box in the cell's top-right corner, clear of the stripe.
             let mark = "drawtext=fontfile='\(font)':text='%{metadata\\:\(markKey)}':fontsize=\(size):fontcolor=white"
-                + ":box=1:boxcolor=red:boxborderw=\(size / 3):x=w-tw-\(size / 2):y=\(size / 2)"
+                + ":box=1:boxcolor=red:boxborderw=\(size / 3):x=w-tw-\(size / 2):y=\(main ? size * 5 / 2 : size / 2)"
             let p = tile.picture, c = tile.cell
             parts.append("[v\(k)]scale=\(p.width):\(p.height),setsar=1,pad=\(c.width):\(c.height):\(p.x):\(p.y):black,\(label),\(mark)[t\(k)]")
         }
