@@ -161,7 +161,7 @@ struct StartTake: AsyncParsableCommand {
     @Option(help: "Take name (default: the rig's take.name, else \"take\").") var name: String?
     @Option(parsing: .unconditional, help: "Seconds to record (default: until Ctrl-C, at most 24 h).") var seconds: Double?
     @Option(help: "Directory that receives the take directory (default: the rig's take.takes_dir, else ./takes).") var takesDir: String?
-    @Option(help: "Frame rate (default: the rig's take.fps, else 30).") var fps: Int?
+    @Option(help: "Frame rate, \(frameRateHelp) (default: the rig's take.fps, else 30).") var fps: String?
     @Option(help: "Frame size, WxH (default: the rig's take.size, else 640x480).") var size: String?
     @Option(help: "Codec: mjpeg, ffv1 or h264 (default: the rig's take.codec, else mjpeg).") var codec: String?
     @Flag(help: "When the rig is over budget, apply what `coord plan --fit` proposes (lower formats, cap frame rates, disable the lowest-priority cameras) instead of refusing.")
@@ -202,7 +202,7 @@ struct StartTake: AsyncParsableCommand {
 }
 
 /// The take a rig file and the command line ask for; a usage error (exit 2) in one sentence.
-func takeRequest(_ file: RigFile, name: String?, seconds: Double, takesDir: String?, fps: Int?, size: String?,
+func takeRequest(_ file: RigFile, name: String?, seconds: Double, takesDir: String?, fps: String?, size: String?,
                  codec: String?) throws -> TakeRequest {
     let spec = file.spec
     let sizeText = size ?? spec.take.size ?? "640x480"
@@ -217,9 +217,11 @@ func takeRequest(_ file: RigFile, name: String?, seconds: Double, takesDir: Stri
     } else {
         takesDirectory = URL(fileURLWithPath: "./takes")
     }
+    let rate = try fps.map { try frameRate($0) } ?? spec.take.rate ?? FrameRate(30)
     var request = TakeRequest(name: name ?? spec.take.name ?? "take", seconds: seconds,
-                              fps: fps ?? spec.take.fps ?? 30, width: width, height: height,
+                              fps: rate.nominal, width: width, height: height,
                               codec: try codec.map(videoCodec) ?? spec.take.codec ?? .mjpeg, takesDirectory: takesDirectory)
+    request.setRate(rate)
     for node in spec.nodes { if let cameras = node.cameras { request.camerasByEndpoint[node.endpoint] = cameras } }
     request.pressurePolicy = spec.pressure
     request.collectPolicy = spec.collect
@@ -242,7 +244,7 @@ struct Plan: AsyncParsableCommand {
     @Option(help: "The rig file (YAML).") var rig: String
     @Flag(help: "Propose changes that bring an over-budget rig under a cost of 1.0.") var fit = false
     @Option(parsing: .unconditional, help: "Check that a take this long fits the nodes' disks and thermal headroom.") var seconds: Double?
-    @Option(help: "Frame rate (default: the rig's take.fps, else 30).") var fps: Int?
+    @Option(help: "Frame rate, \(frameRateHelp) (default: the rig's take.fps, else 30).") var fps: String?
     @Option(help: "Frame size, WxH (default: the rig's take.size, else 640x480).") var size: String?
     @Option(help: "Codec: mjpeg, ffv1 or h264 (default: the rig's take.codec, else mjpeg).") var codec: String?
 

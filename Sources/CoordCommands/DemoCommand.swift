@@ -20,7 +20,9 @@ struct Demo: AsyncParsableCommand {
     @Option(help: "Number of coord-node processes.") var nodes: Int = 3
     @Option(help: "Synthetic cameras per node.") var camerasPerNode: Int = 1
     @Option(parsing: .unconditional, help: "Seconds to record.") var seconds: Double = 5
-    @Option(help: "Frame rate.") var fps: Int = 30
+    @Option(name: .customLong("fps"), help: "Frame rate, \(frameRateHelp).") var frameRate: String = "30"
+    /// --fps's whole rate (30 at 29.97).
+    var fps: Int { ((try? CoordCommands.frameRate(frameRate)) ?? FrameRate(30)).nominal }
     @Option(help: "Frame size, WxH.") var size: String = "640x480"
     @Option(help: "Codec: mjpeg, ffv1 or h264.") var codec: String = "mjpeg"
     @Option(help: "Directory that receives the take directory.") var takesDir: String = "./takes"
@@ -64,7 +66,8 @@ struct Demo: AsyncParsableCommand {
         if let problem = FrameDurationTiming.problem(delayFrames: sensorDelayFrames, lineMicroseconds: sensorLineUs) {
             throw CoordError(.usage, problem)
         }
-        var request = TakeRequest(name: name, seconds: seconds, fps: fps, width: width, height: height, codec: try videoCodec(codec),
+        let rate = try CoordCommands.frameRate(frameRate)
+        var request = TakeRequest(name: name, seconds: seconds, fps: rate.nominal, width: width, height: height, codec: try videoCodec(codec),
                                   takesDirectory: URL(fileURLWithPath: takesDir), camerasPerNode: camerasPerNode)
         request.overBudgetHint = "choose fewer cameras, a smaller --size, a lower --fps or another --codec"
         if let problem = request.problem() {
@@ -72,6 +75,7 @@ struct Demo: AsyncParsableCommand {
         }
         guard let nodeBinary = DemoRig.findNodeBinary() else {
             throw CoordError(.failure, "cannot find the coord-node executable next to coord, on PATH or in $COORD_NODE.")
+        request.setRate(rate)
         }
         let seed = seed ?? UInt64.random(in: 0...UInt64(UInt32.max))
         var settings = DemoRig.Settings(nodes: nodes, camerasPerNode: camerasPerNode, clockOffsetMilliseconds: clockOffsetMs,

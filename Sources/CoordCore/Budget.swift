@@ -38,7 +38,7 @@ public enum Budget {
         let chosen = s.codec == .mjpeg ? (mjpeg ?? raw) : (raw ?? mjpeg)
         let pixelFormat = chosen?.pixelFormat ?? ""
         let area = Double(max(s.width, 0)) * Double(max(s.height, 0))
-        let fps = Double(max(s.fps, 0))
+        let fps = s.fps > 0 ? s.rate.value : 0
         let captured = area * s.capturedFPS
         let bus = captured * PixelFormats.bytesPerPixel(pixelFormat)
         // An MJPEG stream recorded as MJPEG is written packet for packet: no pixel is encoded.

@@ -135,7 +135,7 @@ extension Budget {
         let s = camera.settings
         let formats = camera.capabilities.formats
         guard let current = formats.first(where: { $0.offers(width: s.width, height: s.height) }) else { return nil }
-        let period = FrameGrid.period(fps: max(s.fps, 1)) * Int64(max(s.recordEvery, 1))
+        let period = s.rate.periodMicroseconds * Int64(max(s.recordEvery, 1))
         var best: (width: Int, height: Int)?
         for f in formats where f.pixelFormat == current.pixelFormat && f.width * f.height < s.width * s.height && f.width * 2 >= requestedWidth {
             // The cost model reads the first format at a size: it must be this pixel format too.

@@ -75,6 +75,17 @@ public struct CameraSettings: Equatable, Sendable {
     public var recordEvery: Int = 1
     /// Picture controls to set as the camera opens (the rig file's `controls:`); empty: as they are.
     public var controls = CameraControls()
+    /// The exact rate when it is not an integer (30000/1001; `fps` is then its whole rate, 30); nil: `fps`.
+    public var rationalRate: FrameRate?
+
+    /// The camera's frame rate (CONTRACT §13).
+    public var rate: FrameRate { rationalRate ?? FrameRate(numerator: fps, denominator: 1) ?? FrameRate(1) }
+
+    /// Sets the rate: `fps` its whole rate, `rationalRate` the rational when it is not an integer.
+    public mutating func setRate(_ rate: FrameRate) {
+        fps = rate.nominal
+        rationalRate = rate.isInteger ? nil : rate
+    }
 
     public init(camera: String, ordinal: Int, width: Int, height: Int, fps: Int, codec: VideoCodec, recordEvery: Int = 1,
                 controls: CameraControls = CameraControls()) {
@@ -84,7 +95,7 @@ public struct CameraSettings: Equatable, Sendable {
     }
 
     /// The rate the camera actually captures at (fps / recordEvery).
-    public var capturedFPS: Double { Double(fps) / Double(max(recordEvery, 1)) }
+    public var capturedFPS: Double { (rationalRate?.value ?? Double(fps)) / Double(max(recordEvery, 1)) }
 
     /// Why these settings cannot run on a camera with `capabilities`, as one sentence; nil if they can.
     public func problem(on node: String, with capabilities: CameraCapabilities?) -> String? {
@@ -100,7 +111,7 @@ public struct CameraSettings: Equatable, Sendable {
         guard capabilities.codecs.contains(codec) else {
             return "camera \(node)/\(camera) cannot record codec \"\(codec.rawValue)\" (it offers \(capabilities.codecs.map(\.rawValue).joined(separator: ", ")))."
         }
-        let period = FrameGrid.period(fps: fps) * Int64(recordEvery)
+        let period = rate.periodMicroseconds * Int64(recordEvery)
         let sized = capabilities.formats.filter { $0.offers(width: width, height: height) }
         guard !sized.isEmpty else {
             let named = capabilities.device.isEmpty ? "" : " (\(capabilities.device))"
@@ -116,7 +127,7 @@ public struct CameraSettings: Equatable, Sendable {
             // yet 60 fps, period 16 667 µs, runs).
             var fastestFPS = Int(1_000_000 / max(fastest, 1)) + 1
             while fastestFPS > 1 && FrameGrid.period(fps: fastestFPS) < fastest { fastestFPS -= 1 }
-            return "camera \(node)/\(camera) cannot run \(width)x\(height) at \(fps) fps (its fastest is \(fastestFPS) fps)."
+            return "camera \(node)/\(camera) cannot run \(width)x\(height) at \(rate) fps (its fastest is \(fastestFPS) fps)."
         }
         return nil
     }

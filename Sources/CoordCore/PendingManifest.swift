@@ -52,6 +52,7 @@ public struct PendingManifest: Sendable {
                 var camera = TakeManifest.Camera(
                     node: node.name, camera: s.camera, ordinal: s.ordinal, width: s.width, height: s.height, fps: s.fps,
                     codec: s.codec.rawValue, frames: 0, dropped: 0, clock: node.clock, files: [])
+                camera.rate = s.rate
                 camera.priority = responderCamera?.priority
                 camera.recordEvery = s.recordEvery
                 camera.controls = controls[key]

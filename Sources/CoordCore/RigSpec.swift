@@ -118,7 +118,12 @@ public struct RigSpec: Decodable, Equatable, Sendable {
 
     /// Take settings the command line may override.
     public struct TakeDefaults: Decodable, Equatable, Sendable {
+        /// The whole rate (30 for `29.97`); `rate` is the exact one.
         public var fps: Int?
+        /// `fps:` as a non-integer rate (`30000/1001`, `29.97`), CONTRACT §13.
+        public var rationalFPS: FrameRate?
+        /// The `fps:` the file wrote when it is no frame rate (its reader keeps it for `problem()` to name).
+        public var unknownFPS: String?
         /// `WxH`, e.g. `1280x720`.
         public var size: String?
         public var codec: VideoCodec?
@@ -143,7 +148,14 @@ public struct RigSpec: Decodable, Equatable, Sendable {
 
         public init(from decoder: Decoder) throws {
             let c = try decoder.container(keyedBy: CodingKeys.self)
-            fps = try c.decodeIfPresent(Int.self, forKey: .fps)
+            if let whole = try? c.decodeIfPresent(Int.self, forKey: .fps) {
+                fps = whole
+            } else if let written = try c.decodeIfPresent(String.self, forKey: .fps) {
+                switch FrameRate.parse(written, field: "take.fps") {
+                case .success(let rate): (fps, rationalFPS) = (rate.nominal, rate.isInteger ? nil : rate)
+                case .failure: unknownFPS = written
+                }
+            }
             size = try c.decodeIfPresent(String.self, forKey: .size)
             if let written = try c.decodeIfPresent(String.self, forKey: .codec) {
                 codec = VideoCodec(rawValue: written)
@@ -249,6 +261,9 @@ public struct RigSpec: Decodable, Equatable, Sendable {
                 }
             }
         }
+        if let written = take.unknownFPS, case .failure(let problem) = FrameRate.parse(written, field: "take.fps") {
+            return ("take.fps", problem.sentence)
+        }
         if let fps = take.fps, !(1...240).contains(fps) {
             return ("take.fps", "take.fps must be between 1 and 240 (got \(fps)).")
         }
@@ -309,4 +324,9 @@ public struct RigSpec: Decodable, Equatable, Sendable {
 
     /// Why `endpoint` is not `tcp://host:port`, as the end of a sentence; nil if it is (see `Endpoint.problem`).
     public static func endpointProblem(_ endpoint: String) -> String? { Endpoint.problem(endpoint) }
+}
+
+extension RigSpec.TakeDefaults {
+    /// The take's rate as the file gives it (CONTRACT §13); nil when it gives none.
+    public var rate: FrameRate? { rationalFPS ?? fps.flatMap { FrameRate(numerator: $0, denominator: 1) } }
 }

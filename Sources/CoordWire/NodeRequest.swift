@@ -101,11 +101,11 @@ extension Wire {
             guard m.hasClock else {
                 throw NodeFailure(.badConfig, "arm for take \(m.takeID) needs a frame period and a clock mapping.")
             }
-            let grid = FrameGrid(t0: m.t0Us, periodMicroseconds: Int64(m.framePeriodUs))
+            let grid = try Wire.grid(t0: m.t0Us, period: m.framePeriodUs, num: m.fpsNum, den: m.fpsDen, "Arm.fps_num/fps_den")
             // Group 0's timecode goes into every file's tags; refuse one the node would write wrongly rather than drop it.
-            let fps = Timecode.fps(framePeriodMicroseconds: grid.periodMicroseconds)
-            if !m.timecode.isEmpty, Timecode(m.timecode, fps: fps) == nil {
-                throw NodeFailure(.badConfig, "arm for take \(m.takeID) has the timecode \"\(m.timecode.prefix(64))\", which is not HH:MM:SS:FF at \(fps) fps.")
+            let rate = grid.rate
+            if !m.timecode.isEmpty, Timecode(m.timecode, rate: rate) == nil {
+                throw NodeFailure(.badConfig, "arm for take \(m.takeID) has the timecode \"\(m.timecode.prefix(64))\", which is not \(rate.isDropFrame ? "HH:MM:SS;FF" : "HH:MM:SS:FF") at \(rate) fps.")
             }
             let preview = m.hasPreview ? PreviewSettings(width: Int(m.preview.width), fps: Int(m.preview.fps)) : nil
             return .arm(.init(takeID: m.takeID, grid: grid, clock: ClockMapping(wire: m.clock), timecode: m.timecode, preview: preview))
@@ -142,7 +142,7 @@ extension Wire {
             guard !m.cameras.isEmpty else { throw NodeFailure(.badConfig, "a preview needs at least one camera.") }
             guard m.hasClock else { throw NodeFailure(.badConfig, "a preview needs a frame period and a clock mapping.") }
             return .startPreview(.init(cameras: try m.cameras.map { c throws(NodeFailure) in try CameraSettings(wire: c) },
-                                       grid: FrameGrid(t0: m.t0Us, periodMicroseconds: Int64(m.framePeriodUs)),
+                                       grid: try Wire.grid(t0: m.t0Us, period: m.framePeriodUs, num: m.fpsNum, den: m.fpsDen, "StartPreview.fps_num/fps_den"),
                                        clock: ClockMapping(wire: m.clock),
                                        settings: PreviewSettings(width: Int(m.preview.width), fps: Int(m.preview.fps)),
                                        lease: .milliseconds(m.leaseMs)))

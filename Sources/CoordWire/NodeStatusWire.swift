@@ -14,6 +14,7 @@ extension NodeStatus {
         if let grid {
             s.t0Us = grid.t0
             s.framePeriodUs = UInt64(grid.periodMicroseconds)
+            (s.fpsNum, s.fpsDen) = Wire.rateFields(grid.rationalRate)
         }
         s.rigNowUs = rigNowMicroseconds
         s.stopGroup = stopGroup

@@ -32,6 +32,7 @@ public enum CoordRequest {
         m.clock = clock.wire
         m.t0Us = grid.t0
         m.framePeriodUs = UInt64(grid.periodMicroseconds)
+        (m.fpsNum, m.fpsDen) = Wire.rateFields(grid.rationalRate)
         m.timecode = timecode
         if preview.isOn {
             m.preview.width = UInt32(preview.width)
@@ -122,6 +123,7 @@ public enum CoordRequest {
         m.clock = clock.wire
         m.t0Us = grid.t0
         m.framePeriodUs = UInt64(grid.periodMicroseconds)
+        (m.fpsNum, m.fpsDen) = Wire.rateFields(grid.rationalRate)
         m.preview.width = UInt32(preview.width)
         m.preview.fps = UInt32(preview.fps)
         m.leaseMs = UInt32(clamping: lease.microseconds / 1_000)

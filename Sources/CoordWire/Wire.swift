@@ -220,6 +220,9 @@ extension CameraSettings {
         self.init(camera: wire.camera, ordinal: Int(wire.ordinal), width: Int(wire.width), height: Int(wire.height),
                   fps: Int(wire.fps), codec: codec, recordEvery: max(1, Int(wire.recordEvery)),
                   controls: wire.hasControls ? CameraControls(wire: wire.controls) : CameraControls())
+        if let rate = try Wire.rationalRate(num: wire.fpsNum, den: wire.fpsDen, period: nil, "camera \(wire.camera): fps_num/fps_den") {
+            setRate(rate)
+        }
     }
 
     public var wire: Coord_V1_CameraConfig {
@@ -229,6 +232,7 @@ extension CameraSettings {
         w.width = UInt32(clamping: width)
         w.height = UInt32(clamping: height)
         w.fps = UInt32(clamping: fps)
+        (w.fpsNum, w.fpsDen) = Wire.rateFields(rationalRate)
         w.codec = codec.rawValue
         w.recordEvery = UInt32(clamping: recordEvery)
         if !controls.isEmpty { w.controls = controls.wire }
@@ -391,6 +395,7 @@ extension NodeStatus {
         // A node's numbers are checked as a request's are: a grid the core's arithmetic could overflow on is none.
         if Wire.periodRange.contains(wire.framePeriodUs), Wire.timeRange.contains(wire.t0Us) {
             grid = FrameGrid(t0: wire.t0Us, periodMicroseconds: Int64(wire.framePeriodUs))
+            grid?.rationalRate = try? Wire.rationalRate(num: wire.fpsNum, den: wire.fpsDen, period: wire.framePeriodUs, "Status.fps_num")
         }
         rigNowMicroseconds = min(max(wire.rigNowUs, Wire.timeRange.lowerBound), Wire.timeRange.upperBound)
         stopGroup = Wire.groupRange.contains(wire.stopGroup) ? wire.stopGroup : 0

@@ -42,9 +42,10 @@ public enum RigPlanner {
             for (capability, entry) in chosen {
                 var width = request.width, height = request.height
                 if let size = entry?.size, let parsed = RigSpec.parseSize(size) { (width, height) = parsed }
-                let every = entry?.maxFPS.map { Budget.recordEvery(fps: request.fps, cap: $0) } ?? 1
-                let settings = CameraSettings(camera: capability.name, ordinal: 0, width: width, height: height, fps: request.fps,
+                let every = request.recordEvery ?? entry?.maxFPS.map { Budget.recordEvery(fps: request.fps, cap: $0) } ?? 1
+                var settings = CameraSettings(camera: capability.name, ordinal: 0, width: width, height: height, fps: request.fps,
                                               codec: request.codec, recordEvery: every, controls: entry?.controls ?? CameraControls())
+                settings.setRate(request.rate)
                 if let problem = settings.problem(on: name, with: capability) { throw CoordError(.usage, problem) }
                 cameras.append(PlannedCamera(node: name, settings: settings, capabilities: capability, priority: entry?.priority ?? 0))
             }

@@ -20,6 +20,8 @@ struct TakeRun {
     var plannedGroups: Int64 = 0
     var timecode = ""
     var startWallclock = ""
+    /// The wall clock against its time service as group 0 was placed on it.
+    var wallclockService: TakeManifest.WallclockService?
     // From the record phase on:
     /// How many of each node's own events are already in the take's events.
     var nodeEventsSeen: [String: Int] = [:]
@@ -85,12 +87,12 @@ extension TakeSession {
 
         let (takeID, directory) = try makeTakeDirectory()
         phase.withLock { $0.takeID = takeID }
-        console.step("take \(takeID): \(ordinal) camera(s) on \(plans.count) node(s), \(request.width)x\(request.height) at \(request.fps) fps, \(request.codec.rawValue)")
+        console.step("take \(takeID): \(ordinal) camera(s) on \(plans.count) node(s), \(request.width)x\(request.height) at \(request.rate) fps, \(request.codec.rawValue)")
         let tracker = ClockTracker(nodes: plans.map { ClockTracker.Node(name: $0.name, link: $0.link) }, followed: followed,
                                    instances: Dictionary(hellos.map { ($0.endpoint, $0.reply.instanceID) }) { first, _ in first })
         return TakeRun(takeID: takeID, directory: directory, plans: plans, cameraCount: ordinal, responder: responder,
                        budget: RigPlanner.summary(checked), tracker: tracker,
-                       grid: FrameGrid(t0: 0, periodMicroseconds: FrameGrid.period(fps: request.fps)))
+                       grid: FrameGrid(t0: 0, rate: request.rate))
     }
 
     /// Says hello to every node; fails naming a node that does not answer or answers wrongly, and refuses two

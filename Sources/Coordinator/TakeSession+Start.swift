@@ -89,10 +89,12 @@ extension TakeSession {
     /// ready and for each camera's phase loop to settle on the grid — and starts every camera on group 0, to stop
     /// after the last group. Leaves the manifest of a recording take on disk.
     func start(_ take: inout TakeRun, after configured: Configured) async throws {
-        let period = FrameGrid.period(fps: request.fps)
-        let plannedGroups = Int64((request.seconds * 1_000_000 / Double(period)).rounded())
+        let rate = request.rate
+        let period = rate.periodMicroseconds
+        let plannedGroups = Int64((request.seconds * rate.value).rounded())
         guard plannedGroups >= 1 else { throw CoordError(.usage, "--seconds \(request.seconds) is shorter than one frame.") }
         take.plannedGroups = plannedGroups
+        take.wallclockService = WallclockServiceProbe.read()
         var lead: Int64 = 0
         var slowestConfigure = configured.slowest
         let margin = max(200_000, 3 * period)
@@ -110,12 +112,17 @@ extension TakeSession {
                 directive = start.configured(nodes, failures: failures)
             case .arm(let nodes):
                 lead = TakeStart.groupZeroLead(slowestConfigure: slowestConfigure, nodes: nodes.count, previous: learned ?? previousArming)
-                take.grid = FrameGrid(t0: MonotonicClock.now() + lead, periodMicroseconds: period)
-                console.step("arming; group 0 in \(lead / 1000) ms")
                 // Group 0's local time of day, for every file's timecode tag and the editorial timeline.
-                // One reading of the wall clock at t0 gives both the manifest's start_wallclock and the timecode.
-                t0Date = Date(timeIntervalSinceNow: Double(take.grid.t0 - MonotonicClock.now()) / 1e6)
-                take.timecode = Timecode(date: t0Date, fps: request.fps, timeZone: TimeZone.current).description
+                // One reading of the wall clock at t0 gives both the manifest's start_wallclock and the timecode;
+                // t0 then waits for the next frame of the time of day, so group 0 is its timecode label (§13).
+                let early = MonotonicClock.now() + lead
+                let earlyDate = Date(timeIntervalSinceNow: Double(early - MonotonicClock.now()) / 1e6)
+                let onFrame = TimeOfDayFrame.delay(after: Timecode.microsecondsOfDay(earlyDate, timeZone: TimeZone.current), rate: rate)
+                lead += onFrame
+                take.grid = FrameGrid(t0: early + onFrame, rate: rate)
+                t0Date = earlyDate.addingTimeInterval(Double(onFrame) / 1e6)
+                console.step("arming; group 0 in \(lead / 1000) ms")
+                take.timecode = Timecode(date: t0Date, rate: rate, timeZone: TimeZone.current).description
                 let (armGrid, armTimecode, armLead) = (take.grid, take.timecode, lead)
                 let arming = MonotonicClock.now()
                 let results = await eachNodeResult(nodes.compactMap { byName[$0] }) { plan -> Int64 in

@@ -10,7 +10,10 @@ import ZeroMQ
 public struct TakeRequest: Sendable {
     public var name: String
     public var seconds: Double
+    /// The whole frame rate (30 at 29.97); `rate` is the exact one.
     public var fps: Int
+    /// The exact rate when it is not an integer (30000/1001, CONTRACT §13); nil: `fps`.
+    public var rationalRate: FrameRate?
     public var width: Int
     public var height: Int
     public var codec: VideoCodec
@@ -45,6 +48,15 @@ public struct TakeRequest: Sendable {
     /// The longest take one command records.
     public static let longestSeconds: Double = 86_400
     /// Preview tiles from the take's cameras while it records (the live console asks for them); off by default.
+    /// The take's frame rate.
+    public var rate: FrameRate { rationalRate ?? FrameRate(numerator: fps, denominator: 1) ?? FrameRate(1) }
+
+    /// Sets the rate: `fps` its whole rate, `rationalRate` the rational when it is not an integer.
+    public mutating func setRate(_ rate: FrameRate) {
+        fps = rate.nominal
+        rationalRate = rate.isInteger ? nil : rate
+    }
+
     public var preview = PreviewSettings.off
 
     private static func decimal(_ v: Double) -> String {
@@ -56,8 +68,8 @@ public struct TakeRequest: Sendable {
         if let p = TakeID.problem(withName: name) { return p }
         if !(1...240).contains(fps) { return "--fps must be between 1 and 240 (got \(fps))." }
         // One frame at least, and at most a day: a longer take is several takes (and Int64 groups never overflow).
-        if !seconds.isFinite || seconds * Double(fps) < 1 || seconds > Self.longestSeconds {
-            return "--seconds must be between one frame (\(Self.decimal(1 / Double(fps))) s at \(fps) fps) and \(Int(Self.longestSeconds)) (24 h) (got \(seconds))."
+        if !seconds.isFinite || seconds * rate.value < 1 || seconds > Self.longestSeconds {
+            return "--seconds must be between one frame (\(Self.decimal(1 / rate.value)) s at \(rate) fps) and \(Int(Self.longestSeconds)) (24 h) (got \(seconds))."
         }
         return nil
     }
@@ -187,7 +199,9 @@ public final class TakeSession: Sendable {
         pending.budget = take.budget
         pending.audioRequired = request.audioRequired
         pending.afterConfirm = request.collectPolicy.afterConfirm
-        return pending.manifest
+        var manifest = pending.manifest
+        manifest.wallclockService = take.wallclockService
+        return manifest
     }
 
     // MARK: what other threads see

@@ -15,6 +15,8 @@ import Darwin
 public final class MatroskaWriter {
     public let path: String
     public let width: Int, height: Int, fps: Int
+    /// The exact rate (30000/1001), written as the track's frame rate; `fps` is its whole rate.
+    public let rate: FrameRate
     public let codec: VideoCodec
     public let quality: Int
     /// Pictures accepted so far, counting repeats.
@@ -38,27 +40,43 @@ public final class MatroskaWriter {
     ///   - quality: 1…31. mjpeg: the fixed quantiser (3 ≈ `ffmpeg -q:v 3`); h264: CRF 17 + 2·quality; ffv1: unused.
     public convenience init(path: String, width: Int, height: Int, fps: Int, codec: VideoCodec, quality: Int = 3,
                             metadata: [String: String] = [:]) throws {
-        try self.init(path: path, width: width, height: height, fps: fps, codec: codec, quality: quality, metadata: metadata,
-                      calls: .system)
+        try self.init(path: path, width: width, height: height, rate: FrameRate(numerator: fps, denominator: 1), asked: fps,
+                      codec: codec, quality: quality, metadata: metadata, calls: .system)
+    }
+
+    /// The same at a rational `rate` (30000/1001): the track's frame rate is the rational (CONTRACT §13).
+    public convenience init(path: String, width: Int, height: Int, rate: FrameRate, codec: VideoCodec, quality: Int = 3,
+                            metadata: [String: String] = [:]) throws {
+        try self.init(path: path, width: width, height: height, rate: rate, asked: rate.nominal, codec: codec, quality: quality,
+                      metadata: metadata, calls: .system)
     }
 
     /// `calls`: the disk calls the file is written with (a test's full disk).
-    init(path: String, width: Int, height: Int, fps: Int, codec: VideoCodec, quality: Int = 3,
+    convenience init(path: String, width: Int, height: Int, fps: Int, codec: VideoCodec, quality: Int = 3,
          metadata: [String: String] = [:], calls: DiskCalls) throws {
+        try self.init(path: path, width: width, height: height, rate: FrameRate(numerator: fps, denominator: 1), asked: fps,
+                      codec: codec, quality: quality, metadata: metadata, calls: calls)
+    }
+
+    /// A nil `rate` (the `asked` fps was not positive) is refused by `validate` as before.
+    private init(path: String, width: Int, height: Int, rate: FrameRate?, asked: Int, codec: VideoCodec, quality: Int,
+                 metadata: [String: String], calls: DiskCalls) throws {
         self.path = path
         self.width = width
         self.height = height
-        self.fps = fps
+        self.fps = rate?.nominal ?? asked
+        self.rate = rate ?? FrameRate(1)
         self.codec = codec
         self.quality = quality
-        frameDuration = fps > 0 ? 1_000_000 / Int64(fps) : 0
+        frameDuration = rate.map { Int64($0.exactPeriodMicroseconds) } ?? 0
+        let rate = self.rate
         do {
             try validate()
             let muxer = try Muxer(path: path, calls: calls)
             self.muxer = muxer
-            let encoder = try VideoEncoder(codec: codec, width: width, height: height, fps: fps, quality: quality, for: muxer)
+            let encoder = try VideoEncoder(codec: codec, width: width, height: height, rate: rate, quality: quality, for: muxer)
             self.encoder = encoder
-            try muxer.addVideoStream(encoder, fps: fps, timecode: metadata["timecode"])
+            try muxer.addVideoStream(encoder, rate: rate, timecode: metadata["timecode"])
             try muxer.setMetadata(metadata)
             try muxer.open(clusterMilliseconds: Self.clusterMilliseconds)
         } catch {

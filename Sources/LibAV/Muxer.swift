@@ -4,6 +4,7 @@
 // feeds it encoded pictures, `Demuxer` reads a file back for the repair, and `JPEGEncoder` makes single JPEGs;
 // QuickTimeExport.swift makes `coord deliver`'s QuickTime and WAV files.
 import CFFmpeg
+import CoordCore
 
 #if canImport(Glibc)
 import Glibc
@@ -67,14 +68,14 @@ final class Muxer {
 
     // MARK: set-up
 
-    /// A video stream carrying `encoder`'s packets at `fps`, in Matroska's 1 ms; `timecode` (`HH:MM:SS:FF`) is also
-    /// the track's tag.
-    func addVideoStream(_ encoder: VideoEncoder, fps: Int, timecode: String?) throws(MediaError) {
+    /// A video stream carrying `encoder`'s packets at `rate` (30000/1001 stays exact), in Matroska's 1 ms; `timecode`
+    /// (`HH:MM:SS:FF`, `HH:MM:SS;FF` drop-frame) is also the track's tag.
+    func addVideoStream(_ encoder: VideoEncoder, rate: FrameRate, timecode: String?) throws(MediaError) {
         guard let cc = encoder.context else { throw failure("create", "avformat_new_stream", cff_AVERROR_EINVAL) }
         let st = try newStream()
         st.pointee.time_base = AVRational(num: 1, den: 1000)
-        st.pointee.avg_frame_rate = AVRational(num: Int32(fps), den: 1)
-        st.pointee.r_frame_rate = AVRational(num: Int32(fps), den: 1)
+        st.pointee.avg_frame_rate = AVRational(num: Int32(rate.numerator), den: Int32(rate.denominator))
+        st.pointee.r_frame_rate = AVRational(num: Int32(rate.numerator), den: Int32(rate.denominator))
         try check(avcodec_parameters_from_context(st.pointee.codecpar, cc), "create", "avcodec_parameters_from_context")
         // `ffmpeg -timecode` puts a Matroska file's timecode in the global tags, and remuxing to MOV takes it from there
         // or from the video track's tags (into a tmcd track); tools that read only stream tags find it here too.

@@ -21,11 +21,11 @@ final class VideoEncoder {
 
     /// `quality` 1…31: mjpeg's fixed quantiser, h264's CRF 17 + 2·quality; ffv1 ignores it. `muxer` says whether the
     /// codec's headers go out of band.
-    init(codec: VideoCodec, width: Int, height: Int, fps: Int, quality: Int, for muxer: Muxer) throws(MediaError) {
+    init(codec: VideoCodec, width: Int, height: Int, rate: FrameRate, quality: Int, for muxer: Muxer) throws(MediaError) {
         path = muxer.path
         frameQuality = Int32(clamping: quality) &* cff_FF_QP2LAMBDA
         do throws(MediaError) {
-            try open(codec: codec, width: width, height: height, fps: fps, quality: quality, globalHeader: muxer.wantsGlobalHeader)
+            try open(codec: codec, width: width, height: height, rate: rate, quality: quality, globalHeader: muxer.wantsGlobalHeader)
         } catch {
             release()
             throw error
@@ -34,7 +34,7 @@ final class VideoEncoder {
 
     deinit { release() }
 
-    private func open(codec: VideoCodec, width: Int, height: Int, fps: Int, quality: Int, globalHeader: Bool) throws(MediaError) {
+    private func open(codec: VideoCodec, width: Int, height: Int, rate: FrameRate, quality: Int, globalHeader: Bool) throws(MediaError) {
         let encoder: UnsafePointer<AVCodec>?
         switch codec {
         case .mjpeg: encoder = avcodec_find_encoder(AV_CODEC_ID_MJPEG)
@@ -48,7 +48,7 @@ final class VideoEncoder {
         cc.pointee.width = Int32(width)
         cc.pointee.height = Int32(height)
         cc.pointee.time_base = TimeBase.microseconds.rational
-        cc.pointee.framerate = AVRational(num: Int32(fps), den: 1)
+        cc.pointee.framerate = AVRational(num: Int32(rate.numerator), den: Int32(rate.denominator))
         // The node runs one writer per camera on a small machine: no encoder threads.
         cc.pointee.thread_count = 1
         switch codec {
@@ -60,7 +60,7 @@ final class VideoEncoder {
             cc.pointee.gop_size = 1
         case .h264:
             cc.pointee.pix_fmt = AV_PIX_FMT_YUV420P
-            cc.pointee.gop_size = Int32(fps)
+            cc.pointee.gop_size = Int32(rate.nominal)
             cc.pointee.max_b_frames = 0
             try check(cff_opt_set_child(cc, "preset", "ultrafast"), "set up the h264 encoder for", "av_opt_set(preset)")
             try check(cff_opt_set_child(cc, "crf", String(17 + 2 * quality)), "set up the h264 encoder for", "av_opt_set(crf)")

@@ -676,6 +676,12 @@ public nonisolated struct Coord_V1_CameraConfig: Sendable {
   /// Clears the value of `controls`. Subsequent reads from it will return its default value.
   public mutating func clearControls() {self._controls = nil}
 
+  /// A non-integer rate (CONTRACT §13) as the rational fps_num / fps_den (30000/1001), `fps` then its whole
+  /// rate (30); fps_den 0 or 1 (an older peer): the rate is `fps`.
+  public var fpsNum: UInt32 = 0
+
+  public var fpsDen: UInt32 = 0
+
   public var unknownFields = SwiftProtobuf.UnknownStorage()
 
   public init() {}
@@ -738,6 +744,12 @@ public nonisolated struct Coord_V1_Arm: Sendable {
   public var hasPreview: Bool {self._preview != nil}
   /// Clears the value of `preview`. Subsequent reads from it will return its default value.
   public mutating func clearPreview() {self._preview = nil}
+
+  /// A non-integer grid (CONTRACT §13): group g at t0_us + round(g × 10⁶ × fps_den / fps_num), exact; fps_den 0
+  /// or 1: the grid steps by frame_period_us. The timecode is then drop-frame ("HH:MM:SS;FF") at 29.97 and 59.94.
+  public var fpsNum: UInt32 = 0
+
+  public var fpsDen: UInt32 = 0
 
   public var unknownFields = SwiftProtobuf.UnknownStorage()
 
@@ -990,6 +1002,11 @@ public nonisolated struct Coord_V1_StartPreview: Sendable {
 
   /// 1000…60000
   public var leaseMs: UInt32 = 0
+
+  /// a non-integer grid, as Arm's
+  public var fpsNum: UInt32 = 0
+
+  public var fpsDen: UInt32 = 0
 
   public var unknownFields = SwiftProtobuf.UnknownStorage()
 
@@ -1256,6 +1273,17 @@ public nonisolated struct Coord_V1_Status: @unchecked Sendable {
   public var controls: [Coord_V1_ControlsApplied] {
     get {_storage._controls}
     set {_uniqueStorage()._controls = newValue}
+  }
+
+  /// The take's grid rate when it is not an integer (as Arm's); 0: the grid steps by frame_period_us.
+  public var fpsNum: UInt32 {
+    get {_storage._fpsNum}
+    set {_uniqueStorage()._fpsNum = newValue}
+  }
+
+  public var fpsDen: UInt32 {
+    get {_storage._fpsDen}
+    set {_uniqueStorage()._fpsDen = newValue}
   }
 
   public var unknownFields = SwiftProtobuf.UnknownStorage()
@@ -2803,7 +2831,7 @@ nonisolated extension Coord_V1_Configure: SwiftProtobuf.Message, SwiftProtobuf._
 
 nonisolated extension Coord_V1_CameraConfig: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
   public static let protoMessageName: String = _protobuf_package + ".CameraConfig"
-  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}camera\0\u{1}ordinal\0\u{1}width\0\u{1}height\0\u{1}fps\0\u{1}codec\0\u{3}record_every\0\u{1}controls\0")
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}camera\0\u{1}ordinal\0\u{1}width\0\u{1}height\0\u{1}fps\0\u{1}codec\0\u{3}record_every\0\u{1}controls\0\u{3}fps_num\0\u{3}fps_den\0")
 
   public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
     while let fieldNumber = try decoder.nextFieldNumber() {
@@ -2819,6 +2847,8 @@ nonisolated extension Coord_V1_CameraConfig: SwiftProtobuf.Message, SwiftProtobu
       case 6: try { try decoder.decodeSingularStringField(value: &self.codec) }()
       case 7: try { try decoder.decodeSingularUInt32Field(value: &self.recordEvery) }()
       case 8: try { try decoder.decodeSingularMessageField(value: &self._controls) }()
+      case 9: try { try decoder.decodeSingularUInt32Field(value: &self.fpsNum) }()
+      case 10: try { try decoder.decodeSingularUInt32Field(value: &self.fpsDen) }()
       default: break
       }
     }
@@ -2853,6 +2883,12 @@ nonisolated extension Coord_V1_CameraConfig: SwiftProtobuf.Message, SwiftProtobu
     try { if let v = self._controls {
       try visitor.visitSingularMessageField(value: v, fieldNumber: 8)
     } }()
+    if self.fpsNum != 0 {
+      try visitor.visitSingularUInt32Field(value: self.fpsNum, fieldNumber: 9)
+    }
+    if self.fpsDen != 0 {
+      try visitor.visitSingularUInt32Field(value: self.fpsDen, fieldNumber: 10)
+    }
     try unknownFields.traverse(visitor: &visitor)
   }
 
@@ -2865,6 +2901,8 @@ nonisolated extension Coord_V1_CameraConfig: SwiftProtobuf.Message, SwiftProtobu
     if lhs.codec != rhs.codec {return false}
     if lhs.recordEvery != rhs.recordEvery {return false}
     if lhs._controls != rhs._controls {return false}
+    if lhs.fpsNum != rhs.fpsNum {return false}
+    if lhs.fpsDen != rhs.fpsDen {return false}
     if lhs.unknownFields != rhs.unknownFields {return false}
     return true
   }
@@ -2917,7 +2955,7 @@ nonisolated extension Coord_V1_ClockMapping: SwiftProtobuf.Message, SwiftProtobu
 
 nonisolated extension Coord_V1_Arm: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
   public static let protoMessageName: String = _protobuf_package + ".Arm"
-  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{3}take_id\0\u{1}clock\0\u{3}t0_us\0\u{3}frame_period_us\0\u{1}timecode\0\u{1}preview\0")
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{3}take_id\0\u{1}clock\0\u{3}t0_us\0\u{3}frame_period_us\0\u{1}timecode\0\u{1}preview\0\u{3}fps_num\0\u{3}fps_den\0")
 
   public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
     while let fieldNumber = try decoder.nextFieldNumber() {
@@ -2931,6 +2969,8 @@ nonisolated extension Coord_V1_Arm: SwiftProtobuf.Message, SwiftProtobuf._Messag
       case 4: try { try decoder.decodeSingularUInt64Field(value: &self.framePeriodUs) }()
       case 5: try { try decoder.decodeSingularStringField(value: &self.timecode) }()
       case 6: try { try decoder.decodeSingularMessageField(value: &self._preview) }()
+      case 7: try { try decoder.decodeSingularUInt32Field(value: &self.fpsNum) }()
+      case 8: try { try decoder.decodeSingularUInt32Field(value: &self.fpsDen) }()
       default: break
       }
     }
@@ -2959,6 +2999,12 @@ nonisolated extension Coord_V1_Arm: SwiftProtobuf.Message, SwiftProtobuf._Messag
     try { if let v = self._preview {
       try visitor.visitSingularMessageField(value: v, fieldNumber: 6)
     } }()
+    if self.fpsNum != 0 {
+      try visitor.visitSingularUInt32Field(value: self.fpsNum, fieldNumber: 7)
+    }
+    if self.fpsDen != 0 {
+      try visitor.visitSingularUInt32Field(value: self.fpsDen, fieldNumber: 8)
+    }
     try unknownFields.traverse(visitor: &visitor)
   }
 
@@ -2969,6 +3015,8 @@ nonisolated extension Coord_V1_Arm: SwiftProtobuf.Message, SwiftProtobuf._Messag
     if lhs.framePeriodUs != rhs.framePeriodUs {return false}
     if lhs.timecode != rhs.timecode {return false}
     if lhs._preview != rhs._preview {return false}
+    if lhs.fpsNum != rhs.fpsNum {return false}
+    if lhs.fpsDen != rhs.fpsDen {return false}
     if lhs.unknownFields != rhs.unknownFields {return false}
     return true
   }
@@ -3339,7 +3387,7 @@ nonisolated extension Coord_V1_PreviewSettings: SwiftProtobuf.Message, SwiftProt
 
 nonisolated extension Coord_V1_StartPreview: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
   public static let protoMessageName: String = _protobuf_package + ".StartPreview"
-  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}cameras\0\u{1}clock\0\u{3}t0_us\0\u{3}frame_period_us\0\u{1}preview\0\u{3}lease_ms\0")
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}cameras\0\u{1}clock\0\u{3}t0_us\0\u{3}frame_period_us\0\u{1}preview\0\u{3}lease_ms\0\u{3}fps_num\0\u{3}fps_den\0")
 
   public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
     while let fieldNumber = try decoder.nextFieldNumber() {
@@ -3353,6 +3401,8 @@ nonisolated extension Coord_V1_StartPreview: SwiftProtobuf.Message, SwiftProtobu
       case 4: try { try decoder.decodeSingularUInt64Field(value: &self.framePeriodUs) }()
       case 5: try { try decoder.decodeSingularMessageField(value: &self._preview) }()
       case 6: try { try decoder.decodeSingularUInt32Field(value: &self.leaseMs) }()
+      case 7: try { try decoder.decodeSingularUInt32Field(value: &self.fpsNum) }()
+      case 8: try { try decoder.decodeSingularUInt32Field(value: &self.fpsDen) }()
       default: break
       }
     }
@@ -3381,6 +3431,12 @@ nonisolated extension Coord_V1_StartPreview: SwiftProtobuf.Message, SwiftProtobu
     if self.leaseMs != 0 {
       try visitor.visitSingularUInt32Field(value: self.leaseMs, fieldNumber: 6)
     }
+    if self.fpsNum != 0 {
+      try visitor.visitSingularUInt32Field(value: self.fpsNum, fieldNumber: 7)
+    }
+    if self.fpsDen != 0 {
+      try visitor.visitSingularUInt32Field(value: self.fpsDen, fieldNumber: 8)
+    }
     try unknownFields.traverse(visitor: &visitor)
   }
 
@@ -3391,6 +3447,8 @@ nonisolated extension Coord_V1_StartPreview: SwiftProtobuf.Message, SwiftProtobu
     if lhs.framePeriodUs != rhs.framePeriodUs {return false}
     if lhs._preview != rhs._preview {return false}
     if lhs.leaseMs != rhs.leaseMs {return false}
+    if lhs.fpsNum != rhs.fpsNum {return false}
+    if lhs.fpsDen != rhs.fpsDen {return false}
     if lhs.unknownFields != rhs.unknownFields {return false}
     return true
   }
@@ -3629,7 +3687,7 @@ nonisolated extension Coord_V1_StatusRequest: SwiftProtobuf.Message, SwiftProtob
 
 nonisolated extension Coord_V1_Status: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
   public static let protoMessageName: String = _protobuf_package + ".Status"
-  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}node\0\u{1}state\0\u{3}take_id\0\u{1}cameras\0\u{3}local_now_us\0\u{1}detail\0\u{1}pressure\0\u{3}pressure_cause\0\u{1}events\0\u{1}resources\0\u{3}t0_us\0\u{3}frame_period_us\0\u{3}rig_now_us\0\u{3}stop_group\0\u{1}mics\0\u{3}clock_uncertainty_us\0\u{1}controls\0")
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}node\0\u{1}state\0\u{3}take_id\0\u{1}cameras\0\u{3}local_now_us\0\u{1}detail\0\u{1}pressure\0\u{3}pressure_cause\0\u{1}events\0\u{1}resources\0\u{3}t0_us\0\u{3}frame_period_us\0\u{3}rig_now_us\0\u{3}stop_group\0\u{1}mics\0\u{3}clock_uncertainty_us\0\u{1}controls\0\u{3}fps_num\0\u{3}fps_den\0")
 
   fileprivate class _StorageClass {
     var _node: String = String()
@@ -3649,6 +3707,8 @@ nonisolated extension Coord_V1_Status: SwiftProtobuf.Message, SwiftProtobuf._Mes
     var _mics: [Coord_V1_MicStatus] = []
     var _clockUncertaintyUs: Double = 0
     var _controls: [Coord_V1_ControlsApplied] = []
+    var _fpsNum: UInt32 = 0
+    var _fpsDen: UInt32 = 0
 
       // This property is used as the initial default value for new instances of the type.
       // The type itself is protecting the reference to its storage via CoW semantics.
@@ -3676,6 +3736,8 @@ nonisolated extension Coord_V1_Status: SwiftProtobuf.Message, SwiftProtobuf._Mes
       _mics = source._mics
       _clockUncertaintyUs = source._clockUncertaintyUs
       _controls = source._controls
+      _fpsNum = source._fpsNum
+      _fpsDen = source._fpsDen
     }
   }
 
@@ -3711,6 +3773,8 @@ nonisolated extension Coord_V1_Status: SwiftProtobuf.Message, SwiftProtobuf._Mes
         case 15: try { try decoder.decodeRepeatedMessageField(value: &_storage._mics) }()
         case 16: try { try decoder.decodeSingularDoubleField(value: &_storage._clockUncertaintyUs) }()
         case 17: try { try decoder.decodeRepeatedMessageField(value: &_storage._controls) }()
+        case 18: try { try decoder.decodeSingularUInt32Field(value: &_storage._fpsNum) }()
+        case 19: try { try decoder.decodeSingularUInt32Field(value: &_storage._fpsDen) }()
         default: break
         }
       }
@@ -3774,6 +3838,12 @@ nonisolated extension Coord_V1_Status: SwiftProtobuf.Message, SwiftProtobuf._Mes
       if !_storage._controls.isEmpty {
         try visitor.visitRepeatedMessageField(value: _storage._controls, fieldNumber: 17)
       }
+      if _storage._fpsNum != 0 {
+        try visitor.visitSingularUInt32Field(value: _storage._fpsNum, fieldNumber: 18)
+      }
+      if _storage._fpsDen != 0 {
+        try visitor.visitSingularUInt32Field(value: _storage._fpsDen, fieldNumber: 19)
+      }
     }
     try unknownFields.traverse(visitor: &visitor)
   }
@@ -3800,6 +3870,8 @@ nonisolated extension Coord_V1_Status: SwiftProtobuf.Message, SwiftProtobuf._Mes
         if _storage._mics != rhs_storage._mics {return false}
         if _storage._clockUncertaintyUs != rhs_storage._clockUncertaintyUs {return false}
         if _storage._controls != rhs_storage._controls {return false}
+        if _storage._fpsNum != rhs_storage._fpsNum {return false}
+        if _storage._fpsDen != rhs_storage._fpsDen {return false}
         return true
       }
       if !storagesAreEqual {return false}
