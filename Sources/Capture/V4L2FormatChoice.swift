@@ -106,10 +106,13 @@ public struct V4L2FormatChoice: Equatable, Sendable {
         }
     }
 
-    /// `periodMicroseconds` as a V4L2 fraction of a second: 1/fps when that is exact, else µs/1 000 000.
+    /// `periodMicroseconds` as a V4L2 fraction of a second: 1/fps when that is exact, 1001/(fps × 1001) at an NTSC
+    /// rate (29.97 is 1001/30000, CONTRACT §13), else µs/1 000 000.
     static func fraction(_ periodMicroseconds: Double) -> V4L2FrameInterval {
         let fps = 1_000_000 / periodMicroseconds
         if abs(fps - fps.rounded()) < 1e-6, fps >= 1 { return V4L2FrameInterval(numerator: 1, denominator: UInt32(fps.rounded())) }
+        let ntsc = fps * 1.001
+        if abs(ntsc - ntsc.rounded()) < 1e-6, ntsc >= 1 { return V4L2FrameInterval(numerator: 1001, denominator: UInt32(ntsc.rounded() * 1000)) }
         return V4L2FrameInterval(numerator: UInt32(periodMicroseconds.rounded()), denominator: 1_000_000)
     }
 
