@@ -1,4 +1,5 @@
 import CoordCore
+import Foundation
 import Testing
 @testable import Deliverables
 @testable import TakeDocuments
@@ -110,4 +111,43 @@ import Testing
 
 extension Result {
     fileprivate func problem() -> Failure? { if case .failure(let f) = self { f } else { nil } }
+}
+
+/// The shell's refusals that come before any picture is decoded, on a take directory of placeholder files.
+@Suite struct MultiviewDelivererTests {
+    static func take(_ manifest: TakeManifest, framesCSV: String? = nil) throws -> String {
+        let root = FileManager.default.temporaryDirectory.appendingPathComponent("multiview-\(UUID().uuidString)").path
+        for camera in manifest.cameras {
+            try FileManager.default.createDirectory(atPath: "\(root)/\(camera.node)", withIntermediateDirectories: true)
+            try Data("mkv".utf8).write(to: URL(fileURLWithPath: "\(root)/\(camera.node)/\(camera.camera).mkv"))
+            if let framesCSV { try Data(framesCSV.utf8).write(to: URL(fileURLWithPath: "\(root)/\(camera.node)/\(camera.camera).frames.csv")) }
+        }
+        for mic in manifest.audio ?? [] {
+            try FileManager.default.createDirectory(atPath: "\(root)/\(mic.node)", withIntermediateDirectories: true)
+            try Data("mka".utf8).write(to: URL(fileURLWithPath: "\(root)/\(mic.path)"))
+        }
+        try JSONEncoder().encode(manifest).write(to: URL(fileURLWithPath: "\(root)/manifest.json"))
+        return root
+    }
+
+    static func sentence(_ root: String, fontFile: String = MultiviewDeliverer.fontFile) -> String {
+        do { _ = try MultiviewDeliverer.run(takeDirectory: root, layout: .grid, width: 1920, fontFile: fontFile) { _ in } } catch {
+            return "\(error)"
+        }
+        return "made"
+    }
+
+    @Test func aMissingFontNamesThePackageToInstall() throws {
+        let root = try Self.take(DeliverPlanTests.manifest())
+        #expect(Self.sentence(root, fontFile: "/nonexistent/DejaVuSans.ttf")
+                == "the multiview's labels need the font /nonexistent/DejaVuSans.ttf, which is missing; install the fonts-dejavu-core package.")
+    }
+
+    @Test func aTakeWithoutCamerasOrWithAShortFramesTableIsOneSentence() throws {
+        var bare = DeliverPlanTests.manifest()
+        bare.cameras = []
+        #expect(Self.sentence(try Self.take(bare)) == "take 20260312-141500-s-0a1b2c has no cameras to put in a multiview.")
+        let short = try Self.take(DeliverPlanTests.manifest(), framesCSV: "frame,group,center_us,flags\n0,0,1,\n")
+        #expect(Self.sentence(short) == "n1/cam0.frames.csv lists 1 frames but the take has 30 groups.")
+    }
 }
