@@ -102,6 +102,8 @@ let package = Package(
         // The live console: the page, its JSON API and WebSocket over a LiveRig (Hummingbird 2).
         .target(name: "ConsoleServer", dependencies: [
             "Coordinator", "CoordCore", "RigMetrics",
+            // A shot's stills, kept from the span's lossless video (SnapSession.swift).
+            "LibAV",
             .product(name: "Hummingbird", package: "hummingbird"),
             .product(name: "HummingbirdWebSocket", package: "hummingbird-websocket"),
             // --tls-cert/--tls-key (swift-nio-ssl).

@@ -20,7 +20,7 @@ public struct Coord: AsyncParsableCommand {
         abstract: "Record one synchronized multi-camera take across many capture nodes.",
         version: CoordVersion.current,
         subcommands: [Demo.self, StartTake.self, StopTake.self, RigStatusCommand.self, Plan.self, Collect.self, Report.self, ConsoleCommand.self,
-                      Keys.self, Discover.self, Deliver.self])
+                      Keys.self, Discover.self, Deliver.self, Snap.self])
 
     /// Parses and runs; every failure is rendered here, once: one sentence on stderr and CONTRACT §1's exit code
     /// (ArgumentParser's usage errors, 64, become 2).

@@ -50,6 +50,12 @@ struct Demo: AsyncParsableCommand {
     @Flag(help: "Log the coordinator's debug output.") var verbose = false
     @Option(help: "After the take, make these deliverables (coord deliver --to LIST): any of mov, fcpxml, fcp7xml, mhl.")
     var deliver: String?
+    @Flag(help: "Take one synchronized still from every camera (coord snap) instead of recording a take.") var snap = false
+    @Option(help: "With --snap: shots in the burst.") var count: Int = 1
+    @Option(help: "With --snap: milliseconds between shots, a whole number of frame periods.") var every: Int?
+    @Option(help: "With --snap: the still format, png, tiff or jpeg.") var format: String = "png"
+    @Option(help: "Each camera's own size, WxH,WxH,…: the rig's cameras in order (node by node) take them in turn.")
+    var cameraSizes: String?
 
     func run() async throws {
         bootstrapLogging(verbose)
@@ -69,13 +75,16 @@ struct Demo: AsyncParsableCommand {
         let rate = try CoordCommands.frameRate(frameRate)
         var request = TakeRequest(name: name, seconds: seconds, fps: rate.nominal, width: width, height: height, codec: try videoCodec(codec),
                                   takesDirectory: URL(fileURLWithPath: takesDir), camerasPerNode: camerasPerNode)
+        request.setRate(rate)
         request.overBudgetHint = "choose fewer cameras, a smaller --size, a lower --fps or another --codec"
         if let problem = request.problem() {
             throw CoordError(.usage, "\(problem)")
         }
+        let shot: SnapPlan? = snap ? try snapPlan(count: count, every: every, fps: fps, size: nil, format: format) : nil
+        if let shot { request = SnapSession.takeRequest(request, plan: shot) }
+        let sizes = try cameraSizes.map(Self.sizes) ?? []
         guard let nodeBinary = DemoRig.findNodeBinary() else {
             throw CoordError(.failure, "cannot find the coord-node executable next to coord, on PATH or in $COORD_NODE.")
-        request.setRate(rate)
         }
         let seed = seed ?? UInt64.random(in: 0...UInt64(UInt32.max))
         var settings = DemoRig.Settings(nodes: nodes, camerasPerNode: camerasPerNode, clockOffsetMilliseconds: clockOffsetMs,
@@ -83,7 +92,7 @@ struct Demo: AsyncParsableCommand {
         if let calibration { settings.calibrationFile = URL(fileURLWithPath: calibration) }
         settings.secure = secure
         settings.sensorTiming = FrameDurationTiming(delayFrames: sensorDelayFrames, lineMicroseconds: sensorLineUs)
-        settings.audio = !noAudio
+        settings.audio = !noAudio && !snap
         let rig = DemoRig(settings: settings, nodeBinary: nodeBinary, console: console)
         // The console's address and token first: one that cannot listen says so before any node starts.
         var consoleReady: (settings: ConsoleServer.Settings, prepared: ConsoleServer.Prepared)?
@@ -91,7 +100,7 @@ struct Demo: AsyncParsableCommand {
             let settings = try access.settings(address)
             consoleReady = (settings, try await preflightConsole(settings))
         }
-        console.step("starting \(nodes) coord-node process(es) with \(camerasPerNode) synthetic camera(s)\(noAudio ? "" : " and a synthetic microphone") each (seed \(seed))")
+        console.step("starting \(nodes) coord-node process(es) with \(camerasPerNode) synthetic camera(s)\(noAudio || snap ? "" : " and a synthetic microphone") each (seed \(seed))")
         if let (settings, prepared) = consoleReady {
             do {
                 try rig.ensureCalibration()
@@ -116,6 +125,7 @@ struct Demo: AsyncParsableCommand {
             try rig.ensureCalibration()
             let endpoints = try rig.start()
             if let truthFile { try? rig.truthJSON().write(to: URL(fileURLWithPath: truthFile)) }
+            if !sizes.isEmpty { request.camerasByEndpoint = Self.cameras(endpoints: endpoints, perNode: camerasPerNode, sizes: sizes) }
             outcome = try await recordTake(endpoints: endpoints, keys: rig.spec(endpoints: endpoints).linkKeysByEndpoint,
                                            request: request, console: console) {
                 // Exit at once: the nodes finalize their open files on SIGTERM and exit by themselves.
@@ -132,7 +142,26 @@ struct Demo: AsyncParsableCommand {
         let partial = outcome.manifest.status == .partial
         rig.stop(keepStaging: partial)
         if partial { console.step("the nodes' staging area is kept at \(rig.staging.path)") }
+        if let shot { return try finishSnap(outcome, plan: shot, console: console) }
         try finishTake(outcome, console: console)
         if let deliverItems { try Deliver.deliver(outcome.directory.path, items: deliverItems, codec: .standard) }
+    }
+
+    /// `--camera-sizes`: each entry a WxH; a usage error naming the entry otherwise.
+    static func sizes(_ text: String) throws -> [String] {
+        let entries = text.split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces) }
+        for entry in entries where RigSpec.parseSize(entry) == nil {
+            throw CoordError(.usage, "--camera-sizes must be WxH,WxH,… e.g. 640x480,1280x720 (got \"\(entry)\").")
+        }
+        return entries
+    }
+
+    /// The demo's cameras (cam0… on every node), each with the next of `sizes` in turn.
+    static func cameras(endpoints: [String], perNode: Int, sizes: [String]) -> [String: [RigSpec.Camera]] {
+        var out: [String: [RigSpec.Camera]] = [:]
+        for (n, endpoint) in endpoints.enumerated() {
+            out[endpoint] = (0..<perNode).map { RigSpec.Camera(name: "cam\($0)", size: sizes[(n * perNode + $0) % sizes.count]) }
+        }
+        return out
     }
 }

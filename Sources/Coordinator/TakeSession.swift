@@ -36,6 +36,9 @@ public struct TakeRequest: Sendable {
     /// Sound is part of the take (the rig file's `take.audio: required`): every recording node must have a
     /// microphone, and a microphone that ends early or a sound file that does not arrive makes the take partial.
     public var audioRequired = false
+    /// Every camera records one group in this many, whatever its rig-file cap (a shot of stills: only its groups need
+    /// frames, so the sensors run slower and the encoders keep up); nil: as the rig file says.
+    public var recordEvery: Int?
     /// What the refusal of an over-budget rig suggests, as the end of its sentence.
     public var overBudgetHint = "coord plan --fit proposes changes that fit"
 

@@ -1,0 +1,154 @@
+import CoordCore
+import Foundation
+import LibAV
+import Platform
+import TakeDocuments
+import TakeReport
+
+/// What a shot left: its directory, manifest (`kind: "stills"`), the sync report over its centres and its stills.
+public struct SnapOutcome: Sendable {
+    public var directory: URL
+    public var manifest: TakeManifest
+    public var report: SyncReport
+    public var stills: [StillRecord]
+}
+
+/// A shot of synchronized stills as a take of another kind (CONTRACT §18): the take's planning, clock alignment,
+/// arming and collection record the span from group 0 through the last shot losslessly (FFV1), then the shots'
+/// frames are kept as images beside a manifest, a sync report over the shots' centres and an ASC MHL seal, and
+/// the span's video is let go.
+public enum SnapSession {
+    /// The take that records `plan`'s span: `template`'s rig and cameras, FFV1, exactly the span's groups.
+    public static func takeRequest(_ template: TakeRequest, plan: SnapPlan) -> TakeRequest {
+        var request = template
+        request.seconds = Double(plan.spanGroups) / Double(max(template.fps, 1))
+        request.untilStopped = false
+        request.codec = .ffv1
+        request.collectLater = false
+        request.recordEvery = plan.recordEvery(fps: template.fps)
+        if case .exactly(let width, let height) = plan.size {
+            request.width = width
+            request.height = height
+            // One size for every camera: a rig file's own sizes give way to the operator's.
+            request.camerasByEndpoint = request.camerasByEndpoint.mapValues { $0.map { var c = $0; c.size = nil; return c } }
+        }
+        return request
+    }
+
+    /// Keeps the shots' frames of a collected span as stills and rewrites the directory as a shot's.
+    public static func keepStills(_ take: TakeOutcome, plan: SnapPlan, console: Console) throws -> SnapOutcome {
+        let directory = take.directory
+        let root = directory.path
+        var manifest = take.manifest
+        let grid = FrameGrid(t0: manifest.t0Microseconds, periodMicroseconds: manifest.framePeriodMicroseconds)
+        let writer = TakeDirectoryWriter(directory: directory)
+        var stills: [StillRecord] = []
+        var inputs: [SyncReport.Input] = []
+        var shotRows: [String: [FrameRow]] = [:]
+        for (index, camera) in manifest.cameras.enumerated() {
+            let mkv = "\(camera.node)/\(camera.camera).mkv", csv = "\(camera.node)/\(camera.camera).frames.csv"
+            let rows = writer.rows(csvPath: csv)
+            // Frame i is group i in a complete file; a row says which frame holds the group when it is not.
+            var outputs: [Int: String] = [:]
+            var kept: [(shot: Int, row: FrameRow)] = []
+            for (shot, group) in plan.groups.enumerated() {
+                guard let row = rows.first(where: { $0.group == group }) else {
+                    manifest.events.append(.init(tMicroseconds: grid.instant(ofGroup: group), node: camera.node, camera: camera.camera,
+                                                 kind: .incomplete, detail: "camera \(camera.node)/\(camera.camera) has no frame of group \(group) (shot \(shot))"))
+                    manifest.status = .partial
+                    continue
+                }
+                outputs[Int(row.frame)] = directory.appendingPathComponent(plan.path(node: camera.node, camera: camera.camera, shot: shot)).path
+                kept.append((shot, row))
+            }
+            var files: [TakeManifest.File] = []
+            if !outputs.isEmpty {
+                let sizes: [Int: (width: Int, height: Int)]
+                do {
+                    sizes = try StillFiles.write(from: directory.appendingPathComponent(mkv).path, outputs: outputs, format: plan.format)
+                } catch {
+                    throw CoordError(.failure, "camera \(camera.node)/\(camera.camera): \(error.sentence)")
+                }
+                for (shot, row) in kept {
+                    let path = plan.path(node: camera.node, camera: camera.camera, shot: shot)
+                    let digest = try FileDigest.sha256AndXXH128(of: directory.appendingPathComponent(path))
+                    let size = sizes[Int(row.frame)] ?? (camera.width, camera.height)
+                    stills.append(StillRecord(node: camera.node, camera: camera.camera, shot: shot, group: row.group,
+                                              centerMicroseconds: row.centerMicroseconds, width: size.width, height: size.height,
+                                              path: path, bytes: digest.bytes, xxh128: digest.xxh128))
+                    files.append(.init(path: path, bytes: digest.bytes, sha256: digest.sha256, xxh128: digest.xxh128))
+                    if row.isDup {
+                        manifest.events.append(.init(tMicroseconds: row.centerMicroseconds, node: camera.node, camera: camera.camera, kind: .dup,
+                                                     detail: "camera \(camera.node)/\(camera.camera) delivered no frame of group \(row.group): its still of shot \(shot) repeats its previous frame"))
+                    }
+                }
+            }
+            let shotRowsOfCamera = kept.map(\.row)
+            shotRows["\(camera.node)/\(camera.camera)"] = shotRowsOfCamera
+            inputs.append(SyncReport.Input(node: camera.node, camera: camera.camera, rows: shotRowsOfCamera,
+                                           clockUncertaintyMicroseconds: camera.clock.uncertaintyMicroseconds,
+                                           centerUncertaintyMicroseconds: camera.centerUncertaintyMicroseconds))
+            manifest.cameras[index].files = files
+            manifest.cameras[index].frames = Int64(kept.count)
+            manifest.cameras[index].dropped = Int64(kept.filter(\.row.isDup).count)
+            manifest.cameras[index].codec = plan.format.rawValue
+            // The span's video served its purpose: the shot is its stills.
+            for path in [mkv, csv] { try? FileManager.default.removeItem(at: directory.appendingPathComponent(path)) }
+        }
+        try? FileManager.default.removeItem(at: directory.appendingPathComponent("\(manifest.takeID).otio"))
+        manifest.events.sort { $0.tMicroseconds < $1.tMicroseconds }
+        var report = SyncReport(groups: Int64(plan.count), grid: grid, inputs: inputs)
+        report.events = manifest.events
+        report.budget = take.report.budget
+        try write(manifest: manifest, stills: stills, report: report, rows: shotRows, directory: directory)
+        seal(root: root, stills: stills, console: console)
+        return SnapOutcome(directory: directory, manifest: manifest, report: report, stills: stills)
+    }
+
+    /// manifest.json (the take's keys with `kind` and `stills`), sync-report.json and sync-report.html.
+    static func write(manifest: TakeManifest, stills: [StillRecord], report: SyncReport, rows: [String: [FrameRow]],
+                      directory: URL) throws {
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = [.prettyPrinted, .sortedKeys, .withoutEscapingSlashes]
+        guard var object = try JSONSerialization.jsonObject(with: encoder.encode(manifest)) as? [String: Any],
+              let list = try JSONSerialization.jsonObject(with: encoder.encode(stills)) as? [Any] else {
+            throw CoordError(.failure, "the shot's manifest could not be encoded.")
+        }
+        object["kind"] = "stills"
+        object["stills"] = list
+        let manifestData = try JSONSerialization.data(withJSONObject: object, options: [.prettyPrinted, .sortedKeys, .withoutEscapingSlashes])
+        let hashes = Dictionary(stills.map { ($0.path, $0.xxh128) }, uniquingKeysWith: { a, _ in a })
+        let files: [(String, Data)] = [
+            ("manifest.json", manifestData),
+            ("sync-report.json", try encoder.encode(report)),
+            ("sync-report.html", Data(SyncReportPage.html(manifest: manifest, report: report, rows: rows, xxh128: hashes).utf8)),
+        ]
+        for (name, data) in files {
+            let url = directory.appendingPathComponent(name)
+            do { try data.write(to: url, options: .atomic) } catch {
+                throw CoordError(.failure, "cannot write \(url.path): \(error.localizedDescription).")
+            }
+        }
+    }
+
+    /// A fresh ASC MHL history listing every file of the shot: the span's generation listed video that is gone.
+    static func seal(root: String, stills: [StillRecord], console: Console) {
+        let history = URL(fileURLWithPath: root).appendingPathComponent(ASCMHL.folder)
+        try? FileManager.default.removeItem(at: history)
+        var files: [String: ASCMHL.OnDisk] = [:]
+        let base = URL(fileURLWithPath: root).standardizedFileURL.resolvingSymlinksInPath().path
+        if let walker = FileManager.default.enumerator(atPath: base) {
+            for case let path as String in walker {
+                if let onDisk = ASCMHLHistory.onDisk(root: base, path: path) { files[path] = onDisk }
+            }
+        }
+        let known = Dictionary(stills.map { ($0.path, $0.xxh128) }, uniquingKeysWith: { a, _ in a })
+        do {
+            if let generation = try ASCMHLHistory.seal(root: base, files: files, known: known, exactly: true, status: { _ in }) {
+                console.step("ASC MHL: \(ASCMHL.folder)/\(generation) lists the shot's \(files.count) file(s)")
+            }
+        } catch {
+            console.step("  warning: the shot's ASC MHL history was not written: \(error)")
+        }
+    }
+}
