@@ -27,9 +27,10 @@ public enum EditorialTimeline {
                                 markers: [String: [EditorMarker]] = [:]) -> [String: Any] {
         // The grid's rate is every camera's fps; a camera under a frame-rate cap still holds one frame per group.
         let fps = Timecode.fps(framePeriodMicroseconds: manifest.framePeriodMicroseconds)
-        let rate = fps
+        // 29.97 is OTIO's 30000/1001 as a Double, as its adapters read NTSC rates.
+        let rate = manifest.rate.value
         let unit: Int64 = 1  // units of the timeline's rate per frame of the grid
-        let start = (manifest.timecode.flatMap { Timecode($0, fps: fps) }?.frameOfDay ?? 0) * unit
+        let start = (manifest.timecode.flatMap { Timecode($0, rate: manifest.rate) }?.frameOfDay ?? 0) * unit
         var coord: [String: Any] = [
             "take_id": manifest.takeID, "status": manifest.status.rawValue, "t0_us": manifest.t0Microseconds,
             "frame_period_us": manifest.framePeriodMicroseconds, "start_wallclock": manifest.startWallclock,
@@ -72,7 +73,7 @@ public enum EditorialTimeline {
             let name = "\(a.node)/\(a.mic)"
             let period = max(manifest.framePeriodMicroseconds, 1)
             let lead = Int64((Double(a.startMicroseconds - manifest.t0Microseconds) / Double(period)).rounded())
-            let span = range(start: start + lead * unit, duration: a.sampleRate > 0 ? a.frames * Int64(rate) / Int64(a.sampleRate) : 0, rate: rate)
+            let span = range(start: start + lead * unit, duration: a.sampleRate > 0 ? Int64(Double(a.frames) * rate / Double(a.sampleRate)) : 0, rate: rate)
             let wav = delivered[a.path]
             let media: [String: Any] = wav != nil
                 ? ["OTIO_SCHEMA": "ExternalReference.1", "metadata": ["coord": ["recorded": a.path]], "name": "",
@@ -105,18 +106,18 @@ public enum EditorialTimeline {
     }
 
     /// OTIO `Marker.2`s in the clip's source time (group 0 at `start`).
-    private static func otioMarkers(_ markers: [EditorMarker], start: Int64, unit: Int64, rate: Int) -> [[String: Any]] {
+    private static func otioMarkers(_ markers: [EditorMarker], start: Int64, unit: Int64, rate: Double) -> [[String: Any]] {
         markers.map { m in
             ["OTIO_SCHEMA": "Marker.2", "metadata": ["coord": ["note": m.note]], "name": m.name, "color": m.name.contains("filled") ? "RED" : "ORANGE",
              "comment": m.note, "marked_range": range(start: start + m.group * unit, duration: m.length * unit, rate: rate)]
         }
     }
 
-    private static func time(_ value: Int64, rate: Int) -> [String: Any] {
-        ["OTIO_SCHEMA": "RationalTime.1", "rate": Double(rate), "value": Double(value)]
+    private static func time(_ value: Int64, rate: Double) -> [String: Any] {
+        ["OTIO_SCHEMA": "RationalTime.1", "rate": rate, "value": Double(value)]
     }
 
-    private static func range(start: Int64, duration: Int64, rate: Int) -> [String: Any] {
+    private static func range(start: Int64, duration: Int64, rate: Double) -> [String: Any] {
         ["OTIO_SCHEMA": "TimeRange.1", "start_time": time(start, rate: rate), "duration": time(duration, rate: rate)]
     }
 }

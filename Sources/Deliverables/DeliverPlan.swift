@@ -67,6 +67,8 @@ public struct MovJob: Equatable, Sendable {
     public var reel: String
     /// What the output depends on: a change makes it again.
     public var fingerprint: String
+    /// The exact rate when it is not an integer (30000/1001, CONTRACT §13); `fps` is then its whole rate.
+    public var rationalRate: FrameRate? = nil
 }
 
 /// One microphone's Broadcast WAV: sample 0 is group 0's instant, `samples` long (the pictures' duration).
@@ -97,7 +99,10 @@ public struct DeliverPlan: Equatable, Sendable {
     public static let record = "deliver/deliver.json"
 
     public var takeID: String
+    /// The whole rate (30 at 29.97): the timecode's frames a second.
     public var fps: Int
+    /// The take's exact rate (CONTRACT §13).
+    public var rate: FrameRate = FrameRate(30)
     public var groups: Int64
     /// `HH:MM:SS:FF` of group 0.
     public var timecode: String
@@ -126,8 +131,8 @@ public struct DeliverPlan: Equatable, Sendable {
         }
         // The manifest is a file anyone may have edited: its names become paths and its figures sizes.
         if let problem = edgeProblem(manifest) { return .failure(DeliverProblem("manifest.json: \(problem)")) }
-        let fps = Timecode.fps(framePeriodMicroseconds: manifest.framePeriodMicroseconds)
-        let tc = manifest.timecode.flatMap { Timecode($0, fps: fps) } ?? Timecode(hours: 0, minutes: 0, seconds: 0, frames: 0, fps: fps)!
+        let take = manifest.rate, fps = take.nominal
+        let tc = manifest.timecode.flatMap { Timecode($0, rate: take) } ?? Timecode(frameOfDay: 0, rate: take)
         var movs: [MovJob] = []
         for camera in manifest.cameras {
             let path = "\(camera.node)/\(camera.camera).mkv"
@@ -143,7 +148,8 @@ public struct DeliverPlan: Equatable, Sendable {
             movs.append(MovJob(node: camera.node, camera: camera.camera, source: path,
                                output: "\(directory)/\(reel).mov", mode: mode, frames: manifest.groups,
                                fps: fps, timecode: tc.description, width: camera.width, height: camera.height, reel: reel,
-                               fingerprint: "mov/2 \(file.sha256) \(mode.rawValue) \(manifest.groups) \(fps) \(tc) \(reel)"))
+                               fingerprint: "mov/2 \(file.sha256) \(mode.rawValue) \(manifest.groups) \(take) \(tc) \(reel)",
+                               rationalRate: take.isInteger ? nil : take))
         }
         var wavs: [WavJob] = []
         var notes = (manifest.audioLost ?? []).map {
@@ -160,10 +166,11 @@ public struct DeliverPlan: Equatable, Sendable {
             }
             let rate = Int64(a.sampleRate)
             let skip = roundedDiv(Saturating.multiply(Saturating.subtract(a.startMicroseconds, manifest.t0Microseconds), -rate), 1_000_000)
-            let samples = roundedDiv(manifest.groups * rate, Int64(fps))
-            let timeReference = roundedDiv(tc.frameOfDay * rate, Int64(fps))
+            // Frames are D/N s long: 1001/30000 at 29.97.
+            let samples = roundedDiv(manifest.groups * rate * Int64(take.denominator), Int64(take.numerator))
+            let timeReference = roundedDiv(tc.frameOfDay * rate * Int64(take.denominator), Int64(take.numerator))
             let (date, time) = BroadcastWAV.origination(manifest.startWallclock, zone: zone)
-            let ixml = BroadcastWAV.ixml(manifest, mic: a, fps: fps, ntsc: false, timeReference: timeReference)
+            let ixml = BroadcastWAV.ixml(manifest, mic: a, fps: fps, ntsc: !take.isInteger, timeReference: timeReference)
             wavs.append(WavJob(node: a.node, mic: a.mic, source: a.path, streamIndex: a.streamIndex,
                                output: "\(directory)/\(manifest.takeID)_\(a.node)_\(a.mic).wav", sampleRate: a.sampleRate,
                                channels: a.channels, skipSamples: skip, samples: samples, timeReference: timeReference,
@@ -172,6 +179,7 @@ public struct DeliverPlan: Equatable, Sendable {
         }
         var plan = DeliverPlan(takeID: manifest.takeID, fps: fps, groups: manifest.groups, timecode: tc.description,
                                startFrameOfDay: tc.frameOfDay, movs: movs, wavs: wavs, notes: notes)
+        plan.rate = take
         plan.markers = EditorMarker.events(manifest)
         return .success(plan)
     }

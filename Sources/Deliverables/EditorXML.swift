@@ -11,8 +11,9 @@ public enum FCPXMLDocument {
     static let soundAngle = "sync-sound"
 
     public static func xml(_ plan: DeliverPlan) -> String {
-        let fps = plan.fps
-        func t(_ frames: Int64) -> String { frames == 0 ? "0s" : "\(frames)/\(fps)s" }
+        // A frame is D/N s: 1001/30000s at 29.97, drop-frame timecode there and at 59.94 (CONTRACT §13).
+        let n = plan.rate.numerator, d = Int64(plan.rate.denominator), tcFormat = plan.rate.isDropFrame ? "DF" : "NDF"
+        func t(_ frames: Int64) -> String { frames == 0 ? "0s" : "\(frames * d)/\(n)s" }
         let start = t(plan.startFrameOfDay), duration = t(plan.groups)
         let e = XMLText.escape
         let width = plan.movs.first?.width ?? 1920, height = plan.movs.first?.height ?? 1080
@@ -21,7 +22,7 @@ public enum FCPXMLDocument {
         <!DOCTYPE fcpxml>
         <fcpxml version="1.9">
             <resources>
-                <format id="r1" name="FFVideoFormatRateUndefined" frameDuration="1/\(fps)s" width="\(width)" height="\(height)"/>
+                <format id="r1" name="FFVideoFormatRateUndefined" frameDuration="\(d)/\(n)s" width="\(width)" height="\(height)"/>
 
         """
         for (i, mov) in plan.movs.enumerated() {
@@ -47,14 +48,14 @@ public enum FCPXMLDocument {
         }
         x += """
                 <media id="m1" name="\(e(plan.takeID))">
-                    <multicam format="r1" tcStart="\(start)" tcFormat="NDF">
+                    <multicam format="r1" tcStart="\(start)" tcFormat="\(tcFormat)">
 
         """
         let audioID = Dictionary(uniqueKeysWithValues: plan.wavs.enumerated().map { ("\($1.node)/\($1.mic)", "a\($0 + 1)") })
         /// One `<asset-clip>`: its connected clips (lanes below), then its markers (the DTD's order).
         func clip(ref: String, name: String, key: String, lane: Int?, audio: Bool, connected: [WavJob], indent: String) -> String {
             let role = audio ? " audioRole=\"dialogue\"" : ""
-            let head = "\(indent)<asset-clip ref=\"\(ref)\"\(lane.map { " lane=\"\($0)\"" } ?? "") name=\"\(e(name))\" offset=\"\(start)\" start=\"\(start)\" duration=\"\(duration)\" tcFormat=\"NDF\"\(role)"
+            let head = "\(indent)<asset-clip ref=\"\(ref)\"\(lane.map { " lane=\"\($0)\"" } ?? "") name=\"\(e(name))\" offset=\"\(start)\" start=\"\(start)\" duration=\"\(duration)\" tcFormat=\"\(tcFormat)\"\(role)"
             var body = ""
             for (j, wav) in connected.enumerated() {
                 body += clip(ref: audioID["\(wav.node)/\(wav.mic)"]!, name: self.name(wav, plan), key: "\(wav.node)/\(wav.mic)",
@@ -87,7 +88,7 @@ public enum FCPXMLDocument {
             <library>
                 <event name="\(e(plan.takeID))">
                     <project name="\(e(plan.takeID))">
-                        <sequence format="r1" duration="\(duration)" tcStart="\(start)" tcFormat="NDF" audioLayout="stereo" audioRate="48k">
+                        <sequence format="r1" duration="\(duration)" tcStart="\(start)" tcFormat="\(tcFormat)" audioLayout="stereo" audioRate="48k">
                             <spine>
                                 <mc-clip ref="m1" name="\(e(plan.takeID))" offset="\(start)" start="\(start)" duration="\(duration)">
                                     <mc-source angleID="\(firstAngle)" srcEnable="all"/>

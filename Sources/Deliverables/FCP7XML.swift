@@ -9,9 +9,10 @@ import TakeDocuments
 public enum FCP7XMLDocument {
     public static func xml(_ plan: DeliverPlan) -> String {
         let e = XMLText.escape
-        let rate = "<rate><timebase>\(plan.fps)</timebase><ntsc>FALSE</ntsc></rate>"
+        // 29.97 is timebase 30 with ntsc TRUE, its timecode drop-frame (CONTRACT §13).
+        let rate = "<rate><timebase>\(plan.fps)</timebase><ntsc>\(plan.rate.isInteger ? "FALSE" : "TRUE")</ntsc></rate>"
         func timecode(reel: String?) -> String {
-            "<timecode>\(rate)<string>\(plan.timecode)</string><frame>\(plan.startFrameOfDay)</frame><displayformat>NDF</displayformat>"
+            "<timecode>\(rate)<string>\(plan.timecode)</string><frame>\(plan.startFrameOfDay)</frame><displayformat>\(plan.rate.isDropFrame ? "DF" : "NDF")</displayformat>"
                 + (reel.map { "<reel><name>\(e($0))</name></reel>" } ?? "") + "</timecode>"
         }
         let g = plan.groups

@@ -69,7 +69,7 @@ public struct MultiviewPlan: Equatable, Sendable {
         }
         return .success(MultiviewPlan(takeID: plan.takeID, output: "\(DeliverPlan.directory)/\(plan.takeID)_multiview.mov",
                                       layout: layout, width: width, height: content + band, band: band, tiles: tiles, sounds: plan.wavs,
-                                      groups: plan.groups, rateNumerator: plan.fps, rateDenominator: 1, timecode: plan.timecode))
+                                      groups: plan.groups, rateNumerator: plan.rate.numerator, rateDenominator: plan.rate.denominator, timecode: plan.timecode))
     }
 
     /// What the movie depends on: a change makes it again.

@@ -15,8 +15,9 @@ public enum QuickTimeWriter {
         case .proresHQ: .proresHQ
         case .h264: .h264
         }
-        let movie = QuickTimeExport.Movie(node: job.node, camera: job.camera, source: job.source, mode: mode, frames: job.frames,
+        var movie = QuickTimeExport.Movie(node: job.node, camera: job.camera, source: job.source, mode: mode, frames: job.frames,
                                           fps: job.fps, timecode: job.timecode, reel: job.reel)
+        movie.rate = job.rationalRate
         do { try QuickTimeExport.writeMov(movie, from: input, to: output, progress: progress) } catch {
             throw DeliverFailure(error.sentence)
         }

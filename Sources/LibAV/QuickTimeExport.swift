@@ -2,6 +2,7 @@
 // files, written through `LibavWriter` as the recorder's are. Deliverables never call libav themselves; they
 // describe each file with the plain values below.
 import CFFmpeg
+import CoordCore
 import Foundation
 
 /// `coord deliver`'s media: a camera's `.mkv` into a QuickTime `.mov` with a `tmcd` track, a microphone's `.mka` into a
@@ -42,6 +43,9 @@ public enum QuickTimeExport {
         public var timecode: String
         /// The reel (tape) name the timecode track carries.
         public var reel: String
+        /// The exact rate when it is not `fps`/1 (30000/1001): the track's time base is then 1001/30000 and a
+        /// `HH:MM:SS;FF` timecode makes a drop-frame tmcd track.
+        public var rate: FrameRate?
         public init(node: String, camera: String, source: String, mode: VideoMode, frames: Int64, fps: Int, timecode: String,
                     reel: String) {
             self.node = node; self.camera = camera; self.source = source; self.mode = mode; self.frames = frames
@@ -83,8 +87,8 @@ public enum QuickTimeExport {
         guard index >= 0, let ist = ic.pointee.streams[Int(index)] else {
             throw Failure("\(job.source) holds no video stream.")
         }
-        let rate = AVRational(num: Int32(job.fps), den: 1)
-        let frameBase = AVRational(num: 1, den: Int32(job.fps))
+        let rate = AVRational(num: Int32(job.rate?.numerator ?? job.fps), den: Int32(job.rate?.denominator ?? 1))
+        let frameBase = AVRational(num: rate.den, den: rate.num)
         let ost = try session.newStream()
         ost.pointee.time_base = frameBase
         ost.pointee.avg_frame_rate = rate
@@ -332,8 +336,8 @@ public enum QuickTimeExport {
             context = cc; self.stream = stream
             cc.pointee.width = first.pointee.width
             cc.pointee.height = first.pointee.height
-            cc.pointee.time_base = AVRational(num: 1, den: Int32(job.fps))
-            cc.pointee.framerate = AVRational(num: Int32(job.fps), den: 1)
+            cc.pointee.time_base = AVRational(num: Int32(job.rate?.denominator ?? 1), den: Int32(job.rate?.numerator ?? job.fps))
+            cc.pointee.framerate = AVRational(num: Int32(job.rate?.numerator ?? job.fps), den: Int32(job.rate?.denominator ?? 1))
             cc.pointee.sample_aspect_ratio = AVRational(num: 1, den: 1)
             cc.pointee.thread_count = 0
             if prores {
