@@ -155,3 +155,45 @@ def test_a_size_no_camera_can_take_is_one_sentence(tmp_path):
                        capture_output=True, text=True, timeout=60)
     assert r.returncode == 2 and "--size must be max or an even WxH" in r.stderr, r.stderr
     assert len(r.stderr.strip().splitlines()) == 1, r.stderr
+
+
+def test_coord_snap_on_a_rig_of_real_nodes_writes_one_tiff_per_camera(tmp_path):
+    """`coord snap --rig` across two coord-node processes, each camera at its rig-file size: one still per camera,
+    named <node>/<camera>.tiff (one shot: no number), each holding its frame's stripe, all on one instant."""
+    from conftest import Node
+    nodes = []
+    try:
+        for name, cameras in (("left", "cam0,cam1"), ("right", "cam0")):
+            d = tmp_path / name
+            d.mkdir()
+            nodes.append(Node(d, extra_args=["--name", name, "--synthetic", cameras]))
+        rig = tmp_path / "rig.yaml"
+        rig.write_text("version: 1\nnodes:\n"
+                       f"  - name: left\n    endpoint: {nodes[0].endpoint}\n    cameras:\n"
+                       "      - name: cam0\n        size: 1280x720\n      - name: cam1\n"
+                       f"  - name: right\n    endpoint: {nodes[1].endpoint}\n"
+                       "take:\n  size: 320x240\n")
+        r = subprocess.run([COORD, "snap", "--rig", str(rig), "--name", "turntable", "--format", "tiff",
+                            "--takes-dir", str(tmp_path / "takes")], capture_output=True, text=True, timeout=180)
+        assert r.returncode == 0, r.stderr[-3000:]
+        assert "a cold snap plans, aligns clocks and arms every camera first" in r.stderr
+        shot = next((tmp_path / "takes").iterdir())
+        assert "-turntable-" in shot.name and shot.name in r.stdout
+        manifest = json.loads((shot / "manifest.json").read_text())
+        assert manifest["kind"] == "stills" and manifest["status"] == "complete"
+        stills = {s["path"]: s for s in manifest["stills"]}
+        assert sorted(stills) == ["left/cam0.tiff", "left/cam1.tiff", "right/cam0.tiff"]
+        assert len({s["group"] for s in stills.values()}) == 1
+        sizes = {"left/cam0.tiff": (1280, 720), "left/cam1.tiff": (320, 240), "right/cam0.tiff": (320, 240)}
+        centres = []
+        for path, s in stills.items():
+            assert probe_size(shot / path) == sizes[path] == (s["width"], s["height"])
+            decoded = stripe(shot / path)
+            assert decoded is not None, path
+            centres.append(decoded[2])
+        assert max(centres) - min(centres) <= 50, centres
+        r = subprocess.run([*ASCMHL_VERIFY, str(shot)], capture_output=True, text=True, timeout=120)
+        assert r.returncode == 0, r.stdout + r.stderr
+    finally:
+        for n in nodes:
+            n.kill()
