@@ -25,7 +25,7 @@ public struct EditorMarker: Equatable, Sendable {
             let n = run.last - run.first + 1
             let span = n == 1 ? "group \(run.first) repeats" : "groups \(run.first)–\(run.last) repeat"
             runs.append(EditorMarker(group: run.first, length: n, name: n == 1 ? "filled frame" : "\(n) filled frames",
-                                     note: "\(span) the frame before (flagged dup in frames.csv): the camera delivered none."))
+                                     note: "\(span) the frame before (flagged dup in frames.csv)."))
             open = nil
         }
         for line in csv.split(whereSeparator: \.isNewline).dropFirst() {

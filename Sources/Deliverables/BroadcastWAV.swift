@@ -5,21 +5,28 @@ import TakeDocuments
 /// What a Broadcast WAV says beyond its sound (CONTRACT §15): the `bext` origination date and time, and the iXML
 /// chunk sound editors' tools read for project, scene, take and tape.
 public enum BroadcastWAV {
-    /// Group 0's `start_wallclock` as the `bext` origination date (`yyyy-MM-dd`) and time (`HH:mm:ss`) in `zone`, the
-    /// local time the timecode counts; empty strings for a date that does not parse.
-    public static func origination(_ startWallclock: String, zone: TimeZone) -> (date: String, time: String) {
-        let read = DateFormatter()
-        read.locale = Locale(identifier: "en_US_POSIX")
-        read.timeZone = TimeZone(identifier: "UTC")
-        read.dateFormat = "yyyy-MM-dd'T'HH:mm:ss"
-        guard startWallclock.count >= 19, let instant = read.date(from: String(startWallclock.prefix(19))) else { return ("", "") }
-        let write = DateFormatter()
-        write.locale = Locale(identifier: "en_US_POSIX")
-        write.timeZone = zone
-        write.dateFormat = "yyyy-MM-dd"
-        let date = write.string(from: instant)
-        write.dateFormat = "HH:mm:ss"
-        return (date, write.string(from: instant))
+    /// Group 0's `start_wallclock` (UTC) as the `bext` origination date (`yyyy-MM-dd`) and time (`HH:mm:ss`) in the
+    /// coordinator's local time, the one its timecode counts: the zone offset is read off the timecode's time of day
+    /// (`timecodeSeconds`, to the nearest quarter hour), so the take says the same wherever it is delivered. Empty
+    /// strings for a date that does not parse.
+    public static func origination(_ startWallclock: String, timecodeSeconds: Int64?) -> (date: String, time: String) {
+        let format = DateFormatter()
+        format.locale = Locale(identifier: "en_US_POSIX")
+        format.timeZone = TimeZone(identifier: "UTC")
+        format.dateFormat = "yyyy-MM-dd'T'HH:mm:ss"
+        guard startWallclock.count >= 19, let instant = format.date(from: String(startWallclock.prefix(19))) else { return ("", "") }
+        var offset: Int64 = 0
+        if let timecodeSeconds {
+            let utc = Int64(instant.timeIntervalSince1970) % 86_400
+            offset = ((timecodeSeconds - utc) % 86_400 + 86_400) % 86_400
+            if offset > 14 * 3600 { offset -= 86_400 }  // zones run from UTC−12 to UTC+14
+            offset = (offset + (offset >= 0 ? 450 : -450)) / 900 * 900
+        }
+        let local = instant.addingTimeInterval(TimeInterval(offset))
+        format.dateFormat = "yyyy-MM-dd"
+        let date = format.string(from: local)
+        format.dateFormat = "HH:mm:ss"
+        return (date, format.string(from: local))
     }
 
     /// The iXML document of one microphone's WAV: PROJECT and SCENE the take's name, TAKE the take id's last six hex

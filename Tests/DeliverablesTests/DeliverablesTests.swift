@@ -118,8 +118,15 @@ import Testing
     }
 
     @Test func theWavSaysWhenAndWhatInBextAndIXML() throws {
-        let wav = try #require(try DeliverPlan.make(Self.manifest(), codec: .standard, zone: TimeZone(identifier: "Europe/Paris")!).get().wavs.first)
+        // The coordinator's zone is read off its timecode: 14:15 UTC labelled 15:15 is UTC+1.
+        var paris = Self.manifest()
+        paris.timecode = "15:15:00:01"
+        let wav = try #require(try DeliverPlan.make(paris, codec: .standard).get().wavs.first)
         #expect(wav.originationDate == "2026-03-12" && wav.originationTime == "15:15:00")
+        // Just after midnight in Tokyo is the previous day in UTC.
+        #expect(BroadcastWAV.origination("2026-03-12T15:30:05.5Z", timecodeSeconds: 30 * 60 + 5) == ("2026-03-13", "00:30:05"))
+        #expect(BroadcastWAV.origination("2026-03-12T02:00:00Z", timecodeSeconds: 21 * 3600) == ("2026-03-11", "21:00:00"))
+        #expect(BroadcastWAV.origination("nonsense", timecodeSeconds: 0) == ("", ""))
         let ixml = try XMLDocument(xmlString: wav.ixml)
         func text(_ path: String) throws -> String? { try ixml.nodes(forXPath: path).first?.stringValue }
         #expect(try text("/BWFXML/SCENE") == "s" && text("/BWFXML/TAPE") == "20260312-141500-s-0a1b2c" && text("/BWFXML/TAKE") == "0a1b2c")

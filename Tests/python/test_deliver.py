@@ -240,6 +240,15 @@ def test_a_copied_take_relinks_verifies_and_delivering_it_again_changes_nothing(
     timeline = otio.adapters.read_from_file(str(copy / f"{manifest['take_id']}.otio"))
     for clip in timeline.find_clips():
         assert (copy / clip.media_reference.target_url).is_file(), clip.media_reference.target_url
+    # OpenTimelineIO's FCP 7 adapter reads the xmeml aligned, every clip's media inside the copy; its FCPXML adapter
+    # reads the .fcpxml (it has no multicam of its own to show).
+    back = otio.adapters.read_from_file(str(copy / f"{manifest['take_id']}.xml"), adapter_name="fcp_xml")
+    clips = list(back.find_clips())
+    assert len(clips) == len(manifest["cameras"]) + len(manifest["audio"])
+    for clip in clips:
+        assert (copy / unquote(clip.media_reference.target_url)).is_file(), clip.media_reference.target_url
+        assert clip.range_in_parent().start_time.to_frames() == 0 and clip.source_range.duration.to_frames() == manifest["groups"]
+    otio.adapters.read_from_file(str(copy / f"{manifest['take_id']}.fcpxml"), adapter_name="fcpx_xml")
     for judge in (ASCMHL_VERIFY, ASCMHL_DIFF):
         proc = subprocess.run([*judge, str(copy)], capture_output=True, text=True, timeout=120)
         assert proc.returncode == 0, proc.stdout + proc.stderr
