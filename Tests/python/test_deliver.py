@@ -442,3 +442,10 @@ def test_a_rig_files_take_deliver_runs_after_collection(tmp_path):
     back = otio.adapters.read_from_file(str(take / f"{manifest['take_id']}.xml"), adapter_name="fcp_xml")
     read = [c for c in back.find_clips() if c.name.endswith("_solo_cam0")]
     assert len(read) == 1 and len([m for m in read[0].markers if "filled" in m.name]) == len(runs), read
+    # The .movs made after the seal: the .otio the history sealed is kept (said on stderr), the seal holds.
+    otio_before = (take / f"{manifest['take_id']}.otio").read_bytes()
+    proc = deliver(take, "--to", "mov,mhl")
+    assert proc.returncode == 0 and "kept as the ASC MHL history seals it" in proc.stderr, proc.stderr
+    assert (take / f"{manifest['take_id']}.otio").read_bytes() == otio_before
+    proc = subprocess.run([*ASCMHL_VERIFY, str(take)], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
