@@ -116,8 +116,7 @@ public struct DeliverPlan: Equatable, Sendable {
     public var notes: [String] = []
 
     /// The plan for a complete take, or the sentence why this take cannot be delivered.
-    public static func make(_ manifest: TakeManifest, codec: VideoCodecChoice,
-                            zone: TimeZone = .current) -> Result<DeliverPlan, DeliverProblem> {
+    public static func make(_ manifest: TakeManifest, codec: VideoCodecChoice) -> Result<DeliverPlan, DeliverProblem> {
         guard manifest.format == TakeManifest.formatV1 else {
             return .failure(DeliverProblem("the manifest's format is \(manifest.format), not \(TakeManifest.formatV1)."))
         }
@@ -169,7 +168,8 @@ public struct DeliverPlan: Equatable, Sendable {
             // Frames are D/N s long: 1001/30000 at 29.97.
             let samples = roundedDiv(manifest.groups * rate * Int64(take.denominator), Int64(take.numerator))
             let timeReference = roundedDiv(tc.frameOfDay * rate * Int64(take.denominator), Int64(take.numerator))
-            let (date, time) = BroadcastWAV.origination(manifest.startWallclock, zone: zone)
+            let (date, time) = BroadcastWAV.origination(manifest.startWallclock,
+                                                        timecodeSeconds: manifest.timecode == nil ? nil : tc.frameOfDay / Int64(fps))
             let ixml = BroadcastWAV.ixml(manifest, mic: a, fps: fps, ntsc: !take.isInteger, timeReference: timeReference)
             wavs.append(WavJob(node: a.node, mic: a.mic, source: a.path, streamIndex: a.streamIndex,
                                output: "\(directory)/\(manifest.takeID)_\(a.node)_\(a.mic).wav", sampleRate: a.sampleRate,
