@@ -71,6 +71,11 @@ let package = Package(
         .target(name: "GenICam", dependencies: ["CAravis", "Capture", "Pixels", "CoordCore", "Platform"]),
 
         // sync-report.html: the SVG plots and the page, rendered from a Mustache template (pure, like CoordCore).
+        // libcamera (Raspberry Pi cameras, UVC through libcamera): a C++ funnel with a C API (include/clibcamera.h),
+        // libcamera's headers from Debian's libcamera-dev (pkg-config libcamera: /usr/include/libcamera), and the source.
+        .target(name: "CLibcamera", cxxSettings: [.unsafeFlags(["-std=c++17", "-I/usr/include/libcamera"])],
+                linkerSettings: [.linkedLibrary("camera"), .linkedLibrary("camera-base")]),
+        .target(name: "Libcamera", dependencies: ["CLibcamera", "Capture", "Pixels", "CoordCore", "Platform"]),
         .target(name: "TakeReport", dependencies: ["CoordCore", .product(name: "Mustache", package: "swift-mustache")]),
 
         // Prometheus exposition for a node or a rig (CONTRACT §7), from NodeMetricsSample values.
@@ -85,7 +90,7 @@ let package = Package(
 
         // I/O shells.
         .target(name: "NodeAgent", dependencies: [
-            "CoordCore", "CoordWire", "Capture", "LibAV", "Pixels", "GenICam", "ZeroMQ", "Platform", "VersionedYAML",
+            "CoordCore", "CoordWire", "Capture", "LibAV", "Pixels", "GenICam", "Libcamera", "ZeroMQ", "Platform", "VersionedYAML",
             .product(name: "Logging", package: "swift-log"),
             .product(name: "Crypto", package: "swift-crypto"),
             .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),

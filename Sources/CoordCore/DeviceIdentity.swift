@@ -11,9 +11,15 @@ public struct DeviceIdentity: Codable, Equatable, Sendable {
     public var vendor: String?
     public var model: String?
     public var serial: String?
+    /// A libcamera camera's pipeline handler ("rpi/pisp", "uvcvideo") and its id as libcamera lists it.
+    public var pipeline: String?
+    public var cameraID: String?
 
     public init(driver: String, card: String? = nil, busInfo: String? = nil, transport: String? = nil,
-                vendor: String? = nil, model: String? = nil, serial: String? = nil) {
+                vendor: String? = nil, model: String? = nil, serial: String? = nil, pipeline: String? = nil,
+                cameraID: String? = nil) {
+        self.pipeline = pipeline
+        self.cameraID = cameraID
         self.driver = driver
         self.card = card
         self.busInfo = busInfo
@@ -27,6 +33,6 @@ public struct DeviceIdentity: Codable, Equatable, Sendable {
     public static let synthetic = DeviceIdentity(driver: "synthetic")
 
     enum CodingKeys: String, CodingKey {
-        case driver, card, busInfo = "bus_info", transport = "protocol", vendor, model, serial
+        case driver, card, busInfo = "bus_info", transport = "protocol", vendor, model, serial, pipeline, cameraID = "id"
     }
 }

@@ -235,7 +235,8 @@ public enum NodeReply {
             let named = d.microphone ? out.micDevices[d.source] != nil : out.cameraDevices[d.source] != nil
             if named { throw c.fault("\(f).source", "\"\(d.source)\", whose device is named already") }
             let fields = [("driver", d.driver), ("card", d.card), ("bus_info", d.busInfo), ("protocol", d.`protocol`),
-                          ("vendor", d.vendor), ("model", d.model), ("serial", d.serial)]
+                          ("vendor", d.vendor), ("model", d.model), ("serial", d.serial), ("pipeline", d.pipeline),
+                          ("camera_id", d.cameraID)]
             for (name, value) in fields { try c.printable(value, "\(f).\(name)", limit: maxDeviceTextBytes) }
             let some = { (s: String) in s.isEmpty ? nil : s }
             if d.microphone {
@@ -245,7 +246,8 @@ public enum NodeReply {
                 guard !d.driver.isEmpty else { throw c.fault("\(f).driver", "empty; a camera's device names its driver") }
                 out.cameraDevices[d.source] = DeviceIdentity(
                     driver: d.driver, card: some(d.card), busInfo: some(d.busInfo), transport: some(d.`protocol`),
-                    vendor: some(d.vendor), model: some(d.model), serial: some(d.serial))
+                    vendor: some(d.vendor), model: some(d.model), serial: some(d.serial), pipeline: some(d.pipeline),
+                    cameraID: some(d.cameraID))
             }
         }
         return out

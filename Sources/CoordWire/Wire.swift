@@ -200,6 +200,8 @@ extension Coord_V1_SourceDevice {
         vendor = identity.vendor ?? ""
         model = identity.model ?? ""
         serial = identity.serial ?? ""
+        pipeline = identity.pipeline ?? ""
+        cameraID = identity.cameraID ?? ""
     }
 
     /// A microphone's device: its card's name.

@@ -114,8 +114,11 @@ public final class NodeAgent: Sendable {
             logger.info("camera found", metadata: ["camera": "\(entry.name)", "genicam": "\(entry.deviceID)",
                                                    "model": "\(found.identity.model ?? "")", "protocol": "\(found.identity.transport ?? "")"])
         }
-        cameras = synthetic + v4l2 + genicam
-        takeRoom = Mutex(NodeAgentState.Take(take: NodeTake(node: configuration.name, cameras: synthetic + v4l2 + genicam)))
+        let libcamera = try configuration.libcameraCameras.map { entry throws(NodeFailure) in
+            try LibcameraCameras.capabilities(entry, logger: logger)
+        }
+        cameras = synthetic + v4l2 + genicam + libcamera
+        takeRoom = Mutex(NodeAgentState.Take(take: NodeTake(node: configuration.name, cameras: cameras)))
         v4l2ControlRanges = ranges
         self.buses = buses
         let gatekeeper = configuration.security.map { Gatekeeper(security: $0, logger: logger) }

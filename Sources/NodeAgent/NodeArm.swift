@@ -153,6 +153,10 @@ extension NodeAgent {
                 throw NodeFailure(.io, "camera \(configuration.name)/\(s.camera): \(error).")
             }
         }
+        if let entry = configuration.libcameraCameras.first(where: { $0.name == s.camera }) {
+            return try LibcameraCameras.open(entry, node: configuration.name, width: s.width, height: s.height, periodMicroseconds: period,
+                                             logger: logger) { host in clock.local(fromHost: host) }
+        }
         if let entry = configuration.genicamCameras.first(where: { $0.name == s.camera }) {
             do {
                 let camera = try GenICamCamera(deviceID: entry.deviceID, interfaces: configuration.genicamInterfaces, width: s.width, height: s.height, periodMicroseconds: period) { host in

@@ -61,6 +61,8 @@ public struct NodeConfiguration: Sendable {
     public var v4l2Cameras: [V4L2CameraEntry] = []
     /// GenICam cameras (`--genicam NAME=DEVICE_ID`), in flag order.
     public var genicamCameras: [GenICamCameraEntry] = []
+    /// libcamera cameras (`--libcamera NAME=CAMERA_ID`), in flag order.
+    public var libcameraCameras: [LibcameraCameraEntry] = []
     /// The network interfaces GigE Vision cameras are discovered on (`--genicam-interface`); empty: none, nothing
     /// is broadcast and only USB3 Vision cameras are found.
     public var genicamInterfaces: [String] = []
@@ -91,8 +93,10 @@ public struct NodeConfiguration: Sendable {
     /// Every microphone's name.
     public var micNames: [String] { microphones.map(\.name) }
 
-    /// Every camera's name: the synthetic ones, then the V4L2 ones, then the GenICam ones.
-    public var cameraNames: [String] { syntheticCameras + v4l2Cameras.map(\.name) + genicamCameras.map(\.name) }
+    /// Every camera's name: the synthetic ones, then the V4L2 ones, then the GenICam ones, then the libcamera ones.
+    public var cameraNames: [String] {
+        syntheticCameras + v4l2Cameras.map(\.name) + genicamCameras.map(\.name) + libcameraCameras.map(\.name)
+    }
 
     /// The calibration file this node reads.
     public var calibrationFile: URL { calibrationPath ?? staging.appendingPathComponent("calibration.json") }
@@ -115,7 +119,7 @@ public struct NodeConfiguration: Sendable {
         if let clash = micNames.first(where: names.contains) {
             return "node \(name) has a camera and a microphone both named \(clash); every file of a node needs its own name."
         }
-        if names.isEmpty { return "node \(name) has no cameras: give --synthetic NAME[,NAME…], --v4l2 NAME=/dev/videoN or --genicam NAME=DEVICE_ID." }
+        if names.isEmpty { return "node \(name) has no cameras: give --synthetic NAME[,NAME…], --v4l2 NAME=/dev/videoN, --genicam NAME=DEVICE_ID or --libcamera NAME=CAMERA_ID." }
         if security == nil && !insecure {
             // An empty endpoint binds nothing (calibration, the fuzzer's agent): nothing to refuse.
             for endpoint in [endpoint] + [previewBindEndpoint].compactMap({ $0 }) where !endpoint.isEmpty && !Self.isLoopback(endpoint) {
@@ -161,6 +165,7 @@ public struct NodeFlags: Sendable, Equatable {
     public var v4l2: [String] = []
     public var genicam: [String] = []
     public var genicamInterface: [String] = []
+    public var libcamera: [String] = []
     public var audio: [String] = []
     public var syntheticMic: String?
     public var micRateErrorPPM: Double = 0
@@ -198,11 +203,12 @@ public struct NodeFlags: Sendable, Equatable {
         f.calibration = calibration ?? file.calibration
         f.logLevel = logLevel ?? file.logLevel
         // Cameras come from the flags or from the file, never a mix of both.
-        if synthetic == nil && v4l2.isEmpty && genicam.isEmpty && syntheticBus.isEmpty {
+        if synthetic == nil && v4l2.isEmpty && genicam.isEmpty && libcamera.isEmpty && syntheticBus.isEmpty {
             f.synthetic = file.syntheticFlag
             f.syntheticBus = file.syntheticBusFlags ?? []
             f.v4l2 = file.v4l2Flags ?? []
             f.genicam = file.genicamFlags ?? []
+            f.libcamera = file.libcameraFlags ?? []
         }
         if genicamInterface.isEmpty { f.genicamInterface = file.genicamInterfaces ?? [] }
         // Microphones likewise: from the flags or from the file.
@@ -249,6 +255,7 @@ extension NodeConfiguration {
             config.syntheticBuses = spec.buses
             config.v4l2Cameras = try V4L2CameraEntry.parse(flags.v4l2)
             config.genicamCameras = try GenICamCameraEntry.parse(flags.genicam)
+            config.libcameraCameras = try LibcameraCameraEntry.parse(flags.libcamera)
             config.genicamInterfaces = try GenICamInterfaceName.parse(flags.genicamInterface)
             config.microphones = try MicrophoneEntry.parseALSA(flags.audio)
         } catch {

@@ -54,7 +54,8 @@ public struct NodeFile: Decodable, Equatable, Sendable {
         public var synthetic: Bool?
         public var bus: String?
         public var genicam: String?
-        public enum CodingKeys: String, CodingKey, CaseIterable { case name, v4l2, synthetic, bus, genicam }
+        public var libcamera: String?
+        public enum CodingKeys: String, CodingKey, CaseIterable { case name, v4l2, synthetic, bus, genicam, libcamera }
     }
 
     public struct Keys: Decodable, Equatable, Sendable {
@@ -132,6 +133,14 @@ public struct NodeFile: Decodable, Equatable, Sendable {
             let at = "cameras[\(i)]"
             if !RigName.isValid(camera.name) { return ("\(at).name", "\(at).name \"\(Echo.short(camera.name))\" is not allowed: use 1 to 64 of A-Z a-z 0-9 . _ -") }
             if !seen.insert(camera.name).inserted { return ("\(at).name", "\(at).name \(camera.name) is listed twice.") }
+            if let id = camera.libcamera {
+                if id.isEmpty { return ("\(at).libcamera", "\(at).libcamera is empty: give a camera id as coord-node --list-cameras shows it.") }
+                if camera.v4l2 != nil || camera.synthetic == true || camera.genicam != nil {
+                    return (at, "\(at) (camera \(camera.name)) has libcamera and also v4l2, genicam or synthetic: a camera is one of them.")
+                }
+                if camera.bus != nil { return ("\(at).bus", "\(at).bus is for synthetic cameras: a libcamera camera's link is its own.") }
+                continue
+            }
             if let id = camera.genicam {
                 if id.isEmpty { return ("\(at).genicam", "\(at).genicam is empty: give a device id as coord-node --list-cameras shows it.") }
                 if camera.v4l2 != nil || camera.synthetic == true {
@@ -178,6 +187,7 @@ public struct NodeFile: Decodable, Equatable, Sendable {
     public var syntheticMicFlag: String? { audio?.first { $0.synthetic == true }?.name }
     public var v4l2Flags: [String]? { cameras.map { $0.compactMap { c in c.v4l2.map { "\(c.name)=\($0)" } } } }
     public var genicamFlags: [String]? { cameras.map { $0.compactMap { c in c.genicam.map { "\(c.name)=\($0)" } } } }
+    public var libcameraFlags: [String]? { cameras.map { $0.compactMap { c in c.libcamera.map { "\(c.name)=\($0)" } } } }
 
     /// Reads and checks a node file; throws one sentence naming the file and the line at fault.
     public static func load(_ path: String) throws(YAMLFileError) -> (file: NodeFile, warnings: [String]) {

@@ -112,6 +112,26 @@ public struct GenICamCameraEntry: Equatable, Sendable {
     }
 }
 
+/// A camera driven through libcamera (`--libcamera NAME=CAMERA_ID`, node file `cameras: [{name, libcamera: ID}]`).
+public struct LibcameraCameraEntry: Equatable, Sendable {
+    public var name: String
+    public var cameraID: String
+
+    public init(name: String, cameraID: String) {
+        self.name = name
+        self.cameraID = cameraID
+    }
+
+    /// Parses the repeatable `--libcamera NAME=CAMERA_ID` flag (an id may hold '=' or ':', so only the first '=' splits).
+    public static func parse(_ entries: [String]) throws -> [LibcameraCameraEntry] {
+        try entries.map { raw in
+            let parts = try nameAndValue(raw, option: "--libcamera",
+                                         expected: "expected NAME=CAMERA_ID, e.g. cam0=/base/axi/pcie@120000/rp1/i2c@88000/imx708@1a")
+            return LibcameraCameraEntry(name: parts[0], cameraID: parts[1])
+        }
+    }
+}
+
 /// A network interface GigE Vision cameras are looked for on (`--genicam-interface IFACE`, node file
 /// `genicam_interfaces:`): a Linux interface name, checked before anything is sent on it.
 public enum GenICamInterfaceName {

@@ -65,6 +65,8 @@ public struct Serve: AsyncParsableCommand {
     @Option(help: "A V4L2 camera to record, NAME=/dev/videoN (see --list-cameras); repeatable.") var v4l2: [String] = []
     @Option(help: "A GenICam camera (GigE Vision, USB3 Vision) to record, NAME=DEVICE_ID (see --list-cameras); repeatable.")
     var genicam: [String] = []
+    @Option(help: "A camera driven through libcamera, NAME=CAMERA_ID (the id as --list-cameras shows it; a Raspberry Pi camera); repeatable.")
+    var libcamera: [String] = []
     @Option(help: ArgumentHelp("A network interface GigE Vision cameras are on (e.g. eth1); repeatable. GigE Vision discovery is sent there and nowhere else; with none named it is not sent at all (USB3 Vision cameras are still found).", valueName: "iface"))
     var genicamInterface: [String] = []
     @Option(help: "A microphone to record with every take, NAME=DEVICE (an ALSA capture device: hw:1,0, default); repeatable.")
@@ -118,6 +120,7 @@ public struct Serve: AsyncParsableCommand {
         f.logLevel = logLevel; f.cert = cert; f.authorized = authorized; f.insecure = insecure; f.metrics = metrics
         f.discoveryPort = discoveryPort
         f.sensorDelayFrames = sensorDelayFrames; f.sensorLineMicroseconds = sensorLineUs
+        f.libcamera = libcamera
         return f
     }
 
@@ -168,6 +171,7 @@ public struct Serve: AsyncParsableCommand {
         let interfaces: [String]
         do { interfaces = try GenICamInterfaceName.parse(flags.genicamInterface) } catch { throw NodeStartFailure("\(error)") }
         for line in CameraListing.genicamLines(interfaces: interfaces) { print(Echo.escapingControls(line)) }
+        for line in CameraListing.libcameraLines() { print(Echo.escapingControls(line)) }
     }
 }
 

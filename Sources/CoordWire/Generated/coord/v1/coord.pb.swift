@@ -784,8 +784,9 @@ public nonisolated struct Coord_V1_Armed: Sendable {
 
 /// One camera's or microphone's device (CONTRACT §11, §12). An empty string is a field the driver does not give.
 /// A camera: `driver` always ("synthetic", a V4L2 driver such as "uvcvideo" or "vivid", "aravis"); V4L2 adds `card`
-/// and `bus_info` (VIDIOC_QUERYCAP), GenICam `protocol`, `vendor`, `model`, `serial`. A microphone: `card` only
-/// (the ALSA card's name, or "synthetic").
+/// and `bus_info` (VIDIOC_QUERYCAP), GenICam `protocol`, `vendor`, `model`, `serial`, libcamera (CONTRACT §16)
+/// `pipeline`, `model` and `camera_id` (the manifest's `id`). A microphone: `card` only (the ALSA card's name, or
+/// "synthetic").
 public nonisolated struct Coord_V1_SourceDevice: Sendable {
   // SwiftProtobuf.Message conformance is added in an extension below. See the
   // `Message` and `Message+*Additions` files in the SwiftProtobuf library for
@@ -809,6 +810,10 @@ public nonisolated struct Coord_V1_SourceDevice: Sendable {
   public var model: String = String()
 
   public var serial: String = String()
+
+  public var pipeline: String = String()
+
+  public var cameraID: String = String()
 
   public var unknownFields = SwiftProtobuf.UnknownStorage()
 
@@ -3074,7 +3079,7 @@ nonisolated extension Coord_V1_Armed: SwiftProtobuf.Message, SwiftProtobuf._Mess
 
 nonisolated extension Coord_V1_SourceDevice: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
   public static let protoMessageName: String = _protobuf_package + ".SourceDevice"
-  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}source\0\u{1}microphone\0\u{1}driver\0\u{1}card\0\u{3}bus_info\0\u{1}protocol\0\u{1}vendor\0\u{1}model\0\u{1}serial\0")
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}source\0\u{1}microphone\0\u{1}driver\0\u{1}card\0\u{3}bus_info\0\u{1}protocol\0\u{1}vendor\0\u{1}model\0\u{1}serial\0\u{1}pipeline\0\u{3}camera_id\0")
 
   public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
     while let fieldNumber = try decoder.nextFieldNumber() {
@@ -3091,6 +3096,8 @@ nonisolated extension Coord_V1_SourceDevice: SwiftProtobuf.Message, SwiftProtobu
       case 7: try { try decoder.decodeSingularStringField(value: &self.vendor) }()
       case 8: try { try decoder.decodeSingularStringField(value: &self.model) }()
       case 9: try { try decoder.decodeSingularStringField(value: &self.serial) }()
+      case 10: try { try decoder.decodeSingularStringField(value: &self.pipeline) }()
+      case 11: try { try decoder.decodeSingularStringField(value: &self.cameraID) }()
       default: break
       }
     }
@@ -3124,6 +3131,12 @@ nonisolated extension Coord_V1_SourceDevice: SwiftProtobuf.Message, SwiftProtobu
     if !self.serial.isEmpty {
       try visitor.visitSingularStringField(value: self.serial, fieldNumber: 9)
     }
+    if !self.pipeline.isEmpty {
+      try visitor.visitSingularStringField(value: self.pipeline, fieldNumber: 10)
+    }
+    if !self.cameraID.isEmpty {
+      try visitor.visitSingularStringField(value: self.cameraID, fieldNumber: 11)
+    }
     try unknownFields.traverse(visitor: &visitor)
   }
 
@@ -3137,6 +3150,8 @@ nonisolated extension Coord_V1_SourceDevice: SwiftProtobuf.Message, SwiftProtobu
     if lhs.vendor != rhs.vendor {return false}
     if lhs.model != rhs.model {return false}
     if lhs.serial != rhs.serial {return false}
+    if lhs.pipeline != rhs.pipeline {return false}
+    if lhs.cameraID != rhs.cameraID {return false}
     if lhs.unknownFields != rhs.unknownFields {return false}
     return true
   }

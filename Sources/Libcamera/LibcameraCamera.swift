@@ -1,0 +1,235 @@
+import CLibcamera
+import Capture
+import CoordCore
+import Foundation
+import Pixels
+import Platform
+import Synchronization
+
+/// A camera driven through libcamera (a Raspberry Pi sensor, or a UVC webcam through libcamera's UVC pipeline):
+/// one video stream, each frame's exposure centre from its `SensorTimestamp` and `ExposureTime` metadata, and the
+/// phase law's durations sent as per-request `FrameDurationLimits` where the camera honours them (measured when
+/// the camera is opened at arm; otherwise it free-runs and the arm warning says so).
+// @unchecked: the clc_camera pointer; libcamera's thread calls `deliver`, which touches only `state` and the queue.
+public final class LibcameraCamera: CameraSource, ControllableCamera, @unchecked Sendable {
+    public let cameraID: String
+    public let info: LibcameraCameraInfo
+    public let width: Int, height: Int
+    public let periodMicroseconds: Double
+    /// What the probe at open found; `.ignored` means the camera free-runs.
+    public private(set) var honour: FrameDurationProbe.Verdict = .ignored("it was not measured")
+    public var identity: DeviceIdentity { info.identity }
+
+    private let handle: OpaquePointer
+    private let localClock: @Sendable (Int64) -> Int64
+    private let state: Mutex<State>
+    private let queue = Mutex<[Capture]>([])
+    private let available = NSCondition()
+
+    private struct State {
+        var pool: [PlanarFrame]
+        var running = false
+        /// While probing: the durations to ask after each frame, those asked, and the frames' timestamps (µs).
+        var probe: (plan: [Double], asked: [Double], stamps: [Double])?
+        var controls = CameraControls()
+        var skippedFormat = 0
+    }
+
+    /// Opens the camera, configures its stream and measures whether it honours frame durations.
+    public init(cameraID: String, width: Int, height: Int, periodMicroseconds: Double,
+                localClock: @escaping @Sendable (Int64) -> Int64) throws(CameraSourceError) {
+        let manager: LibcameraManager
+        switch LibcameraManager.shared {
+        case .failure(let error): throw CameraSourceError("\(error)")
+        case .success(let m): manager = m
+        }
+        var why = [CChar](repeating: 0, count: 1024)
+        guard let handle = clc_camera_open(manager.handle, cameraID, UInt32(width), UInt32(height), &why, why.count) else {
+            throw CameraSourceError(LibcameraManager.sentence(why))
+        }
+        var w: UInt32 = 0, h: UInt32 = 0, fourcc: UInt32 = 0
+        clc_camera_stream(handle, &w, &h, &fourcc)
+        guard Int(w) == width, Int(h) == height, fourcc == Self.yuv420 else {
+            clc_camera_close(handle)
+            throw CameraSourceError("libcamera camera \(cameraID) gives \(w)x\(h) \(Self.fourccText(fourcc)), not \(width)x\(height) YUV420")
+        }
+        self.handle = handle
+        self.cameraID = cameraID
+        info = manager.cameras().first { $0.id == cameraID }
+            ?? LibcameraCameraInfo(id: cameraID, model: "", frameDurationLimits: nil, formats: "", controls: [])
+        self.width = width; self.height = height
+        self.periodMicroseconds = periodMicroseconds
+        self.localClock = localClock
+        state = Mutex(State(pool: (0..<6).map { _ in PlanarFrame(width: width, height: height) }))
+        honour = try measureHonour()
+    }
+
+    deinit { clc_camera_close(handle) }
+
+    static let yuv420: UInt32 = 0x3231_5559  // 'YU12'
+    static func fourccText(_ f: UInt32) -> String {
+        String(decoding: (0..<4).map { UInt8((f >> (8 * $0)) & 0xff) }, as: UTF8.self)
+    }
+
+    public var minPeriodMicroseconds: Double { max(Double(info.frameDurationLimits?.lowerBound ?? 0), periodMicroseconds / 2) }
+    public var maxPeriodMicroseconds: Double {
+        min(Double(info.frameDurationLimits?.upperBound ?? Int64(periodMicroseconds)), periodMicroseconds * 2)
+    }
+    public var canSteerPhase: Bool { honour.timing != nil }
+    public var frameDurationTiming: FrameDurationTiming { honour.timing ?? .immediate }
+
+    public var controlRanges: ControlRanges {
+        ControlRanges(exposureMicroseconds: info.controls.contains("ExposureTime") ? 10...max(10, Int(periodMicroseconds)) : nil,
+                      gainDecibels: info.controls.contains("AnalogueGain") ? 0...24 : nil,
+                      whiteBalanceKelvin: info.controls.contains("ColourTemperature") ? 2500...9000 : nil,
+                      focus: info.controls.contains("LensPosition") ? 0...1 : nil)
+    }
+
+    public var isStreaming: Bool { state.withLock { $0.running } }
+
+    /// Exposure, analogue gain (dB → libcamera's factor), colour temperature and lens position (0…1 → 0…10 dioptres);
+    /// auto exposure and white balance stay off.
+    public func apply(_ new: CameraControls) throws -> CameraControls {
+        if let problem = controlRanges.problem(with: new, camera: cameraID) { throw CameraSourceError(problem) }
+        let all = state.withLock { s in
+            s.controls = s.controls.updated(with: new)
+            return s.controls
+        }
+        clc_camera_set_controls(handle, Int32(new.exposureMicroseconds ?? -1), Float(new.gainDecibels.map { pow(10, $0 / 20) } ?? -1),
+                                -1, -1, Int32(new.whiteBalanceKelvin ?? -1), Float(new.focus.map { $0 * 10 } ?? -1), 0, 0)
+        return all
+    }
+
+    /// Starts streaming with auto exposure and white balance locked and the frame duration pinned to the period.
+    public func start(alignedTo anchor: GridAnchor?) throws {
+        let exposure = state.withLock { $0.controls.exposureMicroseconds } ?? Int(periodMicroseconds / 2)
+        clc_camera_set_controls(handle, Int32(exposure), -1, -1, -1, -1, -1, 0, 0)
+        if canSteerPhase { clc_camera_request_duration(handle, Int64(periodMicroseconds.rounded())) }
+        state.withLock { $0.running = true }
+        var why = [CChar](repeating: 0, count: 512)
+        guard clc_camera_start(handle, Self.callback, Unmanaged.passUnretained(self).toOpaque(), &why, why.count) == 0 else {
+            state.withLock { $0.running = false }
+            throw CameraSourceError(LibcameraManager.sentence(why))
+        }
+    }
+
+    public func stop() {
+        clc_camera_stop(handle)
+        state.withLock { $0.running = false }
+        available.lock()
+        available.broadcast()
+        available.unlock()
+    }
+
+    @discardableResult
+    public func requestNextFramePeriod(_ microseconds: Double) -> Bool {
+        guard canSteerPhase, microseconds >= minPeriodMicroseconds, microseconds <= maxPeriodMicroseconds else { return false }
+        clc_camera_request_duration(handle, Int64(microseconds.rounded()))
+        return true
+    }
+
+    public func next(timeoutMicroseconds: Int64) -> CaptureResult {
+        available.lock()
+        defer { available.unlock() }
+        let deadline = Date().addingTimeInterval(Double(timeoutMicroseconds) / 1_000_000)
+        while true {
+            if let capture = queue.withLock({ $0.isEmpty ? nil : $0.removeFirst() }) { return .frame(capture) }
+            if !isStreaming { return .none }
+            if !available.wait(until: deadline) { return .none }
+        }
+    }
+
+    public func release(_ capture: Capture) {
+        if case .picture(let picture) = capture.payload { state.withLock { $0.pool.append(picture) } }
+    }
+
+    private static let callback: clc_frame_callback = { context, frame in
+        guard let context, let frame else { return }
+        Unmanaged<LibcameraCamera>.fromOpaque(context).takeUnretainedValue().deliver(frame.pointee)
+    }
+
+    /// On libcamera's thread: one completed frame, copied out of its buffer before the request is queued again.
+    private func deliver(_ frame: clc_frame) {
+        let stamp = frame.sensor_timestamp_ns >= 0 ? Double(frame.sensor_timestamp_ns) / 1_000 : nil
+        let probing = state.withLock { s -> (Bool, Double?) in
+            guard s.probe != nil else { return (false, nil) }
+            if let stamp { s.probe!.stamps.append(stamp) }
+            let i = s.probe!.asked.count
+            guard i < s.probe!.plan.count else { return (true, nil) }
+            s.probe!.asked.append(s.probe!.plan[i])
+            return (true, s.probe!.plan[i])
+        }
+        if probing.0 {
+            if let ask = probing.1 { clc_camera_request_duration(handle, Int64(ask)) }
+            available.lock()
+            available.signal()
+            available.unlock()
+            return
+        }
+        guard let stamp, frame.fourcc == Self.yuv420, frame.plane_count == 3 else {
+            state.withLock { $0.skippedFormat += 1 }
+            return
+        }
+        guard let picture = state.withLock({ $0.pool.popLast() }) else { return }
+        copy(frame, into: picture)
+        let exposure = Double(frame.exposure_us >= 0 ? frame.exposure_us : Int32(periodMicroseconds / 2))
+        // The stamp is turned into the frame's start of exposure (its first row's, the readout not being known).
+        let centre = info.pipeline.center(sensorTimestampMicroseconds: stamp, exposureMicroseconds: exposure)
+        let duration = frame.frame_duration_us > 0 ? Double(frame.frame_duration_us) : periodMicroseconds
+        let capture = Capture(payload: .picture(picture), sequence: frame.sequence,
+                              timestampLocal: localClock(Int64((centre - exposure / 2).rounded())),
+                              timestampMeaning: .startOfExposure, exposureMicroseconds: Int64(exposure), durationMicroseconds: duration)
+        available.lock()
+        queue.withLock { $0.append(capture) }
+        available.signal()
+        available.unlock()
+    }
+
+    private func copy(_ frame: clc_frame, into picture: PlanarFrame) {
+        let planes = [(picture.luma, width, height), (picture.cb, picture.chromaWidth, picture.chromaHeight),
+                      (picture.cr, picture.chromaWidth, picture.chromaHeight)]
+        withUnsafeBytes(of: frame.planes) { raw in
+            let sources = raw.bindMemory(to: UnsafePointer<UInt8>?.self)
+            withUnsafeBytes(of: frame.strides) { strideBytes in
+                let strides = strideBytes.bindMemory(to: UInt32.self)
+                for (i, (dest, w, h)) in planes.enumerated() {
+                    guard let source = sources[i] else { continue }
+                    for row in 0..<h {
+                        UnsafeMutableRawPointer(dest.baseAddress! + row * w)
+                            .copyMemory(from: source + row * Int(strides[i]), byteCount: w)
+                    }
+                }
+            }
+        }
+    }
+
+    /// Runs the camera a moment, asking a few frames for a longer duration, and reads from the frames' timestamps
+    /// whether and how many frames later the camera followed (about 1.5 s at 30 fps).
+    private func measureHonour() throws(CameraSourceError) -> FrameDurationProbe.Verdict {
+        let step = (periodMicroseconds * 0.05).rounded()
+        guard let limits = info.frameDurationLimits, Double(limits.upperBound) >= periodMicroseconds + step,
+              Double(limits.lowerBound) <= periodMicroseconds else {
+            return .ignored("libcamera lists no FrameDurationLimits around its \(Int(periodMicroseconds)) µs period")
+        }
+        let plan = FrameDurationProbe.plan(nominal: periodMicroseconds, step: step)
+        state.withLock { $0.probe = (plan, [], []) }
+        clc_camera_request_duration(handle, Int64(periodMicroseconds.rounded()))
+        var why = [CChar](repeating: 0, count: 512)
+        guard clc_camera_start(handle, Self.callback, Unmanaged.passUnretained(self).toOpaque(), &why, why.count) == 0 else {
+            state.withLock { $0.probe = nil }
+            throw CameraSourceError(LibcameraManager.sentence(why))
+        }
+        let wanted = plan.count + 18
+        let deadline = Date().addingTimeInterval(2 + Double(wanted) * periodMicroseconds / 1_000_000)
+        available.lock()
+        while state.withLock({ $0.probe!.stamps.count }) < wanted, available.wait(until: deadline) {}
+        available.unlock()
+        clc_camera_stop(handle)
+        let probe = state.withLock { s in defer { s.probe = nil }; return s.probe! }
+        guard probe.stamps.count >= plan.count else {
+            throw CameraSourceError("libcamera camera \(cameraID) gave \(probe.stamps.count) frames with a SensorTimestamp in \(Int(2 + Double(wanted) * periodMicroseconds / 1_000_000)) s")
+        }
+        let intervals = zip(probe.stamps, probe.stamps.dropFirst()).map { $1 - $0 }
+        return FrameDurationProbe.verdict(asked: probe.asked, intervals: intervals, nominal: periodMicroseconds, step: step)
+    }
+}

@@ -1,0 +1,61 @@
+import Foundation
+import Testing
+@testable import CoordCore
+
+@Suite struct LibcameraTimingTests {
+    @Test func thePipelineIsReadFromTheCameraID() {
+        #expect(LibcameraPipeline.of(cameraID: "/base/axi/pcie@120000/rp1/i2c@88000/imx708@1a") == .rpiPiSP)
+        #expect(LibcameraPipeline.of(cameraID: "/base/soc/i2c0mux/i2c@1/imx708@1a") == .rpiVC4)
+        #expect(LibcameraPipeline.of(cameraID: "\\_SB_.PCI0.XHC_.RHUB.HS04-4:1.0-046d:0825") == .uvcvideo)
+        #expect(LibcameraPipeline.of(cameraID: "/base/pci@0/usb@1-1:1.0-1d6b:0102") == .uvcvideo)
+        #expect(LibcameraPipeline.of(cameraID: "platform/vimc.0 Sensor B") == .other)
+    }
+
+    /// A Pi stamps the frame start (the first row's exposure has just ended): its centre is half an exposure
+    /// earlier; a UVC camera's stamp is the start of exposure. A known rolling-shutter readout moves the centre to
+    /// the middle row.
+    @Test func theExposureCentreFollowsWhatTheTimestampMarks() {
+        #expect(LibcameraPipeline.rpiPiSP.center(sensorTimestampMicroseconds: 100_000, exposureMicroseconds: 10_000) == 95_000)
+        #expect(LibcameraPipeline.rpiVC4.center(sensorTimestampMicroseconds: 100_000, exposureMicroseconds: 10_000,
+                                                readoutMicroseconds: 20_000) == 105_000)
+        #expect(LibcameraPipeline.uvcvideo.center(sensorTimestampMicroseconds: 100_000, exposureMicroseconds: 10_000) == 105_000)
+    }
+
+    /// A camera that follows the asked durations `lag` frames later is found honouring them, with that lag; one whose
+    /// intervals ignore them (libcamera's UVC pipeline) is found free-running.
+    @Test func theHonourCheckMeasuresTheLagFromTheIntervals() {
+        let p = 33_333.0, step = 1_667.0
+        let asked = FrameDurationProbe.plan(nominal: p, step: step)
+        var rng = SeededRandom(seed: 3)
+        for lag in [1, 4, 6] {
+            let intervals = (0..<(asked.count + 18)).map { j in
+                (j - lag >= 0 && j - lag < asked.count ? asked[j - lag] : p) + rng.gaussian(standardDeviation: 40)
+            }
+            let verdict = FrameDurationProbe.verdict(asked: asked, intervals: intervals, nominal: p, step: step)
+            #expect(verdict == .honoured(lagFrames: lag))
+            #expect(verdict.timing == FrameDurationTiming(delayFrames: lag - 1, lineMicroseconds: 0))
+        }
+        let free = (0..<(asked.count + 18)).map { _ in p + rng.gaussian(standardDeviation: 40) }
+        let verdict = FrameDurationProbe.verdict(asked: asked, intervals: free, nominal: p, step: step)
+        #expect(verdict.timing == nil)
+        if case .ignored(let why) = verdict { #expect(why.contains("did not follow")) } else { Issue.record("found honoured") }
+        // Too few frames to tell: not honoured.
+        #expect(FrameDurationProbe.verdict(asked: asked, intervals: [p, p], nominal: p, step: step).timing == nil)
+    }
+
+    @Test func theHandshakeOffersEveryYUV420SizeWithinTheDurationLimits() {
+        let listing = "YUV420 640x480,1280x720,1536x864; MJPEG 640x480; NV12 320x240-1920x1080"
+        let formats = LibcameraStreamFormats.handshake(listing, frameDurationLimits: 8_000...120_000_000)
+        #expect(formats.map { "\($0.width)x\($0.height)" } == ["640x480", "1280x720", "1536x864"])
+        #expect(formats.allSatisfy { $0.pixelFormat == "yuv420p" && $0.minFramePeriodMicroseconds == 8_000 })
+        #expect(LibcameraStreamFormats.yuv420Sizes("YUV420 320x240-1920x1080").map(\.width) == [320, 1920])
+        #expect(LibcameraStreamFormats.handshake("MJPEG 640x480", frameDurationLimits: nil).isEmpty)
+        #expect(LibcameraStreamFormats.handshake("YUV420 640x480", frameDurationLimits: nil).first?.maxFramePeriodMicroseconds == 33_333)
+    }
+
+    @Test func aLibcameraDeviceIsWrittenWithItsPipelineAndID() throws {
+        let device = DeviceIdentity(driver: "libcamera", model: "imx708", pipeline: "rpi/pisp", cameraID: "/base/x/imx708@1a")
+        let json = String(decoding: try JSONEncoder().encode(device), as: UTF8.self)
+        #expect(json.contains("\"pipeline\":\"rpi\\/pisp\"") && json.contains("\"id\":\"\\/base\\/x\\/imx708@1a\"") && json.contains("\"model\":\"imx708\""))
+    }
+}
