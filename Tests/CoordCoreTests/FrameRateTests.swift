@@ -57,7 +57,7 @@ import Testing
             #expect(grid.nearestGroup(to: grid.instant(ofGroup: g)) == g)
             g += g < 1_000 ? 1 : 997
         }
-        // A day of groups is 86 400 s minus nothing: 2 589 410 groups take 86 399.99 s, where the rounded period would be 8.6 s late.
+        // A day of groups is 86 400 s minus nothing: 2 589 410 groups take 86 399.99 s, where the rounded period would be 0.86 s late.
         #expect(abs(grid.instant(ofGroup: day) - 5_000_000 - Int64(Double(day) * 1_001_000_000 / 30_000)) <= 1)
         #expect(day * 33_367 - (grid.instant(ofGroup: day) - 5_000_000) > 800_000)
         // Half way between groups goes to the later; just before it, the earlier; before t0 too.
