@@ -118,6 +118,8 @@ public protocol CameraSource: AnyObject {
     func requestNextFramePeriod(_ microseconds: Double) -> Bool
     /// How many frames later and in what steps a requested duration applies (the phase law counts on it).
     var frameDurationTiming: FrameDurationTiming { get }
+    /// Why it free-runs, if it says.
+    var freeRunReason: String? { get }
     /// What the camera is, as its driver names it (the manifest's `device`).
     var identity: DeviceIdentity { get }
 }
@@ -127,6 +129,8 @@ extension CameraSource {
     public func settlePhase(on anchor: GridAnchor) {}
     /// A source takes a requested duration for its very next frame, any number of µs, unless it says otherwise.
     public var frameDurationTiming: FrameDurationTiming { .immediate }
+    /// Why a source that free-runs does (one clause), where the arm warning should say more than its kind.
+    public var freeRunReason: String? { nil }
 }
 
 /// A camera whose picture controls (exposure, gain, white balance, focus) can be set while it runs.

@@ -77,6 +77,10 @@ public final class LibcameraCamera: CameraSource, ControllableCamera, @unchecked
     }
     public var canSteerPhase: Bool { honour.timing != nil }
     public var frameDurationTiming: FrameDurationTiming { honour.timing ?? .immediate }
+    public var freeRunReason: String? {
+        guard case .ignored(let why) = honour else { return nil }
+        return "libcamera camera \(cameraID) (pipeline \(info.pipeline.rawValue)) did not honour FrameDurationLimits when measured at arm: \(why)"
+    }
 
     public var controlRanges: ControlRanges {
         ControlRanges(exposureMicroseconds: info.controls.contains("ExposureTime") ? 10...max(10, Int(periodMicroseconds)) : nil,

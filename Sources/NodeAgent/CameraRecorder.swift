@@ -81,6 +81,8 @@ final class CameraRecorder: Sendable {
     private let canShiftPhase: Bool
     /// The source takes frame-duration requests at all (false for a V4L2 camera).
     private let canSteer: Bool
+    /// Why a source that could steer does not (a libcamera camera that did not follow FrameDurationLimits at arm).
+    private let freeRunReason: String?
     private let shared: SharedBox
     /// Entered when the recorder's thread starts, left when its files are final.
     private let running = DispatchGroup()
@@ -104,6 +106,7 @@ final class CameraRecorder: Sendable {
                                     maxPeriodMicroseconds: source.maxPeriodMicroseconds,
                                     timing: source.frameDurationTiming)
         canSteer = source.canSteerPhase
+        freeRunReason = source.freeRunReason
         canShiftPhase = canSteer && phase.canShiftPhase
         let mkvURL = directory.appendingPathComponent("\(settings.camera).mkv")
         let csvURL = directory.appendingPathComponent("\(settings.camera).frames.csv")
@@ -125,6 +128,9 @@ final class CameraRecorder: Sendable {
         let rate = settings.recordEvery > 1 ? String(format: "%.3g", settings.capturedFPS) : "\(settings.fps)"
         if !canSteer, case .accepted = shared.update({ $0.rePhasing }) {
             return "camera \(node)/\(settings.camera) free-runs once streaming at \(rate) fps but takes a new frame interval while it streams (as vivid does): the node re-phases it onto the grid, one frame at another interval, whenever its measured phase strays past a tenth of a frame; frames.csv and the sync report give the measured phase."
+        }
+        if !canSteer, let why = freeRunReason {
+            return "camera \(node)/\(settings.camera) free-runs at \(rate) fps: \(why); its stream was started as near the grid as it could be, and its phase drifts by its rate error through the take; frames.csv and the sync report give the measured phase, not the target."
         }
         if !canSteer {
             if case .refused(let why) = shared.update({ $0.rePhasing }) {
