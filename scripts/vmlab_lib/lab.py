@@ -12,7 +12,7 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-from . import image
+from . import image, usb
 from .image import Artefacts, LabError, log, run
 from .vm import SNAPSHOTS, VM
 
@@ -58,11 +58,16 @@ class Lab:
         self.restored: dict[str, bool] = {}
         self.public_keys: dict[str, str] = {}
         self.arming_retries = 0
+        self.kinds = {"camera": "vivid", "mic": "dummy"}
 
     # --- making one -------------------------------------------------------------------------------------------
     @classmethod
     def up(cls, run_dir: Path, count: int, debs: dict[str, Path], *, clocksource: str | None = None,
-           camera: dict | None = None, start_nodes: bool = True) -> "Lab":
+           camera: dict | None = None, start_nodes: bool = True, camera_kind: str = "vivid",
+           mic_kind: str = "dummy") -> "Lab":
+        """camera_kind vivid|uvc and mic_kind dummy|aloop|uac2 (CONTRACT §16): uvc and uac2 are gadgets on the lab's
+        own dummy_hcd (usb.py), bound in the same guest by uvcvideo and snd-usb-audio."""
+        usb.check_kinds(camera_kind, mic_kind)
         art = image.build()
         run_dir.mkdir(parents=True, exist_ok=True)
         share = run_dir / "share"
@@ -77,8 +82,11 @@ class Lab:
             keys.mkdir(exist_ok=True)
             run([host / "usr/bin/coord", "keys", "new", "coordinator", "--dir", keys])
         shutil.copy2(keys / "coordinator.key", share / "coordinator.key")
+        if camera_kind == "uvc" or mic_kind == "uac2":
+            usb.share_usb(share, art.release)
         vms = [VM(f"vm{i + 1}", run_dir, art, clocksource=clocksource) for i in range(count)]
         lab = cls(run_dir, vms, art)
+        lab.kinds = {"camera": camera_kind, "mic": mic_kind}
         try:
             for vm in vms:
                 vm.start()
@@ -92,7 +100,7 @@ class Lab:
                 lab.restored[vm.name] = vm.restored
                 if SNAPSHOTS and not vm.restored:
                     log(f"{vm.name}: state saved for the next lab in {vm.save_snapshot():.1f} s")
-                lab.install(vm, camera=camera)
+                lab.install(vm, camera=camera, camera_kind=camera_kind, mic_kind=mic_kind)
                 if start_nodes:
                     lab.start_node(vm)
             with ThreadPoolExecutor(max_workers=len(vms)) as pool:
@@ -105,22 +113,29 @@ class Lab:
             raise
         return lab
 
-    def install(self, vm: VM, camera: dict | None = None) -> None:
-        """dpkg -i the packages, load vivid, snd-dummy and snd-aloop, write the node file and enrol the keys."""
+    def install(self, vm: VM, camera: dict | None = None, camera_kind: str = "vivid", mic_kind: str = "dummy") -> None:
+        """dpkg -i the packages, load vivid (or start the USB gadgets), snd-dummy and snd-aloop, write the node file
+        and enrol the keys."""
         vm.sh("mkdir -p /mnt/host && (mountpoint -q /mnt/host || "
               "mount -t 9p -o trans=virtio,version=9p2000.L,ro host /mnt/host)")
         # xz under TCG: 3-6 minutes on the loaded machine.
         vm.sh("dpkg -i /mnt/host/debs/coord-node_*.deb /mnt/host/debs/coord_*.deb", timeout=900)
         # One capture node only (node_types=1): no output, radio or SDR devices beside it.
-        vm.sh("modprobe vivid n_devs=1 node_types=0x1 && modprobe snd-dummy && modprobe snd-aloop && udevadm settle")
-        cam = {"name": "cam0", "v4l2": "/dev/video0"} | (camera or {})
+        vivid = "modprobe vivid n_devs=1 node_types=0x1 && " if camera_kind == "vivid" else ""
+        vm.sh(vivid + "modprobe snd-dummy && modprobe snd-aloop && udevadm settle")
+        usb_camera, usb_mic = usb.start_gadgets(vm, camera_kind, mic_kind)
+        cam = (usb_camera or {"name": "cam0", "v4l2": "/dev/video0"}) | (camera or {})
+        mic = usb_mic or MIC_DEVICE
+        if mic_kind == "aloop":  # the click train into snd-aloop's playback side, recorded from its other side
+            self.play_clicks(vm)
+            mic = "hw:Loopback,1,0"
         node_file = (
             "version: 1\n"
             f"name: {vm.name}\n"
             "endpoint: tcp://0.0.0.0:5710\n"
             "staging: /var/lib/coord-node\n"
             f"cameras:\n  - {json.dumps(cam)}\n"
-            f"audio:\n  - {{name: mic0, alsa: \"{MIC_DEVICE}\"}}\n"
+            f"audio:\n  - {{name: mic0, alsa: \"{mic}\"}}\n"
             "keys:\n  cert: /etc/coord-node/node.key_secret\n  authorized: /etc/coord-node/authorized\n"
         )
         vm.sh(f"cat > /etc/coord-node/node.yaml <<'EOF'\n{node_file}EOF\n"
@@ -197,7 +212,8 @@ class Lab:
     def report(self) -> dict:
         return {"vms": [{"name": vm.name, "kernel": vm.sh("uname -r").strip(), "systemd": self.systemd(vm),
                          "boot_s": round(self.boot_seconds.get(vm.name, 0.0), 2),
-                         "restored": self.restored.get(vm.name, False)} for vm in self.vms]}
+                         "restored": self.restored.get(vm.name, False), "camera": self.kinds["camera"],
+                         "mic": self.kinds["mic"], "gadgets": usb.gadget_reports(vm)} for vm in self.vms]}
 
     # --- a real card's click train and a kernel's own clock rate (issue 26 items 3 and 5) ------------------------
     def play_clicks(self, vm: VM, device: str = "hw:Loopback,0,0") -> None:
@@ -227,6 +243,11 @@ class Lab:
         vm.sh(f"sed -i 's|alsa: \"[^\"]*\"|alsa: \"{device}\"|' /etc/coord-node/node.yaml && "
               "systemctl restart coord-node", timeout=240)
 
+    def use_camera(self, vm: VM, device: str, restart: bool = True) -> None:
+        """Points the node file's camera at the V4L2 node `device` (and restarts the node unless told not to)."""
+        vm.sh(f"sed -i 's|\"v4l2\": \"[^\"]*\"|\"v4l2\": \"{device}\"|' /etc/coord-node/node.yaml"
+              + (" && systemctl restart coord-node" if restart else ""), timeout=240)
+
     def set_clock_rate(self, vm: VM, ppm: float) -> float:
         """Sets the guest kernel's frequency offset (adjtimex ADJ_FREQUENCY, as `adjtimex --frequency`): its
         CLOCK_MONOTONIC then runs `ppm` fast against the host's. Returns the kernel's value read back."""
@@ -245,7 +266,8 @@ class Lab:
         state = {"vms": [{"name": v.name, "node_port": v.node_port, "clocksource": v.clocksource,
                           "pid": int(v.pidfile.read_text()) if v.pidfile.exists() and v.pidfile.read_text().strip()
                           else (v.proc.pid if v.proc else None)} for v in self.vms],
-                 "public_keys": self.public_keys, "boot_seconds": self.boot_seconds, "restored": self.restored}
+                 "public_keys": self.public_keys, "boot_seconds": self.boot_seconds, "restored": self.restored,
+                 "kinds": self.kinds}
         (self.dir / "lab.json").write_text(json.dumps(state, indent=2) + "\n")
 
     @classmethod
@@ -261,6 +283,7 @@ class Lab:
         lab.public_keys = state.get("public_keys", {})
         lab.boot_seconds = state.get("boot_seconds", {})
         lab.restored = state.get("restored", {})
+        lab.kinds = state.get("kinds", lab.kinds)
         return lab
 
     def down(self, keep_disks: bool = False) -> None:
@@ -320,12 +343,12 @@ def _usec(text: str) -> int:
 
 
 def take(out_dir: Path, count: int, seconds: float, debs: dict[str, Path], *, keep: bool = False,
-         clocksource: str | None = None) -> int:
+         clocksource: str | None = None, camera: str = "vivid", mic: str = "dummy") -> int:
     """CONTRACT §11's `take`: prints the take directory as its last stdout line; exit 0 only when complete."""
     out_dir.mkdir(parents=True, exist_ok=True)
     run_dir = out_dir / ".vmlab"
     t0 = time.monotonic()
-    lab = Lab.up(run_dir, count, debs, clocksource=clocksource)
+    lab = Lab.up(run_dir, count, debs, clocksource=clocksource, camera_kind=camera, mic_kind=mic)
     try:
         lab.write_rig(takes_dir=out_dir)
         log(f"{count} node(s) ready after {time.monotonic() - t0:.1f} s; recording {seconds:g} s")

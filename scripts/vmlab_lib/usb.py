@@ -10,6 +10,7 @@ with insmod only when a USB case asks: the image and its saved states stay as th
 from __future__ import annotations
 
 import hashlib
+import json
 import shutil
 import subprocess
 import tempfile
@@ -61,4 +62,69 @@ def dummy_hcd(release: str, lab: Path = LAB) -> Path:
         partial = out.with_suffix(".partial")
         shutil.copy2(build / "dummy_hcd.ko", partial)
         partial.rename(out)
+    return out
+
+
+CAMERAS = ("vivid", "uvc", "libcamera")
+MICS = ("dummy", "aloop", "uac2")
+# The gadgets' UDCs: dummy_hcd num=2 makes two controllers, one device each.
+UVC_UDC, UAC2_UDC = "dummy_udc.0", "dummy_udc.1"
+
+
+def check_kinds(camera: str, mic: str) -> None:
+    if camera not in CAMERAS:
+        raise LabError(f"--camera must be one of {', '.join(CAMERAS)}, not {camera!r}.")
+    if mic not in MICS:
+        raise LabError(f"--mic must be one of {', '.join(MICS)}, not {mic!r}.")
+    if camera == "libcamera":
+        raise LabError("--camera libcamera is not built yet: the lab's libcamera needs the dummy controller "
+                       "under a PCI parent (issue 37 item 4); use --camera uvc or vivid.")
+
+
+def share_usb(share: Path, release: str) -> None:
+    """Puts the patched dummy_hcd.ko and the gadget programs into the lab's 9p share."""
+    shutil.copy2(dummy_hcd(release), share / "dummy_hcd.ko")
+    for name in ("uvc_gadget.py", "uac2_gadget.py", "clicks.py"):
+        shutil.copy2(Path(__file__).resolve().parent / "guest" / name, share / name)
+
+
+def start_gadgets(vm, camera: str, mic: str) -> tuple[dict | None, str | None]:
+    """Loads the lab's dummy_hcd in `vm` and starts the gadget programs the kinds ask for, as transient systemd
+    units; returns the node file's camera ({v4l2: the uvcvideo node}) and microphone (`hw:ID,0,0` of the USB
+    card), None for what is not a USB device."""
+    if camera != "uvc" and mic != "uac2":
+        return None, None
+    # The stock dummy_hcd would not bind the gadgets (no isochronous endpoints); ours loads in its place and
+    # taints the kernel (out of tree, unsigned). The host-side drivers, uvcvideo and snd-usb-audio, are Debian's.
+    vm.sh("[ -e /sys/class/udc/dummy_udc.0 ] || { modprobe -a udc_core usbcore && insmod /mnt/host/dummy_hcd.ko num=2; }")
+    cam_entry, mic_device = None, None
+    if camera == "uvc":
+        vm.sh("systemctl stop vmlab-uvc 2>/dev/null; systemctl reset-failed vmlab-uvc 2>/dev/null; "
+              "systemd-run --unit=vmlab-uvc --collect -p Nice=-15 python3 /mnt/host/uvc_gadget.py "
+              f"--udc {UVC_UDC} --report /run/vmlab-uvc.json")
+        node = vm.sh("for i in $(seq 600); do for p in /dev/v4l/by-id/usb-coord_vmlab_SYNCSTRIPE*-video-index0; do "
+                     "[ -e \"$p\" ] && { echo $p; exit 0; }; done; sleep 0.1; done; "
+                     "systemctl status vmlab-uvc --no-pager -n 20; exit 1", timeout=90).strip()
+        cam_entry = {"name": "cam0", "v4l2": node}
+    if mic == "uac2":
+        vm.sh("systemctl stop vmlab-uac2 2>/dev/null; systemctl reset-failed vmlab-uac2 2>/dev/null; "
+              "systemd-run --unit=vmlab-uac2 --collect -p Nice=-15 python3 /mnt/host/uac2_gadget.py "
+              f"--udc {UAC2_UDC} --report /run/vmlab-clicks.json")
+        card = vm.sh("for i in $(seq 600); do for c in /proc/asound/card[0-9]*; do "
+                     "[ \"$(cat $c/usbid 2>/dev/null)\" = 1d6b:0101 ] && { cat $c/id; exit 0; }; done; sleep 0.1; "
+                     "done; systemctl status vmlab-uac2 --no-pager -n 20; exit 1", timeout=90).strip()
+        mic_device = f"hw:{card},0,0"
+    return cam_entry, mic_device
+
+
+def gadget_reports(vm) -> dict:
+    """The gadget programs' own figures (the webcam's sensor: ppm, start, period, frames; the click player's)."""
+    out = {}
+    for key, path in (("uvc", "/run/vmlab-uvc.json"), ("clicks", "/run/vmlab-clicks.json")):
+        text = vm.sh(f"cat {path} 2>/dev/null || true").strip()
+        if text:
+            try:
+                out[key] = json.loads(text)
+            except ValueError:
+                pass
     return out
