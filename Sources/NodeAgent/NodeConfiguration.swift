@@ -119,7 +119,7 @@ public struct NodeConfiguration: Sendable {
         if let clash = micNames.first(where: names.contains) {
             return "node \(name) has a camera and a microphone both named \(clash); every file of a node needs its own name."
         }
-        if names.isEmpty { return "node \(name) has no cameras: give --synthetic NAME[,NAME…], --v4l2 NAME=/dev/videoN, --genicam NAME=DEVICE_ID or --libcamera NAME=CAMERA_ID." }
+        if names.isEmpty { return "node \(name) has no cameras: give --synthetic NAME[,NAME…], --v4l2 NAME=/dev/videoN or --genicam NAME=DEVICE_ID." }
         if security == nil && !insecure {
             // An empty endpoint binds nothing (calibration, the fuzzer's agent): nothing to refuse.
             for endpoint in [endpoint] + [previewBindEndpoint].compactMap({ $0 }) where !endpoint.isEmpty && !Self.isLoopback(endpoint) {
