@@ -247,13 +247,24 @@ struct Plan: AsyncParsableCommand {
     @Option(help: "Frame rate, \(frameRateHelp) (default: the rig's take.fps, else 30).") var fps: String?
     @Option(help: "Frame size, WxH (default: the rig's take.size, else 640x480).") var size: String?
     @Option(help: "Codec: mjpeg, ffv1 or h264 (default: the rig's take.codec, else mjpeg).") var codec: String?
+    @Flag(help: "Plan a shot of stills (coord snap): its span's budget and its bytes against the disks.") var snap = false
+    @Option(help: "With --snap: shots in the burst.") var count: Int = 1
+    @Option(help: "With --snap: milliseconds between shots.") var every: Int?
+    @Option(help: "With --snap: png, tiff or jpeg.") var format: String = "png"
 
     func run() async throws {
         bootstrapLogging(false)
         let file = try loadRig(rig)
         var request = try takeRequest(file, name: nil, seconds: seconds ?? 1, takesDir: nil, fps: fps, size: size, codec: codec)
         request.untilStopped = seconds == nil
-        let outcome = try await RigPlan.run(file.spec, request: request, fit: fit)
+        let outcome: RigPlan.Outcome
+        if snap {
+            request.untilStopped = false
+            let shot = try snapPlan(count: count, every: every, fps: request.fps, size: nil, format: format)
+            outcome = try await SnapPlanning.run(file.spec, request: request, plan: shot)
+        } else {
+            outcome = try await RigPlan.run(file.spec, request: request, fit: fit)
+        }
         print(outcome.text)
         if let refusal = outcome.refusal {
             throw CoordError(.overBudget, "\(refusal)")

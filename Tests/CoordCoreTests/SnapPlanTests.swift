@@ -110,3 +110,33 @@ import Testing
         #expect(plan.spanGroups == first + Int64(count - 1) * plan.stride + 1)
     }
 }
+
+@Suite struct SnapBudgetTests {
+    let node = SnapBudget.Node(name: "pi-1", freeDiskBytes: 10_000_000_000, sizes: [(width: 4056, height: 3040)], ffv1BytesPerPixel: 0.6)
+
+    @Test func aShotThatFitsSaysWhatItTakesWhere() throws {
+        let plan = try SnapPlan(count: 5, everyMilliseconds: 200, fps: 30)
+        let budget = SnapBudget(plan: plan, recordEvery: 2, nodes: [node], takesDirectory: "/takes", takesFreeBytes: 50_000_000_000)
+        #expect(budget.refusal == nil)
+        // 25 groups, one in 2 a new frame: 13 frames of 12.3 Mpx at 0.6 bytes a pixel on the node.
+        #expect(budget.lines.contains { $0.contains("25 group(s), 13 new frame(s) a camera") })
+        #expect(budget.lines.contains { $0.hasPrefix("  pi-1: span 96.2 MB") })
+        #expect(budget.lines.last == "the shot fits its disks.")
+    }
+
+    @Test func aFullStagingDiskRefusesNamingTheNode() throws {
+        var small = node
+        small.freeDiskBytes = 50_000_000
+        let budget = SnapBudget(plan: try SnapPlan(fps: 30), recordEvery: 1, nodes: [small], takesDirectory: "/takes", takesFreeBytes: nil)
+        #expect(budget.refusal == nil)
+        small.freeDiskBytes = 1_000_000
+        let refused = SnapBudget(plan: try SnapPlan(fps: 30), recordEvery: 1, nodes: [small], takesDirectory: "/takes", takesFreeBytes: nil)
+        #expect(refused.refusal == "node pi-1 has 1.0 MB free on its staging disk but the shot's span takes 7.5 MB.")
+    }
+
+    @Test func aTakesDirectoryTooSmallForTheStillsRefuses() throws {
+        let plan = try SnapPlan(count: 10, everyMilliseconds: 100, fps: 30, format: "tiff")
+        let budget = SnapBudget(plan: plan, recordEvery: 1, nodes: [node, node], takesDirectory: "/takes", takesFreeBytes: 500_000_000)
+        #expect(budget.refusal?.hasPrefix("the takes directory /takes has 500 MB free but the shot needs up to ") == true)
+    }
+}

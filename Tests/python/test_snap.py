@@ -173,6 +173,12 @@ def test_coord_snap_on_a_rig_of_real_nodes_writes_one_tiff_per_camera(tmp_path):
                        "      - name: cam0\n        size: 1280x720\n      - name: cam1\n"
                        f"  - name: right\n    endpoint: {nodes[1].endpoint}\n"
                        "take:\n  size: 320x240\n")
+        # The plan first: the span's budget and the shot's bytes against the staging disks and the takes directory.
+        r = subprocess.run([COORD, "plan", "--rig", str(rig), "--snap", "--count", "5", "--every", "200", "--format", "tiff"],
+                           capture_output=True, text=True, timeout=60)
+        assert r.returncode == 0, r.stdout + r.stderr
+        assert "the shot: 5 shot(s) of 3 camera(s), tiff" in r.stdout and "the shot fits its disks." in r.stdout, r.stdout
+        assert "  left: span " in r.stdout and "collection into " in r.stdout, r.stdout
         r = subprocess.run([COORD, "snap", "--rig", str(rig), "--name", "turntable", "--format", "tiff",
                             "--takes-dir", str(tmp_path / "takes")], capture_output=True, text=True, timeout=180)
         assert r.returncode == 0, r.stderr[-3000:]
