@@ -99,6 +99,8 @@ public struct DeliverPlan: Equatable, Sendable {
     public static let record = "deliver/deliver.json"
 
     public var takeID: String
+    /// The take's name (the rig's `--name`): the scene in the FCPXML's and the WAVs' metadata.
+    public var takeName = ""
     /// The whole rate (30 at 29.97): the timecode's frames a second.
     public var fps: Int
     /// The take's exact rate (CONTRACT §13).
@@ -181,6 +183,7 @@ public struct DeliverPlan: Equatable, Sendable {
                                startFrameOfDay: tc.frameOfDay, movs: movs, wavs: wavs, notes: notes)
         plan.rate = take
         plan.markers = EditorMarker.events(manifest)
+        plan.takeName = manifest.name
         return .success(plan)
     }
 

@@ -31,6 +31,8 @@ public enum FCPXMLDocument {
                         <media-rep kind="original-media" src="\(e(XMLText.relativeURL(mov.output)))"/>
                         <metadata>
                             <md key="com.apple.proapps.studio.reel" value="\(e(mov.reel))"/>
+                            <md key="com.apple.proapps.studio.scene" value="\(e(plan.takeName))"/>
+                            <md key="com.apple.proapps.studio.shot" value="\(e(String(plan.takeID.suffix(6))))"/>
                             <md key="com.apple.proapps.studio.angle" value="\(e("\(mov.node)/\(mov.camera)"))"/>
                         </metadata>
                     </asset>

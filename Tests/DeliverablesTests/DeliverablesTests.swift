@@ -220,6 +220,9 @@ import Testing
         #expect(try document.nodes(forXPath: "//mc-angle[@angleID='sync-sound']/asset-clip[@ref='a1']").count == 1)
         let reels = try document.nodes(forXPath: "//asset/metadata/md[@key='com.apple.proapps.studio.reel']/@value").compactMap(\.stringValue)
         #expect(reels == ["20260312-141500-s-0a1b2c_n1_cam0", "20260312-141500-s-0a1b2c_n2_cam0"])
+        // Scene and take as the WAVs' iXML says them: the take's name, its id's last six hex digits.
+        #expect(try document.nodes(forXPath: "//asset/metadata/md[@key='com.apple.proapps.studio.scene']/@value").compactMap(\.stringValue) == ["s", "s"])
+        #expect(try document.nodes(forXPath: "//asset/metadata/md[@key='com.apple.proapps.studio.shot']/@value").compactMap(\.stringValue) == ["0a1b2c", "0a1b2c"])
     }
 
     @Test func fcp7XMLHasATrackPerCameraAndMicEveryClipAtZero() throws {
