@@ -183,8 +183,13 @@ extension MultiviewExport {
             stream.pointee.r_frame_rate = rate
             av_dict_set(&stream.pointee.metadata, "timecode", movie.timecode, 0)
             let encoder = Encoder(cc, stream, counts: true)
-            try check(avcodec_open2(cc, codec, nil), "avcodec_open2(libx264)")
-            try check(avcodec_parameters_from_context(stream.pointee.codecpar, cc), "avcodec_parameters_from_context")
+            do throws(Failure) {
+                try check(avcodec_open2(cc, codec, nil), "avcodec_open2(libx264)")
+                try check(avcodec_parameters_from_context(stream.pointee.codecpar, cc), "avcodec_parameters_from_context")
+            } catch {
+                encoder.free()
+                throw error
+            }
             return encoder
         }
 
@@ -207,8 +212,13 @@ extension MultiviewExport {
             if writer.wantsGlobalHeader { cc.pointee.flags |= cff_AV_CODEC_FLAG_GLOBAL_HEADER }
             stream.pointee.time_base = cc.pointee.time_base
             let encoder = Encoder(cc, stream, counts: false)
-            try check(avcodec_open2(cc, codec, nil), "avcodec_open2(aac)")
-            try check(avcodec_parameters_from_context(stream.pointee.codecpar, cc), "avcodec_parameters_from_context")
+            do throws(Failure) {
+                try check(avcodec_open2(cc, codec, nil), "avcodec_open2(aac)")
+                try check(avcodec_parameters_from_context(stream.pointee.codecpar, cc), "avcodec_parameters_from_context")
+            } catch {
+                encoder.free()
+                throw error
+            }
             return encoder
         }
 
