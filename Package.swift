@@ -40,11 +40,13 @@ let package = Package(
         .systemLibrary(name: "CAravis", path: "Sources/CAravis", pkgConfig: "aravis-0.8",
                        providers: [.apt(["libaravis-dev", "libusb-1.0-0-dev", "zlib1g-dev"])]),
         .systemLibrary(name: "CXXHash", path: "Sources/CXXHash", pkgConfig: "libxxhash", providers: [.apt(["libxxhash-dev"])]),
+        // The kernel's GPIO v2 character-device uAPI (<linux/gpio.h>, no library): trigger outputs (GPIOLine).
+        .systemLibrary(name: "CGPIO", path: "Sources/CGPIO"),
 
         // One Swift funnel per C library.
         .target(name: "ZeroMQ", dependencies: ["CZeroMQ", "Platform"]),
         // Host clocks, sleeping to an instant, eventfd wake-ups, file checksums (SHA-256, and xxh128 through libxxhash).
-        .target(name: "Platform", dependencies: ["CXXHash", .product(name: "Crypto", package: "swift-crypto")]),
+        .target(name: "Platform", dependencies: ["CXXHash", "CGPIO", .product(name: "Crypto", package: "swift-crypto")]),
         .target(name: "V4L2", dependencies: ["CV4L2"]),
         // A V4L2 driver in Swift for machines without cameras (tests and `coord-node-scripted --v4l2-script`).
         .target(name: "V4L2Simulator", dependencies: ["V4L2", "CV4L2", "CoordCore", "Platform"]),

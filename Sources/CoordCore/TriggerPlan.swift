@@ -1,0 +1,153 @@
+/// A trigger output of a node (CONTRACT §17): a GPIO line that emits one pulse per group during a take.
+public struct TriggerOutput: Equatable, Sendable, Codable {
+    public enum Active: String, Equatable, Sendable, Codable { case high, low }
+    public var name: String
+    /// The GPIO character device (`/dev/gpiochipN`) and the line's offset on it.
+    public var chip: String
+    public var line: UInt32
+    public var widthMicroseconds: Int64
+    public var active: Active
+    public init(name: String, chip: String, line: UInt32, widthMicroseconds: Int64, active: Active) {
+        self.name = name; self.chip = chip; self.line = line; self.widthMicroseconds = widthMicroseconds; self.active = active
+    }
+}
+
+/// A camera exposed by an output's pulses (the node file's per-camera `trigger:`): its trigger input and edge, and
+/// the delay from the edge to the start of exposure.
+public struct CameraTrigger: Equatable, Sendable, Codable {
+    public var output: String
+    public var source: String
+    public var activation: String
+    public var delayMicroseconds: Int64
+    public init(output: String, source: String = "Line0", activation: String = "RisingEdge", delayMicroseconds: Int64 = 0) {
+        self.output = output; self.source = source; self.activation = activation; self.delayMicroseconds = delayMicroseconds
+    }
+}
+
+/// One pulse of an output: the group it exposes and its leading edge and end on the rig timebase.
+public struct TriggerPulse: Equatable, Sendable {
+    public var group: Int64
+    public var edge: Int64
+    public var end: Int64
+}
+
+/// Where an output's pulses fall (pure): group g's edge is the grid instant minus the trigger-to-exposure delay and
+/// half the exposure, so the exposure's centre lands on the grid. Pulses run from the start group to the last
+/// group of the take (the stop group is exclusive, as GroupAssigner's), so a take of N groups has exactly N pulses,
+/// and none outside it.
+public struct TriggerSchedule: Equatable, Sendable {
+    public let grid: FrameGrid
+    /// Delay + exposure/2: how far ahead of its group instant an edge goes.
+    public let leadMicroseconds: Int64
+    public let widthMicroseconds: Int64
+    public let startGroup: Int64
+    /// Exclusive; nil until the take's stop is known.
+    public private(set) var stopGroup: Int64?
+
+    public init(grid: FrameGrid, delayMicroseconds: Int64, exposureMicroseconds: Int64, widthMicroseconds: Int64,
+                startGroup: Int64 = 0, stopGroup: Int64? = nil) {
+        self.grid = grid
+        leadMicroseconds = delayMicroseconds + exposureMicroseconds / 2
+        self.widthMicroseconds = widthMicroseconds
+        self.startGroup = startGroup
+        self.stopGroup = stopGroup.map { max($0, startGroup) }
+    }
+
+    /// The intended pulse of `group`, or nil outside the take.
+    public func pulse(ofGroup group: Int64) -> TriggerPulse? {
+        guard group >= startGroup, stopGroup.map({ group < $0 }) ?? true else { return nil }
+        let edge = grid.instant(ofGroup: group) - leadMicroseconds
+        return TriggerPulse(group: group, edge: edge, end: edge + widthMicroseconds)
+    }
+
+    /// The first pulse whose edge is not before `time` (nil when the take has no more).
+    public func nextPulse(atOrAfter time: Int64) -> TriggerPulse? {
+        var group = max(startGroup, grid.nearestGroup(to: time + leadMicroseconds) - 1)
+        while let p = pulse(ofGroup: group) {
+            if p.edge >= time { return p }
+            group += 1
+        }
+        return nil
+    }
+
+    /// The take's stop (exclusive); pulses already past it are not taken back.
+    public mutating func stop(at group: Int64) { stopGroup = max(group, startGroup) }
+
+    /// How many pulses the whole take has (nil until stopped).
+    public var pulseCount: Int64? { stopGroup.map { $0 - startGroup } }
+
+    /// The widest pulse an output may have at `rate`: under one frame period, or there is no gap between pulses.
+    public static func widthProblem(output: String, widthMicroseconds: Int64, rate: FrameRate) -> String? {
+        guard widthMicroseconds > 0 else { return "trigger output \(output): width_us must be a positive number of µs, not \(widthMicroseconds)." }
+        let period = rate.periodMicroseconds
+        guard widthMicroseconds < period else {
+            return "trigger output \(output): width_us \(widthMicroseconds) is not shorter than the frame period (\(period) µs at \(rate) fps)."
+        }
+        return nil
+    }
+}
+
+/// The pulses' timing error, actual − intended edge, in µs: p50 and p99 of the magnitudes and the largest.
+public struct TriggerTiming: Equatable, Sendable, Codable {
+    public var p50: Int64
+    public var p99: Int64
+    public var max: Int64
+    public init(p50: Int64, p99: Int64, max: Int64) { self.p50 = p50; self.p99 = p99; self.max = max }
+    public init(errors: [Int64]) {
+        let p = Percentiles(of: errors.map { Swift.abs($0) })
+        self.init(p50: p.p50, p99: p.p99, max: p.max)
+    }
+}
+
+/// Matches a triggered camera's frames to the pulses that exposed them (pure), in arrival order: a frame goes to the
+/// pulse whose expected exposure centre (measured edge + delay + exposure/2) is nearest its own estimated centre,
+/// if that is within half a frame period and later than the last matched pulse. A frame with no such pulse is an
+/// extra frame (a spurious trigger or a free-running camera): dropped and counted. A pulse with no frame is a
+/// missed pulse: its group is filled by the recorder's GroupAssigner and flagged `dup`, as any drop.
+public struct TriggerMatcher: Sendable {
+    public enum Match: Equatable, Sendable {
+        /// The frame belongs to `group`; `center` is its exposure centre from the pulse's measured edge.
+        case pulse(group: Int64, center: Int64)
+        /// No pulse exposed this frame.
+        case extra
+    }
+    public let grid: FrameGrid
+    public let leadMicroseconds: Int64
+    /// Measured edges by group (rig timebase), as the generator reports them.
+    public private(set) var edges: [Int64: Int64] = [:]
+    public private(set) var lastGroup: Int64?
+    public private(set) var matched: Int64 = 0
+    public private(set) var extraFrames: Int64 = 0
+
+    public init(schedule: TriggerSchedule) {
+        grid = schedule.grid
+        leadMicroseconds = schedule.leadMicroseconds
+    }
+
+    /// The generator emitted `group`'s edge at `actual` (rig timebase).
+    public mutating func pulse(group: Int64, actual: Int64) { edges[group] = actual }
+
+    /// A frame whose exposure centre the camera's own timestamp puts at `center` (rig timebase).
+    public mutating func frame(center: Int64) -> Match {
+        let group = grid.nearestGroup(to: center)
+        let half = grid.periodMicroseconds / 2
+        // The pulse's expected centre, and its neighbours': a late pulse may sit nearer the next grid instant.
+        let candidates = [group - 1, group, group + 1].compactMap { g -> (Int64, Int64)? in
+            guard let edge = edges[g], lastGroup.map({ g > $0 }) ?? true else { return nil }
+            return (g, edge + leadMicroseconds)
+        }
+        guard let best = candidates.min(by: { Swift.abs($0.1 - center) < Swift.abs($1.1 - center) }),
+              Swift.abs(best.1 - center) < half else {
+            extraFrames += 1
+            return .extra
+        }
+        lastGroup = best.0
+        matched += 1
+        return .pulse(group: best.0, center: best.1)
+    }
+
+    /// Pulses emitted in `[start, stop)` with no frame: the missed pulses (after the take).
+    public func missedPulses(startGroup: Int64, stopGroup: Int64) -> Int64 {
+        Int64(edges.keys.filter { $0 >= startGroup && $0 < stopGroup }.count) - matched
+    }
+}
