@@ -13,7 +13,9 @@ struct Deliver: ParsableCommand {
         mov: deliver/<take-id>_<node>_<camera>.mov (QuickTime with a timecode track and the camera's reel name, one frame \
         per group; h264 re-wrapped, other codecs encoded per --video-codec) and deliver/<take-id>_<node>_<mic>.wav \
         (Broadcast WAV: bext TimeReference at group 0, origination date and time, iXML). fcpxml: <take-id>.fcpxml, a Final Cut Pro multicam clip. fcp7xml: <take-id>.xml for Premiere Pro. \
-        mhl: an ASC MHL history in ascmhl/ (xxh128 of every file; check it with the ASC's `ascmhl-debug verify TAKE_DIR`). A second \
+        mhl: an ASC MHL history in ascmhl/ (xxh128 of every file; check it with the ASC's `ascmhl-debug verify TAKE_DIR`). multiview (not made unless \
+        asked): deliver/<take-id>_multiview.mov, every camera of each group in one labelled H.264 frame (--layout grid|pip, \
+        --width) with the timecode burnt in and the microphones' mix. A second \
         run skips what is up to date. Every reference is relative to the take directory, so a copied take relinks.
         """)
 
