@@ -24,6 +24,7 @@ struct Snap: AsyncParsableCommand {
     @Flag(help: "Log the coordinator's debug output.") var verbose = false
 
     func run() async throws {
+        let began = ContinuousClock.now
         bootstrapLogging(verbose)
         let console = Console()
         let file = try loadRig(rig)
@@ -41,6 +42,8 @@ struct Snap: AsyncParsableCommand {
         } collectionInterrupted: { [rig] directory in
             "the files stay on the nodes. Finish with: coord collect --rig \(rig) \(directory.path)"
         }
+        let took = ContinuousClock.now - began
+        console.step("the shot took \(took.formatted(.units(allowed: [.seconds], fractionalPart: .show(length: 1)))) from the command: planning, clock alignment and arming come first, then \(plan.spanGroups) group(s) at \(template.fps) fps and collection")
         try finishSnap(outcome, plan: plan, console: console)
     }
 }
@@ -57,9 +60,6 @@ func snapPlan(count: Int, every: Int?, fps: Int, size: String?, format: String) 
 
 /// Keeps the shot's stills from a collected span and prints where they are and how simultaneous they were.
 func finishSnap(_ take: TakeOutcome, plan: SnapPlan, console: Console) throws {
-    if plan.size == .largest {
-        console.step("  note: --size max takes each camera at the size it records at; a still path at a larger mode is not there yet")
-    }
     let shot = try SnapSession.keepStills(take, plan: plan, console: console)
     let spread = shot.report.spreadMicroseconds
     console.result("""

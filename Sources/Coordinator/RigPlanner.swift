@@ -42,6 +42,9 @@ public enum RigPlanner {
             for (capability, entry) in chosen {
                 var width = request.width, height = request.height
                 if let size = entry?.size, let parsed = RigSpec.parseSize(size) { (width, height) = parsed }
+                if request.largestSize, let largest = largestSize(of: capability, fps: request.fps, every: request.recordEvery ?? 1) {
+                    (width, height) = largest
+                }
                 let every = request.recordEvery ?? entry?.maxFPS.map { Budget.recordEvery(fps: request.fps, cap: $0) } ?? 1
                 var settings = CameraSettings(camera: capability.name, ordinal: 0, width: width, height: height, fps: request.fps,
                                               codec: request.codec, recordEvery: every, controls: entry?.controls ?? CameraControls())
@@ -55,6 +58,16 @@ public enum RigPlanner {
             nodes.append(PlannedNode(name: name, resources: resources, cameras: cameras, preview: request.preview, microphones: mics))
         }
         return nodes
+    }
+
+    /// The largest size `capability` offers at `fps` with a sensor recording one group in `every` (by area; a range
+    /// format's upper bound); nil when no format runs at that rate.
+    static func largestSize(of capability: CameraCapabilities, fps: Int, every: Int) -> (width: Int, height: Int)? {
+        let period = FrameGrid.period(fps: fps) * Int64(max(every, 1))
+        return capability.formats
+            .filter { period >= $0.minFramePeriodMicroseconds && period <= $0.maxFramePeriodMicroseconds }
+            .map { (width: $0.width - $0.width % 2, height: $0.height - $0.height % 2) }
+            .max { $0.width * $0.height < $1.width * $1.height }
     }
 
     /// The outcome of the budget step: the plan to record, its budget, and what `--fit` changed.

@@ -32,6 +32,7 @@ public enum SnapSession {
             // One size for every camera: a rig file's own sizes give way to the operator's.
             request.camerasByEndpoint = request.camerasByEndpoint.mapValues { $0.map { var c = $0; c.size = nil; return c } }
         }
+        request.largestSize = plan.size == .largest
         return request
     }
 

@@ -39,6 +39,8 @@ public struct TakeRequest: Sendable {
     /// Every camera records one group in this many, whatever its rig-file cap (a shot of stills: only its groups need
     /// frames, so the sensors run slower and the encoders keep up); nil: as the rig file says.
     public var recordEvery: Int?
+    /// Every camera at the largest size it offers at the take's rate (`coord snap --size max`), not the take's size.
+    public var largestSize = false
     /// What the refusal of an over-budget rig suggests, as the end of its sentence.
     public var overBudgetHint = "coord plan --fit proposes changes that fit"
 

@@ -203,3 +203,25 @@ def test_coord_snap_on_a_rig_of_real_nodes_writes_one_tiff_per_camera(tmp_path):
     finally:
         for n in nodes:
             n.kill()
+
+
+def test_size_max_takes_each_camera_at_its_largest_mode(tmp_path):
+    """`--size max`: the synthetic camera's largest mode (3840x2160), at a rate its encoder holds (2 fps), whatever
+    the rig file's take.size says."""
+    from conftest import Node
+    node = Node(tmp_path, extra_args=["--name", "solo", "--synthetic", "cam0"])
+    try:
+        rig = tmp_path / "rig.yaml"
+        rig.write_text(f"version: 1\nnodes:\n  - name: solo\n    endpoint: {node.endpoint}\ntake:\n  fps: 2\n  size: 320x240\n")
+        r = subprocess.run([COORD, "snap", "--rig", str(rig), "--size", "max", "--takes-dir", str(tmp_path / "takes")],
+                           capture_output=True, text=True, timeout=180)
+        assert r.returncode == 0, r.stderr[-3000:]
+        assert "the shot took " in r.stderr and "planning, clock alignment and arming come first" in r.stderr
+        shot = next((tmp_path / "takes").iterdir())
+        manifest = json.loads((shot / "manifest.json").read_text())
+        [still] = manifest["stills"]
+        assert still["path"] == "solo/cam0.png" and (still["width"], still["height"]) == (3840, 2160)
+        assert probe_size(shot / still["path"]) == (3840, 2160)
+        assert stripe(shot / still["path"]) is not None
+    finally:
+        node.kill()
