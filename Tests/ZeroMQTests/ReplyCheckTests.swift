@@ -212,6 +212,20 @@ private func probe(_ t1: Int64, _ t2: Int64, _ t3: Int64) -> Coord_V1_ClockProbe
         #expect(control?.sentence == "node n1 sent Armed.devices[1].vendor with the control character U+0007; a device's name is printable text.")
     }
 
+    /// CONTRACT §16: a libcamera camera's device carries its pipeline and id through the Armed reply.
+    @Test func aLibcameraDeviceCarriesItsPipelineAndID() throws {
+        var armed = Coord_V1_Armed()
+        armed.takeID = "T1"
+        armed.cameras = ["pi"]
+        let pi = DeviceIdentity(driver: "libcamera", model: "imx708", pipeline: "rpi/pisp",
+                                cameraID: "/base/axi/pcie@120000/rp1/i2c@88000/imx708@1a")
+        armed.devices = [.init(camera: "pi", pi)]
+        #expect(try NodeReply.armed(armed, takeID: "T1", from: "node n1").cameraDevices["pi"] == pi)
+        armed.devices[0].cameraID = "imx708\u{1B}[2J"
+        let bad = fault { () throws(FieldFault) in _ = try NodeReply.armed(armed, takeID: "T1", from: "node n1") }
+        #expect(bad?.field == "Armed.devices[0].camera_id")
+    }
+
     @Test func chunksArmedControlsAndPreviewFramesAreChecked() throws {
         var chunk = Coord_V1_Chunk()
         chunk.path = "n1/cam0.mkv"
