@@ -40,6 +40,6 @@ public struct FrameCentres: Sendable, Equatable {
     public static func anchor(of grid: FrameGrid, group: Int64, mapping: ClockMapping) -> (instantLocal: Double, periodMicroseconds: Double) {
         let instant = Double(grid.instant(ofGroup: group))
         let first = mapping.local(fromRig: instant)
-        return (first, mapping.local(fromRig: instant + Double(grid.periodMicroseconds)) - first)
+        return (first, mapping.local(fromRig: instant + grid.exactPeriodMicroseconds) - first)
     }
 }

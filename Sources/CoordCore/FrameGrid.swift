@@ -22,6 +22,9 @@ public struct FrameGrid: Equatable, Sendable, Codable {
     /// The grid period for a frame rate, rounded to whole microseconds.
     public static func period(fps: Int) -> Int64 { (1_000_000 + Int64(fps) / 2) / Int64(fps) }
 
+    /// One group's length, unrounded at a non-integer rate (33 366.67 µs at 29.97): what a sensor runs.
+    public var exactPeriodMicroseconds: Double { rationalRate?.exactPeriodMicroseconds ?? Double(periodMicroseconds) }
+
     /// The grid's rate: its rational, or the whole rate of its period.
     public var rate: FrameRate { rationalRate ?? FrameRate(Timecode.fps(framePeriodMicroseconds: periodMicroseconds)) }
 

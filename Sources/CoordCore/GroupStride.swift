@@ -37,7 +37,10 @@ public struct GroupStride: Equatable, Sendable {
 
     /// The grid the sensor runs on: the fine grid's recorded instants, `every` periods apart.
     public func coarseGrid(of fine: FrameGrid) -> FrameGrid {
-        FrameGrid(t0: fine.instant(ofGroup: anchor), periodMicroseconds: fine.periodMicroseconds * every)
+        var coarse = FrameGrid(t0: fine.instant(ofGroup: anchor), periodMicroseconds: fine.periodMicroseconds * every)
+        // At 29.97 one group in k is 30000 / (1001 k) a second, exact as the fine grid is.
+        coarse.rationalRate = fine.rationalRate.flatMap { FrameRate(numerator: $0.numerator, denominator: $0.denominator * Int(every)) }
+        return coarse
     }
 }
 

@@ -87,7 +87,7 @@ public struct PhaseController: Sendable {
         let horizon = UInt32(timing.delayFrames + 1)
         inFlight = inFlight.filter { $0.key &- sequence >= 1 && $0.key &- sequence <= horizon }
         let x = elapsed
-        elapsed += durationMicroseconds ?? Double(grid.periodMicroseconds)
+        elapsed += durationMicroseconds ?? grid.exactPeriodMicroseconds
 
         // A timestamp far outside what the fit predicts is left out of it; several in a row mean the sensor's
         // timing changed in a way the model does not explain, and the fit restarts.

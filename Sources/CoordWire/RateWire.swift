@@ -25,7 +25,7 @@ extension Wire {
     }
 
     /// `fps_num`/`fps_den` of a grid: its rational, else 0/0 (an older peer's message).
-    static func rateFields(_ rate: FrameRate?) -> (num: UInt32, den: UInt32) {
+    public static func rateFields(_ rate: FrameRate?) -> (num: UInt32, den: UInt32) {
         guard let rate, !rate.isInteger else { return (0, 0) }
         return (UInt32(rate.numerator), UInt32(rate.denominator))
     }

@@ -172,7 +172,7 @@ public final class LiveRig: Sendable {
         self.logger = logger
         (takeWork, takeWorkSink) = AsyncStream.makeStream(of: TakeWork.self)
         (trackers, trackerSink) = AsyncStream.makeStream(of: ClockTracker.self)
-        previewGrid = FrameGrid(t0: MonotonicClock.now(), periodMicroseconds: FrameGrid.period(fps: template.fps))
+        previewGrid = FrameGrid(t0: MonotonicClock.now(), rate: template.rate)
         let box = WeakBox()
         receiver = PreviewReceiver(logger: logger) { box.rig?.received($0) }
         box.rig = self

@@ -173,7 +173,9 @@ extension LiveRig {
         return names.enumerated().map { index, name in
             let camera = node.cameras?.first { $0.name == name }
             let size = camera?.size.flatMap(RigSpec.parseSize) ?? (template.width, template.height)
-            return CameraSettings(camera: name, ordinal: index, width: size.0, height: size.1, fps: template.fps, codec: template.codec)
+            var settings = CameraSettings(camera: name, ordinal: index, width: size.0, height: size.1, fps: template.fps, codec: template.codec)
+            settings.setRate(template.rate)
+            return settings
         }
     }
 
@@ -195,6 +197,7 @@ extension LiveRig {
                     m.clock = mapping.wire
                     m.t0Us = self.previewGrid.t0
                     m.framePeriodUs = UInt64(self.previewGrid.periodMicroseconds)
+                    (m.fpsNum, m.fpsDen) = Wire.rateFields(self.previewGrid.rationalRate)
                     m.preview.width = UInt32(self.preview.width)
                     m.preview.fps = UInt32(self.preview.fps)
                     m.leaseMs = 5000

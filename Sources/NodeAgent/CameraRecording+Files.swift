@@ -81,8 +81,9 @@ extension CameraRecording {
         }
     }
 
+    /// A group's time in the file: its instant after the first group's, exact at a rational rate.
     func pts(_ group: Int64) -> Int64 {
-        (group - (assigner?.startGroup ?? 0)) * grid.periodMicroseconds
+        grid.instant(ofGroup: group) - grid.instant(ofGroup: assigner?.startGroup ?? 0)
     }
 
     func blankPicture() -> PlanarFrame {

@@ -68,6 +68,18 @@ import Testing
         #expect(grid.phaseError(of: grid.instant(ofGroup: 1_000_000) - 12) == -12)
     }
 
+    /// A camera recording one group in 3 at 29.97 runs a coarse grid that stays on the fine grid's groups all day,
+    /// and a source starts aligned at the unrounded period.
+    @Test func aCappedCameraAndASourceAnchorFollowTheExactGrid() throws {
+        let fine = FrameGrid(t0: 1_000_000, rate: try #require(rate("30000/1001")))
+        let coarse = GroupStride(every: 3, anchor: 7).coarseGrid(of: fine)
+        for n in stride(from: Int64(0), through: 900_000, by: 1_003) {
+            #expect(abs(coarse.instant(ofGroup: n) - fine.instant(ofGroup: 7 + 3 * n)) <= 1)
+        }
+        let anchor = FrameCentres.anchor(of: fine, group: 0, mapping: ClockMapping(offsetMicroseconds: 0))
+        #expect(abs(anchor.periodMicroseconds - 1_001_000.0 / 30) < 1e-6)
+    }
+
     @Test func anIntegerRateKeepsThePeriodGrid() {
         let grid = FrameGrid(t0: 0, rate: FrameRate(30))
         #expect(grid == FrameGrid(t0: 0, periodMicroseconds: 33_333))
