@@ -24,6 +24,7 @@ import pytest
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO / "scripts"))
 from vmlab_lib import image  # noqa: E402
+from vmlab_lib import truth  # noqa: E402
 from vmlab_lib.lab import MIC_CARD, MIC_DEVICE, Lab  # noqa: E402
 
 VMLAB = REPO / "scripts/vmlab"
@@ -356,3 +357,64 @@ def test_coord_reports_a_kernel_clock_rate_within_its_own_bound(clicks_take):
         # the error it admits: over the take, the wrong rate must stay inside the stated bound.
         error_us = max(0.0, abs(clocks[vm]["drift_ppm"] - ppm) - HPET_PPM) * span_s
         assert error_us <= clocks[vm]["bound_us"], (vm, clocks[vm], ppm, span_s)
+
+
+# --- USB webcams and microphones through their real drivers (issue 36, CONTRACT §16) ---------------------------
+
+@pytest.fixture(scope="module")
+def usb_take(lab, tmp_path_factory):
+    """The module's lab with a USB gadget webcam (uvcvideo) and microphone (snd-usb-audio) in each VM instead of
+    vivid and snd-dummy: the lab's dummy_hcd loaded, the gadget programs started, the node files pointed at them."""
+    from vmlab_lib import usb
+    out = tmp_path_factory.mktemp("usb")
+    usb.share_usb(lab.dir / "share", lab.art.release)
+    devices = {}
+    try:
+        for vm in lab.vms:
+            cam, mic = usb.start_gadgets(vm, "uvc", "uac2")
+            devices[vm.name] = (cam["v4l2"], mic)
+            lab.use_camera(vm, cam["v4l2"], restart=False)
+            lab.use_microphone(vm, mic)
+        code, take_dir, manifest = take(lab, out, seconds=SECONDS)
+        reports = {vm.name: usb.gadget_reports(vm) for vm in lab.vms}
+    finally:
+        for vm in lab.vms:
+            lab.use_camera(vm, "/dev/video0", restart=False)
+            lab.use_microphone(vm, MIC_DEVICE)
+    yield {"code": code, "dir": take_dir, "manifest": manifest, "reports": reports, "devices": devices}
+
+
+def test_usb_webcams_and_microphones_record_through_uvcvideo_and_snd_usb_audio(usb_take):
+    manifest, take_dir = usb_take["manifest"], usb_take["dir"]
+    assert usb_take["code"] == 0 and manifest["status"] == "complete", manifest["events"]
+    groups = manifest["groups"]
+    for cam in manifest["cameras"]:
+        assert cam["device"]["driver"] == "uvcvideo", cam["device"]
+        assert cam["device"]["bus_info"] == "usb-dummy_hcd.0-1", cam["device"]
+        mkv = take_dir / cam["node"] / f"{cam['camera']}.mkv"
+        errors, found = truth.centre_errors(manifest, take_dir, cam["node"], cam["camera"])
+        assert len(found) == groups, f"{mkv}: {len(found)} frames, not {groups}"
+        # Every frame the webcam's: its stripe intact, the sensor's counter never going back (a filled frame
+        # repeats one), its centre the counter's instant on the sensor's own period.
+        report = usb_take["reports"][cam["node"]]["uvc"]
+        assert None not in found, f"{mkv}: unreadable stripes at {[i for i, s in enumerate(found) if s is None]}"
+        for (c0, t0), (c1, t1) in zip(found, found[1:]):
+            assert c1 >= c0, (cam["node"], c0, c1)
+            assert abs((t1 - t0) - (c1 - c0) * report["period_s"] * 1e6) <= 1, (cam["node"], c0, c1, t0, t1)
+        # How far the node's centre for each frame is from the truth, on the node's own clock: uvcvideo stamps a
+        # buffer when its first packet arrives (hwtimestamps=0), so this is what issue 36 item 3 sets out to fix.
+        errors.sort()
+        print(f"{cam['node']}: node's centre − true centre p50 {errors[len(errors) // 2] / 1000:.1f} ms, "
+              f"min {errors[0] / 1000:.1f}, max {errors[-1] / 1000:.1f} ms; sensor {report}")
+    for mic in manifest["audio"]:  # the USB card's name (snd-usb-audio takes it from the product string)
+        assert "SYNCCLICK microphone" in json.dumps(mic["device"]), mic
+        assert mic["frames"] > 0
+    check = subprocess.run([sys.executable, str(REPO / "scripts/check-audio.py"), str(take_dir), "--node-clock",
+                            "--json", "--max-offset-us", "100000"], capture_output=True, text=True, timeout=120)
+    mics = json.loads(check.stdout)["mics"]
+    print(f"clicks through snd-usb-audio: {mics}; players {[r.get('clicks') for r in usb_take['reports'].values()]}")
+    # The sound came through the USB card: the gadget's clicks are in each file (a gadget played into before the
+    # host recorded gives zeros). Where they land is printed, not asserted: the player places a burst by its readings
+    # of the gadget card's position, which under TCG load jump as dummy_hcd's timer catches up (its late_us p50 4-26
+    # ms, `moves`), so the truth holds to 3 ms in a quiet take (2.3-2.8 ms late) and to tens of ms in a busy one.
+    assert all(m.get("clicks", 0) >= 1 for m in mics), mics
