@@ -40,6 +40,8 @@ public struct NodeFile: Decodable, Equatable, Sendable {
     public var audio: [Microphone]?
     /// The network interfaces GigE Vision cameras are discovered on (`--genicam-interface`); nil or empty: none.
     public var genicamInterfaces: [String]?
+    /// Trigger outputs (CONTRACT §17; NodeFileTriggers.swift).
+    public var triggers: [Trigger]?
 
     public struct Microphone: Decodable, Equatable, Sendable {
         public var name: String
@@ -55,7 +57,9 @@ public struct NodeFile: Decodable, Equatable, Sendable {
         public var bus: String?
         public var genicam: String?
         public var libcamera: String?
-        public enum CodingKeys: String, CodingKey, CaseIterable { case name, v4l2, synthetic, bus, genicam, libcamera }
+        /// The trigger output that exposes this camera's frames (CONTRACT §17).
+        public var trigger: CameraTriggerEntry?
+        public enum CodingKeys: String, CodingKey, CaseIterable { case name, v4l2, synthetic, bus, genicam, libcamera, trigger }
     }
 
     public struct Keys: Decodable, Equatable, Sendable {
@@ -71,6 +75,7 @@ public struct NodeFile: Decodable, Equatable, Sendable {
         case logLevel = "log_level"
         case discoveryPort = "discovery_port"
         case genicamInterfaces = "genicam_interfaces"
+        case triggers
     }
 
     public init(from decoder: Decoder) throws {
@@ -91,6 +96,7 @@ public struct NodeFile: Decodable, Equatable, Sendable {
         discoveryPort = try c.decodeIfPresent(UInt16.self, forKey: .discoveryPort)
         audio = try c.decodeIfPresent([Microphone].self, forKey: .audio)
         genicamInterfaces = try c.decodeIfPresent([String].self, forKey: .genicamInterfaces)
+        triggers = try c.decodeIfPresent([Trigger].self, forKey: .triggers)
     }
 
     public static let knownKeys: [String: Set<String>] = [
@@ -98,6 +104,9 @@ public struct NodeFile: Decodable, Equatable, Sendable {
         "cameras[]": Set(Camera.CodingKeys.allCases.map(\.rawValue)),
         "keys": Set(Keys.CodingKeys.allCases.map(\.rawValue)),
         "audio[]": Set(Microphone.CodingKeys.allCases.map(\.rawValue)),
+        "triggers[]": Set(Trigger.CodingKeys.allCases.map(\.rawValue)),
+        "triggers[].gpio": Set(Trigger.GPIO.CodingKeys.allCases.map(\.rawValue)),
+        "cameras[].trigger": Set(CameraTriggerEntry.CodingKeys.allCases.map(\.rawValue)),
     ]
 
     static let logLevels = ["trace", "debug", "info", "notice", "warning", "error", "critical"]
@@ -166,6 +175,7 @@ public struct NodeFile: Decodable, Equatable, Sendable {
                 return ("genicam_interfaces[\(i)]", "genicam_interfaces[\(i)] \"\(Echo.short(interface))\" is not usable: \(problem).")
             }
         }
+        if let fault = triggerFault() { return fault }
         if let metrics, HostPort.parse(metrics) == nil {
             return ("metrics", "metrics must be HOST:PORT such as 127.0.0.1:9710 (got \"\(Echo.short(metrics))\").")
         }
