@@ -12,10 +12,12 @@
 #include <libavutil/error.h>
 #include <libavutil/dict.h>
 #include <libavutil/mathematics.h>
-// The multiview movie's filter graph (LibAV/MultiviewExport.swift).
+// The multiview movie's filter graph (LibAV/MultiviewGraph.swift): its declarations only, the library is loaded by
+// cff_avfilter_load below.
 #include <libavfilter/avfilter.h>
 #include <libavfilter/buffersrc.h>
 #include <libavfilter/buffersink.h>
+#include <dlfcn.h>
 
 /// AVERROR(e): the negative error code FFmpeg uses for a POSIX errno.
 static inline int cff_averror(int posixErrno) { return AVERROR(posixErrno); }
@@ -85,6 +87,50 @@ static inline int cff_fallocate(int fd, int mode, int64_t offset, int64_t length
     int r;
     do { r = fallocate64(fd, mode, offset, length); } while (r != 0 && errno == EINTR);
     return r == 0 ? 0 : errno;
+}
+
+/// libavfilter's calls, loaded when a multiview is made rather than linked: libavfilter's own dependencies (ALSA
+/// through Debian's libflite among them) would otherwise load with coord and coord-node at every start.
+typedef struct cff_avfilter {
+    __typeof__(&avfilter_graph_alloc) graph_alloc;
+    __typeof__(&avfilter_graph_free) graph_free;
+    __typeof__(&avfilter_get_by_name) get_by_name;
+    __typeof__(&avfilter_graph_create_filter) graph_create_filter;
+    __typeof__(&avfilter_inout_alloc) inout_alloc;
+    __typeof__(&avfilter_inout_free) inout_free;
+    __typeof__(&avfilter_graph_parse_ptr) graph_parse_ptr;
+    __typeof__(&avfilter_graph_config) graph_config;
+    __typeof__(&av_buffersrc_add_frame_flags) buffersrc_add_frame_flags;
+    __typeof__(&av_buffersink_get_frame) buffersink_get_frame;
+    __typeof__(&av_buffersink_set_frame_size) buffersink_set_frame_size;
+    __typeof__(&av_buffersink_get_time_base) buffersink_get_time_base;
+} cff_avfilter;
+
+#define CFF_STRINGIFY2(x) #x
+#define CFF_STRINGIFY(x) CFF_STRINGIFY2(x)
+/// The libavfilter these headers describe (libavfilter.so.8 on Debian 12).
+static const char *const cff_avfilter_soname = "libavfilter.so." CFF_STRINGIFY(LIBAVFILTER_VERSION_MAJOR);
+
+/// Fills `api` from libavfilter (loaded once, never unloaded). Returns NULL, or dlerror's words.
+static inline const char *cff_avfilter_load(cff_avfilter *api) {
+    void *library = dlopen(cff_avfilter_soname, RTLD_NOW | RTLD_LOCAL);
+    if (!library) return dlerror();
+#define CFF_AVFILTER_SYMBOL(field, name) \
+    if (!(api->field = (__typeof__(api->field))dlsym(library, #name))) return dlerror();
+    CFF_AVFILTER_SYMBOL(graph_alloc, avfilter_graph_alloc)
+    CFF_AVFILTER_SYMBOL(graph_free, avfilter_graph_free)
+    CFF_AVFILTER_SYMBOL(get_by_name, avfilter_get_by_name)
+    CFF_AVFILTER_SYMBOL(graph_create_filter, avfilter_graph_create_filter)
+    CFF_AVFILTER_SYMBOL(inout_alloc, avfilter_inout_alloc)
+    CFF_AVFILTER_SYMBOL(inout_free, avfilter_inout_free)
+    CFF_AVFILTER_SYMBOL(graph_parse_ptr, avfilter_graph_parse_ptr)
+    CFF_AVFILTER_SYMBOL(graph_config, avfilter_graph_config)
+    CFF_AVFILTER_SYMBOL(buffersrc_add_frame_flags, av_buffersrc_add_frame_flags)
+    CFF_AVFILTER_SYMBOL(buffersink_get_frame, av_buffersink_get_frame)
+    CFF_AVFILTER_SYMBOL(buffersink_set_frame_size, av_buffersink_set_frame_size)
+    CFF_AVFILTER_SYMBOL(buffersink_get_time_base, av_buffersink_get_time_base)
+#undef CFF_AVFILTER_SYMBOL
+    return NULL;
 }
 
 /// Quiet libav* logging below errors (the caller turns every failure into a thrown error).

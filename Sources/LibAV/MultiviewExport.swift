@@ -121,7 +121,7 @@ public enum MultiviewExport {
                     out.pointee.pts = pictures
                     pictures += 1
                 } else {
-                    out.pointee.pts = av_rescale_q(out.pointee.pts, av_buffersink_get_time_base(sink), encoder.context.pointee.time_base)
+                    out.pointee.pts = av_rescale_q(out.pointee.pts, graph.timeBase(sink), encoder.context.pointee.time_base)
                 }
                 try encoder.send(out, writer: writer, packet: packet, check: check)
             }

@@ -1,9 +1,20 @@
-// The multiview's libavfilter graph: the only place coord calls avfilter. One buffer source per camera and per
-// microphone, one sink for the picture and one for the sound; the graph between them is the text `description` makes.
+// The multiview's libavfilter graph: the only place coord calls avfilter, through the functions the shim loads on
+// first use (cff_avfilter_load). One buffer source per camera and per microphone, one sink for the picture and one
+// for the sound; the graph between them is the text `description` makes.
 import CFFmpeg
 
 /// A configured filter graph with its named sources and two sinks.
 final class MultiviewGraph {
+    /// libavfilter, loaded once: its functions, or the sentence saying it does not load.
+    static let library: Result<cff_avfilter, MultiviewExport.Failure> = {
+        var api = cff_avfilter()
+        if let error = cff_avfilter_load(&api) {
+            return .failure(MultiviewExport.Failure("the multiview needs \(String(cString: cff_avfilter_soname)), which does not load (\(String(cString: error))); install the libavfilter8 package."))
+        }
+        return .success(api)
+    }()
+
+    let api: cff_avfilter
     let graph: UnsafeMutablePointer<AVFilterGraph>
     private(set) var videoSources: [UnsafeMutablePointer<AVFilterContext>] = []
     private(set) var audioSources: [UnsafeMutablePointer<AVFilterContext>] = []
@@ -18,7 +29,8 @@ final class MultiviewGraph {
     /// Builds the graph for `movie` from cameras delivering `pictures` and microphones `sounds`; `audioFrameSize` is the
     /// sound encoder's frame (the sink hands out frames of exactly that many samples).
     init(_ movie: MultiviewExport.Movie, pictures: [Picture], sounds: [Sound], audioFrameSize: Int32) throws(MultiviewExport.Failure) {
-        guard let g = avfilter_graph_alloc() else { throw MultiviewExport.Failure("cannot make the multiview's filter graph: out of memory.") }
+        api = try Self.library.get()
+        guard let g = api.graph_alloc() else { throw MultiviewExport.Failure("cannot make the multiview's filter graph: out of memory.") }
         graph = g
         let timeBase = "\(movie.rateDenominator)/\(movie.rateNumerator)"
         for (k, p) in pictures.enumerated() {
@@ -35,9 +47,9 @@ final class MultiviewGraph {
         // The open ends of the description: its [vK]/[aK] inputs are our sources' outputs, [vout]/[aout] our sinks.
         var outputs: UnsafeMutablePointer<AVFilterInOut>?
         var inputs: UnsafeMutablePointer<AVFilterInOut>?
-        defer { avfilter_inout_free(&outputs); avfilter_inout_free(&inputs) }
+        defer { api.inout_free(&outputs); api.inout_free(&inputs) }
         func chain(_ list: inout UnsafeMutablePointer<AVFilterInOut>?, _ name: String, _ context: UnsafeMutablePointer<AVFilterContext>) -> Bool {
-            guard let end = avfilter_inout_alloc() else { return false }
+            guard let end = api.inout_alloc() else { return false }
             end.pointee.name = av_strdup(name)
             end.pointee.filter_ctx = context
             end.pointee.pad_idx = 0
@@ -52,21 +64,21 @@ final class MultiviewGraph {
         if let audioSink { linked = linked && chain(&inputs, "aout", audioSink) }
         guard linked else { throw MultiviewExport.Failure("cannot make the multiview's filter graph: out of memory.") }
         let text = Self.description(movie, audio: sounds.count)
-        var r = avfilter_graph_parse_ptr(graph, text, &inputs, &outputs, nil)
+        var r = api.graph_parse_ptr(graph, text, &inputs, &outputs, nil)
         guard r >= 0 else { throw failure("avfilter_graph_parse_ptr", r) }
-        r = avfilter_graph_config(graph, nil)
+        r = api.graph_config(graph, nil)
         guard r >= 0 else { throw failure("avfilter_graph_config", r) }
-        if let audioSink { av_buffersink_set_frame_size(audioSink, UInt32(audioFrameSize)) }
+        if let audioSink { api.buffersink_set_frame_size(audioSink, UInt32(audioFrameSize)) }
     }
 
     deinit {
         var g: UnsafeMutablePointer<AVFilterGraph>? = graph
-        avfilter_graph_free(&g)
+        api.graph_free(&g)
     }
 
     private func make(_ filter: String, _ name: String, _ args: String?) throws(MultiviewExport.Failure) -> UnsafeMutablePointer<AVFilterContext> {
         var context: UnsafeMutablePointer<AVFilterContext>?
-        let r = avfilter_graph_create_filter(&context, avfilter_get_by_name(filter), name, args, nil, graph)
+        let r = api.graph_create_filter(&context, api.get_by_name(filter), name, args, nil, graph)
         guard r >= 0, let context else { throw failure("avfilter_graph_create_filter(\(filter))", r < 0 ? r : cff_AVERROR_ENOMEM) }
         return context
     }
@@ -77,17 +89,20 @@ final class MultiviewGraph {
 
     /// Hands `frame` (nil: the end) to a source; the graph keeps its own reference.
     func push(_ source: UnsafeMutablePointer<AVFilterContext>, _ frame: UnsafeMutablePointer<AVFrame>?) throws(MultiviewExport.Failure) {
-        let r = av_buffersrc_add_frame_flags(source, frame, Int32(AV_BUFFERSRC_FLAG_KEEP_REF))
+        let r = api.buffersrc_add_frame_flags(source, frame, Int32(AV_BUFFERSRC_FLAG_KEEP_REF))
         guard r >= 0 else { throw MultiviewExport.Failure("the multiview's filter graph refused a frame: \(LibavCall.text(r)).") }
     }
 
     /// The next frame of a sink into `frame`; false when it needs more input or has ended.
     func pull(_ sink: UnsafeMutablePointer<AVFilterContext>, into frame: UnsafeMutablePointer<AVFrame>) throws(MultiviewExport.Failure) -> Bool {
-        let r = av_buffersink_get_frame(sink, frame)
+        let r = api.buffersink_get_frame(sink, frame)
         if r == cff_EAGAIN_error || r == cff_AVERROR_EOF { return false }
         guard r >= 0 else { throw MultiviewExport.Failure("the multiview's filter graph failed: \(LibavCall.text(r)).") }
         return true
     }
+
+    /// The time base of what `sink` hands out.
+    func timeBase(_ sink: UnsafeMutablePointer<AVFilterContext>) -> AVRational { api.buffersink_get_time_base(sink) }
 
     /// The frame metadata key whose value the tile's mark shows (empty: no mark).
     static let markKey = "coord.mark"
