@@ -108,7 +108,8 @@ public final class LibcameraCamera: CameraSource, ControllableCamera, @unchecked
     public func start(alignedTo anchor: GridAnchor?) throws {
         let exposure = state.withLock { $0.controls.exposureMicroseconds } ?? Int(periodMicroseconds / 2)
         clc_camera_set_controls(handle, Int32(exposure), -1, -1, -1, -1, -1, 0, 0)
-        if canSteerPhase { clc_camera_request_duration(handle, Int64(periodMicroseconds.rounded())) }
+        // Pinned to the take's period either way: a camera that did not follow single frames may still take a rate.
+        clc_camera_request_duration(handle, Int64(periodMicroseconds.rounded()))
         state.withLock { $0.running = true }
         var why = [CChar](repeating: 0, count: 512)
         guard clc_camera_start(handle, Self.callback, Unmanaged.passUnretained(self).toOpaque(), &why, why.count) == 0 else {
