@@ -1,0 +1,104 @@
+#!/usr/bin/env python3
+"""Benchmark: USB webcams and microphones through their real drivers in the lab (issue 36, CONTRACT §16).
+
+    python3 bench/vmlab_usb.py [--vms 2] [--seconds 10] [--takes 1] [--debs DIR] [--out bench/results/vmlab-usb.json]
+
+One lab with a gadget webcam (uvcvideo) and a gadget microphone (snd-usb-audio) in each VM (`Lab.up(camera_kind=
+"uvc", mic_kind="uac2")`), then takes alternating uvcvideo's `hwtimestamps` module parameter 0 (Debian's default:
+the baseline) and 1, the same lab, the same run. Per camera and take: the node's centre for each new sensor frame
+(frames.csv, mapped to the node's clock by the manifest's clock_track) minus the true exposure centre the gadget
+painted into its stripe (scripts/vmlab_lib/truth.py) — p50, p99, min, max — beside what the sync report states
+(phase error, centre uncertainty), and the frames that were new, filled or held. Per microphone: the clicks'
+offsets from the guest's whole seconds (scripts/check-audio.py --node-clock) and the node's own A/V offset and rate
+error. Needs root; runs the lab's QEMUs niced and stops them at the end.
+"""
+from __future__ import annotations
+
+import argparse
+import datetime
+import json
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "scripts"))
+from vmlab_lib import truth, usb  # noqa: E402
+from vmlab_lib.lab import Lab, find_debs  # noqa: E402
+
+
+def pct(xs: list[float], p: float) -> float:
+    s = sorted(xs)
+    return round(s[min(len(s) - 1, int(round(p * (len(s) - 1))))] / 1000, 2)
+
+
+def figures(take_dir: Path, code: int, lab: Lab) -> dict:
+    manifest = json.loads((take_dir / "manifest.json").read_text())
+    report = json.loads((take_dir / "sync-report.json").read_text())
+    out: dict = {"exit": code, "status": manifest["status"], "groups": manifest["groups"], "cameras": [], "mics": []}
+    for cam in manifest["cameras"]:
+        errors, found = truth.centre_errors(manifest, take_dir, cam["node"], cam["camera"])
+        stated = next((c for c in report["cameras"] if c["node"] == cam["node"] and c["camera"] == cam["camera"]),
+                      {})
+        out["cameras"].append({
+            "node": cam["node"], "device": cam.get("device"), "new_frames": len(errors),
+            "unreadable": sum(s is None for s in found),
+            "node_minus_true_ms": {"p50": pct(errors, 0.5), "p99": pct(errors, 0.99), "min": pct(errors, 0),
+                                   "max": pct(errors, 1)} if errors else None,
+            "stated": {k: stated.get(k) for k in ("phase_error_us", "center_uncertainty_us", "clock_uncertainty_us",
+                                                  "dropped", "held")}})
+    check = subprocess.run([sys.executable, str(ROOT / "scripts/check-audio.py"), str(take_dir), "--node-clock",
+                            "--json", "--max-offset-us", "5000"], capture_output=True, text=True, timeout=300)
+    try:
+        mics = json.loads(check.stdout)["mics"]
+    except (ValueError, KeyError):
+        mics = [{"error": (check.stderr or check.stdout).strip()[-400:]}]
+    for m in mics:
+        a = next((x for x in manifest["audio"] if x["node"] == m.get("node")), {})
+        out["mics"].append(m | {"device": a.get("device")})
+    out["gadgets"] = {vm.name: usb.gadget_reports(vm) for vm in lab.vms}
+    return out
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--vms", type=int, default=2)
+    ap.add_argument("--seconds", type=float, default=10)
+    ap.add_argument("--takes", type=int, default=1, help="takes per hwtimestamps value")
+    ap.add_argument("--debs")
+    ap.add_argument("--out", type=Path, default=ROOT / "bench/results/vmlab-usb.json")
+    a = ap.parse_args()
+    work = Path(tempfile.mkdtemp(prefix="vmlab-usb-"))
+    started = datetime.datetime.now(datetime.timezone.utc)
+    lab = Lab.up(work / "lab", a.vms, find_debs(a.debs), camera_kind="uvc", mic_kind="uac2")
+    runs = []
+    try:
+        for k in range(a.takes):
+            for hw in (0, 1):
+                for vm in lab.vms:  # read by uvcvideo at every frame: no reload, the same devices
+                    vm.sh(f"echo {hw} > /sys/module/uvcvideo/parameters/hwtimestamps")
+                lab.write_rig(takes_dir=work / "takes")
+                code, take_dir, stderr = lab.start_take(work / "takes", a.seconds)
+                if take_dir is None:
+                    runs.append({"hwtimestamps": hw, "exit": code, "error": stderr.strip()[-600:]})
+                    continue
+                run = {"hwtimestamps": hw, "take": k} | figures(take_dir, code, lab)
+                runs.append(run)
+                print(json.dumps({"hwtimestamps": hw, "cameras": [(c["node"], c["node_minus_true_ms"])
+                                                                  for c in run["cameras"]],
+                                  "clicks": [(m.get("node"), m.get("clicks"), m.get("offset_us"))
+                                             for m in run["mics"]]}), flush=True)
+        load = Path("/proc/loadavg").read_text().split()[:3]
+    finally:
+        lab.down()
+    result = {"command": " ".join(["python3", "bench/vmlab_usb.py"] + sys.argv[1:]), "started": started.isoformat(),
+              "load": load, "vms": a.vms, "seconds": a.seconds,
+              "baseline": "hwtimestamps 0 (Debian's default) against 1, alternating in one lab", "runs": runs}
+    a.out.write_text(json.dumps(result, indent=1) + "\n")
+    print(a.out)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
