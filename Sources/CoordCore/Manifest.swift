@@ -125,12 +125,15 @@ public struct TakeManifest: Codable, Equatable, Sendable {
         public var controls: CameraControls?
         /// What the camera is, as its driver names it (CONTRACT §11); nil from a node that did not say.
         public var device: DeviceIdentity?
+        /// The output that triggered the camera and its pulses' timing (CONTRACT §17); nil for a free-running camera.
+        public var trigger: TriggerFigures?
         /// "the pressure policy" unless someone else disabled the camera.
         public var disabler: String { disabledBy ?? "the pressure policy" }
         enum CodingKeys: String, CodingKey {
             case node, camera, ordinal, width, height, rate = "fps", codec, frames, dropped, clock, files
             case timestampNoiseMicroseconds = "timestamp_noise_us", centerUncertaintyMicroseconds = "center_uncertainty_us"
             case priority, recordEvery = "record_every", held, disabled, disabledBy = "disabled_by", controls, device
+            case trigger
         }
         public init(node: String, camera: String, ordinal: Int, width: Int, height: Int, fps: Int, codec: String,
                     frames: Int64, dropped: Int64, clock: ClockFigures, files: [File]) {

@@ -151,3 +151,39 @@ public struct TriggerMatcher: Sendable {
         Int64(edges.keys.filter { $0 >= startGroup && $0 < stopGroup }.count) - matched
     }
 }
+
+/// A triggered camera's line in the manifest (CONTRACT §17): `trigger: {output, source, pulses, error_us: {p50, p99, max}}`.
+public struct TriggerFigures: Codable, Equatable, Sendable {
+    public var output: String
+    public var source: String
+    /// Pulses the output emitted during the take (its groups, when none was lost).
+    public var pulses: Int64
+    public var error: TriggerTiming
+    enum CodingKeys: String, CodingKey { case output, source, pulses, error = "error_us" }
+    public init(output: String, source: String, pulses: Int64, error: TriggerTiming) {
+        self.output = output; self.source = source; self.pulses = pulses; self.error = error
+    }
+
+    /// The sync report's line for the camera: "node-1/mv0: triggered by sync on Line0, 900 pulses, error p50 12 µs, p99 40 µs, max 95 µs".
+    public func reportLine(node: String, camera: String) -> String {
+        "\(node)/\(camera): triggered by \(output) on \(source), \(pulses) pulses, error p50 \(error.p50) µs, p99 \(error.p99) µs, max \(error.max) µs"
+    }
+}
+
+/// Whether a triggered camera can follow one pulse per frame (pure; `coord plan`): its exposure plus readout must
+/// fit in the frame period, and the rate must be within its AcquisitionFrameRate limit when it reports one.
+public enum TriggerRate {
+    public static func problem(camera: String, rate: FrameRate, exposureMicroseconds: Int64, readoutMicroseconds: Int64,
+                               maximumFrameRate: Double?) -> String? {
+        let period = rate.periodMicroseconds
+        if exposureMicroseconds + readoutMicroseconds > period {
+            return "camera \(camera) cannot follow a trigger at \(rate) fps: its exposure (\(exposureMicroseconds) µs) plus readout "
+                + "(\(readoutMicroseconds) µs) is longer than the frame period (\(period) µs); shorten the exposure or lower the rate."
+        }
+        if let maximumFrameRate, Double(rate.numerator) / Double(rate.denominator) > maximumFrameRate + 1e-9 {
+            let shown = (maximumFrameRate * 1000).rounded() / 1000
+            return "camera \(camera) cannot follow a trigger at \(rate) fps: its AcquisitionFrameRate allows at most \(shown) fps at this size and exposure."
+        }
+        return nil
+    }
+}

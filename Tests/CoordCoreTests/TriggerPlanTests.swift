@@ -1,3 +1,4 @@
+import Foundation
 import Testing
 @testable import CoordCore
 
@@ -107,5 +108,38 @@ import Testing
         // A late frame for group 1 after group 2's: arrival order says it cannot be 1's.
         #expect(m.frame(center: grid.instant(ofGroup: 1)) == .extra)
         #expect(m.frame(center: grid.instant(ofGroup: 3) + 1_000) == .pulse(group: 3, center: grid.instant(ofGroup: 3)))
+    }
+}
+
+@Suite struct TriggerFiguresTests {
+    @Test func theManifestKeysAreTheContracts() throws {
+        let f = TriggerFigures(output: "sync", source: "Line0", pulses: 900, error: TriggerTiming(p50: 12, p99: 40, max: 95))
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = .sortedKeys
+        let text = String(decoding: try encoder.encode(f), as: UTF8.self)
+        #expect(text == #"{"error_us":{"max":95,"p50":12,"p99":40},"output":"sync","pulses":900,"source":"Line0"}"#)
+        #expect(try JSONDecoder().decode(TriggerFigures.self, from: Data(text.utf8)) == f)
+        #expect(f.reportLine(node: "node-1", camera: "mv0")
+            == "node-1/mv0: triggered by sync on Line0, 900 pulses, error p50 12 µs, p99 40 µs, max 95 µs")
+    }
+
+    @Test func aFreeRunningCameraHasNoTriggerKeyInTheManifest() throws {
+        var camera = TakeManifest.Camera(node: "n", camera: "c", ordinal: 0, width: 64, height: 48, fps: 30, codec: "ffv1",
+                                         frames: 1, dropped: 0, clock: .init(offsetMicroseconds: 0, driftPPM: 0, uncertaintyMicroseconds: 0), files: [])
+        #expect(!String(decoding: try JSONEncoder().encode(camera), as: UTF8.self).contains("trigger"))
+        camera.trigger = TriggerFigures(output: "sync", source: "Line0", pulses: 1, error: TriggerTiming(p50: 1, p99: 1, max: 1))
+        let back = try JSONDecoder().decode(TakeManifest.Camera.self, from: try JSONEncoder().encode(camera))
+        #expect(back.trigger == camera.trigger)
+    }
+
+    @Test func aRateTheCameraCannotFollowNamesTheCamera() {
+        #expect(TriggerRate.problem(camera: "mv0", rate: FrameRate(30), exposureMicroseconds: 20_000, readoutMicroseconds: 10_000,
+                                    maximumFrameRate: 42) == nil)
+        #expect(TriggerRate.problem(camera: "mv0", rate: FrameRate(60), exposureMicroseconds: 10_000, readoutMicroseconds: 8_000,
+                                    maximumFrameRate: nil)
+            == "camera mv0 cannot follow a trigger at 60 fps: its exposure (10000 µs) plus readout (8000 µs) is longer than the frame period (16667 µs); shorten the exposure or lower the rate.")
+        #expect(TriggerRate.problem(camera: "mv1", rate: FrameRate(60), exposureMicroseconds: 1_000, readoutMicroseconds: 1_000,
+                                    maximumFrameRate: 41.5)
+            == "camera mv1 cannot follow a trigger at 60 fps: its AcquisitionFrameRate allows at most 41.5 fps at this size and exposure.")
     }
 }
