@@ -4,7 +4,9 @@ the lab's dummy_hcd (UDC --udc), seen by this same kernel through Debian's own u
 program behind it — it answers the host's UVC probe/commit and control requests (UVC_EVENT_SETUP/DATA,
 UVCIOC_SEND_RESPONSE) and, once the host streams, runs a free-running sensor: its own rate error (--ppm) and a
 random start phase on this guest's CLOCK_MONOTONIC, each frame painted with SYNCSTRIPE v1 (CONTRACT §5) holding its
-true exposure centre in µs of that clock, and queued when its exposure ends.
+true exposure centre in µs of that clock, and queued when its exposure ends with the exposure's start as the
+buffer's timestamp (usb_f_uvc sends it as the payload header's PTS beside an SCR of the same clock: what uvcvideo's
+hwtimestamps=1 recovers).
 
     python3 uvc_gadget.py [--udc dummy_udc.0] [--ppm 25] [--report /run/vmlab-uvc.json]
 
@@ -18,7 +20,9 @@ import mmap
 import os
 import random
 import select
+import signal
 import struct
+import sys
 import time
 from pathlib import Path
 
@@ -49,6 +53,11 @@ def make_gadget(udc: str) -> None:
     if not Path("/sys/kernel/config/usb_gadget").exists():
         os.system("mount -t configfs none /sys/kernel/config")
     g = GADGET
+    if (g / "configs/c.1/uvc.0").is_symlink():  # made by an earlier run: its attributes are fixed once linked
+        if (g / "UDC").read_text().strip():
+            write(g / "UDC", "")
+        write(g / "UDC", udc)
+        return
     g.mkdir(exist_ok=True)
     write(g / "idVendor", "0x1d6b")
     write(g / "idProduct", "0x0102")
@@ -278,6 +287,11 @@ class Camera:
             paint(self.maps[i], self.width, self.ordinal, s.count, s.centre_us(), self.base)
             b = bytearray(struct.pack("<IIII", i, BUF_TYPE_OUTPUT, self.width * self.height * 2, 0).ljust(88, b"\0"))
             struct.pack_into("<I", b, 60, MEMORY_MMAP)
+            # The buffer's timestamp is the exposure's start on CLOCK_MONOTONIC: usb_f_uvc sends it as the payload
+            # header's PTS (beside an SCR of the same clock and the bus frame number), which uvcvideo maps to its
+            # own clock with hwtimestamps=1. Without it uvcvideo's recovery reads a PTS of 0 and its stamps go wild.
+            start_us = round((s.start + s.count * s.period) * 1e6)
+            struct.pack_into("<qq", b, 24, start_us // 1_000_000, start_us % 1_000_000)
             try:
                 fcntl.ioctl(self.fd, VIDIOC_QBUF, b)
                 self.stats["frames"] += 1
@@ -334,6 +348,7 @@ def main() -> int:
     ap.add_argument("--report")
     a = ap.parse_args()
     ppm = a.ppm if a.ppm is not None else random.uniform(-50, 50)
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))  # systemctl stop: unbind on the way out
     make_gadget(a.udc)
     camera = Camera(gadget_video_node(a.udc), ppm, a.ordinal, a.report)
     try:
