@@ -313,6 +313,14 @@ extension TakeManifest {
         }
     }
 
+    /// The take's grid: exact in its rational at a non-integer rate (CONTRACT §13), else `t0_us + g × frame_period_us`.
+    public var grid: FrameGrid {
+        var grid = FrameGrid(t0: t0Microseconds, periodMicroseconds: max(framePeriodMicroseconds, 1))
+        let rate = self.rate
+        if !rate.isInteger, rate.periodMicroseconds == framePeriodMicroseconds { grid.rationalRate = rate }
+        return grid
+    }
+
     /// The take's frame rate: its cameras' rational rate where they have one, else the whole rate of the grid period.
     public var rate: FrameRate {
         cameras.first(where: { !$0.rate.isInteger })?.rate ?? FrameRate(Timecode.fps(framePeriodMicroseconds: framePeriodMicroseconds))

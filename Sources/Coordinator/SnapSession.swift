@@ -41,7 +41,7 @@ public enum SnapSession {
         let directory = take.directory
         let root = directory.path
         var manifest = take.manifest
-        let grid = FrameGrid(t0: manifest.t0Microseconds, periodMicroseconds: manifest.framePeriodMicroseconds)
+        let grid = manifest.grid
         let writer = TakeDirectoryWriter(directory: directory)
         var stills: [StillRecord] = []
         var inputs: [SyncReport.Input] = []

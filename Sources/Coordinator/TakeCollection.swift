@@ -97,7 +97,7 @@ public enum TakeCollection {
     static func finish(_ pending: TakeManifest, outcome: Collector.Outcome, directory: URL,
                        afterConfirm: CollectPolicy.AfterConfirm) -> (TakeManifest, SyncReport) {
         let writer = TakeDirectoryWriter(directory: directory)
-        let grid = FrameGrid(t0: pending.t0Microseconds, periodMicroseconds: pending.framePeriodMicroseconds)
+        let grid = pending.grid
         // Each camera's frames table, once it arrived verified.
         let tables = pending.cameras.map { camera -> [FrameRow]? in
             let csv = paths(of: camera)[1]

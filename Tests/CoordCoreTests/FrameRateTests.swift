@@ -80,6 +80,19 @@ import Testing
         #expect(abs(anchor.periodMicroseconds - 1_001_000.0 / 30) < 1e-6)
     }
 
+    @Test func aManifestGivesBackItsGrid() throws {
+        var manifest = TakeManifest(takeID: "t", name: "t", status: .complete, t0Microseconds: 5_000, framePeriodMicroseconds: 33_367,
+                                    groups: 90, startWallclock: "", cameras: [], events: [])
+        #expect(manifest.grid == FrameGrid(t0: 5_000, periodMicroseconds: 33_367) && manifest.rate == FrameRate(30))
+        var camera = TakeManifest.Camera(node: "n", camera: "c", ordinal: 0, width: 64, height: 64, fps: 30, codec: "mjpeg", frames: 90,
+                                         dropped: 0, clock: .init(offsetMicroseconds: 0, driftPPM: 0, uncertaintyMicroseconds: 0), files: [])
+        camera.rate = try #require(rate("29.97"))
+        manifest.cameras = [camera]
+        #expect(manifest.grid == FrameGrid(t0: 5_000, rate: try #require(rate("30000/1001"))))
+        let json = try JSONEncoder().encode(manifest)
+        #expect(try JSONDecoder().decode(TakeManifest.self, from: json).cameras[0].rate.description == "30000/1001")
+    }
+
     @Test func anIntegerRateKeepsThePeriodGrid() {
         let grid = FrameGrid(t0: 0, rate: FrameRate(30))
         #expect(grid == FrameGrid(t0: 0, periodMicroseconds: 33_333))
