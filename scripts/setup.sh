@@ -8,6 +8,8 @@ packages=(pkg-config libzmq3-dev libprotobuf-c-dev protobuf-c-compiler libv4l-de
           # GenICam cameras through Aravis (aravis-0.8.pc also needs libusb and zlib); aravis-tools' fake GigE Vision
           # camera is what Tests/python/test_genicam.py records from
           libaravis-dev libusb-1.0-0-dev zlib1g-dev aravis-tools
+          # arv-tool reads a camera's features back (test_genicam: the trigger features a take sets and puts back)
+          aravis-tools-cli
           # libcamera cameras (Raspberry Pi sensors; Sources/CLibcamera): Debian 12's libcamera 0.0.3 headers and libraries
           libcamera-dev
           # headless chromium renders sync-report.html for Tests/python/test_report_page.py's screenshot checks,

@@ -36,6 +36,10 @@ public final class GenICamCamera: CameraSource, ControllableCamera, @unchecked S
     public var incompleteBuffers: Int { deviceLock.holding { incomplete } }
     /// The phase (µs from the nearest grid instant) of the first frame, once `settlePhase` has measured it.
     public private(set) var settledPhaseMicroseconds: Double?
+    /// A camera bound to a trigger output: its TriggerDelay as read back (µs), and its trigger features as they were
+    /// before the take, put back at `stop` (CONTRACT §17).
+    public private(set) var triggerDelayMicroseconds: Double?
+    private var triggerBefore: Features.TriggerState?
 
     private let features: Features
     private let camera: UnsafeMutablePointer<ArvCamera>
@@ -58,7 +62,7 @@ public final class GenICamCamera: CameraSource, ControllableCamera, @unchecked S
     /// for `width`×`height` every `periodMicroseconds`. `localClock` maps CLOCK_MONOTONIC µs to the node's clock.
     /// Throws one sentence naming the device when it cannot.
     public init(deviceID: String, interfaces: [String], width: Int, height: Int, periodMicroseconds: Double,
-                localClock: @escaping @Sendable (Int64) -> Int64) throws {
+                trigger: CameraTrigger? = nil, localClock: @escaping @Sendable (Int64) -> Int64) throws {
         self.deviceID = deviceID
         self.localClock = localClock
         let camera = try Features.open(deviceID, interfaces: interfaces)
@@ -72,7 +76,12 @@ public final class GenICamCamera: CameraSource, ControllableCamera, @unchecked S
                 throw CameraSourceError("\(deviceID) offers no pixel format coord can record (it offers \(offered.joined(separator: ", ")); coord takes Mono8, Mono16, RGB8 or Bayer 8-bit)")
             }
             pixelFormat = format
+            let before = trigger.map { _ in features.triggerState() }
             try features.prepareFreeRun()
+            if let trigger {
+                triggerBefore = before
+                triggerDelayMicroseconds = try features.applyTrigger(trigger)
+            }
             try features.setString("PixelFormat", format.name(among: offered))
             try features.setSize(width: width, height: height)
             self.width = width
@@ -178,6 +187,7 @@ public final class GenICamCamera: CameraSource, ControllableCamera, @unchecked S
                 self.stream = nil
             }
             if cameraOpen {
+                if let triggerBefore { features.restoreTrigger(triggerBefore) }
                 carv_camera_close(camera)
                 cameraOpen = false
             }

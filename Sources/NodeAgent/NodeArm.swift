@@ -159,7 +159,8 @@ extension NodeAgent {
         }
         if let entry = configuration.genicamCameras.first(where: { $0.name == s.camera }) {
             do {
-                let camera = try GenICamCamera(deviceID: entry.deviceID, interfaces: configuration.genicamInterfaces, width: s.width, height: s.height, periodMicroseconds: period) { host in
+                let camera = try GenICamCamera(deviceID: entry.deviceID, interfaces: configuration.genicamInterfaces, width: s.width, height: s.height, periodMicroseconds: period,
+                                               trigger: configuration.cameraTriggers[s.camera]) { host in
                     clock.local(fromHost: host)
                 }
                 logger.info("camera configured", metadata: [

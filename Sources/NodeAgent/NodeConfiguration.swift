@@ -66,6 +66,9 @@ public struct NodeConfiguration: Sendable {
     /// The network interfaces GigE Vision cameras are discovered on (`--genicam-interface`); empty: none, nothing
     /// is broadcast and only USB3 Vision cameras are found.
     public var genicamInterfaces: [String] = []
+    /// The node file's trigger outputs and the cameras they trigger, by camera name (CONTRACT §17).
+    public var triggerOutputs: [TriggerOutput] = []
+    public var cameraTriggers: [String: CameraTrigger] = [:]
     /// How V4L2 devices are reached: libv4l2, or a scripted driver (`coord-node-scripted --v4l2-script`, tests only).
     public var v4l2: V4L2Access = .system
     /// CURVE keys: every socket serves only authorized coordinators (nil: no encryption, loopback only).
@@ -266,6 +269,8 @@ extension NodeConfiguration {
                                                       endsAfterMicroseconds: flags.syntheticMicEndsAfterMilliseconds.map { $0 * 1000 }), at: 0)
         }
         config.v4l2 = v4l2
+        config.triggerOutputs = file?.triggerOutputs ?? []
+        config.cameraTriggers = file?.cameraTriggers ?? [:]
         config.systemRoot = URL(fileURLWithPath: flags.systemRoot)
         config.calibrationPath = flags.calibration.map { URL(fileURLWithPath: $0) }
         config.clockOffsetMicroseconds = flags.clockOffsetMicroseconds

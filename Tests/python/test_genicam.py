@@ -462,3 +462,49 @@ def test_two_fake_cameras_in_two_namespaces_on_two_nodes_record_one_take(tmp_pat
     for n in ("n1", "n2"):
         assert check_take.ffprobe_frames(take_dir / n / "cam0.mkv") == groups
         assert len(rows(take_dir, n, "cam0")) == groups
+
+
+# ---- a camera bound to a trigger output (CONTRACT §17) ----
+
+def trigger_features(netns: str | None = None) -> dict[str, str]:
+    """The fake's FrameStart trigger features as arv-tool reads them (package aravis-tools-cli)."""
+    arv_tool = shutil.which("arv-tool-0.8")
+    if arv_tool is None:
+        pytest.skip("arv-tool-0.8 is missing (package aravis-tools-cli)")
+    done = run([arv_tool, "-a", "127.0.0.1", "control", "TriggerSelector", "TriggerMode", "TriggerSource", "TriggerActivation"], timeout=30)
+    return dict(l.split(" = ", 1) for l in done.stdout.splitlines() if " = " in l)
+
+
+def test_a_camera_bound_to_a_trigger_output_is_triggered_during_the_take_and_put_back_after(tmp_path):
+    """The node file binds cam0 to output sync: while the take runs the camera's FrameStart trigger is On from Line0
+    on the rising edge, and afterwards its features are as before. The fake offers only Line0/RisingEdge (and
+    Software) and does not wait for Line0 pulses — it free-runs whatever its TriggerMode — so this checks the
+    features the node sets and puts back, not the exposures; this machine has no GPIO chip, and the node opens its
+    outputs only when it drives them."""
+    config = tmp_path / "node.yaml"
+    config.write_text("version: 1\ntriggers:\n  - {name: sync, gpio: {chip: /dev/gpiochip0, line: 17}, width_us: 500}\n"
+                      f"cameras:\n  - {{name: cam0, genicam: {DEVICE}, trigger: {{output: sync, source: Line0, activation: RisingEdge, delay_us: 10}}}}\n")
+    with fake_camera():
+        before = trigger_features()
+        assert before["TriggerMode"] == "Off", before
+        (tmp_path / "n1").mkdir()
+        node = Node(tmp_path / "n1", extra_args=["--name", "n1", "--synthetic", "", "--genicam-interface", "lo",
+                                                 "--genicam", f"cam0={DEVICE}", "--config", str(config)])
+        try:
+            proc = start_take(tmp_path, rig(tmp_path / "rig.yaml", {"n1": node.endpoint},
+                                            extra="pressure:\n  serious: none\n  critical: none\n"), 4)
+            # The take is running once its directory exists and the node has configured the camera.
+            deadline = time.monotonic() + 30
+            while "camera configured" not in node.stderr_tail(200):
+                assert proc.poll() is None and time.monotonic() < deadline, node.stderr_tail(40)
+                time.sleep(0.1)
+            during = trigger_features()
+            code, output, take_dir = finish(proc, tmp_path)
+            log = node.stderr_tail(80)
+        finally:
+            node.cleanup()
+        after = trigger_features()
+    assert code == 0, (output, log)
+    assert during["TriggerMode"] == "On" and during["TriggerSource"] == "Line0" and during["TriggerActivation"] == "RisingEdge", during
+    assert during["TriggerSelector"] == "FrameStart", during
+    assert after == before, (before, after)
