@@ -67,3 +67,18 @@ private let outputs = """
         #expect(got == sentence)
     }
 }
+
+@Suite struct NodeFileTriggerResolveTests {
+    @Test func theNodeFilesTriggersReachTheAgentsConfiguration() throws {
+        let file = try NodeFile.parse("version: 1\n" + outputs + "cameras:\n  - {name: mv0, genicam: Fake-1, trigger: {output: sync}}\n",
+                                      path: "node.yaml").file
+        var flags = NodeFlags()
+        flags.name = "n1"
+        flags.staging = "/tmp/coord-node-resolve"
+        flags.endpoint = "tcp://127.0.0.1:*"
+        let c = try NodeConfiguration.resolve(flags: flags, file: file)
+        #expect(c.triggerOutputs.map(\.name) == ["sync", "aux"])
+        #expect(c.cameraTriggers["mv0"] == CameraTrigger(output: "sync"))
+        #expect(c.genicamCameras.map(\.name) == ["mv0"])
+    }
+}
