@@ -71,13 +71,13 @@ let package = Package(
 
         // Machine-vision cameras through Aravis (GenICamCamera, the one funnel) and their pure pieces.
         .target(name: "GenICam", dependencies: ["CAravis", "Capture", "Pixels", "CoordCore", "Platform"]),
-
-        // sync-report.html: the SVG plots and the page, rendered from a Mustache template (pure, like CoordCore).
         // libcamera (Raspberry Pi cameras, UVC through libcamera): a C++ funnel with a C API (include/clibcamera.h),
         // libcamera's headers from Debian's libcamera-dev (pkg-config libcamera: /usr/include/libcamera), and the source.
         .target(name: "CLibcamera", cxxSettings: [.unsafeFlags(["-std=c++17", "-I/usr/include/libcamera"])],
                 linkerSettings: [.linkedLibrary("camera"), .linkedLibrary("camera-base")]),
         .target(name: "Libcamera", dependencies: ["CLibcamera", "Capture", "Pixels", "CoordCore", "Platform"]),
+
+        // sync-report.html: the SVG plots and the page, rendered from a Mustache template (pure, like CoordCore).
         .target(name: "TakeReport", dependencies: ["CoordCore", .product(name: "Mustache", package: "swift-mustache")]),
 
         // Prometheus exposition for a node or a rig (CONTRACT §7), from NodeMetricsSample values.
@@ -104,13 +104,13 @@ let package = Package(
             .product(name: "Crypto", package: "swift-crypto"),
             // Rig files (RigFile.swift).
             "VersionedYAML",
+            // A shot's stills, kept from the span's lossless video (SnapSession.swift).
+            "LibAV",
         ]),
 
         // The live console: the page, its JSON API and WebSocket over a LiveRig (Hummingbird 2).
         .target(name: "ConsoleServer", dependencies: [
             "Coordinator", "CoordCore", "RigMetrics",
-            // A shot's stills, kept from the span's lossless video (SnapSession.swift).
-            "LibAV",
             .product(name: "Hummingbird", package: "hummingbird"),
             .product(name: "HummingbirdWebSocket", package: "hummingbird-websocket"),
             // --tls-cert/--tls-key (swift-nio-ssl).

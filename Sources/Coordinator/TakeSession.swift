@@ -50,9 +50,6 @@ public struct TakeRequest: Sendable {
         self.codec = codec; self.takesDirectory = takesDirectory; self.camerasPerNode = camerasPerNode
     }
 
-    /// The longest take one command records.
-    public static let longestSeconds: Double = 86_400
-    /// Preview tiles from the take's cameras while it records (the live console asks for them); off by default.
     /// The take's frame rate.
     public var rate: FrameRate { rationalRate ?? FrameRate(numerator: fps, denominator: 1) ?? FrameRate(1) }
 
@@ -62,6 +59,9 @@ public struct TakeRequest: Sendable {
         rationalRate = rate.isInteger ? nil : rate
     }
 
+    /// The longest take one command records.
+    public static let longestSeconds: Double = 86_400
+    /// Preview tiles from the take's cameras while it records (the live console asks for them); off by default.
     public var preview = PreviewSettings.off
 
     private static func decimal(_ v: Double) -> String {
