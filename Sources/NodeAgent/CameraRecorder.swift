@@ -47,6 +47,8 @@ final class CameraRecorder: Sendable {
         var phaseError: Double?
         /// Times a free-running camera was re-phased onto the grid (one frame at another interval).
         var rePhases = 0
+        /// A triggered camera's frames no pulse exposed: dropped, not written (CONTRACT §17).
+        var extraFrames: Int64 = 0
     }
 
     /// What the node asks and what the recorder's thread reports, between the two.
@@ -90,14 +92,17 @@ final class CameraRecorder: Sendable {
     private let started = DispatchSemaphore(value: 0)
     /// The recording, made at init (so a file that cannot be made refuses the arm) and taken once by the thread.
     private let handOff: Mutex<CameraRecording?>
+    /// The output whose pulses expose this camera (nil: it free-runs).
+    private let triggering: CameraTriggering?
 
     /// Opens the file and its frames table; the source starts running at `arm` (armed), writing waits for `start`.
     init(settings: CameraSettings, node: String, directory: URL, source: any CameraSource & Sendable, grid: FrameGrid,
          clock: ClockMappingBox, metadata: [String: String], localNow: @escaping @Sendable () -> Int64, logger: Logger,
          onFinish: @escaping @Sendable () -> Void,
          onEvent: @escaping @Sendable (TakeEvent.Kind, String) -> Void = { _, _ in },
-         preview: PreviewPublisher? = nil, takeID: String = "") throws(NodeFailure) {
+         preview: PreviewPublisher? = nil, takeID: String = "", triggering: CameraTriggering? = nil) throws(NodeFailure) {
         self.settings = settings
+        self.triggering = triggering
         self.node = node
         self.clock = clock
         let sensorGrid = GroupStride(every: max(settings.recordEvery, 1)).coarseGrid(of: grid)
@@ -119,7 +124,15 @@ final class CameraRecorder: Sendable {
         handOff = Mutex(try CameraRecording(
             settings: settings, node: node, mkvURL: mkvURL, csvURL: csvURL, source: source, grid: grid, sensorGrid: sensorGrid,
             clock: clock, phase: phase, metadata: metadata, localNow: localNow, logger: logger, onFinish: onFinish,
-            onEvent: onEvent, preview: preview, takeID: takeID, shared: shared))
+            onEvent: onEvent, preview: preview, takeID: takeID, shared: shared, triggering: triggering))
+    }
+
+    /// A triggered camera's manifest figures so far: its output's pulses and their timing error (nil: free-running).
+    var triggerFigures: TriggerFigures? {
+        guard let t = triggering else { return nil }
+        let edges = t.generator.edges
+        return TriggerFigures(output: t.binding.output, source: t.binding.source, pulses: Int64(edges.count),
+                              error: TriggerTiming(errors: edges.map(\.error)))
     }
 
     /// One sentence when this camera's phase cannot be steered onto the grid, or nil.
@@ -176,6 +189,7 @@ final class CameraRecorder: Sendable {
     }
 
     func stop(at group: Int64) {
+        triggering?.generator.stop(at: group)
         shared.update { $0.requestedStop = group }
     }
 
@@ -198,6 +212,7 @@ final class CameraRecorder: Sendable {
 
     /// Stops without finishing the take's groups (abort, or shutdown before start).
     func abandonRecording() {
+        triggering?.generator.cancel()
         shared.update { $0.abandon = true }
     }
 

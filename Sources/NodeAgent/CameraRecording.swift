@@ -51,6 +51,10 @@ final class CameraRecording {
     /// Frames written to the file whose row waits for a better centre estimate (see `emitRows`).
     var pendingRows: [PendingRow] = []
     private var lastRowCenter: Int64?
+    /// A triggered camera's output and the matcher that gives each frame its pulse (nil: free-running).
+    private let triggering: CameraTriggering?
+    private var matcher: TriggerMatcher?
+    private var edgesFed = 0
 
     struct PendingRow {
         var group: Int64
@@ -77,8 +81,10 @@ final class CameraRecording {
          sensorGrid: FrameGrid, clock: ClockMappingBox, phase: PhaseController, metadata: [String: String],
          localNow: @escaping @Sendable () -> Int64, logger: Logger, onFinish: @escaping @Sendable () -> Void,
          onEvent: @escaping @Sendable (TakeEvent.Kind, String) -> Void, preview: PreviewPublisher?, takeID: String,
-         shared: CameraRecorder.SharedBox) throws(NodeFailure) {
+         shared: CameraRecorder.SharedBox, triggering: CameraTriggering? = nil) throws(NodeFailure) {
         self.settings = settings
+        self.triggering = triggering
+        matcher = triggering.map { TriggerMatcher(schedule: $0.schedule) }
         self.node = node
         self.mkvURL = mkvURL
         self.csvURL = csvURL
@@ -227,7 +233,8 @@ final class CameraRecording {
                     source.requestNextFramePeriod(FrameCentres.steer(&phase, mapping: mapping, acquiring: assigner == nil))
                 } else {
                     notePhase(center: center)
-                    steerPhase(center: center)
+                    // A triggered camera's phase is the pulses': nothing to re-phase.
+                    if triggering == nil { steerPhase(center: center) }
                 }
                 let restarts = phase.restarts
                 let (dropped, uncertainty) = shared.update { s in
@@ -247,8 +254,16 @@ final class CameraRecording {
                     keepAsPrevious(capture, center: center)
                     continue
                 }
-                actions = assigner!.frame(center: center)
-                if perform(actions, capture: (capture, center, estimate)) { return }
+                var written = center
+                if matcher != nil {
+                    guard let pulsed = pulseCenter(of: capture, center: center, mapping: mapping) else {
+                        source.release(capture)
+                        continue
+                    }
+                    written = pulsed
+                }
+                actions = assigner!.frame(center: written)
+                if perform(actions, capture: (capture, written, estimate)) { return }
             } else if assigner != nil {
                 let now = Int64(clock.current.rig(fromLocal: Double(localNow())).rounded())
                 actions = assigner!.tick(now: now, lateness: lateness)
@@ -337,6 +352,26 @@ final class CameraRecording {
         finishFiles(reason: nil)
     }
 
+    /// A triggered frame's centre: the measured edge of the pulse that exposed it plus the camera's delay and half
+    /// its exposure; nil for a frame no pulse exposed (dropped and counted; a pulse without a frame is a gap the
+    /// assigner fills with a dup).
+    private func pulseCenter(of capture: Capture, center: Int64, mapping: ClockMapping) -> Int64? {
+        guard let triggering else { return center }
+        for e in triggering.generator.edges(after: edgesFed) {
+            matcher!.pulse(group: e.group, actual: Int64(mapping.rig(fromLocal: Double(e.actual)).rounded()))
+            edgesFed += 1
+        }
+        switch matcher!.frame(center: center) {
+        case .extra:
+            let extra = matcher!.extraFrames
+            shared.update { $0.progress.extraFrames = extra }
+            return nil
+        case .pulse(_, let expected):
+            let edge = expected - triggering.schedule.leadMicroseconds
+            return edge + triggering.binding.delayMicroseconds + capture.exposureMicroseconds / 2
+        }
+    }
+
     /// Carries out the assigner's decisions; returns true once the file is finished.
     private func perform(_ actions: [StridedGroupAssigner.Action],
                          capture: (capture: Capture, center: Int64, estimate: PhaseController.Estimate)?) -> Bool {
@@ -351,7 +386,8 @@ final class CameraRecording {
                 case .write(let group):
                     guard let capture else { continue }
                     try write(capture.capture.payload, group: group)
-                    frameWritten(group: group, estimate: capture.estimate, center: capture.center, dup: false, held: false)
+                    // A triggered frame's centre is its pulse's, not the phase fit's.
+                    frameWritten(group: group, estimate: matcher == nil ? capture.estimate : nil, center: capture.center, dup: false, held: false)
                     keepAsPrevious(capture.capture, center: capture.center)
                     captureKept = true
                     if isShortOfSpace { stopOnFullDisk(after: group); return true }

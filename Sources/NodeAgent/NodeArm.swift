@@ -69,6 +69,17 @@ extension NodeAgent {
             throw failed(NodeFailure(.io, "node \(configuration.name) cannot create its staging directory \(directory.path): \(reason(error))."), [])
         }
         let preview = (request.preview?.width ?? 0) > 0 ? self.preview : nil
+        let triggering: [String: CameraTriggering]
+        do {
+            triggering = try openTriggerOutputs(settings: settings, grid: grid, mapping: mapping)
+        } catch {
+            throw failed(error, [])
+        }
+        /// A failed arm's outputs stop at once (its recorders, abandoned, would stop them too).
+        func failedTriggered(_ failure: NodeFailure, _ made: [any TakeRecorder]) -> NodeFailure {
+            triggering.generators.forEach { $0.cancel() }
+            return failed(failure, made)
+        }
         var made: [CameraRecorder] = []
         var identities: [DeviceIdentity] = []
         for (index, s) in settings.enumerated() {
@@ -82,9 +93,9 @@ extension NodeAgent {
                     localNow: { [weak self] in self?.localNow() ?? 0 }, logger: logger,
                     onFinish: { [weak self] in self?.report(.recorderFinished(arming, recorder: camera)) },
                     onEvent: { [weak self] kind, detail in self?.recorderEvent(arming, camera, kind, detail) },
-                    preview: preview, takeID: takeID))
+                    preview: preview, takeID: takeID, triggering: triggering[s.camera]))
             } catch {
-                throw failed(error, made)
+                throw failedTriggered(error, made)
             }
         }
         if let settings = request.preview, let preview = self.preview {
@@ -95,7 +106,7 @@ extension NodeAgent {
         // a frame): the arm succeeds only once all of them stream.
         let startDeadline = DispatchTime.now() + .milliseconds(3000)
         if let failure = made.lazy.compactMap({ $0.waitUntilStarted(deadline: startDeadline) }).first {
-            throw failed(NodeFailure(.io, failure.hasSuffix(".") ? failure : failure + "."), made)
+            throw failedTriggered(NodeFailure(.io, failure.hasSuffix(".") ? failure : failure + "."), made)
         }
         let mics = armMicrophones(arming, directory: directory, grid: grid, mapping: mapping, metadata: metadata)
         let recorders: [any TakeRecorder] = made + mics

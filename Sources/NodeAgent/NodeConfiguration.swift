@@ -2,6 +2,7 @@ import CoordCore
 import Foundation
 import Capture
 import Pixels
+import Platform
 
 /// A microphone of the node: a synthetic one (SYNCCLICK v1, its sample clock off by `rateErrorPPM`) or an ALSA
 /// capture device (`hw:1,0`, `default`, a plugin name).
@@ -69,6 +70,11 @@ public struct NodeConfiguration: Sendable {
     /// The node file's trigger outputs and the cameras they trigger, by camera name (CONTRACT §17).
     public var triggerOutputs: [TriggerOutput] = []
     public var cameraTriggers: [String: CameraTrigger] = [:]
+    /// Opens an output's line: the GPIO chip's, or a scripted line in tests and `coord-node-scripted` (never shipped).
+    public var triggerLine: @Sendable (TriggerOutput) throws(GPIOFailure) -> any TriggerLine = NodeConfiguration.gpioLine
+    @Sendable public static func gpioLine(_ output: TriggerOutput) throws(GPIOFailure) -> any TriggerLine {
+        try GPIOLine(chip: output.chip, line: output.line, consumer: "coord-node \(output.name)", activeLow: output.active == .low)
+    }
     /// How V4L2 devices are reached: libv4l2, or a scripted driver (`coord-node-scripted --v4l2-script`, tests only).
     public var v4l2: V4L2Access = .system
     /// CURVE keys: every socket serves only authorized coordinators (nil: no encryption, loopback only).

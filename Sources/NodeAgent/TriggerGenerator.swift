@@ -42,6 +42,8 @@ public final class TriggerGenerator: Sendable {
     public func stop(at group: Int64) { state.withLock { $0.schedule.stop(at: group) } }
 
     public var edges: [TriggerEdge] { state.withLock { $0.edges } }
+    /// The edges after the first `count` (a recorder reading them as they come, without copying the take's).
+    public func edges(after count: Int) -> [TriggerEdge] { state.withLock { count < $0.edges.count ? Array($0.edges[count...]) : [] } }
     /// Why the line stopped pulsing early (a GPIO failure), if it did.
     public var failure: String? { state.withLock { $0.failure } }
     public var timing: TriggerTiming { TriggerTiming(errors: edges.map(\.error)) }
@@ -50,19 +52,28 @@ public final class TriggerGenerator: Sendable {
     public func run() async {
         await withTaskCancellationHandler {
             await withCheckedContinuation { (done: CheckedContinuation<Void, Never>) in
-                let thread = Thread { [self] in
-                    ThreadPriority.nameCurrentThread("trigger-\(output.name)")
-                    ThreadPriority.raiseCurrentThread()
-                    pulses()
-                    line.close()
-                    done.resume()
-                }
-                thread.start()
+                start { done.resume() }
             }
         } onCancel: {
-            state.withLock { $0.cancelled = true }
+            cancel()
         }
     }
+
+    /// Starts the pulses on their own thread (the node's take, whose recorders are threads too); `onEnd` runs on
+    /// it once the last pulse is done or `cancel` was called, with the line released.
+    public func start(onEnd: @escaping @Sendable () -> Void = {}) {
+        let thread = Thread { [self] in
+            ThreadPriority.nameCurrentThread("trigger-\(output.name)")
+            ThreadPriority.raiseCurrentThread()
+            pulses()
+            line.close()
+            onEnd()
+        }
+        thread.start()
+    }
+
+    /// Ends the train within one sleep slice (an abort, a failed arm, the node shutting down without a stop group).
+    public func cancel() { state.withLock { $0.cancelled = true } }
 
     /// The generator thread's loop.
     private func pulses() {

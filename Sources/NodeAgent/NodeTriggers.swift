@@ -1,0 +1,59 @@
+import CoordCore
+import Foundation
+import Platform
+
+/// A triggered camera's part of its output's pulse train: the generator (shared by every camera on the output)
+/// and the camera's own binding, whose delay and exposure place its frames' centres.
+struct CameraTriggering: Sendable {
+    let generator: TriggerGenerator
+    let binding: CameraTrigger
+    /// The camera's pulses as the matcher expects them (its own delay; the exposure set for the take, or 0).
+    let schedule: TriggerSchedule
+}
+
+extension NodeAgent {
+    /// The arm's trigger outputs (CONTRACT §17): one generator per output an armed camera is bound to, its line
+    /// opened now (a missing or busy chip refuses the arm with GPIOLine's sentence naming chip and line), pulsing
+    /// from group 0 on the grid mapped through the clock the node follows; started here (the first edge is group
+    /// 0's, seconds away), ended by the stop group the recorders are given or by `cancel` (an abort, a failed arm).
+    func openTriggerOutputs(settings: [CameraSettings], grid: FrameGrid, mapping: ClockMappingBox) throws(NodeFailure) -> [String: CameraTriggering] {
+        var generators: [String: TriggerGenerator] = [:]
+        var out: [String: CameraTriggering] = [:]
+        do throws(NodeFailure) {
+            for s in settings {
+                guard let binding = configuration.cameraTriggers[s.camera],
+                      let output = configuration.triggerOutputs.first(where: { $0.name == binding.output }) else { continue }
+                let exposure = Int64(s.controls.exposureMicroseconds ?? 0)
+                let schedule = TriggerSchedule(grid: grid, delayMicroseconds: binding.delayMicroseconds, exposureMicroseconds: exposure,
+                                               widthMicroseconds: output.widthMicroseconds)
+                if generators[output.name] == nil {
+                    if let problem = TriggerSchedule.widthProblem(output: output.name, widthMicroseconds: output.widthMicroseconds, rate: grid.rate) {
+                        throw NodeFailure(.badConfig, "node \(configuration.name): \(problem)")
+                    }
+                    let line: any TriggerLine
+                    do {
+                        line = try configuration.triggerLine(output)
+                    } catch {
+                        throw NodeFailure(.io, "node \(configuration.name), trigger output \(output.name): \(error.description)")
+                    }
+                    // The first camera bound to the output places its edges; another camera's own delay places its centres.
+                    generators[output.name] = TriggerGenerator(output: output, line: line, schedule: schedule) { mapping.current }
+                }
+                out[s.camera] = CameraTriggering(generator: generators[output.name]!, binding: binding, schedule: schedule)
+            }
+        } catch {
+            generators.values.forEach { $0.cancel(); $0.start() }  // releases the lines at once
+            throw error
+        }
+        out.generators.forEach { $0.start() }
+        return out
+    }
+}
+
+extension [String: CameraTriggering] {
+    /// Each output's generator once.
+    var generators: [TriggerGenerator] {
+        var seen = Set<ObjectIdentifier>()
+        return values.map(\.generator).filter { seen.insert(ObjectIdentifier($0)).inserted }
+    }
+}
