@@ -3322,7 +3322,7 @@ const ProtobufCMessageDescriptor coord__v1__configure__descriptor =
   (ProtobufCMessageInit) coord__v1__configure__init,
   NULL,NULL,NULL    /* reserved[123] */
 };
-static const ProtobufCFieldDescriptor coord__v1__camera_config__field_descriptors[8] =
+static const ProtobufCFieldDescriptor coord__v1__camera_config__field_descriptors[10] =
 {
   {
     "camera",
@@ -3420,12 +3420,38 @@ static const ProtobufCFieldDescriptor coord__v1__camera_config__field_descriptor
     0,             /* flags */
     0,NULL,NULL    /* reserved1,reserved2, etc */
   },
+  {
+    "fps_num",
+    9,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_UINT32,
+    0,   /* quantifier_offset */
+    offsetof(Coord__V1__CameraConfig, fps_num),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "fps_den",
+    10,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_UINT32,
+    0,   /* quantifier_offset */
+    offsetof(Coord__V1__CameraConfig, fps_den),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
 };
 static const unsigned coord__v1__camera_config__field_indices_by_name[] = {
   0,   /* field[0] = camera */
   5,   /* field[5] = codec */
   7,   /* field[7] = controls */
   4,   /* field[4] = fps */
+  9,   /* field[9] = fps_den */
+  8,   /* field[8] = fps_num */
   3,   /* field[3] = height */
   1,   /* field[1] = ordinal */
   6,   /* field[6] = record_every */
@@ -3434,7 +3460,7 @@ static const unsigned coord__v1__camera_config__field_indices_by_name[] = {
 static const ProtobufCIntRange coord__v1__camera_config__number_ranges[1 + 1] =
 {
   { 1, 0 },
-  { 0, 8 }
+  { 0, 10 }
 };
 const ProtobufCMessageDescriptor coord__v1__camera_config__descriptor =
 {
@@ -3444,7 +3470,7 @@ const ProtobufCMessageDescriptor coord__v1__camera_config__descriptor =
   "Coord__V1__CameraConfig",
   "coord.v1",
   sizeof(Coord__V1__CameraConfig),
-  8,
+  10,
   coord__v1__camera_config__field_descriptors,
   coord__v1__camera_config__field_indices_by_name,
   1,  coord__v1__camera_config__number_ranges,
@@ -3528,7 +3554,7 @@ const ProtobufCMessageDescriptor coord__v1__clock_mapping__descriptor =
   (ProtobufCMessageInit) coord__v1__clock_mapping__init,
   NULL,NULL,NULL    /* reserved[123] */
 };
-static const ProtobufCFieldDescriptor coord__v1__arm__field_descriptors[6] =
+static const ProtobufCFieldDescriptor coord__v1__arm__field_descriptors[8] =
 {
   {
     "take_id",
@@ -3602,9 +3628,35 @@ static const ProtobufCFieldDescriptor coord__v1__arm__field_descriptors[6] =
     0,             /* flags */
     0,NULL,NULL    /* reserved1,reserved2, etc */
   },
+  {
+    "fps_num",
+    7,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_UINT32,
+    0,   /* quantifier_offset */
+    offsetof(Coord__V1__Arm, fps_num),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "fps_den",
+    8,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_UINT32,
+    0,   /* quantifier_offset */
+    offsetof(Coord__V1__Arm, fps_den),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
 };
 static const unsigned coord__v1__arm__field_indices_by_name[] = {
   1,   /* field[1] = clock */
+  7,   /* field[7] = fps_den */
+  6,   /* field[6] = fps_num */
   3,   /* field[3] = frame_period_us */
   5,   /* field[5] = preview */
   2,   /* field[2] = t0_us */
@@ -3614,7 +3666,7 @@ static const unsigned coord__v1__arm__field_indices_by_name[] = {
 static const ProtobufCIntRange coord__v1__arm__number_ranges[1 + 1] =
 {
   { 1, 0 },
-  { 0, 6 }
+  { 0, 8 }
 };
 const ProtobufCMessageDescriptor coord__v1__arm__descriptor =
 {
@@ -3624,7 +3676,7 @@ const ProtobufCMessageDescriptor coord__v1__arm__descriptor =
   "Coord__V1__Arm",
   "coord.v1",
   sizeof(Coord__V1__Arm),
-  6,
+  8,
   coord__v1__arm__field_descriptors,
   coord__v1__arm__field_indices_by_name,
   1,  coord__v1__arm__number_ranges,
@@ -3721,7 +3773,7 @@ const ProtobufCMessageDescriptor coord__v1__armed__descriptor =
   (ProtobufCMessageInit) coord__v1__armed__init,
   NULL,NULL,NULL    /* reserved[123] */
 };
-static const ProtobufCFieldDescriptor coord__v1__source_device__field_descriptors[9] =
+static const ProtobufCFieldDescriptor coord__v1__source_device__field_descriptors[11] =
 {
   {
     "source",
@@ -3831,13 +3883,39 @@ static const ProtobufCFieldDescriptor coord__v1__source_device__field_descriptor
     0,             /* flags */
     0,NULL,NULL    /* reserved1,reserved2, etc */
   },
+  {
+    "pipeline",
+    10,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_STRING,
+    0,   /* quantifier_offset */
+    offsetof(Coord__V1__SourceDevice, pipeline),
+    NULL,
+    &protobuf_c_empty_string,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "camera_id",
+    11,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_STRING,
+    0,   /* quantifier_offset */
+    offsetof(Coord__V1__SourceDevice, camera_id),
+    NULL,
+    &protobuf_c_empty_string,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
 };
 static const unsigned coord__v1__source_device__field_indices_by_name[] = {
   4,   /* field[4] = bus_info */
+  10,   /* field[10] = camera_id */
   3,   /* field[3] = card */
   2,   /* field[2] = driver */
   1,   /* field[1] = microphone */
   7,   /* field[7] = model */
+  9,   /* field[9] = pipeline */
   5,   /* field[5] = protocol */
   8,   /* field[8] = serial */
   0,   /* field[0] = source */
@@ -3846,7 +3924,7 @@ static const unsigned coord__v1__source_device__field_indices_by_name[] = {
 static const ProtobufCIntRange coord__v1__source_device__number_ranges[1 + 1] =
 {
   { 1, 0 },
-  { 0, 9 }
+  { 0, 11 }
 };
 const ProtobufCMessageDescriptor coord__v1__source_device__descriptor =
 {
@@ -3856,7 +3934,7 @@ const ProtobufCMessageDescriptor coord__v1__source_device__descriptor =
   "Coord__V1__SourceDevice",
   "coord.v1",
   sizeof(Coord__V1__SourceDevice),
-  9,
+  11,
   coord__v1__source_device__field_descriptors,
   coord__v1__source_device__field_indices_by_name,
   1,  coord__v1__source_device__number_ranges,
@@ -4264,7 +4342,7 @@ const ProtobufCMessageDescriptor coord__v1__preview_settings__descriptor =
   (ProtobufCMessageInit) coord__v1__preview_settings__init,
   NULL,NULL,NULL    /* reserved[123] */
 };
-static const ProtobufCFieldDescriptor coord__v1__start_preview__field_descriptors[6] =
+static const ProtobufCFieldDescriptor coord__v1__start_preview__field_descriptors[8] =
 {
   {
     "cameras",
@@ -4338,10 +4416,36 @@ static const ProtobufCFieldDescriptor coord__v1__start_preview__field_descriptor
     0,             /* flags */
     0,NULL,NULL    /* reserved1,reserved2, etc */
   },
+  {
+    "fps_num",
+    7,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_UINT32,
+    0,   /* quantifier_offset */
+    offsetof(Coord__V1__StartPreview, fps_num),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "fps_den",
+    8,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_UINT32,
+    0,   /* quantifier_offset */
+    offsetof(Coord__V1__StartPreview, fps_den),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
 };
 static const unsigned coord__v1__start_preview__field_indices_by_name[] = {
   0,   /* field[0] = cameras */
   1,   /* field[1] = clock */
+  7,   /* field[7] = fps_den */
+  6,   /* field[6] = fps_num */
   3,   /* field[3] = frame_period_us */
   5,   /* field[5] = lease_ms */
   4,   /* field[4] = preview */
@@ -4350,7 +4454,7 @@ static const unsigned coord__v1__start_preview__field_indices_by_name[] = {
 static const ProtobufCIntRange coord__v1__start_preview__number_ranges[1 + 1] =
 {
   { 1, 0 },
-  { 0, 6 }
+  { 0, 8 }
 };
 const ProtobufCMessageDescriptor coord__v1__start_preview__descriptor =
 {
@@ -4360,7 +4464,7 @@ const ProtobufCMessageDescriptor coord__v1__start_preview__descriptor =
   "Coord__V1__StartPreview",
   "coord.v1",
   sizeof(Coord__V1__StartPreview),
-  6,
+  8,
   coord__v1__start_preview__field_descriptors,
   coord__v1__start_preview__field_indices_by_name,
   1,  coord__v1__start_preview__number_ranges,
@@ -4783,7 +4887,7 @@ const ProtobufCEnumDescriptor coord__v1__status__state__descriptor =
   coord__v1__status__state__value_ranges,
   NULL,NULL,NULL,NULL   /* reserved[1234] */
 };
-static const ProtobufCFieldDescriptor coord__v1__status__field_descriptors[17] =
+static const ProtobufCFieldDescriptor coord__v1__status__field_descriptors[19] =
 {
   {
     "node",
@@ -4989,6 +5093,30 @@ static const ProtobufCFieldDescriptor coord__v1__status__field_descriptors[17] =
     0,             /* flags */
     0,NULL,NULL    /* reserved1,reserved2, etc */
   },
+  {
+    "fps_num",
+    18,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_UINT32,
+    0,   /* quantifier_offset */
+    offsetof(Coord__V1__Status, fps_num),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "fps_den",
+    19,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_UINT32,
+    0,   /* quantifier_offset */
+    offsetof(Coord__V1__Status, fps_den),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
 };
 static const unsigned coord__v1__status__field_indices_by_name[] = {
   3,   /* field[3] = cameras */
@@ -4996,6 +5124,8 @@ static const unsigned coord__v1__status__field_indices_by_name[] = {
   16,   /* field[16] = controls */
   5,   /* field[5] = detail */
   8,   /* field[8] = events */
+  18,   /* field[18] = fps_den */
+  17,   /* field[17] = fps_num */
   11,   /* field[11] = frame_period_us */
   4,   /* field[4] = local_now_us */
   14,   /* field[14] = mics */
@@ -5012,7 +5142,7 @@ static const unsigned coord__v1__status__field_indices_by_name[] = {
 static const ProtobufCIntRange coord__v1__status__number_ranges[1 + 1] =
 {
   { 1, 0 },
-  { 0, 17 }
+  { 0, 19 }
 };
 const ProtobufCMessageDescriptor coord__v1__status__descriptor =
 {
@@ -5022,7 +5152,7 @@ const ProtobufCMessageDescriptor coord__v1__status__descriptor =
   "Coord__V1__Status",
   "coord.v1",
   sizeof(Coord__V1__Status),
-  17,
+  19,
   coord__v1__status__field_descriptors,
   coord__v1__status__field_indices_by_name,
   1,  coord__v1__status__number_ranges,

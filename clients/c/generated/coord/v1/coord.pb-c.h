@@ -495,10 +495,16 @@ struct  Coord__V1__CameraConfig
    * The camera's picture controls for the take (the rig file's `controls:`); unset fields stay as they are.
    */
   Coord__V1__ControlValues *controls;
+  /*
+   * A non-integer rate (CONTRACT §13) as the rational fps_num / fps_den (30000/1001), `fps` then its whole
+   * rate (30); fps_den 0 or 1 (an older peer): the rate is `fps`.
+   */
+  uint32_t fps_num;
+  uint32_t fps_den;
 };
 #define COORD__V1__CAMERA_CONFIG__INIT \
  { PROTOBUF_C_MESSAGE_INIT (&coord__v1__camera_config__descriptor) \
-    , (char *)protobuf_c_empty_string, 0, 0, 0, 0, (char *)protobuf_c_empty_string, 0, NULL }
+    , (char *)protobuf_c_empty_string, 0, 0, 0, 0, (char *)protobuf_c_empty_string, 0, NULL, 0, 0 }
 
 
 /*
@@ -542,10 +548,16 @@ struct  Coord__V1__Arm
    * Preview frames from the take's cameras while it is armed and recording; width 0: none.
    */
   Coord__V1__PreviewSettings *preview;
+  /*
+   * A non-integer grid (CONTRACT §13): group g at t0_us + round(g × 10⁶ × fps_den / fps_num), exact; fps_den 0
+   * or 1: the grid steps by frame_period_us. The timecode is then drop-frame ("HH:MM:SS;FF") at 29.97 and 59.94.
+   */
+  uint32_t fps_num;
+  uint32_t fps_den;
 };
 #define COORD__V1__ARM__INIT \
  { PROTOBUF_C_MESSAGE_INIT (&coord__v1__arm__descriptor) \
-    , (char *)protobuf_c_empty_string, NULL, 0, 0, (char *)protobuf_c_empty_string, NULL }
+    , (char *)protobuf_c_empty_string, NULL, 0, 0, (char *)protobuf_c_empty_string, NULL, 0, 0 }
 
 
 struct  Coord__V1__Armed
@@ -578,8 +590,9 @@ struct  Coord__V1__Armed
 /*
  * One camera's or microphone's device (CONTRACT §11, §12). An empty string is a field the driver does not give.
  * A camera: `driver` always ("synthetic", a V4L2 driver such as "uvcvideo" or "vivid", "aravis"); V4L2 adds `card`
- * and `bus_info` (VIDIOC_QUERYCAP), GenICam `protocol`, `vendor`, `model`, `serial`. A microphone: `card` only
- * (the ALSA card's name, or "synthetic").
+ * and `bus_info` (VIDIOC_QUERYCAP), GenICam `protocol`, `vendor`, `model`, `serial`, libcamera (CONTRACT §16)
+ * `pipeline`, `model` and `camera_id` (the manifest's `id`). A microphone: `card` only (the ALSA card's name, or
+ * "synthetic").
  */
 struct  Coord__V1__SourceDevice
 {
@@ -596,10 +609,12 @@ struct  Coord__V1__SourceDevice
   char *vendor;
   char *model;
   char *serial;
+  char *pipeline;
+  char *camera_id;
 };
 #define COORD__V1__SOURCE_DEVICE__INIT \
  { PROTOBUF_C_MESSAGE_INIT (&coord__v1__source_device__descriptor) \
-    , (char *)protobuf_c_empty_string, 0, (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string }
+    , (char *)protobuf_c_empty_string, 0, (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string }
 
 
 /*
@@ -715,10 +730,15 @@ struct  Coord__V1__StartPreview
    * 1000…60000
    */
   uint32_t lease_ms;
+  /*
+   * a non-integer grid, as Arm's
+   */
+  uint32_t fps_num;
+  uint32_t fps_den;
 };
 #define COORD__V1__START_PREVIEW__INIT \
  { PROTOBUF_C_MESSAGE_INIT (&coord__v1__start_preview__descriptor) \
-    , 0,NULL, NULL, 0, 0, NULL, 0 }
+    , 0,NULL, NULL, 0, 0, NULL, 0, 0, 0 }
 
 
 /*
@@ -902,10 +922,15 @@ struct  Coord__V1__Status
    */
   size_t n_controls;
   Coord__V1__ControlsApplied **controls;
+  /*
+   * The take's grid rate when it is not an integer (as Arm's); 0: the grid steps by frame_period_us.
+   */
+  uint32_t fps_num;
+  uint32_t fps_den;
 };
 #define COORD__V1__STATUS__INIT \
  { PROTOBUF_C_MESSAGE_INIT (&coord__v1__status__descriptor) \
-    , (char *)protobuf_c_empty_string, COORD__V1__STATUS__STATE__STATE_UNSPECIFIED, (char *)protobuf_c_empty_string, 0,NULL, 0, (char *)protobuf_c_empty_string, COORD__V1__PRESSURE_LEVEL__PRESSURE_LEVEL_UNSPECIFIED, (char *)protobuf_c_empty_string, 0,NULL, NULL, 0, 0, 0, 0, 0,NULL, 0, 0,NULL }
+    , (char *)protobuf_c_empty_string, COORD__V1__STATUS__STATE__STATE_UNSPECIFIED, (char *)protobuf_c_empty_string, 0,NULL, 0, (char *)protobuf_c_empty_string, COORD__V1__PRESSURE_LEVEL__PRESSURE_LEVEL_UNSPECIFIED, (char *)protobuf_c_empty_string, 0,NULL, NULL, 0, 0, 0, 0, 0,NULL, 0, 0,NULL, 0, 0 }
 
 
 /*
