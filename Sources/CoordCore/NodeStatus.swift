@@ -16,6 +16,10 @@ public struct NodeStatus: Sendable, Equatable {
         public var recordEvery = 1
         public var disabled = false
         public var bytesWritten: UInt64 = 0
+        /// A triggered camera's output and its pulses' timing (CONTRACT §17); nil for a free-running camera.
+        public var trigger: TriggerFigures?
+        /// A triggered camera's frames no pulse exposed (dropped, not written).
+        public var extraFrames: Int64 = 0
         public init(camera: String) { self.camera = camera }
     }
 

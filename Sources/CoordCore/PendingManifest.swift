@@ -58,6 +58,7 @@ public struct PendingManifest: Sendable {
                 camera.controls = controls[key]
                 camera.device = devices[key]
                 camera.held = status?.held ?? 0
+                camera.trigger = status?.trigger
                 camera.disabled = responderCamera?.disabled == true ? true : nil
                 if disabledElsewhere.contains(key) {
                     camera.disabled = true

@@ -48,6 +48,13 @@ extension NodeStatus {
             c.recordEvery = UInt32(clamping: camera.recordEvery)
             c.disabled = camera.disabled
             c.bytesWritten = camera.bytesWritten
+            if let t = camera.trigger {
+                c.trigger = .with {
+                    $0.output = t.output; $0.source = t.source; $0.pulses = UInt64(clamping: t.pulses)
+                    $0.errorP50Us = t.error.p50; $0.errorP99Us = t.error.p99; $0.errorMaxUs = t.error.max
+                    $0.extraFrames = UInt64(clamping: camera.extraFrames)
+                }
+            }
             return c
         }
         s.mics = mics.map { mic in

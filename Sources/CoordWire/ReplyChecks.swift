@@ -116,6 +116,16 @@ public enum NodeReply {
             // Its figures (noise, uncertainty, levels) are kept only when finite, in NodeStatus(wire:).
             try c.within(camera.recordEvery, Wire.recordEveryRange, "\(f).record_every")
             try c.within(camera.bytesWritten, fileBytesRange, "\(f).bytes_written")
+            if camera.hasTrigger {
+                let t = camera.trigger
+                try c.name(t.output, "\(f).trigger.output", kind: "trigger output")
+                try c.name(t.source, "\(f).trigger.source", kind: "trigger source")
+                try c.within(t.pulses, countRange, "\(f).trigger.pulses")
+                try c.within(t.extraFrames, countRange, "\(f).trigger.extra_frames")
+                for (v, key) in [(t.errorP50Us, "p50"), (t.errorP99Us, "p99"), (t.errorMaxUs, "max")] {
+                    try c.within(v, 0...Wire.timeRange.upperBound, "\(f).trigger.error_\(key)_us")
+                }
+            }
         }
         var mics = Set<String>()
         for (i, mic) in m.mics.enumerated() {

@@ -366,6 +366,12 @@ extension NodeStatus {
             camera.recordEvery = max(1, Int(c.recordEvery))
             camera.disabled = c.disabled
             camera.bytesWritten = c.bytesWritten
+            if c.hasTrigger {
+                let t = c.trigger
+                camera.trigger = TriggerFigures(output: t.output, source: t.source, pulses: Int64(clamping: t.pulses),
+                                                error: TriggerTiming(p50: t.errorP50Us, p99: t.errorP99Us, max: t.errorMaxUs))
+                camera.extraFrames = Int64(clamping: t.extraFrames)
+            }
             return camera
         })
         detail = wire.detail

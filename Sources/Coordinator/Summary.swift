@@ -35,6 +35,8 @@ public enum TakeSummary {
         if let b = report.spreadBoundMicroseconds {
             lines.append("  allowing two sigma of each camera's clock and centre error: p50 \(b.p50) µs, p99 \(b.p99) µs, max \(b.max) µs")
         }
+        // A triggered camera's output and its pulses' timing (CONTRACT §17).
+        for c in manifest.cameras { if let t = c.trigger { lines.append("  " + t.reportLine(node: c.node, camera: c.camera)) } }
         if let note = report.clockNote { lines.append("  note: \(note)") }
         let unsaid: Set<TakeEvent.Kind> = [.start, .stop, .fileDamaged, .fileMissing]
         for e in manifest.events where !unsaid.contains(e.kind) {

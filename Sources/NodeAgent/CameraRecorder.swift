@@ -63,6 +63,8 @@ final class CameraRecorder: Sendable {
         var startFailure: String?
         /// A free-running camera's answer to a frame interval while streaming, once its stream ran (nil: not asked).
         var rePhasing: RePhaseVerdict?
+        /// The take's first group, once started: a triggered camera's pulses count from it.
+        var startGroup: Int64?
     }
 
     /// `Shared` behind its lock, reached by the recorder and by its recording's thread.
@@ -130,7 +132,8 @@ final class CameraRecorder: Sendable {
     /// A triggered camera's manifest figures so far: its output's pulses and their timing error (nil: free-running).
     var triggerFigures: TriggerFigures? {
         guard let t = triggering else { return nil }
-        let edges = t.generator.edges
+        let start = shared.update { $0.startGroup } ?? 0
+        let edges = t.generator.edges.filter { $0.group >= start }
         return TriggerFigures(output: t.binding.output, source: t.binding.source, pulses: Int64(edges.count),
                               error: TriggerTiming(errors: edges.map(\.error)))
     }
@@ -185,7 +188,11 @@ final class CameraRecorder: Sendable {
 
     /// Writes groups [start, stop); stop nil means until `stop(at:)`.
     func start(group: Int64, stop: Int64?) {
-        shared.update { $0.requestedStart = (group, stop) }
+        if let stop { triggering?.generator.stop(at: stop) }
+        shared.update { s in
+            s.requestedStart = (group, stop)
+            s.startGroup = group
+        }
     }
 
     func stop(at group: Int64) {

@@ -139,6 +139,8 @@ extension CameraRecorder {
         c.recordEvery = p.recordEvery
         c.disabled = p.disabled
         c.bytesWritten = p.bytesWritten
+        c.trigger = triggerFigures
+        c.extraFrames = p.extraFrames
         return c
     }
 }

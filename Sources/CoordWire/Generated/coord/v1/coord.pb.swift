@@ -1414,45 +1414,125 @@ public nonisolated struct Coord_V1_NodeEvent: Sendable {
   public init() {}
 }
 
-public nonisolated struct Coord_V1_CameraStatus: Sendable {
+public nonisolated struct Coord_V1_CameraStatus: @unchecked Sendable {
   // SwiftProtobuf.Message conformance is added in an extension below. See the
   // `Message` and `Message+*Additions` files in the SwiftProtobuf library for
   // methods supported on all messages.
 
-  public var camera: String = String()
+  public var camera: String {
+    get {_storage._camera}
+    set {_uniqueStorage()._camera = newValue}
+  }
 
   /// frames written so far (dup included)
-  public var frames: UInt64 = 0
+  public var frames: UInt64 {
+    get {_storage._frames}
+    set {_uniqueStorage()._frames = newValue}
+  }
 
   /// groups filled with a dup
-  public var dropped: UInt64 = 0
+  public var dropped: UInt64 {
+    get {_storage._dropped}
+    set {_uniqueStorage()._dropped = newValue}
+  }
 
-  public var lastGroup: Int64 = 0
+  public var lastGroup: Int64 {
+    get {_storage._lastGroup}
+    set {_uniqueStorage()._lastGroup = newValue}
+  }
 
-  public var finished: Bool = false
+  public var finished: Bool {
+    get {_storage._finished}
+    set {_uniqueStorage()._finished = newValue}
+  }
 
-  public var error: String = String()
+  public var error: String {
+    get {_storage._error}
+    set {_uniqueStorage()._error = newValue}
+  }
 
   /// the phase loop's measured buffer-timestamp noise (standard deviation)
-  public var timestampNoiseUs: Double = 0
+  public var timestampNoiseUs: Double {
+    get {_storage._timestampNoiseUs}
+    set {_uniqueStorage()._timestampNoiseUs = newValue}
+  }
 
   /// one-sigma error of its frame-centre estimates
-  public var centerUncertaintyUs: Double = 0
+  public var centerUncertaintyUs: Double {
+    get {_storage._centerUncertaintyUs}
+    set {_uniqueStorage()._centerUncertaintyUs = newValue}
+  }
 
   /// times the phase fit restarted (dropped frames)
-  public var phaseRestarts: UInt32 = 0
+  public var phaseRestarts: UInt32 {
+    get {_storage._phaseRestarts}
+    set {_uniqueStorage()._phaseRestarts = newValue}
+  }
 
   /// groups filled on purpose by a frame-rate cap or a slow-down (not in dropped)
-  public var held: UInt64 = 0
+  public var held: UInt64 {
+    get {_storage._held}
+    set {_uniqueStorage()._held = newValue}
+  }
 
   /// 1: every group
-  public var recordEvery: UInt32 = 0
+  public var recordEvery: UInt32 {
+    get {_storage._recordEvery}
+    set {_uniqueStorage()._recordEvery = newValue}
+  }
 
   /// disabled during the take
-  public var disabled: Bool = false
+  public var disabled: Bool {
+    get {_storage._disabled}
+    set {_uniqueStorage()._disabled = newValue}
+  }
 
   /// .mkv bytes so far
-  public var bytesWritten: UInt64 = 0
+  public var bytesWritten: UInt64 {
+    get {_storage._bytesWritten}
+    set {_uniqueStorage()._bytesWritten = newValue}
+  }
+
+  /// set only for a camera a node's trigger output exposes (CONTRACT §17)
+  public var trigger: Coord_V1_TriggerStatus {
+    get {_storage._trigger ?? Coord_V1_TriggerStatus()}
+    set {_uniqueStorage()._trigger = newValue}
+  }
+  /// Returns true if `trigger` has been explicitly set.
+  public var hasTrigger: Bool {_storage._trigger != nil}
+  /// Clears the value of `trigger`. Subsequent reads from it will return its default value.
+  public mutating func clearTrigger() {_uniqueStorage()._trigger = nil}
+
+  public var unknownFields = SwiftProtobuf.UnknownStorage()
+
+  public init() {}
+
+  fileprivate var _storage = _StorageClass.defaultInstance
+}
+
+/// A triggered camera's output and its pulses so far (CONTRACT §17): the manifest's `trigger` block.
+public nonisolated struct Coord_V1_TriggerStatus: Sendable {
+  // SwiftProtobuf.Message conformance is added in an extension below. See the
+  // `Message` and `Message+*Additions` files in the SwiftProtobuf library for
+  // methods supported on all messages.
+
+  public var output: String = String()
+
+  /// the camera's trigger input, e.g. Line0
+  public var source: String = String()
+
+  /// edges the output emitted in the take
+  public var pulses: UInt64 = 0
+
+  /// |actual − intended edge|, node clock
+  public var errorP50Us: Int64 = 0
+
+  public var errorP99Us: Int64 = 0
+
+  public var errorMaxUs: Int64 = 0
+
+  /// frames no pulse exposed, dropped
+  public var extraFrames: UInt64 = 0
 
   public var unknownFields = SwiftProtobuf.UnknownStorage()
 
@@ -4032,7 +4112,168 @@ nonisolated extension Coord_V1_NodeEvent: SwiftProtobuf.Message, SwiftProtobuf._
 
 nonisolated extension Coord_V1_CameraStatus: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
   public static let protoMessageName: String = _protobuf_package + ".CameraStatus"
-  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}camera\0\u{1}frames\0\u{1}dropped\0\u{3}last_group\0\u{1}finished\0\u{1}error\0\u{3}timestamp_noise_us\0\u{3}center_uncertainty_us\0\u{3}phase_restarts\0\u{1}held\0\u{3}record_every\0\u{1}disabled\0\u{3}bytes_written\0")
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}camera\0\u{1}frames\0\u{1}dropped\0\u{3}last_group\0\u{1}finished\0\u{1}error\0\u{3}timestamp_noise_us\0\u{3}center_uncertainty_us\0\u{3}phase_restarts\0\u{1}held\0\u{3}record_every\0\u{1}disabled\0\u{3}bytes_written\0\u{1}trigger\0")
+
+  fileprivate class _StorageClass {
+    var _camera: String = String()
+    var _frames: UInt64 = 0
+    var _dropped: UInt64 = 0
+    var _lastGroup: Int64 = 0
+    var _finished: Bool = false
+    var _error: String = String()
+    var _timestampNoiseUs: Double = 0
+    var _centerUncertaintyUs: Double = 0
+    var _phaseRestarts: UInt32 = 0
+    var _held: UInt64 = 0
+    var _recordEvery: UInt32 = 0
+    var _disabled: Bool = false
+    var _bytesWritten: UInt64 = 0
+    var _trigger: Coord_V1_TriggerStatus? = nil
+
+      // This property is used as the initial default value for new instances of the type.
+      // The type itself is protecting the reference to its storage via CoW semantics.
+      // This will force a copy to be made of this reference when the first mutation occurs;
+      // hence, it is safe to mark this as `nonisolated(unsafe)`.
+      static nonisolated(unsafe) let defaultInstance = _StorageClass()
+
+    private init() {}
+
+    init(copying source: _StorageClass) {
+      _camera = source._camera
+      _frames = source._frames
+      _dropped = source._dropped
+      _lastGroup = source._lastGroup
+      _finished = source._finished
+      _error = source._error
+      _timestampNoiseUs = source._timestampNoiseUs
+      _centerUncertaintyUs = source._centerUncertaintyUs
+      _phaseRestarts = source._phaseRestarts
+      _held = source._held
+      _recordEvery = source._recordEvery
+      _disabled = source._disabled
+      _bytesWritten = source._bytesWritten
+      _trigger = source._trigger
+    }
+  }
+
+  fileprivate mutating func _uniqueStorage() -> _StorageClass {
+    if !isKnownUniquelyReferenced(&_storage) {
+      _storage = _StorageClass(copying: _storage)
+    }
+    return _storage
+  }
+
+  public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
+    _ = _uniqueStorage()
+    try withExtendedLifetime(_storage) { (_storage: _StorageClass) in
+      while let fieldNumber = try decoder.nextFieldNumber() {
+        // The use of inline closures is to circumvent an issue where the compiler
+        // allocates stack space for every case branch when no optimizations are
+        // enabled. https://github.com/apple/swift-protobuf/issues/1034
+        switch fieldNumber {
+        case 1: try { try decoder.decodeSingularStringField(value: &_storage._camera) }()
+        case 2: try { try decoder.decodeSingularUInt64Field(value: &_storage._frames) }()
+        case 3: try { try decoder.decodeSingularUInt64Field(value: &_storage._dropped) }()
+        case 4: try { try decoder.decodeSingularInt64Field(value: &_storage._lastGroup) }()
+        case 5: try { try decoder.decodeSingularBoolField(value: &_storage._finished) }()
+        case 6: try { try decoder.decodeSingularStringField(value: &_storage._error) }()
+        case 7: try { try decoder.decodeSingularDoubleField(value: &_storage._timestampNoiseUs) }()
+        case 8: try { try decoder.decodeSingularDoubleField(value: &_storage._centerUncertaintyUs) }()
+        case 9: try { try decoder.decodeSingularUInt32Field(value: &_storage._phaseRestarts) }()
+        case 10: try { try decoder.decodeSingularUInt64Field(value: &_storage._held) }()
+        case 11: try { try decoder.decodeSingularUInt32Field(value: &_storage._recordEvery) }()
+        case 12: try { try decoder.decodeSingularBoolField(value: &_storage._disabled) }()
+        case 13: try { try decoder.decodeSingularUInt64Field(value: &_storage._bytesWritten) }()
+        case 14: try { try decoder.decodeSingularMessageField(value: &_storage._trigger) }()
+        default: break
+        }
+      }
+    }
+  }
+
+  public func traverse<V: SwiftProtobuf.Visitor>(visitor: inout V) throws {
+    try withExtendedLifetime(_storage) { (_storage: _StorageClass) in
+      // The use of inline closures is to circumvent an issue where the compiler
+      // allocates stack space for every if/case branch local when no optimizations
+      // are enabled. https://github.com/apple/swift-protobuf/issues/1034 and
+      // https://github.com/apple/swift-protobuf/issues/1182
+      if !_storage._camera.isEmpty {
+        try visitor.visitSingularStringField(value: _storage._camera, fieldNumber: 1)
+      }
+      if _storage._frames != 0 {
+        try visitor.visitSingularUInt64Field(value: _storage._frames, fieldNumber: 2)
+      }
+      if _storage._dropped != 0 {
+        try visitor.visitSingularUInt64Field(value: _storage._dropped, fieldNumber: 3)
+      }
+      if _storage._lastGroup != 0 {
+        try visitor.visitSingularInt64Field(value: _storage._lastGroup, fieldNumber: 4)
+      }
+      if _storage._finished != false {
+        try visitor.visitSingularBoolField(value: _storage._finished, fieldNumber: 5)
+      }
+      if !_storage._error.isEmpty {
+        try visitor.visitSingularStringField(value: _storage._error, fieldNumber: 6)
+      }
+      if _storage._timestampNoiseUs.bitPattern != 0 {
+        try visitor.visitSingularDoubleField(value: _storage._timestampNoiseUs, fieldNumber: 7)
+      }
+      if _storage._centerUncertaintyUs.bitPattern != 0 {
+        try visitor.visitSingularDoubleField(value: _storage._centerUncertaintyUs, fieldNumber: 8)
+      }
+      if _storage._phaseRestarts != 0 {
+        try visitor.visitSingularUInt32Field(value: _storage._phaseRestarts, fieldNumber: 9)
+      }
+      if _storage._held != 0 {
+        try visitor.visitSingularUInt64Field(value: _storage._held, fieldNumber: 10)
+      }
+      if _storage._recordEvery != 0 {
+        try visitor.visitSingularUInt32Field(value: _storage._recordEvery, fieldNumber: 11)
+      }
+      if _storage._disabled != false {
+        try visitor.visitSingularBoolField(value: _storage._disabled, fieldNumber: 12)
+      }
+      if _storage._bytesWritten != 0 {
+        try visitor.visitSingularUInt64Field(value: _storage._bytesWritten, fieldNumber: 13)
+      }
+      try { if let v = _storage._trigger {
+        try visitor.visitSingularMessageField(value: v, fieldNumber: 14)
+      } }()
+    }
+    try unknownFields.traverse(visitor: &visitor)
+  }
+
+  public static func ==(lhs: Coord_V1_CameraStatus, rhs: Coord_V1_CameraStatus) -> Bool {
+    if lhs._storage !== rhs._storage {
+      let storagesAreEqual: Bool = withExtendedLifetime((lhs._storage, rhs._storage)) { (_args: (_StorageClass, _StorageClass)) in
+        let _storage = _args.0
+        let rhs_storage = _args.1
+        if _storage._camera != rhs_storage._camera {return false}
+        if _storage._frames != rhs_storage._frames {return false}
+        if _storage._dropped != rhs_storage._dropped {return false}
+        if _storage._lastGroup != rhs_storage._lastGroup {return false}
+        if _storage._finished != rhs_storage._finished {return false}
+        if _storage._error != rhs_storage._error {return false}
+        if _storage._timestampNoiseUs != rhs_storage._timestampNoiseUs {return false}
+        if _storage._centerUncertaintyUs != rhs_storage._centerUncertaintyUs {return false}
+        if _storage._phaseRestarts != rhs_storage._phaseRestarts {return false}
+        if _storage._held != rhs_storage._held {return false}
+        if _storage._recordEvery != rhs_storage._recordEvery {return false}
+        if _storage._disabled != rhs_storage._disabled {return false}
+        if _storage._bytesWritten != rhs_storage._bytesWritten {return false}
+        if _storage._trigger != rhs_storage._trigger {return false}
+        return true
+      }
+      if !storagesAreEqual {return false}
+    }
+    if lhs.unknownFields != rhs.unknownFields {return false}
+    return true
+  }
+}
+
+nonisolated extension Coord_V1_TriggerStatus: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
+  public static let protoMessageName: String = _protobuf_package + ".TriggerStatus"
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}output\0\u{1}source\0\u{1}pulses\0\u{3}error_p50_us\0\u{3}error_p99_us\0\u{3}error_max_us\0\u{3}extra_frames\0")
 
   public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
     while let fieldNumber = try decoder.nextFieldNumber() {
@@ -4040,81 +4281,51 @@ nonisolated extension Coord_V1_CameraStatus: SwiftProtobuf.Message, SwiftProtobu
       // allocates stack space for every case branch when no optimizations are
       // enabled. https://github.com/apple/swift-protobuf/issues/1034
       switch fieldNumber {
-      case 1: try { try decoder.decodeSingularStringField(value: &self.camera) }()
-      case 2: try { try decoder.decodeSingularUInt64Field(value: &self.frames) }()
-      case 3: try { try decoder.decodeSingularUInt64Field(value: &self.dropped) }()
-      case 4: try { try decoder.decodeSingularInt64Field(value: &self.lastGroup) }()
-      case 5: try { try decoder.decodeSingularBoolField(value: &self.finished) }()
-      case 6: try { try decoder.decodeSingularStringField(value: &self.error) }()
-      case 7: try { try decoder.decodeSingularDoubleField(value: &self.timestampNoiseUs) }()
-      case 8: try { try decoder.decodeSingularDoubleField(value: &self.centerUncertaintyUs) }()
-      case 9: try { try decoder.decodeSingularUInt32Field(value: &self.phaseRestarts) }()
-      case 10: try { try decoder.decodeSingularUInt64Field(value: &self.held) }()
-      case 11: try { try decoder.decodeSingularUInt32Field(value: &self.recordEvery) }()
-      case 12: try { try decoder.decodeSingularBoolField(value: &self.disabled) }()
-      case 13: try { try decoder.decodeSingularUInt64Field(value: &self.bytesWritten) }()
+      case 1: try { try decoder.decodeSingularStringField(value: &self.output) }()
+      case 2: try { try decoder.decodeSingularStringField(value: &self.source) }()
+      case 3: try { try decoder.decodeSingularUInt64Field(value: &self.pulses) }()
+      case 4: try { try decoder.decodeSingularInt64Field(value: &self.errorP50Us) }()
+      case 5: try { try decoder.decodeSingularInt64Field(value: &self.errorP99Us) }()
+      case 6: try { try decoder.decodeSingularInt64Field(value: &self.errorMaxUs) }()
+      case 7: try { try decoder.decodeSingularUInt64Field(value: &self.extraFrames) }()
       default: break
       }
     }
   }
 
   public func traverse<V: SwiftProtobuf.Visitor>(visitor: inout V) throws {
-    if !self.camera.isEmpty {
-      try visitor.visitSingularStringField(value: self.camera, fieldNumber: 1)
+    if !self.output.isEmpty {
+      try visitor.visitSingularStringField(value: self.output, fieldNumber: 1)
     }
-    if self.frames != 0 {
-      try visitor.visitSingularUInt64Field(value: self.frames, fieldNumber: 2)
+    if !self.source.isEmpty {
+      try visitor.visitSingularStringField(value: self.source, fieldNumber: 2)
     }
-    if self.dropped != 0 {
-      try visitor.visitSingularUInt64Field(value: self.dropped, fieldNumber: 3)
+    if self.pulses != 0 {
+      try visitor.visitSingularUInt64Field(value: self.pulses, fieldNumber: 3)
     }
-    if self.lastGroup != 0 {
-      try visitor.visitSingularInt64Field(value: self.lastGroup, fieldNumber: 4)
+    if self.errorP50Us != 0 {
+      try visitor.visitSingularInt64Field(value: self.errorP50Us, fieldNumber: 4)
     }
-    if self.finished != false {
-      try visitor.visitSingularBoolField(value: self.finished, fieldNumber: 5)
+    if self.errorP99Us != 0 {
+      try visitor.visitSingularInt64Field(value: self.errorP99Us, fieldNumber: 5)
     }
-    if !self.error.isEmpty {
-      try visitor.visitSingularStringField(value: self.error, fieldNumber: 6)
+    if self.errorMaxUs != 0 {
+      try visitor.visitSingularInt64Field(value: self.errorMaxUs, fieldNumber: 6)
     }
-    if self.timestampNoiseUs.bitPattern != 0 {
-      try visitor.visitSingularDoubleField(value: self.timestampNoiseUs, fieldNumber: 7)
-    }
-    if self.centerUncertaintyUs.bitPattern != 0 {
-      try visitor.visitSingularDoubleField(value: self.centerUncertaintyUs, fieldNumber: 8)
-    }
-    if self.phaseRestarts != 0 {
-      try visitor.visitSingularUInt32Field(value: self.phaseRestarts, fieldNumber: 9)
-    }
-    if self.held != 0 {
-      try visitor.visitSingularUInt64Field(value: self.held, fieldNumber: 10)
-    }
-    if self.recordEvery != 0 {
-      try visitor.visitSingularUInt32Field(value: self.recordEvery, fieldNumber: 11)
-    }
-    if self.disabled != false {
-      try visitor.visitSingularBoolField(value: self.disabled, fieldNumber: 12)
-    }
-    if self.bytesWritten != 0 {
-      try visitor.visitSingularUInt64Field(value: self.bytesWritten, fieldNumber: 13)
+    if self.extraFrames != 0 {
+      try visitor.visitSingularUInt64Field(value: self.extraFrames, fieldNumber: 7)
     }
     try unknownFields.traverse(visitor: &visitor)
   }
 
-  public static func ==(lhs: Coord_V1_CameraStatus, rhs: Coord_V1_CameraStatus) -> Bool {
-    if lhs.camera != rhs.camera {return false}
-    if lhs.frames != rhs.frames {return false}
-    if lhs.dropped != rhs.dropped {return false}
-    if lhs.lastGroup != rhs.lastGroup {return false}
-    if lhs.finished != rhs.finished {return false}
-    if lhs.error != rhs.error {return false}
-    if lhs.timestampNoiseUs != rhs.timestampNoiseUs {return false}
-    if lhs.centerUncertaintyUs != rhs.centerUncertaintyUs {return false}
-    if lhs.phaseRestarts != rhs.phaseRestarts {return false}
-    if lhs.held != rhs.held {return false}
-    if lhs.recordEvery != rhs.recordEvery {return false}
-    if lhs.disabled != rhs.disabled {return false}
-    if lhs.bytesWritten != rhs.bytesWritten {return false}
+  public static func ==(lhs: Coord_V1_TriggerStatus, rhs: Coord_V1_TriggerStatus) -> Bool {
+    if lhs.output != rhs.output {return false}
+    if lhs.source != rhs.source {return false}
+    if lhs.pulses != rhs.pulses {return false}
+    if lhs.errorP50Us != rhs.errorP50Us {return false}
+    if lhs.errorP99Us != rhs.errorP99Us {return false}
+    if lhs.errorMaxUs != rhs.errorMaxUs {return false}
+    if lhs.extraFrames != rhs.extraFrames {return false}
     if lhs.unknownFields != rhs.unknownFields {return false}
     return true
   }
