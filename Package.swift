@@ -67,7 +67,7 @@ let package = Package(
         // Camera and microphone sources: CameraSource/AudioSource, the synthetic sensor, V4L2 cameras, ALSA microphones.
         .target(name: "Capture", dependencies: ["CALSA", "V4L2", "CV4L2", "Pixels", "Platform", "CoordCore"]),
         // Tests only: V4L2 access through the scripted driver, painting the test pattern and the stripe.
-        .target(name: "ScriptedCameras", dependencies: ["Capture", "LibAV", "Pixels", "V4L2", "V4L2Simulator"]),
+        .target(name: "ScriptedCameras", dependencies: ["Capture", "CoordCore", "LibAV", "Pixels", "Platform", "V4L2", "V4L2Simulator"]),
 
         // Machine-vision cameras through Aravis (GenICamCamera, the one funnel) and their pure pieces.
         .target(name: "GenICam", dependencies: ["CAravis", "Capture", "Pixels", "CoordCore", "Platform"]),
@@ -147,7 +147,7 @@ let package = Package(
         ]),
         .executableTarget(name: "coord-node", dependencies: ["NodeCommands"]),
         // Tests only: coord-node's commands with V4L2 reached through the scripted driver (`--v4l2-script FILE`).
-        .executableTarget(name: "coord-node-scripted", dependencies: ["NodeCommands", "ScriptedCameras"]),
+        .executableTarget(name: "coord-node-scripted", dependencies: ["CoordCore", "NodeCommands", "Platform", "ScriptedCameras"]),
         // Fuzzing (libFuzzer with -sanitize=fuzzer -DFUZZING; built normally it replays a corpus): docs/tests.md.
         .executableTarget(name: "coord-fuzz", dependencies: [
             "CoordCore", "CoordWire", "Coordinator", "NodeAgent",

@@ -24,6 +24,8 @@ public struct CoordNode: AsyncParsableCommand {
     /// How V4L2 devices are reached (given `--seed`): libv4l2, unless the test program coord-node-scripted binds a
     /// scripted driver, so no test double is linked into coord-node.
     @TaskLocal public static var v4l2Access: @Sendable (_ seed: UInt64) throws -> V4L2Access = { _ in .system }
+    /// How trigger outputs are driven: their GPIO lines, unless coord-node-scripted binds scripted lines.
+    @TaskLocal public static var triggerLine: (@Sendable (TriggerOutput) throws(GPIOFailure) -> any TriggerLine)? = nil
 
     /// Parses the process's arguments (or `arguments`) and runs the command they name, exiting with its status.
     public static func runFromCommandLine(_ arguments: [String]? = nil) async {
@@ -150,7 +152,8 @@ public struct Serve: AsyncParsableCommand {
             try Self.listCameras(access: access, flags: given)
             return
         }
-        let configuration = try NodeConfiguration.resolve(flags: flags, file: loaded?.file, v4l2: access)
+        var configuration = try NodeConfiguration.resolve(flags: flags, file: loaded?.file, v4l2: access)
+        if let line = CoordNode.triggerLine { configuration.triggerLine = line }
         if let address = configuration.metrics, !MetricsEndpoint.isLoopback(address.host) {
             // As the console warns about a LAN address: /metrics has no keys, whatever --cert says.
             FileHandle.standardError.write(Data("coord-node: warning: /metrics listens on \(address.host), beyond this machine: anyone who reaches that network can read it, without keys (--cert does not cover it).\n".utf8))
