@@ -3,7 +3,8 @@ UVC webcam to a trigger output; `--trigger-log` makes every output a scripted li
 to a file (this machine has no GPIO chip). One take through `coord start-take --rig`, shared by the assertions:
 the output emits exactly one pulse per group, the manifest's trigger block says so with plausible error figures,
 the frame the driver lost is a dup filled exactly where its pulse had no frame, and the sync summary prints the
-camera's trigger line. A busy line refuses the arm in one sentence naming chip and line."""
+camera's trigger line. A busy line, or a pulse not shorter than the frame period, refuses the arm in one
+sentence naming it."""
 
 from __future__ import annotations
 
@@ -24,7 +25,7 @@ name: n1
 endpoint: tcp://127.0.0.1:*
 staging: {staging}
 triggers:
-  - {{name: sync, gpio: {{chip: /dev/gpiochip0, line: {line}}}, width_us: 500}}
+  - {{name: sync, gpio: {{chip: /dev/gpiochip0, line: {line}}}, width_us: {width}}}
 cameras:
   - {{name: cam0, v4l2: /dev/video0, trigger: {{output: sync, source: Line0, delay_us: 20}}}}
 """
@@ -33,10 +34,10 @@ cameras:
 class TriggeredNode:
     """coord-node-scripted run from its node file alone (its cameras and outputs), READY read from stdout."""
 
-    def __init__(self, d: Path, line: int, devices: dict):
+    def __init__(self, d: Path, line: int, devices: dict, width: int = 500):
         d.mkdir(parents=True, exist_ok=True)
         config = d / "node.yaml"
-        config.write_text(NODE_FILE.format(staging=d / "staging", line=line))
+        config.write_text(NODE_FILE.format(staging=d / "staging", line=line, width=width))
         self.log = d / "pulses.log"
         self.stderr_path = d / "node.stderr"
         self._err = open(self.stderr_path, "wb")
@@ -128,12 +129,17 @@ def test_frames_take_their_pulses_centre_and_a_lost_frame_is_filled_there(trigge
     assert all(b == a + 1 for i, (a, b) in enumerate(zip(counters, counters[1:])) if i not in (g - 1, g)), counters
 
 
-def test_a_busy_line_refuses_the_arm_naming_chip_and_line(tmp_path):
-    node = TriggeredNode(tmp_path, 1000, {"/dev/video0": UVC})
+@pytest.mark.parametrize("line,width,sentence", [
+    (1000, 500, "line 1000 of /dev/gpiochip0 is held by another consumer"),
+    (17, 40000, "trigger output sync: width_us 40000 is not shorter than the frame period (33333 µs at 30 fps)"),
+])
+def test_an_output_the_take_cannot_use_refuses_the_arm_in_one_sentence(tmp_path, line, width, sentence):
+    node = TriggeredNode(tmp_path, line, {"/dev/video0": UVC}, width=width)
     try:
         takes = tmp_path / "takes"
         done = run([COORD, "start-take", "--rig", rig(tmp_path, node), "--seconds", 1, "--takes-dir", takes], timeout=60)
         assert done.returncode != 0
-        assert "line 1000 of /dev/gpiochip0 is held by another consumer" in done.stdout + done.stderr, done.stdout + done.stderr
+        assert sentence in done.stdout + done.stderr, done.stdout + done.stderr
+        assert not node.log.exists()
     finally:
         node.cleanup()
