@@ -56,6 +56,16 @@ public struct CameraCapabilities: Equatable, Sendable {
     public var codecs: [VideoCodec]
     /// The id of the `Bus` its stream crosses (shared with the node's other cameras on it); empty: none shared.
     public var bus: String
+    /// The node's trigger output that exposes this camera, and what limits the rate it can follow (nil: free-running).
+    public var trigger: Triggered?
+    public struct Triggered: Equatable, Sendable {
+        public var output: String
+        public var readoutMicroseconds: Int64
+        public var maximumFrameRate: Double?
+        public init(output: String, readoutMicroseconds: Int64 = 0, maximumFrameRate: Double? = nil) {
+            self.output = output; self.readoutMicroseconds = readoutMicroseconds; self.maximumFrameRate = maximumFrameRate
+        }
+    }
 
     public init(name: String, source: String, device: String = "", formats: [CameraFormat], codecs: [VideoCodec], bus: String = "") {
         self.name = name; self.source = source; self.device = device; self.formats = formats; self.codecs = codecs; self.bus = bus

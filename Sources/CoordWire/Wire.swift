@@ -174,6 +174,12 @@ extension CameraCapabilities {
         self.init(name: wire.name, source: wire.source, device: wire.device, formats: wire.formats.map(CameraFormat.init(wire:)),
                   // A codec this build does not know is one it cannot be asked for: left out, as before.
                   codecs: wire.codecs.compactMap(VideoCodec.init(rawValue:)), bus: wire.bus)
+        if wire.hasTrigger {
+            let t = wire.trigger
+            // Out-of-range figures are dropped rather than trusted: the check then uses what is left.
+            trigger = Triggered(output: t.output, readoutMicroseconds: t.readoutUs <= 1_000_000 ? Int64(t.readoutUs) : 0,
+                                maximumFrameRate: t.maxFrameRate.isFinite && t.maxFrameRate > 0 ? t.maxFrameRate : nil)
+        }
     }
 
     public var wire: Coord_V1_CameraInfo {
@@ -184,6 +190,13 @@ extension CameraCapabilities {
         w.formats = formats.map(\.wire)
         w.codecs = codecs.map(\.rawValue)
         w.bus = bus
+        if let trigger {
+            w.trigger = .with {
+                $0.output = trigger.output
+                $0.readoutUs = UInt64(max(0, trigger.readoutMicroseconds))
+                $0.maxFrameRate = trigger.maximumFrameRate ?? 0
+            }
+        }
         return w
     }
 }

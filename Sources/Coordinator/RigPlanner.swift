@@ -50,6 +50,14 @@ public enum RigPlanner {
                                               codec: request.codec, recordEvery: every, controls: entry?.controls ?? CameraControls())
                 settings.setRate(request.rate)
                 if let problem = settings.problem(on: name, with: capability) { throw CoordError(.usage, problem) }
+                // A triggered camera exposes one frame per pulse: its exposure (the rig's, else the half frame the
+                // node locks) plus readout must fit the period, and the rate its AcquisitionFrameRate limit.
+                if let t = capability.trigger, let problem = TriggerRate.problem(
+                    camera: "\(name)/\(capability.name)", rate: settings.rate,
+                    exposureMicroseconds: Int64(settings.controls.exposureMicroseconds ?? 0), readoutMicroseconds: t.readoutMicroseconds,
+                    maximumFrameRate: t.maximumFrameRate) {
+                    throw CoordError(.usage, problem)
+                }
                 cameras.append(PlannedCamera(node: name, settings: settings, capabilities: capability, priority: entry?.priority ?? 0))
             }
             let resources = hello.reply.hasResources ? NodeResources(wire: hello.reply.resources) : NodeResources()

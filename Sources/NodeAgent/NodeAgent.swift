@@ -109,15 +109,25 @@ public final class NodeAgent: Sendable {
             // The link its stream crosses (a NIC's GigE, a USB3 link), shared with the node's other cameras on it.
             let bus = GenICamLink.bus(of: found, deviceID: entry.deviceID, systemRoot: configuration.systemRoot)
             if let bus, !buses.contains(where: { $0.id == bus.id }) { buses.append(bus) }
-            genicam.append(CameraCapabilities(name: entry.name, source: "genicam", device: entry.deviceID, formats: found.handshakeFormats,
-                                              codecs: VideoCodec.allCases, bus: bus?.id ?? ""))
+            var capability = CameraCapabilities(name: entry.name, source: "genicam", device: entry.deviceID, formats: found.handshakeFormats,
+                                              codecs: VideoCodec.allCases, bus: bus?.id ?? "")
+            // Its AcquisitionFrameRate limit at this size and exposure: what a trigger faster than it would lose.
+            capability.trigger = configuration.cameraTriggers[entry.name].map {
+                .init(output: $0.output, maximumFrameRate: found.frameRateRange?.upperBound)
+            }
+            genicam.append(capability)
             logger.info("camera found", metadata: ["camera": "\(entry.name)", "genicam": "\(entry.deviceID)",
                                                    "model": "\(found.identity.model ?? "")", "protocol": "\(found.identity.transport ?? "")"])
         }
         let libcamera = try configuration.libcameraCameras.map { entry throws(NodeFailure) in
             try LibcameraCameras.capabilities(entry, logger: logger)
         }
-        cameras = synthetic + v4l2 + genicam + libcamera
+        // Every other triggered camera (V4L2) says its output; its rate limit is its formats' already.
+        cameras = (synthetic + v4l2 + genicam + libcamera).map { c in
+            var c = c
+            if c.trigger == nil, let t = configuration.cameraTriggers[c.name] { c.trigger = .init(output: t.output) }
+            return c
+        }
         takeRoom = Mutex(NodeAgentState.Take(take: NodeTake(node: configuration.name, cameras: cameras)))
         v4l2ControlRanges = ranges
         self.buses = buses

@@ -28,6 +28,7 @@ from pathlib import Path
 import pytest
 
 from conftest import Node, node_binary
+from test_v4l2_node import scripted_node_binary
 
 ROOT = Path(__file__).resolve().parents[2]
 COORD = Path(os.environ.get("COORD") or ROOT / ".build" / "debug" / "coord")
@@ -479,8 +480,8 @@ def test_a_camera_bound_to_a_trigger_output_is_triggered_during_the_take_and_put
     """The node file binds cam0 to output sync: while the take runs the camera's FrameStart trigger is On from Line0
     on the rising edge, and afterwards its features are as before. The fake offers only Line0/RisingEdge (and
     Software) and does not wait for Line0 pulses — it free-runs whatever its TriggerMode — so this checks the
-    features the node sets and puts back, not the exposures; this machine has no GPIO chip, and the node opens its
-    outputs only when it drives them."""
+    features the node sets and puts back, not the exposures; this machine has no GPIO chip, so the node is
+    coord-node-scripted with `--trigger-log`: its output is a scripted line that logs each pulse (one per group)."""
     config = tmp_path / "node.yaml"
     config.write_text("version: 1\ntriggers:\n  - {name: sync, gpio: {chip: /dev/gpiochip0, line: 17}, width_us: 500}\n"
                       f"cameras:\n  - {{name: cam0, genicam: {DEVICE}, trigger: {{output: sync, source: Line0, activation: RisingEdge, delay_us: 10}}}}\n")
@@ -488,8 +489,10 @@ def test_a_camera_bound_to_a_trigger_output_is_triggered_during_the_take_and_put
         before = trigger_features()
         assert before["TriggerMode"] == "Off", before
         (tmp_path / "n1").mkdir()
+        pulses = tmp_path / "pulses.log"
         node = Node(tmp_path / "n1", extra_args=["--name", "n1", "--synthetic", "", "--genicam-interface", "lo",
-                                                 "--genicam", f"cam0={DEVICE}", "--config", str(config)])
+                                                 "--genicam", f"cam0={DEVICE}", "--config", str(config),
+                                                 "--trigger-log", str(pulses)], binary=scripted_node_binary())
         try:
             proc = start_take(tmp_path, rig(tmp_path / "rig.yaml", {"n1": node.endpoint},
                                             extra="pressure:\n  serious: none\n  critical: none\n"), 4)
@@ -508,3 +511,5 @@ def test_a_camera_bound_to_a_trigger_output_is_triggered_during_the_take_and_put
     assert during["TriggerMode"] == "On" and during["TriggerSource"] == "Line0" and during["TriggerActivation"] == "RisingEdge", during
     assert during["TriggerSelector"] == "FrameStart", during
     assert after == before, (before, after)
+    manifest = json.loads((take_dir / "manifest.json").read_text())
+    assert len(pulses.read_text().splitlines()) == manifest["groups"] == manifest["cameras"][0]["trigger"]["pulses"], manifest

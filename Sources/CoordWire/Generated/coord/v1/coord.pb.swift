@@ -590,6 +590,38 @@ public nonisolated struct Coord_V1_CameraInfo: Sendable {
   /// the id of the Bus its stream crosses; empty: none shared
   public var bus: String = String()
 
+  /// set only for a camera a trigger output of the node exposes (CONTRACT §17)
+  public var trigger: Coord_V1_CameraTriggerInfo {
+    get {_trigger ?? Coord_V1_CameraTriggerInfo()}
+    set {_trigger = newValue}
+  }
+  /// Returns true if `trigger` has been explicitly set.
+  public var hasTrigger: Bool {self._trigger != nil}
+  /// Clears the value of `trigger`. Subsequent reads from it will return its default value.
+  public mutating func clearTrigger() {self._trigger = nil}
+
+  public var unknownFields = SwiftProtobuf.UnknownStorage()
+
+  public init() {}
+
+  fileprivate var _trigger: Coord_V1_CameraTriggerInfo? = nil
+}
+
+/// What `coord plan` needs to know whether a triggered camera can follow one pulse per frame.
+public nonisolated struct Coord_V1_CameraTriggerInfo: Sendable {
+  // SwiftProtobuf.Message conformance is added in an extension below. See the
+  // `Message` and `Message+*Additions` files in the SwiftProtobuf library for
+  // methods supported on all messages.
+
+  /// the node's trigger output bound to it
+  public var output: String = String()
+
+  /// sensor readout after the exposure; 0: not known
+  public var readoutUs: UInt64 = 0
+
+  /// its AcquisitionFrameRate limit now, fps; 0: none reported
+  public var maxFrameRate: Double = 0
+
   public var unknownFields = SwiftProtobuf.UnknownStorage()
 
   public init() {}
@@ -2756,7 +2788,7 @@ nonisolated extension Coord_V1_ThermalZone: SwiftProtobuf.Message, SwiftProtobuf
 
 nonisolated extension Coord_V1_CameraInfo: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
   public static let protoMessageName: String = _protobuf_package + ".CameraInfo"
-  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}name\0\u{1}source\0\u{1}device\0\u{1}formats\0\u{1}codecs\0\u{1}bus\0")
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}name\0\u{1}source\0\u{1}device\0\u{1}formats\0\u{1}codecs\0\u{1}bus\0\u{1}trigger\0")
 
   public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
     while let fieldNumber = try decoder.nextFieldNumber() {
@@ -2770,12 +2802,17 @@ nonisolated extension Coord_V1_CameraInfo: SwiftProtobuf.Message, SwiftProtobuf.
       case 4: try { try decoder.decodeRepeatedMessageField(value: &self.formats) }()
       case 5: try { try decoder.decodeRepeatedStringField(value: &self.codecs) }()
       case 6: try { try decoder.decodeSingularStringField(value: &self.bus) }()
+      case 7: try { try decoder.decodeSingularMessageField(value: &self._trigger) }()
       default: break
       }
     }
   }
 
   public func traverse<V: SwiftProtobuf.Visitor>(visitor: inout V) throws {
+    // The use of inline closures is to circumvent an issue where the compiler
+    // allocates stack space for every if/case branch local when no optimizations
+    // are enabled. https://github.com/apple/swift-protobuf/issues/1034 and
+    // https://github.com/apple/swift-protobuf/issues/1182
     if !self.name.isEmpty {
       try visitor.visitSingularStringField(value: self.name, fieldNumber: 1)
     }
@@ -2794,6 +2831,9 @@ nonisolated extension Coord_V1_CameraInfo: SwiftProtobuf.Message, SwiftProtobuf.
     if !self.bus.isEmpty {
       try visitor.visitSingularStringField(value: self.bus, fieldNumber: 6)
     }
+    try { if let v = self._trigger {
+      try visitor.visitSingularMessageField(value: v, fieldNumber: 7)
+    } }()
     try unknownFields.traverse(visitor: &visitor)
   }
 
@@ -2804,6 +2844,47 @@ nonisolated extension Coord_V1_CameraInfo: SwiftProtobuf.Message, SwiftProtobuf.
     if lhs.formats != rhs.formats {return false}
     if lhs.codecs != rhs.codecs {return false}
     if lhs.bus != rhs.bus {return false}
+    if lhs._trigger != rhs._trigger {return false}
+    if lhs.unknownFields != rhs.unknownFields {return false}
+    return true
+  }
+}
+
+nonisolated extension Coord_V1_CameraTriggerInfo: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
+  public static let protoMessageName: String = _protobuf_package + ".CameraTriggerInfo"
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}output\0\u{3}readout_us\0\u{3}max_frame_rate\0")
+
+  public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
+    while let fieldNumber = try decoder.nextFieldNumber() {
+      // The use of inline closures is to circumvent an issue where the compiler
+      // allocates stack space for every case branch when no optimizations are
+      // enabled. https://github.com/apple/swift-protobuf/issues/1034
+      switch fieldNumber {
+      case 1: try { try decoder.decodeSingularStringField(value: &self.output) }()
+      case 2: try { try decoder.decodeSingularUInt64Field(value: &self.readoutUs) }()
+      case 3: try { try decoder.decodeSingularDoubleField(value: &self.maxFrameRate) }()
+      default: break
+      }
+    }
+  }
+
+  public func traverse<V: SwiftProtobuf.Visitor>(visitor: inout V) throws {
+    if !self.output.isEmpty {
+      try visitor.visitSingularStringField(value: self.output, fieldNumber: 1)
+    }
+    if self.readoutUs != 0 {
+      try visitor.visitSingularUInt64Field(value: self.readoutUs, fieldNumber: 2)
+    }
+    if self.maxFrameRate.bitPattern != 0 {
+      try visitor.visitSingularDoubleField(value: self.maxFrameRate, fieldNumber: 3)
+    }
+    try unknownFields.traverse(visitor: &visitor)
+  }
+
+  public static func ==(lhs: Coord_V1_CameraTriggerInfo, rhs: Coord_V1_CameraTriggerInfo) -> Bool {
+    if lhs.output != rhs.output {return false}
+    if lhs.readoutUs != rhs.readoutUs {return false}
+    if lhs.maxFrameRate != rhs.maxFrameRate {return false}
     if lhs.unknownFields != rhs.unknownFields {return false}
     return true
   }
