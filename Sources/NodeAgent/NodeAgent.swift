@@ -50,6 +50,8 @@ public final class NodeAgent: Sendable {
     let stopping = Mutex(NodeStopping())
     /// Who may connect (nil: no keys) and the preview context's ZAP handler.
     let gatekeeper: Gatekeeper?
+    /// Where the takes' trigger trains run: a child task each, in the node's service group (`BuiltNode`).
+    public let triggerRuns = TriggerRuns()
     let previewZAP: ZAPHandler?
 
     /// Builds the agent; every V4L2 camera's device is opened once to read what it offers. Throws one sentence

@@ -1,6 +1,38 @@
 import CoordCore
 import Foundation
 import Platform
+import Synchronization
+
+/// The node's trigger trains in its structured concurrency: `BuiltNode.run` runs `run` beside its service group,
+/// each train an arm launches is a child task here, so a stop group ends it after its last pulse and the node's end
+/// (cancelled once the group, whose socket's graceful stop gives a recording take's trains their stop group, has
+/// ended) cancels what is left. An agent that is not run as a node (a test's) runs its trains on their threads alone.
+public final class TriggerRuns: Sendable {
+    private let trains: AsyncStream<TriggerGenerator>
+    private let arriving: AsyncStream<TriggerGenerator>.Continuation
+    private let attached = Mutex(false)
+
+    init() { (trains, arriving) = AsyncStream.makeStream() }
+
+    /// Runs every train launched from now on until the task is cancelled.
+    public func run() async {
+        attached.withLock { $0 = true }
+        await withDiscardingTaskGroup { group in
+            // Ends when this task is cancelled: the node is ending, and a train still open stops now.
+            for await train in trains { group.addTask { await train.run() } }
+            group.cancelAll()
+        }
+        attached.withLock { $0 = false }
+    }
+
+    /// Runs `train` from now on, in the group when there is one (true) or on its thread alone.
+    func launch(_ train: TriggerGenerator) -> Bool {
+        let inGroup = attached.withLock { $0 }
+        if inGroup, case .enqueued = arriving.yield(train) { return true }
+        train.start()
+        return false
+    }
+}
 
 /// A triggered camera's part of its output's pulse train: the generator (shared by every camera on the output)
 /// and the camera's own binding, whose delay and exposure place its frames' centres.
@@ -45,7 +77,11 @@ extension NodeAgent {
             generators.values.forEach { $0.cancel(); $0.start() }  // releases the lines at once
             throw error
         }
-        out.generators.forEach { $0.start() }
+        for generator in out.generators {
+            let o = generator.output
+            let where_ = triggerRuns.launch(generator) ? "the node's task group" : "its own thread"
+            logger.info("trigger output started", metadata: ["output": "\(o.name)", "chip": "\(o.chip)", "line": "\(o.line)", "runs_in": "\(where_)"])
+        }
         return out
     }
 }

@@ -26,6 +26,8 @@ public struct BuiltNode: Sendable {
                         await group.triggerGracefulShutdown()
                     }
                 }
+                // The takes' trigger trains, cancelled once the group (and with it any take's stop) has ended.
+                tasks.addTask { await agent.triggerRuns.run() }
                 try await group.run()
                 tasks.cancelAll()
             }

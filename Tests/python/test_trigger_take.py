@@ -3,7 +3,7 @@ UVC webcam to a trigger output; `--trigger-log` makes every output a scripted li
 to a file (this machine has no GPIO chip). One take through `coord start-take --rig`, shared by the assertions:
 the output emits exactly one pulse per group, the manifest's trigger block says so with plausible error figures,
 the frame the driver lost is a dup filled exactly where its pulse had no frame, and the sync summary prints the
-camera's trigger line. A busy line, or a pulse not shorter than the frame period, refuses the arm in one
+camera's trigger line; SIGTERM mid-take ends the train at the stop group the camera gets. A busy line, or a pulse not shorter than the frame period, refuses the arm in one
 sentence naming it."""
 
 from __future__ import annotations
@@ -12,8 +12,10 @@ import json
 import os
 import queue
 import re
+import signal
 import subprocess
 import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -83,14 +85,16 @@ def triggered_take(tmp_path_factory):
         takes = d / "takes"
         done = run([COORD, "start-take", "--rig", rig(d, node), "--seconds", 3, "--takes-dir", takes], timeout=120)
         take_dir = sorted(takes.iterdir())[0] if takes.exists() else None
-        yield done, take_dir, node.log
+        yield done, take_dir, node.log, node.stderr_path.read_text()
     finally:
         node.cleanup()
 
 
 def test_each_group_is_one_pulse_and_the_manifest_says_so(triggered_take):
-    done, take_dir, log = triggered_take
+    done, take_dir, log, node_log = triggered_take
     assert done.returncode == 0, done.stdout + done.stderr
+    # The train ran as a child task of the node's structured concurrency, not beside it.
+    assert "runs_in=the node's task group" in node_log and "output=sync" in node_log, node_log[-2000:]
     manifest = json.loads((take_dir / "manifest.json").read_text())
     [cam] = manifest["cameras"]
     groups = manifest["groups"]
@@ -107,7 +111,7 @@ def test_each_group_is_one_pulse_and_the_manifest_says_so(triggered_take):
 
 
 def test_frames_take_their_pulses_centre_and_a_lost_frame_is_filled_there(triggered_take):
-    done, take_dir, _ = triggered_take
+    done, take_dir, _, _ = triggered_take
     manifest = json.loads((take_dir / "manifest.json").read_text())
     failures, _ = check_take.check(take_dir)
     assert not failures, failures
@@ -142,4 +146,27 @@ def test_an_output_the_take_cannot_use_refuses_the_arm_in_one_sentence(tmp_path,
         assert sentence in done.stdout + done.stderr, done.stdout + done.stderr
         assert not node.log.exists()
     finally:
+        node.cleanup()
+
+
+def test_sigterm_mid_take_ends_the_train_at_the_stop_group_the_cameras_get(tmp_path):
+    node = TriggeredNode(tmp_path, 17, {"/dev/video0": UVC})
+    takes = tmp_path / "takes"
+    coord = subprocess.Popen([str(COORD), "start-take", "--rig", str(rig(tmp_path, node)), "--seconds", "30",
+                              "--takes-dir", str(takes)], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    try:
+        # Mid-take: once frames.csv has rows (each written 2 s after its frame), groups are being recorded.
+        deadline = time.monotonic() + 30
+        while not (csvs := list((tmp_path / "staging").glob("*/n1/cam0.frames.csv"))) or len(csvs[0].read_text().splitlines()) < 2:
+            assert coord.poll() is None and time.monotonic() < deadline, node.stderr_path.read_text()
+            time.sleep(0.1)
+        node.proc.send_signal(signal.SIGTERM)
+        assert node.proc.wait(timeout=20) == 0, node.stderr_path.read_text()[-2000:]
+        csv = csvs[0]
+        recorded = len(csv.read_text().splitlines()) - 1
+        pulses = node.log.read_text().splitlines()
+        assert recorded >= 60 and len(pulses) == recorded, (recorded, len(pulses))
+    finally:
+        coord.kill()
+        coord.wait(timeout=10)
         node.cleanup()
