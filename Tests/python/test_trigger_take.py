@@ -170,3 +170,22 @@ def test_sigterm_mid_take_ends_the_train_at_the_stop_group_the_cameras_get(tmp_p
         coord.kill()
         coord.wait(timeout=10)
         node.cleanup()
+
+
+def test_frames_no_pulse_exposed_are_dropped_not_written(tmp_path):
+    # A camera whose clock runs 1.5 % fast makes more frames than pulses: each one over is dropped, never a group's.
+    node = TriggeredNode(tmp_path, 17, {"/dev/video0": {**UVC, "rateErrorPPM": 15000}})
+    try:
+        takes = tmp_path / "takes"
+        done = run([COORD, "start-take", "--rig", rig(tmp_path, node), "--seconds", 3, "--takes-dir", takes], timeout=120)
+        assert done.returncode == 0, done.stdout + done.stderr
+        [take_dir] = sorted(takes.iterdir())
+        manifest = json.loads((take_dir / "manifest.json").read_text())
+        [cam] = manifest["cameras"]
+        table = rows(take_dir, "n1", "cam0")
+        assert len(table) == manifest["groups"] == cam["trigger"]["pulses"] and cam["dropped"] == 0, cam
+        counters = [st[1] for st in check_take.stripes(take_dir / "n1" / "cam0.mkv")]
+        steps = [b - a for a, b in zip(counters, counters[1:])]
+        assert set(steps) == {1, 2} and steps.count(2) >= 1, steps
+    finally:
+        node.cleanup()
