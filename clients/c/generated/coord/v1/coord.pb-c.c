@@ -412,6 +412,51 @@ void   coord__v1__camera_info__free_unpacked
   assert(message->base.descriptor == &coord__v1__camera_info__descriptor);
   protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
 }
+void   coord__v1__camera_trigger_info__init
+                     (Coord__V1__CameraTriggerInfo         *message)
+{
+  static const Coord__V1__CameraTriggerInfo init_value = COORD__V1__CAMERA_TRIGGER_INFO__INIT;
+  *message = init_value;
+}
+size_t coord__v1__camera_trigger_info__get_packed_size
+                     (const Coord__V1__CameraTriggerInfo *message)
+{
+  assert(message->base.descriptor == &coord__v1__camera_trigger_info__descriptor);
+  return protobuf_c_message_get_packed_size ((const ProtobufCMessage*)(message));
+}
+size_t coord__v1__camera_trigger_info__pack
+                     (const Coord__V1__CameraTriggerInfo *message,
+                      uint8_t       *out)
+{
+  assert(message->base.descriptor == &coord__v1__camera_trigger_info__descriptor);
+  return protobuf_c_message_pack ((const ProtobufCMessage*)message, out);
+}
+size_t coord__v1__camera_trigger_info__pack_to_buffer
+                     (const Coord__V1__CameraTriggerInfo *message,
+                      ProtobufCBuffer *buffer)
+{
+  assert(message->base.descriptor == &coord__v1__camera_trigger_info__descriptor);
+  return protobuf_c_message_pack_to_buffer ((const ProtobufCMessage*)message, buffer);
+}
+Coord__V1__CameraTriggerInfo *
+       coord__v1__camera_trigger_info__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data)
+{
+  return (Coord__V1__CameraTriggerInfo *)
+     protobuf_c_message_unpack (&coord__v1__camera_trigger_info__descriptor,
+                                allocator, len, data);
+}
+void   coord__v1__camera_trigger_info__free_unpacked
+                     (Coord__V1__CameraTriggerInfo *message,
+                      ProtobufCAllocator *allocator)
+{
+  if(!message)
+    return;
+  assert(message->base.descriptor == &coord__v1__camera_trigger_info__descriptor);
+  protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
+}
 void   coord__v1__camera_format__init
                      (Coord__V1__CameraFormat         *message)
 {
@@ -1445,6 +1490,51 @@ void   coord__v1__camera_status__free_unpacked
   if(!message)
     return;
   assert(message->base.descriptor == &coord__v1__camera_status__descriptor);
+  protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
+}
+void   coord__v1__trigger_status__init
+                     (Coord__V1__TriggerStatus         *message)
+{
+  static const Coord__V1__TriggerStatus init_value = COORD__V1__TRIGGER_STATUS__INIT;
+  *message = init_value;
+}
+size_t coord__v1__trigger_status__get_packed_size
+                     (const Coord__V1__TriggerStatus *message)
+{
+  assert(message->base.descriptor == &coord__v1__trigger_status__descriptor);
+  return protobuf_c_message_get_packed_size ((const ProtobufCMessage*)(message));
+}
+size_t coord__v1__trigger_status__pack
+                     (const Coord__V1__TriggerStatus *message,
+                      uint8_t       *out)
+{
+  assert(message->base.descriptor == &coord__v1__trigger_status__descriptor);
+  return protobuf_c_message_pack ((const ProtobufCMessage*)message, out);
+}
+size_t coord__v1__trigger_status__pack_to_buffer
+                     (const Coord__V1__TriggerStatus *message,
+                      ProtobufCBuffer *buffer)
+{
+  assert(message->base.descriptor == &coord__v1__trigger_status__descriptor);
+  return protobuf_c_message_pack_to_buffer ((const ProtobufCMessage*)message, buffer);
+}
+Coord__V1__TriggerStatus *
+       coord__v1__trigger_status__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data)
+{
+  return (Coord__V1__TriggerStatus *)
+     protobuf_c_message_unpack (&coord__v1__trigger_status__descriptor,
+                                allocator, len, data);
+}
+void   coord__v1__trigger_status__free_unpacked
+                     (Coord__V1__TriggerStatus *message,
+                      ProtobufCAllocator *allocator)
+{
+  if(!message)
+    return;
+  assert(message->base.descriptor == &coord__v1__trigger_status__descriptor);
   protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
 }
 void   coord__v1__clock_probe__init
@@ -3026,7 +3116,7 @@ const ProtobufCMessageDescriptor coord__v1__thermal_zone__descriptor =
   (ProtobufCMessageInit) coord__v1__thermal_zone__init,
   NULL,NULL,NULL    /* reserved[123] */
 };
-static const ProtobufCFieldDescriptor coord__v1__camera_info__field_descriptors[6] =
+static const ProtobufCFieldDescriptor coord__v1__camera_info__field_descriptors[7] =
 {
   {
     "name",
@@ -3100,6 +3190,18 @@ static const ProtobufCFieldDescriptor coord__v1__camera_info__field_descriptors[
     0,             /* flags */
     0,NULL,NULL    /* reserved1,reserved2, etc */
   },
+  {
+    "trigger",
+    7,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_MESSAGE,
+    0,   /* quantifier_offset */
+    offsetof(Coord__V1__CameraInfo, trigger),
+    &coord__v1__camera_trigger_info__descriptor,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
 };
 static const unsigned coord__v1__camera_info__field_indices_by_name[] = {
   5,   /* field[5] = bus */
@@ -3108,11 +3210,12 @@ static const unsigned coord__v1__camera_info__field_indices_by_name[] = {
   3,   /* field[3] = formats */
   0,   /* field[0] = name */
   1,   /* field[1] = source */
+  6,   /* field[6] = trigger */
 };
 static const ProtobufCIntRange coord__v1__camera_info__number_ranges[1 + 1] =
 {
   { 1, 0 },
-  { 0, 6 }
+  { 0, 7 }
 };
 const ProtobufCMessageDescriptor coord__v1__camera_info__descriptor =
 {
@@ -3122,11 +3225,75 @@ const ProtobufCMessageDescriptor coord__v1__camera_info__descriptor =
   "Coord__V1__CameraInfo",
   "coord.v1",
   sizeof(Coord__V1__CameraInfo),
-  6,
+  7,
   coord__v1__camera_info__field_descriptors,
   coord__v1__camera_info__field_indices_by_name,
   1,  coord__v1__camera_info__number_ranges,
   (ProtobufCMessageInit) coord__v1__camera_info__init,
+  NULL,NULL,NULL    /* reserved[123] */
+};
+static const ProtobufCFieldDescriptor coord__v1__camera_trigger_info__field_descriptors[3] =
+{
+  {
+    "output",
+    1,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_STRING,
+    0,   /* quantifier_offset */
+    offsetof(Coord__V1__CameraTriggerInfo, output),
+    NULL,
+    &protobuf_c_empty_string,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "readout_us",
+    2,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_UINT64,
+    0,   /* quantifier_offset */
+    offsetof(Coord__V1__CameraTriggerInfo, readout_us),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "max_frame_rate",
+    3,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_DOUBLE,
+    0,   /* quantifier_offset */
+    offsetof(Coord__V1__CameraTriggerInfo, max_frame_rate),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+};
+static const unsigned coord__v1__camera_trigger_info__field_indices_by_name[] = {
+  2,   /* field[2] = max_frame_rate */
+  0,   /* field[0] = output */
+  1,   /* field[1] = readout_us */
+};
+static const ProtobufCIntRange coord__v1__camera_trigger_info__number_ranges[1 + 1] =
+{
+  { 1, 0 },
+  { 0, 3 }
+};
+const ProtobufCMessageDescriptor coord__v1__camera_trigger_info__descriptor =
+{
+  PROTOBUF_C__MESSAGE_DESCRIPTOR_MAGIC,
+  "coord.v1.CameraTriggerInfo",
+  "CameraTriggerInfo",
+  "Coord__V1__CameraTriggerInfo",
+  "coord.v1",
+  sizeof(Coord__V1__CameraTriggerInfo),
+  3,
+  coord__v1__camera_trigger_info__field_descriptors,
+  coord__v1__camera_trigger_info__field_indices_by_name,
+  1,  coord__v1__camera_trigger_info__number_ranges,
+  (ProtobufCMessageInit) coord__v1__camera_trigger_info__init,
   NULL,NULL,NULL    /* reserved[123] */
 };
 static const ProtobufCFieldDescriptor coord__v1__camera_format__field_descriptors[9] =
@@ -5417,7 +5584,7 @@ const ProtobufCMessageDescriptor coord__v1__node_event__descriptor =
   (ProtobufCMessageInit) coord__v1__node_event__init,
   NULL,NULL,NULL    /* reserved[123] */
 };
-static const ProtobufCFieldDescriptor coord__v1__camera_status__field_descriptors[13] =
+static const ProtobufCFieldDescriptor coord__v1__camera_status__field_descriptors[14] =
 {
   {
     "camera",
@@ -5575,6 +5742,18 @@ static const ProtobufCFieldDescriptor coord__v1__camera_status__field_descriptor
     0,             /* flags */
     0,NULL,NULL    /* reserved1,reserved2, etc */
   },
+  {
+    "trigger",
+    14,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_MESSAGE,
+    0,   /* quantifier_offset */
+    offsetof(Coord__V1__CameraStatus, trigger),
+    &coord__v1__trigger_status__descriptor,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
 };
 static const unsigned coord__v1__camera_status__field_indices_by_name[] = {
   12,   /* field[12] = bytes_written */
@@ -5590,11 +5769,12 @@ static const unsigned coord__v1__camera_status__field_indices_by_name[] = {
   8,   /* field[8] = phase_restarts */
   10,   /* field[10] = record_every */
   6,   /* field[6] = timestamp_noise_us */
+  13,   /* field[13] = trigger */
 };
 static const ProtobufCIntRange coord__v1__camera_status__number_ranges[1 + 1] =
 {
   { 1, 0 },
-  { 0, 13 }
+  { 0, 14 }
 };
 const ProtobufCMessageDescriptor coord__v1__camera_status__descriptor =
 {
@@ -5604,11 +5784,127 @@ const ProtobufCMessageDescriptor coord__v1__camera_status__descriptor =
   "Coord__V1__CameraStatus",
   "coord.v1",
   sizeof(Coord__V1__CameraStatus),
-  13,
+  14,
   coord__v1__camera_status__field_descriptors,
   coord__v1__camera_status__field_indices_by_name,
   1,  coord__v1__camera_status__number_ranges,
   (ProtobufCMessageInit) coord__v1__camera_status__init,
+  NULL,NULL,NULL    /* reserved[123] */
+};
+static const ProtobufCFieldDescriptor coord__v1__trigger_status__field_descriptors[7] =
+{
+  {
+    "output",
+    1,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_STRING,
+    0,   /* quantifier_offset */
+    offsetof(Coord__V1__TriggerStatus, output),
+    NULL,
+    &protobuf_c_empty_string,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "source",
+    2,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_STRING,
+    0,   /* quantifier_offset */
+    offsetof(Coord__V1__TriggerStatus, source),
+    NULL,
+    &protobuf_c_empty_string,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "pulses",
+    3,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_UINT64,
+    0,   /* quantifier_offset */
+    offsetof(Coord__V1__TriggerStatus, pulses),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "error_p50_us",
+    4,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_INT64,
+    0,   /* quantifier_offset */
+    offsetof(Coord__V1__TriggerStatus, error_p50_us),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "error_p99_us",
+    5,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_INT64,
+    0,   /* quantifier_offset */
+    offsetof(Coord__V1__TriggerStatus, error_p99_us),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "error_max_us",
+    6,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_INT64,
+    0,   /* quantifier_offset */
+    offsetof(Coord__V1__TriggerStatus, error_max_us),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "extra_frames",
+    7,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_UINT64,
+    0,   /* quantifier_offset */
+    offsetof(Coord__V1__TriggerStatus, extra_frames),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+};
+static const unsigned coord__v1__trigger_status__field_indices_by_name[] = {
+  5,   /* field[5] = error_max_us */
+  3,   /* field[3] = error_p50_us */
+  4,   /* field[4] = error_p99_us */
+  6,   /* field[6] = extra_frames */
+  0,   /* field[0] = output */
+  2,   /* field[2] = pulses */
+  1,   /* field[1] = source */
+};
+static const ProtobufCIntRange coord__v1__trigger_status__number_ranges[1 + 1] =
+{
+  { 1, 0 },
+  { 0, 7 }
+};
+const ProtobufCMessageDescriptor coord__v1__trigger_status__descriptor =
+{
+  PROTOBUF_C__MESSAGE_DESCRIPTOR_MAGIC,
+  "coord.v1.TriggerStatus",
+  "TriggerStatus",
+  "Coord__V1__TriggerStatus",
+  "coord.v1",
+  sizeof(Coord__V1__TriggerStatus),
+  7,
+  coord__v1__trigger_status__field_descriptors,
+  coord__v1__trigger_status__field_indices_by_name,
+  1,  coord__v1__trigger_status__number_ranges,
+  (ProtobufCMessageInit) coord__v1__trigger_status__init,
   NULL,NULL,NULL    /* reserved[123] */
 };
 static const ProtobufCFieldDescriptor coord__v1__clock_probe__field_descriptors[1] =

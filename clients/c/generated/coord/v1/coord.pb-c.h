@@ -24,6 +24,7 @@ typedef struct Coord__V1__Calibration Coord__V1__Calibration;
 typedef struct Coord__V1__CodecRate Coord__V1__CodecRate;
 typedef struct Coord__V1__ThermalZone Coord__V1__ThermalZone;
 typedef struct Coord__V1__CameraInfo Coord__V1__CameraInfo;
+typedef struct Coord__V1__CameraTriggerInfo Coord__V1__CameraTriggerInfo;
 typedef struct Coord__V1__CameraFormat Coord__V1__CameraFormat;
 typedef struct Coord__V1__Configure Coord__V1__Configure;
 typedef struct Coord__V1__CameraConfig Coord__V1__CameraConfig;
@@ -47,6 +48,7 @@ typedef struct Coord__V1__Status Coord__V1__Status;
 typedef struct Coord__V1__MicStatus Coord__V1__MicStatus;
 typedef struct Coord__V1__NodeEvent Coord__V1__NodeEvent;
 typedef struct Coord__V1__CameraStatus Coord__V1__CameraStatus;
+typedef struct Coord__V1__TriggerStatus Coord__V1__TriggerStatus;
 typedef struct Coord__V1__ClockProbe Coord__V1__ClockProbe;
 typedef struct Coord__V1__ClockProbeReply Coord__V1__ClockProbeReply;
 typedef struct Coord__V1__ListFiles Coord__V1__ListFiles;
@@ -421,10 +423,38 @@ struct  Coord__V1__CameraInfo
    * the id of the Bus its stream crosses; empty: none shared
    */
   char *bus;
+  /*
+   * set only for a camera a trigger output of the node exposes (CONTRACT §17)
+   */
+  Coord__V1__CameraTriggerInfo *trigger;
 };
 #define COORD__V1__CAMERA_INFO__INIT \
  { PROTOBUF_C_MESSAGE_INIT (&coord__v1__camera_info__descriptor) \
-    , (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string, 0,NULL, 0,NULL, (char *)protobuf_c_empty_string }
+    , (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string, 0,NULL, 0,NULL, (char *)protobuf_c_empty_string, NULL }
+
+
+/*
+ * What `coord plan` needs to know whether a triggered camera can follow one pulse per frame.
+ */
+struct  Coord__V1__CameraTriggerInfo
+{
+  ProtobufCMessage base;
+  /*
+   * the node's trigger output bound to it
+   */
+  char *output;
+  /*
+   * sensor readout after the exposure; 0: not known
+   */
+  uint64_t readout_us;
+  /*
+   * its AcquisitionFrameRate limit now, fps; 0: none reported
+   */
+  double max_frame_rate;
+};
+#define COORD__V1__CAMERA_TRIGGER_INFO__INIT \
+ { PROTOBUF_C_MESSAGE_INIT (&coord__v1__camera_trigger_info__descriptor) \
+    , (char *)protobuf_c_empty_string, 0, 0 }
 
 
 struct  Coord__V1__CameraFormat
@@ -1034,10 +1064,45 @@ struct  Coord__V1__CameraStatus
    * .mkv bytes so far
    */
   uint64_t bytes_written;
+  /*
+   * set only for a camera a node's trigger output exposes (CONTRACT §17)
+   */
+  Coord__V1__TriggerStatus *trigger;
 };
 #define COORD__V1__CAMERA_STATUS__INIT \
  { PROTOBUF_C_MESSAGE_INIT (&coord__v1__camera_status__descriptor) \
-    , (char *)protobuf_c_empty_string, 0, 0, 0, 0, (char *)protobuf_c_empty_string, 0, 0, 0, 0, 0, 0, 0 }
+    , (char *)protobuf_c_empty_string, 0, 0, 0, 0, (char *)protobuf_c_empty_string, 0, 0, 0, 0, 0, 0, 0, NULL }
+
+
+/*
+ * A triggered camera's output and its pulses so far (CONTRACT §17): the manifest's `trigger` block.
+ */
+struct  Coord__V1__TriggerStatus
+{
+  ProtobufCMessage base;
+  char *output;
+  /*
+   * the camera's trigger input, e.g. Line0
+   */
+  char *source;
+  /*
+   * edges the output emitted in the take
+   */
+  uint64_t pulses;
+  /*
+   * |actual − intended edge|, node clock
+   */
+  int64_t error_p50_us;
+  int64_t error_p99_us;
+  int64_t error_max_us;
+  /*
+   * frames no pulse exposed, dropped
+   */
+  uint64_t extra_frames;
+};
+#define COORD__V1__TRIGGER_STATUS__INIT \
+ { PROTOBUF_C_MESSAGE_INIT (&coord__v1__trigger_status__descriptor) \
+    , (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string, 0, 0, 0, 0, 0 }
 
 
 struct  Coord__V1__ClockProbe
@@ -1437,6 +1502,25 @@ Coord__V1__CameraInfo *
                       const uint8_t       *data);
 void   coord__v1__camera_info__free_unpacked
                      (Coord__V1__CameraInfo *message,
+                      ProtobufCAllocator *allocator);
+/* Coord__V1__CameraTriggerInfo methods */
+void   coord__v1__camera_trigger_info__init
+                     (Coord__V1__CameraTriggerInfo         *message);
+size_t coord__v1__camera_trigger_info__get_packed_size
+                     (const Coord__V1__CameraTriggerInfo   *message);
+size_t coord__v1__camera_trigger_info__pack
+                     (const Coord__V1__CameraTriggerInfo   *message,
+                      uint8_t             *out);
+size_t coord__v1__camera_trigger_info__pack_to_buffer
+                     (const Coord__V1__CameraTriggerInfo   *message,
+                      ProtobufCBuffer     *buffer);
+Coord__V1__CameraTriggerInfo *
+       coord__v1__camera_trigger_info__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data);
+void   coord__v1__camera_trigger_info__free_unpacked
+                     (Coord__V1__CameraTriggerInfo *message,
                       ProtobufCAllocator *allocator);
 /* Coord__V1__CameraFormat methods */
 void   coord__v1__camera_format__init
@@ -1875,6 +1959,25 @@ Coord__V1__CameraStatus *
 void   coord__v1__camera_status__free_unpacked
                      (Coord__V1__CameraStatus *message,
                       ProtobufCAllocator *allocator);
+/* Coord__V1__TriggerStatus methods */
+void   coord__v1__trigger_status__init
+                     (Coord__V1__TriggerStatus         *message);
+size_t coord__v1__trigger_status__get_packed_size
+                     (const Coord__V1__TriggerStatus   *message);
+size_t coord__v1__trigger_status__pack
+                     (const Coord__V1__TriggerStatus   *message,
+                      uint8_t             *out);
+size_t coord__v1__trigger_status__pack_to_buffer
+                     (const Coord__V1__TriggerStatus   *message,
+                      ProtobufCBuffer     *buffer);
+Coord__V1__TriggerStatus *
+       coord__v1__trigger_status__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data);
+void   coord__v1__trigger_status__free_unpacked
+                     (Coord__V1__TriggerStatus *message,
+                      ProtobufCAllocator *allocator);
 /* Coord__V1__ClockProbe methods */
 void   coord__v1__clock_probe__init
                      (Coord__V1__ClockProbe         *message);
@@ -2151,6 +2254,9 @@ typedef void (*Coord__V1__ThermalZone_Closure)
 typedef void (*Coord__V1__CameraInfo_Closure)
                  (const Coord__V1__CameraInfo *message,
                   void *closure_data);
+typedef void (*Coord__V1__CameraTriggerInfo_Closure)
+                 (const Coord__V1__CameraTriggerInfo *message,
+                  void *closure_data);
 typedef void (*Coord__V1__CameraFormat_Closure)
                  (const Coord__V1__CameraFormat *message,
                   void *closure_data);
@@ -2220,6 +2326,9 @@ typedef void (*Coord__V1__NodeEvent_Closure)
 typedef void (*Coord__V1__CameraStatus_Closure)
                  (const Coord__V1__CameraStatus *message,
                   void *closure_data);
+typedef void (*Coord__V1__TriggerStatus_Closure)
+                 (const Coord__V1__TriggerStatus *message,
+                  void *closure_data);
 typedef void (*Coord__V1__ClockProbe_Closure)
                  (const Coord__V1__ClockProbe *message,
                   void *closure_data);
@@ -2276,6 +2385,7 @@ extern const ProtobufCMessageDescriptor coord__v1__calibration__descriptor;
 extern const ProtobufCMessageDescriptor coord__v1__codec_rate__descriptor;
 extern const ProtobufCMessageDescriptor coord__v1__thermal_zone__descriptor;
 extern const ProtobufCMessageDescriptor coord__v1__camera_info__descriptor;
+extern const ProtobufCMessageDescriptor coord__v1__camera_trigger_info__descriptor;
 extern const ProtobufCMessageDescriptor coord__v1__camera_format__descriptor;
 extern const ProtobufCMessageDescriptor coord__v1__configure__descriptor;
 extern const ProtobufCMessageDescriptor coord__v1__camera_config__descriptor;
@@ -2301,6 +2411,7 @@ extern const ProtobufCEnumDescriptor    coord__v1__status__state__descriptor;
 extern const ProtobufCMessageDescriptor coord__v1__mic_status__descriptor;
 extern const ProtobufCMessageDescriptor coord__v1__node_event__descriptor;
 extern const ProtobufCMessageDescriptor coord__v1__camera_status__descriptor;
+extern const ProtobufCMessageDescriptor coord__v1__trigger_status__descriptor;
 extern const ProtobufCMessageDescriptor coord__v1__clock_probe__descriptor;
 extern const ProtobufCMessageDescriptor coord__v1__clock_probe_reply__descriptor;
 extern const ProtobufCMessageDescriptor coord__v1__list_files__descriptor;
