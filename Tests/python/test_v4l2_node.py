@@ -102,9 +102,10 @@ def test_list_cameras_on_this_machine_exits_0_with_a_clear_answer():
     done = run([node_binary(), "--list-cameras"])
     assert done.returncode == 0, done.stderr
     if not any(Path("/dev").glob("video*")):
-        # Then the GenICam cameras: none, and no GigE Vision discovery was sent (no --genicam-interface).
+        # Then the GenICam cameras: none, and no GigE Vision discovery was sent (no --genicam-interface); then libcamera's.
         assert done.stdout.strip() == ("no cameras found (no /dev/video* devices)\nno GenICam cameras found; GigE Vision not looked for"
-                                       " (name the interface its cameras are on with --genicam-interface IFACE)"), done.stdout
+                                       " (name the interface its cameras are on with --genicam-interface IFACE)"
+                                       "\nlibcamera: no cameras found"), done.stdout
     else:
         assert done.stdout.strip().splitlines()[-1], done.stdout
 
