@@ -23,7 +23,7 @@ ARCHIVES = CACHE / "apt-archives"
 MIRROR = os.environ.get("COORD_DEBIAN_MIRROR", "http://deb.debian.org/debian")
 GUEST_DIR = Path(__file__).resolve().parent / "guest"
 # Bump when the image's recipe changes: a cached image of another recipe is rebuilt.
-RECIPE = "4"
+RECIPE = "5"
 
 CHROOT_ENV = {
     "PATH": "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
@@ -35,6 +35,8 @@ PACKAGES = [
     # what coord-node and coord load (their Depends:)
     "libasound2", "libavcodec59", "libavformat59", "libavutil57", "libv4l-0", "libzmq5", "libaravis-0.8-0",
     "libxxhash0",
+    # coord-node's libcamera runtime (issue 37: dpkg-shlibdeps gives libcamera0.0.3 on Debian 12)
+    "libcamera0.0.3",
 ]
 # What the initramfs loads to reach the root file system (their dependencies come from modules.dep).
 BOOT_MODULES = ["virtio_pci", "virtio_blk", "crc32c_generic", "ext4"]
