@@ -190,6 +190,7 @@ public final class TakeDirectory: Sendable {
 
     /// Opens the folder `name` of `dirfd` (creating it when `create`), refusing anything but a real directory.
     private static func openFolder(_ dirfd: Int32, _ name: String, shown: String, create: Bool) throws(TakeFileError) -> Int32 {
+        var lookedAgain = 0
         while true {
             let code: Int32
             do {
@@ -203,6 +204,9 @@ public final class TakeDirectory: Sendable {
                 continue
             }
             if let r = TakeFileError.reason(mode: st.st_mode) { throw TakeFileError(path: shown, reason: r) }
+            // Missing at openat, a folder at the look after: another collector thread made it in between (two nodes'
+            // copies start together and both make `.coord~partial`); open it again rather than fail the take.
+            if code == ENOENT && (st.st_mode & S_IFMT) == S_IFDIR && lookedAgain < 3 { lookedAgain += 1; continue }
             throw TakeFileError(path: shown, reason: (st.st_mode & S_IFMT) == S_IFDIR ? .system(code) : .notDirectory)
         }
     }

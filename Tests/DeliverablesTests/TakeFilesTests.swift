@@ -1,5 +1,6 @@
 import Foundation
 import Platform
+import Synchronization
 import Testing
 @testable import Deliverables
 #if canImport(Glibc)
@@ -24,6 +25,20 @@ import Glibc
     static func reason(_ body: () throws -> Void) -> TakeFileError? {
         do { try body() } catch let e as TakeFileError { return e } catch { return nil }
         return nil
+    }
+
+    /// Two nodes' copies start together and each makes `.coord~partial/<node>`: a folder another thread makes between
+    /// this thread's open and its look is opened, never "cannot create … No such file or directory" (a collect failed so).
+    @Test func foldersMadeByOtherThreadsAtTheSameInstantAreOpened() throws {
+        let (root, _) = try Self.fixture()
+        let failures = Mutex<[String]>([])
+        for round in 0..<300 {
+            DispatchQueue.concurrentPerform(iterations: 6) { node in
+                do { _ = try TakeDirectory.open(root).directory("p\(round)/.coord~partial/node-\(node)", create: true) }
+                catch { failures.withLock { $0.append("\(error)") } }
+            }
+        }
+        #expect(failures.withLock { $0 }.isEmpty)
     }
 
     @Test func aRegularFileIsReadAndItsSizeKnown() throws {
