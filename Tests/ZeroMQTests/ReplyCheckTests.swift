@@ -158,6 +158,16 @@ private func probe(_ t1: Int64, _ t2: Int64, _ t3: Int64) -> Coord_V1_ClockProbe
         #expect(field { let first = $0.cameras[0]; $0.cameras.append(first) } == "Status.cameras[1].camera")
         #expect(field { $0.cameras[0].camera = "" } == "Status.cameras[0].camera")
         #expect(field { $0.stopGroup = -1 } == "Status.stop_group")
+        // A triggered camera's figures (CONTRACT §17) come from the node too: names, counts and errors checked.
+        var t = Coord_V1_TriggerStatus()
+        t.output = "sync"; t.source = "Line0"; t.pulses = 10; t.errorP50Us = 3; t.errorP99Us = 9; t.errorMaxUs = 12
+        #expect(field { $0.cameras[0].trigger = t } == nil)
+        #expect(field { $0.cameras[0].trigger = t; $0.cameras[0].trigger.output = "../x" } == "Status.cameras[0].trigger.output")
+        #expect(field { $0.cameras[0].trigger = t; $0.cameras[0].trigger.source = "" } == "Status.cameras[0].trigger.source")
+        #expect(field { $0.cameras[0].trigger = t; $0.cameras[0].trigger.pulses = .max } == "Status.cameras[0].trigger.pulses")
+        #expect(field { $0.cameras[0].trigger = t; $0.cameras[0].trigger.extraFrames = .max } == "Status.cameras[0].trigger.extra_frames")
+        #expect(field { $0.cameras[0].trigger = t; $0.cameras[0].trigger.errorMaxUs = -1 } == "Status.cameras[0].trigger.error_max_us")
+        #expect(field { $0.cameras[0].trigger = t; $0.cameras[0].trigger.errorP99Us = .max } == "Status.cameras[0].trigger.error_p99_us")
     }
 
     @Test func statusCarriesEachCamerasControlsInForceChecked() throws {
