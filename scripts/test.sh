@@ -25,4 +25,5 @@ echo "== python: protocol peer and end-to-end demo"
 export COORD_PACKAGES_DIR="${COORD_PACKAGES_DIR:-$PWD/.build/test-debs}"
 rm -rf "$PWD/.build/test-debs"
 PY="$(scripts/python-env.sh)"
-"$PY" -m pytest -q Tests/python
+# --durations shows in every CI log which tests the suite's time goes to (it must stay under 60 minutes on 2 cores).
+"$PY" -m pytest -q -p no:cacheprovider --durations=40 Tests/python
