@@ -8,6 +8,7 @@ import os
 import signal
 import subprocess
 import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
@@ -66,8 +67,26 @@ def only_take(takes: Path) -> Path:
     return dirs[0]
 
 
-def test_default_demo_take_passes_every_check(tmp_path):
-    proc, takes = run_demo(tmp_path, "--nodes", "3", "--seconds", "5", "--seed", "7")
+SHORT_TAKES = {
+    "default": ("--nodes", "3", "--seconds", "5", "--seed", "7"),
+    "ffv1": ("--nodes", "2", "--seconds", "2", "--codec", "ffv1", "--size", "320x240"),
+    "h264": ("--nodes", "2", "--seconds", "2", "--codec", "h264", "--size", "320x240"),
+    "report": ("--nodes", "2", "--seconds", "1", "--size", "320x240"),
+}
+
+
+@pytest.fixture(scope="module")
+def short_takes(tmp_path_factory) -> dict:
+    """The small demos below, run at once: a demo mostly waits for its clocks and its group 0, and what their tests
+    check (check-take.py, the manifest's counts, the report) does not depend on timing. {name: (proc, takes)}."""
+    folders = {name: tmp_path_factory.mktemp(f"demo-{name}") for name in SHORT_TAKES}
+    with ThreadPoolExecutor(max_workers=len(SHORT_TAKES)) as pool:
+        made = {name: pool.submit(run_demo, folders[name], *args) for name, args in SHORT_TAKES.items()}
+        return {name: future.result() for name, future in made.items()}
+
+
+def test_default_demo_take_passes_every_check(short_takes):
+    proc, takes = short_takes["default"]
     assert proc.returncode == 0, proc.stderr
     take = only_take(takes)
     failures, figures = check_take.check(take)
@@ -88,8 +107,8 @@ def test_default_demo_take_passes_every_check(tmp_path):
 
 
 @pytest.mark.parametrize("codec", ["ffv1", "h264"])
-def test_demo_other_codecs(tmp_path, codec):
-    proc, takes = run_demo(tmp_path, "--nodes", "2", "--seconds", "2", "--codec", codec, "--size", "320x240")
+def test_demo_other_codecs(short_takes, codec):
+    proc, takes = short_takes[codec]
     assert proc.returncode == 0, proc.stderr
     failures, _ = check_take.check(only_take(takes))
     assert failures == [], failures
@@ -219,8 +238,8 @@ def test_bad_flags_get_one_sentence_and_exit_2(tmp_path, args, needle):
     assert not takes.exists() or not any(takes.iterdir())
 
 
-def test_report_prints_the_summary_and_the_json(tmp_path):
-    proc, takes = run_demo(tmp_path, "--nodes", "2", "--seconds", "1", "--size", "320x240")
+def test_report_prints_the_summary_and_the_json(short_takes, tmp_path):
+    proc, takes = short_takes["report"]
     assert proc.returncode == 0, proc.stderr
     take = only_take(takes)
     summary = subprocess.run([COORD, "report", str(take)], capture_output=True, text=True, timeout=30)
