@@ -7,6 +7,7 @@ import math
 import os
 import subprocess
 import xml.etree.ElementTree as ET
+from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime, timezone
 from fractions import Fraction
 from pathlib import Path
@@ -21,16 +22,34 @@ COORD = os.environ.get("COORD", str(ROOT / ".build/debug/coord"))
 DAY_S = 86_400
 
 
-@pytest.fixture(scope="module")
-def take(tmp_path_factory) -> Path:
-    """One short demo take: 2 nodes × 2 cameras, 2 s."""
-    takes = tmp_path_factory.mktemp("editorial") / "takes"
-    proc = subprocess.run([COORD, "demo", "--takes-dir", str(takes), "--nodes", "2", "--cameras-per-node", "2",
-                           "--seconds", "2"], capture_output=True, text=True, timeout=300)
+TAKES = {
+    "take": ("--nodes", "2", "--cameras-per-node", "2", "--seconds", "2"),  # one short take: 2 nodes × 2 cameras, 2 s
+    15: ("--nodes", "1", "--seconds", "1", "--fps", "15", "--size", "320x240"),
+    25: ("--nodes", "1", "--seconds", "1", "--fps", "25", "--size", "320x240"),
+}
+
+
+def record(takes: Path, *args: str) -> Path:
+    proc = subprocess.run([COORD, "demo", "--takes-dir", str(takes), *args], capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stderr
     dirs = [d for d in takes.iterdir() if d.is_dir()]
     assert len(dirs) == 1, f"expected exactly one take directory, found {dirs}"
     return dirs[0]
+
+
+@pytest.fixture(scope="module")
+def takes(tmp_path_factory) -> dict:
+    """The module's demo takes, recorded at once: a demo mostly waits for its clocks and its group 0, and nothing
+    here measures timing (the timecode is arithmetic on the start's wall clock)."""
+    folders = {key: tmp_path_factory.mktemp(f"editorial-{key}") / "takes" for key in TAKES}
+    with ThreadPoolExecutor(max_workers=len(TAKES)) as pool:
+        made = {key: pool.submit(record, folders[key], *args) for key, args in TAKES.items()}
+        return {key: future.result() for key, future in made.items()}
+
+
+@pytest.fixture(scope="module")
+def take(takes) -> Path:
+    return takes["take"]
 
 
 @pytest.fixture(scope="module")
@@ -121,15 +140,11 @@ def test_the_otio_timeline_lines_every_camera_up_by_group(take, manifest):
 
 
 @pytest.mark.parametrize("fps", [15, 25])
-def test_the_otio_of_a_take_at_15_and_25_fps_goes_through_the_official_adapters(tmp_path, fps):
+def test_the_otio_of_a_take_at_15_and_25_fps_goes_through_the_official_adapters(takes, tmp_path, fps):
     """The timeline runs at the take's own rate, as its XMLs do (issue 40: a 15 fps take's said 30). OTIO's FCP 7 and
     FCPXML adapters write only SMPTE timecode rates, which have no 15 fps: at 15 the take's own `<take-id>.xml` and
     `.fcpxml` (coord deliver) are the hand-off to those editors, and the timeline is checked by OpenTimelineIO alone."""
-    takes = tmp_path / "takes"
-    proc = subprocess.run([COORD, "demo", "--takes-dir", str(takes), "--nodes", "1", "--seconds", "1", "--fps", str(fps),
-                           "--size", "320x240"], capture_output=True, text=True, timeout=300)
-    assert proc.returncode == 0, proc.stderr
-    take = next(d for d in takes.iterdir() if d.is_dir())
+    take = takes[fps]
     manifest = json.loads((take / "manifest.json").read_text())
     assert take_fps(manifest) == fps
     start_s = frame_of_day(manifest["timecode"], fps) / fps
