@@ -12,6 +12,7 @@ import subprocess
 import sys
 import time
 import xml.etree.ElementTree as ET
+from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime, timezone
 from fractions import Fraction
 from pathlib import Path
@@ -39,10 +40,28 @@ def deliver(take: Path, *args: str, timeout: float = 300) -> subprocess.Complete
     return subprocess.run([COORD, "deliver", str(take), *args], capture_output=True, text=True, timeout=timeout)
 
 
+TAKES = {
+    # A 2-camera 2-second demo take (one microphone per node), delivered with everything by `coord demo --deliver`.
+    "take": ("--nodes", "2", "--deliver", "mov,fcpxml,fcp7xml,mhl"),
+    "h264": ("--nodes", "1", "--codec", "h264", "--no-audio", "--seconds", "1"),
+    "ffv1": ("--nodes", "1", "--codec", "ffv1", "--no-audio", "--seconds", "1", "--size", "320x240"),
+}
+
+
 @pytest.fixture(scope="module")
-def take(tmp_path_factory) -> Path:
-    """A 2-camera 2-second demo take (one microphone per node), delivered with everything by `coord demo --deliver`."""
-    take, proc = demo(tmp_path_factory.mktemp("deliver") / "takes", "--nodes", "2", "--deliver", "mov,fcpxml,fcp7xml,mhl")
+def takes(tmp_path_factory) -> dict[str, tuple[Path, subprocess.CompletedProcess]]:
+    """The module's demo takes, recorded at once (a demo mostly waits for its clocks and its group 0; nothing here
+    measures timing); each test that writes into one of them is the only one that uses it."""
+    folders = {name: tmp_path_factory.mktemp(f"deliver-{name}") / "takes" for name in TAKES}
+    with ThreadPoolExecutor(max_workers=len(TAKES)) as pool:
+        made = {name: pool.submit(demo, folders[name], *args) for name, args in TAKES.items()}
+        return {name: future.result() for name, future in made.items()}
+
+
+@pytest.fixture(scope="module")
+def take(takes) -> Path:
+    """TAKES["take"]."""
+    take, proc = takes["take"]
     # Progress on stderr: a rate and an ETA.
     assert "MB/s" in proc.stderr and "ETA" in proc.stderr, proc.stderr
     return take
@@ -361,8 +380,8 @@ def test_bad_input_is_one_sentence_and_exit_2(take, tmp_path):
     assert proc.returncode == 2 and "missing" in proc.stderr, proc.stderr
 
 
-def test_h264_is_rewrapped_and_video_codec_h264_encodes(take, manifest, tmp_path):
-    h264, _ = demo(tmp_path / "h264", "--nodes", "1", "--codec", "h264", "--no-audio", "--seconds", "1")
+def test_h264_is_rewrapped_and_video_codec_h264_encodes(take, manifest, takes, tmp_path):
+    h264, _ = takes["h264"]
     proc = deliver(h264, "--to", "mov")
     assert proc.returncode == 0, proc.stderr
     m = json.loads((h264 / "manifest.json").read_text())
@@ -382,8 +401,8 @@ def test_h264_is_rewrapped_and_video_codec_h264_encodes(take, manifest, tmp_path
     assert names(h264) and names(take) and not names(h264) & names(take), (names(h264), names(take))
 
 
-def test_prores_hq_is_10_bit_and_copy_refuses_ffv1_in_one_sentence(tmp_path):
-    lossless, _ = demo(tmp_path / "ffv1", "--nodes", "1", "--codec", "ffv1", "--no-audio", "--seconds", "1", "--size", "320x240")
+def test_prores_hq_is_10_bit_and_copy_refuses_ffv1_in_one_sentence(takes):
+    lossless, _ = takes["ffv1"]
     m = json.loads((lossless / "manifest.json").read_text())
     proc = deliver(lossless, "--to", "mov", "--video-codec", "copy")
     assert proc.returncode == 2 and len(proc.stderr.strip().splitlines()) == 1, proc.stderr
