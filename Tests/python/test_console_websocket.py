@@ -124,13 +124,76 @@ def test_the_console_answers_a_viewers_keepalive_and_pings_and_ignores_anything_
         viewer.close()
 
 
-def test_a_viewer_that_only_answers_pings_stays_open_for_three_minutes(demo):
+# ---- the waits of minutes, begun together ----
+
+try:  # the same headless chromium as the page tests; their tests are skipped without it, and so is the one here
+    from test_console_page import CHROMEDRIVER, CHROMIUM
+except Exception:  # selenium missing
+    CHROMIUM = CHROMEDRIVER = None
+
+
+def chromium():
+    """A headless chromium as test_console_page's `browser` fixture makes it (that one lives for one test only)."""
+    from selenium import webdriver
+    from selenium.webdriver.chrome.service import Service
+    options = webdriver.ChromeOptions()
+    options.binary_location = CHROMIUM
+    for flag in ("--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage", "--window-size=1400,1000"):
+        options.add_argument(flag)
+    driver = webdriver.Chrome(service=Service(CHROMEDRIVER), options=options)
+    driver.set_page_load_timeout(30)
+    return driver
+
+
+BANNER_WATCH = """
+window.__bannerShown = 0; window.__states = [];
+const banner = document.getElementById('banner'), connection = document.getElementById('connection');
+new MutationObserver(() => { if (banner.classList.contains('shown')) window.__bannerShown += 1; })
+  .observe(banner, {attributes: true});
+new MutationObserver(() => window.__states.push(connection.textContent))
+  .observe(connection, {childList: true, characterData: true, subtree: true});
+"""
+
+
+@pytest.fixture(scope="module", autouse=True)
+def quiet_for_minutes(tmp_path_factory):
+    """The three tests below are minutes of quiet: a viewer answering only pings for 3 minutes, a viewer answering
+    none until it is closed (up to 75 s), a page idle for 70 s. Each gets its own console, as before, but all three
+    begin when this module starts, so their quiet runs at once; each test still measures from its own start.
+    {"answers"|"silent": (demo, viewer, opened), "page": (demo, browser, watched) when chromium is here}."""
+    started, demos, closers = {}, [], []
+    try:
+        for name, answers in (("answers", True), ("silent", False)):
+            demo = ConsoleDemo(tmp_path_factory.mktemp(f"quiet-{name}"), nodes=1, cameras=1)
+            demos.append(demo)
+            viewer = Viewer(demo, answer_pings=answers)
+            closers.append(viewer.close)
+            viewer.wait_for(lambda: viewer.messages, 20, "first message")
+            started[name] = (demo, viewer, time.monotonic())
+        if CHROMIUM and CHROMEDRIVER:
+            from selenium.webdriver.common.by import By
+            from selenium.webdriver.support.ui import WebDriverWait
+            demo = ConsoleDemo(tmp_path_factory.mktemp("quiet-page"), nodes=1, cameras=1)
+            demos.append(demo)
+            browser = chromium()
+            closers.append(browser.quit)
+            browser.get(demo.url)
+            WebDriverWait(browser, 30).until(lambda d: d.find_element(By.ID, "connection").text == "live")
+            browser.execute_script(BANNER_WATCH)
+            started["page"] = (demo, browser, time.monotonic())
+        yield started
+    finally:
+        for close in closers:
+            close()
+        for demo in demos:
+            demo.close()
+
+
+def test_a_viewer_that_only_answers_pings_stays_open_for_three_minutes(quiet_for_minutes):
     """The acceptance of issue 34 item 5: a WebSocket idle for 3 minutes stays open. The viewer answers the
     console's pings, as every browser does by itself, and sends nothing else."""
-    viewer = Viewer(demo)
+    demo, viewer, opened = quiet_for_minutes["answers"]
     try:
-        viewer.wait_for(lambda: viewer.messages, 20, "first message")
-        opened = time.monotonic()
         while time.monotonic() - opened < 180:
             assert viewer.closed is None, (
                 f"the console closed an idle viewer's socket after {viewer.closed[0] - opened:.1f} s (code {viewer.closed[1]})")
@@ -145,14 +208,12 @@ def test_a_viewer_that_only_answers_pings_stays_open_for_three_minutes(demo):
         viewer.close()
 
 
-def test_a_viewer_that_answers_no_ping_is_closed_within_two_ping_periods(demo):
+def test_a_viewer_that_answers_no_ping_is_closed_within_two_ping_periods(quiet_for_minutes):
     """The other side of the keepalive: a viewer that has gone (here: one that reads but never answers a ping) is
     closed by the console once a ping's pong has not come by the next ping, 30 to 60 s after it went quiet. This is
     the mechanism that closed every socket at 60 s while the console never read its viewers' pongs."""
-    viewer = Viewer(demo, answer_pings=False)
+    demo, viewer, opened = quiet_for_minutes["silent"]
     try:
-        viewer.wait_for(lambda: viewer.messages, 20, "first message")
-        opened = time.monotonic()
         deadline = opened + 75
         while viewer.closed is None and time.monotonic() < deadline:
             time.sleep(0.2)
@@ -165,32 +226,13 @@ def test_a_viewer_that_answers_no_ping_is_closed_within_two_ping_periods(demo):
         viewer.close()
 
 
-# ---- the page in a real browser (optional: chromium and chromium-driver) ----
-
-try:  # the same headless chromium as the page tests; their tests are skipped without it, and so is the one here
-    from test_console_page import CHROMEDRIVER, CHROMIUM, browser  # noqa: F401
-except Exception:  # selenium missing
-    CHROMIUM = CHROMEDRIVER = None
-
-
-BANNER_WATCH = """
-window.__bannerShown = 0; window.__states = [];
-const banner = document.getElementById('banner'), connection = document.getElementById('connection');
-new MutationObserver(() => { if (banner.classList.contains('shown')) window.__bannerShown += 1; })
-  .observe(banner, {attributes: true});
-new MutationObserver(() => window.__states.push(connection.textContent))
-  .observe(connection, {childList: true, characterData: true, subtree: true});
-"""
-
 
 @pytest.mark.skipif(not (CHROMIUM and CHROMEDRIVER), reason="chromium, chromium-driver and selenium are needed")
-def test_the_page_shows_no_banner_over_an_idle_minute_and_shows_it_when_the_console_is_gone(demo, browser):
+def test_the_page_shows_no_banner_over_an_idle_minute_and_shows_it_when_the_console_is_gone(quiet_for_minutes):
     from selenium.webdriver.common.by import By
     from selenium.webdriver.support.ui import WebDriverWait
-    browser.get(demo.url)
-    WebDriverWait(browser, 30).until(lambda d: d.find_element(By.ID, "connection").text == "live")
-    browser.execute_script(BANNER_WATCH)
-    time.sleep(70)
+    demo, browser, watched = quiet_for_minutes["page"]
+    time.sleep(max(0.0, watched + 70 - time.monotonic()))   # the scenario: 70 s of an idle page, counted from its start
     assert browser.execute_script("return window.__bannerShown") == 0
     assert browser.execute_script("return window.__states") == [], "the page's socket was lost while idle"
     assert browser.find_element(By.ID, "connection").text == "live"
