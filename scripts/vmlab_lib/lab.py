@@ -12,7 +12,7 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-from . import image, usb
+from . import gpiosim, image, usb
 from .image import Artefacts, LabError, log, run
 from .vm import SNAPSHOTS, VM
 
@@ -59,12 +59,15 @@ class Lab:
         self.public_keys: dict[str, str] = {}
         self.arming_retries = 0
         self.kinds = {"camera": "vivid", "mic": "dummy"}
+        # --trigger: each VM's gpio-sim chip and its line 0's global GPIO number (gpiosim.setup).
+        self.trigger_chips: dict[str, tuple[str, int]] = {}
+        self.trigger = False
 
     # --- making one -------------------------------------------------------------------------------------------
     @classmethod
     def up(cls, run_dir: Path, count: int, debs: dict[str, Path], *, clocksource: str | None = None,
            camera: dict | None = None, start_nodes: bool = True, camera_kind: str = "vivid",
-           mic_kind: str = "dummy") -> "Lab":
+           mic_kind: str = "dummy", trigger: bool = False) -> "Lab":
         """camera_kind vivid|uvc and mic_kind dummy|aloop|uac2 (CONTRACT §16): uvc and uac2 are gadgets on the lab's
         own dummy_hcd (usb.py), bound in the same guest by uvcvideo and snd-usb-audio."""
         usb.check_kinds(camera_kind, mic_kind)
@@ -84,9 +87,12 @@ class Lab:
         shutil.copy2(keys / "coordinator.key", share / "coordinator.key")
         if camera_kind == "uvc" or mic_kind == "uac2":
             usb.share_usb(share, art.release)
+        if trigger:
+            gpiosim.share(share, art.release)
         vms = [VM(f"vm{i + 1}", run_dir, art, clocksource=clocksource) for i in range(count)]
         lab = cls(run_dir, vms, art)
         lab.kinds = {"camera": camera_kind, "mic": mic_kind}
+        lab.trigger = trigger
         try:
             for vm in vms:
                 vm.start()
@@ -138,6 +144,9 @@ class Lab:
             f"audio:\n  - {{name: mic0, alsa: \"{mic}\"}}\n"
             "keys:\n  cert: /etc/coord-node/node.key_secret\n  authorized: /etc/coord-node/authorized\n"
         )
+        if self.trigger:  # a trigger output on the VM's gpio-sim chip, cam0 bound to it (gpiosim.py says why)
+            self.trigger_chips[vm.name] = gpiosim.setup(vm)
+            node_file = gpiosim.triggered_node_file(node_file, self.trigger_chips[vm.name][0])
         vm.sh(f"cat > /etc/coord-node/node.yaml <<'EOF'\n{node_file}EOF\n"
               "mkdir -p /etc/coord-node/authorized && cp /mnt/host/coordinator.key /etc/coord-node/authorized/")
         key = vm.sh("sed -n 's/^ *public-key *= *\"\\(.*\\)\"/\\1/p' /etc/coord-node/node.key").strip()
@@ -343,12 +352,13 @@ def _usec(text: str) -> int:
 
 
 def take(out_dir: Path, count: int, seconds: float, debs: dict[str, Path], *, keep: bool = False,
-         clocksource: str | None = None, camera: str = "vivid", mic: str = "dummy") -> int:
+         clocksource: str | None = None, camera: str = "vivid", mic: str = "dummy",
+         trigger: bool = False) -> int:
     """CONTRACT §11's `take`: prints the take directory as its last stdout line; exit 0 only when complete."""
     out_dir.mkdir(parents=True, exist_ok=True)
     run_dir = out_dir / ".vmlab"
     t0 = time.monotonic()
-    lab = Lab.up(run_dir, count, debs, clocksource=clocksource, camera_kind=camera, mic_kind=mic)
+    lab = Lab.up(run_dir, count, debs, clocksource=clocksource, camera_kind=camera, mic_kind=mic, trigger=trigger)
     try:
         lab.write_rig(takes_dir=out_dir)
         log(f"{count} node(s) ready after {time.monotonic() - t0:.1f} s; recording {seconds:g} s")
@@ -356,6 +366,12 @@ def take(out_dir: Path, count: int, seconds: float, debs: dict[str, Path], *, ke
         report = lab.report()
         report["take"] = {"exit": code, "dir": str(take_dir) if take_dir else None,
                           "arming_retries": lab.arming_retries}
+        # --trigger (CONTRACT §17): each output's pulses from the kernel's edge timestamps against the grid.
+        trigger_problem = None
+        if trigger and take_dir is not None:
+            manifest = json.loads((take_dir / "manifest.json").read_text())
+            report["trigger"] = gpiosim.trigger_report(lab, manifest, lab.trigger_chips)
+            trigger_problem = gpiosim.check(report["trigger"])
         (out_dir / "vmlab.json").write_text(json.dumps(report, indent=2) + "\n")
     finally:
         if not keep:
@@ -366,5 +382,7 @@ def take(out_dir: Path, count: int, seconds: float, debs: dict[str, Path], *, ke
         print(stderr.strip(), file=__import__("sys").stderr)
     if take_dir is None:
         raise LabError(f"coord start-take (exit {code}) left no take directory in {out_dir}.")
+    if trigger_problem:
+        print(f"vmlab: {trigger_problem}", file=__import__("sys").stderr)
     print(take_dir)
-    return code
+    return code or (1 if trigger_problem else 0)
