@@ -183,15 +183,17 @@ class Lab:
         raise LabError(f"this lab has no VM {name} (it has {', '.join(v.name for v in self.vms)}).")
 
     def start_take(self, takes_dir: Path, seconds: float, extra: list[str] | None = None,
-                   timeout: float = 600) -> tuple[int, Path | None, str]:
-        """Runs the host's coord start-take; returns its exit code, the new take directory and its stderr."""
+                   timeout: float = 600, on_line=None) -> tuple[int, Path | None, str]:
+        """Runs the host's coord start-take; returns its exit code, the new take directory and its stderr
+        (`on_line`: given each stderr line as it comes, as usb.plug_puller)."""
         takes_dir.mkdir(parents=True, exist_ok=True)
         cmd = [str(self.coord), "start-take", "--rig", str(self.dir / "rig.yaml"), "--seconds", str(seconds),
                "--takes-dir", str(takes_dir)] + (extra or [])
         log_text = ""
         for attempt in range(1 + ARMING_RETRIES):
             before = set(takes_dir.iterdir())
-            result = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
+            result = (subprocess.run(cmd, capture_output=True, text=True, timeout=timeout) if on_line is None
+                      else usb.run_watching(cmd, on_line, timeout))
             new = [p for p in set(takes_dir.iterdir()) - before if p.is_dir() and TAKE_ID.match(p.name)]
             log_text += result.stdout + result.stderr
             (self.dir / "start-take.log").write_text(log_text)
@@ -353,8 +355,10 @@ def _usec(text: str) -> int:
 
 def take(out_dir: Path, count: int, seconds: float, debs: dict[str, Path], *, keep: bool = False,
          clocksource: str | None = None, camera: str = "vivid", mic: str = "dummy",
+         unplug: tuple[str, float] | None = None,
          trigger: bool = False) -> int:
-    """CONTRACT §11's `take`: prints the take directory as its last stdout line; exit 0 only when complete."""
+    """CONTRACT §11's `take`: prints the take directory as its last stdout line; exit 0 only when complete.
+    `unplug` (vm, seconds): that VM's webcam gadget is unbound so many seconds into the recording."""
     out_dir.mkdir(parents=True, exist_ok=True)
     run_dir = out_dir / ".vmlab"
     t0 = time.monotonic()
@@ -362,7 +366,10 @@ def take(out_dir: Path, count: int, seconds: float, debs: dict[str, Path], *, ke
     try:
         lab.write_rig(takes_dir=out_dir)
         log(f"{count} node(s) ready after {time.monotonic() - t0:.1f} s; recording {seconds:g} s")
-        code, take_dir, stderr = lab.start_take(out_dir, seconds)
+        on_line = None
+        if unplug:
+            on_line = usb.plug_puller(usb.arm_unplug(lab.vm(unplug[0]), run_dir / "share"), unplug[1])
+        code, take_dir, stderr = lab.start_take(out_dir, seconds, on_line=on_line)
         report = lab.report()
         report["take"] = {"exit": code, "dir": str(take_dir) if take_dir else None,
                           "arming_retries": lab.arming_retries}
@@ -372,6 +379,8 @@ def take(out_dir: Path, count: int, seconds: float, debs: dict[str, Path], *, ke
             manifest = json.loads((take_dir / "manifest.json").read_text())
             report["trigger"] = gpiosim.trigger_report(lab, manifest, lab.trigger_chips)
             trigger_problem = gpiosim.check(report["trigger"])
+        if unplug:
+            report["take"]["unplug"] = {"vm": unplug[0], "at_s": unplug[1]}
         (out_dir / "vmlab.json").write_text(json.dumps(report, indent=2) + "\n")
     finally:
         if not keep:

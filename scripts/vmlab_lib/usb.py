@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 import shutil
 import subprocess
 import tempfile
@@ -84,7 +85,7 @@ def check_kinds(camera: str, mic: str) -> None:
 def share_usb(share: Path, release: str) -> None:
     """Puts the patched dummy_hcd.ko and the gadget programs into the lab's 9p share."""
     shutil.copy2(dummy_hcd(release), share / "dummy_hcd.ko")
-    for name in ("uvc_gadget.py", "uac2_gadget.py", "clicks.py"):
+    for name in ("uvc_gadget.py", "uac2_gadget.py", "configfs_gadget.py", "clicks.py"):
         shutil.copy2(Path(__file__).resolve().parent / "guest" / name, share / name)
 
 
@@ -120,7 +121,8 @@ def start_gadgets(vm, camera: str, mic: str) -> tuple[dict | None, str | None]:
 def gadget_reports(vm) -> dict:
     """The gadget programs' own figures (the webcam's sensor: ppm, start, period, frames; the click player's)."""
     out = {}
-    for key, path in (("uvc", "/run/vmlab-uvc.json"), ("clicks", "/run/vmlab-clicks.json")):
+    for key, path in (("uvc", "/run/vmlab-uvc.json"), ("clicks", "/run/vmlab-clicks.json"),
+                      ("unplug", "/run/vmlab-unplug.json")):
         text = vm.sh(f"cat {path} 2>/dev/null || true").strip()
         if text:
             try:
@@ -128,3 +130,75 @@ def gadget_reports(vm) -> dict:
             except ValueError:
                 pass
     return out
+
+# --- a webcam unplugged mid-take (issue 36 item 4): `vmlab take OUT --camera uvc --unplug vm1@2s` ----------------
+
+UNPLUG = re.compile(r"^(vm\d+)@(\d+(?:\.\d+)?)s?$")
+PROGRESS = re.compile(r"recording (\d+(?:\.\d+)?) ")  # coord's "recording 1.7 / 8.0 s  frames …"
+
+
+def parse_unplug(text: str, vms: int, camera: str) -> tuple[str, float]:
+    """`--unplug VM@SECONDS` (vm1@2s): which VM's webcam is unplugged, how many seconds into the recording."""
+    seen = UNPLUG.match(text.strip())
+    if seen is None:
+        raise LabError(f"--unplug must be VM@SECONDS like vm1@2s, not {text!r}.")
+    name, at = seen.group(1), float(seen.group(2))
+    if not 1 <= int(name[2:]) <= vms:
+        raise LabError(f"--unplug names {name}, but the lab has vm1-vm{vms}.")
+    if camera != "uvc":
+        raise LabError("--unplug unbinds a USB gadget webcam: it needs --camera uvc.")
+    return name, at
+
+
+def arm_unplug(vm, share: Path) -> Path:
+    """Starts a watcher in `vm` that unbinds its webcam gadget's UDC (to the host: the device is unplugged) as soon
+    as the returned file appears in the lab's share; the host makes it when coord's progress passes the instant."""
+    plug = share / f"unplug-{vm.name}"
+    plug.unlink(missing_ok=True)
+    vm.sh("rm -f /run/vmlab-unplug.json; systemctl stop vmlab-unplug 2>/dev/null; "
+          "systemctl reset-failed vmlab-unplug 2>/dev/null; "
+          f"systemd-run --unit=vmlab-unplug --collect python3 -c '{UNPLUG_WATCHER % (plug.name, UVC_UDC)}'")
+    return plug
+
+
+def plug_puller(plug: Path, at_s: float):
+    """A line reader for coord's stderr that makes `plug` once the recording is `at_s` seconds in."""
+    def on_line(line: str) -> None:
+        seen = PROGRESS.search(line)
+        if seen and float(seen.group(1)) >= at_s and not plug.exists():
+            plug.touch()
+    return on_line
+
+
+def run_watching(cmd: list[str], on_line, timeout: float) -> subprocess.CompletedProcess:
+    """subprocess.run(cmd) with each stderr line handed to `on_line` as it comes (coord's progress)."""
+    with tempfile.TemporaryFile("w+") as out:
+        proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.PIPE, text=True)
+        lines = []
+        try:
+            for line in proc.stderr:
+                lines.append(line)
+                on_line(line)
+            proc.wait(timeout=timeout)
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
+        out.seek(0)
+        return subprocess.CompletedProcess(cmd, proc.returncode, out.read(), "".join(lines))
+
+
+# In the guest: waits for the host's file in the 9p share (uncached; the host cannot wake the guest), then unbinds
+# the webcam gadget and writes when (the guest's CLOCK_MONOTONIC) and how long the unbind took.
+UNPLUG_WATCHER = """
+import json, os, time
+deadline = time.monotonic() + 1800
+while not os.path.exists("/mnt/host/%s") and time.monotonic() < deadline:
+    time.sleep(0.02)
+if time.monotonic() < deadline:
+    t = time.clock_gettime(time.CLOCK_MONOTONIC)
+    with open("/sys/kernel/config/usb_gadget/vmlab_uvc/UDC", "w") as f:
+        f.write("\\n")
+    json.dump({"udc": "%s", "unbound_s": t, "unbind_took_s": round(time.clock_gettime(time.CLOCK_MONOTONIC) - t, 3)},
+              open("/run/vmlab-unplug.json", "w"))
+"""

@@ -12,46 +12,26 @@ player runs only while the host card's capture substream is RUNNING (read from /
 the next recording. Prints the host card's ALSA id once it appears (the node file's `hw:ID,0,0`).
 """
 import argparse
-import os
 import subprocess
 import sys
 import time
 from pathlib import Path
 
-GADGET = Path("/sys/kernel/config/usb_gadget/vmlab_uac2")
+GADGET = "vmlab_uac2"
 PRODUCT = "SYNCCLICK microphone"
 HERE = Path(__file__).resolve().parent
-
-
-def write(path: Path, value) -> None:
-    path.write_text(f"{value}\n")
+sys.path.insert(0, str(HERE))
+import configfs_gadget  # noqa: E402  (beside this file in the lab's share)
 
 
 def make_gadget(udc: str) -> None:
-    os.system("modprobe libcomposite && modprobe usb_f_uac2")
-    if not Path("/sys/kernel/config/usb_gadget").exists():
-        os.system("mount -t configfs none /sys/kernel/config")
-    g = GADGET
-    g.mkdir(exist_ok=True)
-    write(g / "idVendor", "0x1d6b")
-    write(g / "idProduct", "0x0101")
-    write(g / "bcdUSB", "0x0200")
-    s = g / "strings/0x409"
-    s.mkdir(parents=True, exist_ok=True)
-    write(s / "manufacturer", "coord vmlab")
-    write(s / "product", PRODUCT)
-    write(s / "serialnumber", udc.replace("dummy_udc.", "100"))
-    c = g / "configs/c.1"
-    (c / "strings/0x409").mkdir(parents=True, exist_ok=True)
-    write(c / "strings/0x409/configuration", "uac2")
-    f = g / "functions/uac2.0"
-    f.mkdir(exist_ok=True)
-    # p_*: what the gadget plays, the host's capture (the microphone); c_chmask 0: no host playback endpoint.
-    for key, value in (("p_srate", 48000), ("p_chmask", 1), ("p_ssize", 2), ("c_chmask", 0)):
-        write(f / key, value)
-    if not (c / "uac2.0").is_symlink():
-        (c / "uac2.0").symlink_to(f)
-    write(g / "UDC", udc)
+    g = configfs_gadget.gadget(GADGET, "0x0101", PRODUCT, udc.replace("dummy_udc.", "100"), "uac2")
+    if not configfs_gadget.configured(g, "uac2.0"):  # its attributes are fixed once linked (an earlier run's)
+        f = configfs_gadget.function(g, "uac2.0")
+        # p_*: what the gadget plays, the host's capture (the microphone); c_chmask 0: no host playback endpoint.
+        for key, value in (("p_srate", 48000), ("p_chmask", 1), ("p_ssize", 2), ("c_chmask", 0)):
+            configfs_gadget.write(f / key, value)
+    configfs_gadget.bind(g, udc, "uac2.0")
 
 
 def host_card(timeout: float = 30) -> Path:
@@ -79,6 +59,7 @@ def main() -> int:
     ap.add_argument("--udc", default="dummy_udc.1")
     ap.add_argument("--report")
     a = ap.parse_args()
+    configfs_gadget.load("usb_f_uac2")
     make_gadget(a.udc)
     card = host_card()
     print(f"host card: {(card / 'id').read_text().strip()}", flush=True)
@@ -97,10 +78,7 @@ def main() -> int:
                 player.terminate()
             player.wait()
     finally:
-        try:
-            write(GADGET / "UDC", "")
-        except OSError:
-            pass
+        configfs_gadget.unbind(configfs_gadget.ROOT / GADGET)
     return 0
 
 

@@ -26,7 +26,10 @@ import sys
 import time
 from pathlib import Path
 
-GADGET = Path("/sys/kernel/config/usb_gadget/vmlab_uvc")
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import configfs_gadget  # noqa: E402  (beside this file in the lab's share)
+
+GADGET = "vmlab_uvc"
 SIZES = [(320, 180), (640, 360)]
 INTERVALS = [333333, 666666]  # 100 ns units: 30 and 15 fps
 MAXPACKET = 3072  # 1024 × 3 per microframe: 640x360 YUYV at 30 fps needs 13.8 MB/s, this gives 24.6
@@ -43,38 +46,20 @@ STALL = -51  # a negative length: the gadget stalls ep0 (an unsupported request)
 NBUFS = 4
 
 
-def write(path: Path, value) -> None:
-    path.write_text(f"{value}\n")
-
-
 def make_gadget(udc: str) -> None:
     """The configfs gadget: one UVC function, YUYV frames, bound to `udc`."""
-    os.system("modprobe libcomposite && modprobe usb_f_uvc")
-    if not Path("/sys/kernel/config/usb_gadget").exists():
-        os.system("mount -t configfs none /sys/kernel/config")
-    g = GADGET
-    if (g / "configs/c.1/uvc.0").is_symlink():  # made by an earlier run: its attributes are fixed once linked
-        if (g / "UDC").read_text().strip():
-            write(g / "UDC", "")
-        write(g / "UDC", udc)
-        return
-    g.mkdir(exist_ok=True)
-    write(g / "idVendor", "0x1d6b")
-    write(g / "idProduct", "0x0102")
-    write(g / "bcdUSB", "0x0200")
-    s = g / "strings/0x409"
-    s.mkdir(parents=True, exist_ok=True)
-    write(s / "manufacturer", "coord vmlab")
-    write(s / "product", "SYNCSTRIPE webcam")
-    write(s / "serialnumber", udc.replace("dummy_udc.", "000"))
-    c = g / "configs/c.1"
-    (c / "strings/0x409").mkdir(parents=True, exist_ok=True)
-    write(c / "strings/0x409/configuration", "uvc")
-    f = g / "functions/uvc.0"
-    f.mkdir(exist_ok=True)
+    g = configfs_gadget.gadget(GADGET, "0x0102", "SYNCSTRIPE webcam", udc.replace("dummy_udc.", "000"), "uvc")
+    if not configfs_gadget.configured(g, "uvc.0"):  # its attributes are fixed once linked (an earlier run's)
+        uvc_function(configfs_gadget.function(g, "uvc.0"))
+    configfs_gadget.bind(g, udc, "uvc.0")
+
+
+def uvc_function(f: Path) -> None:
+    """The UVC function's control and streaming descriptors: the sizes and intervals offered."""
+    write, link = configfs_gadget.write, configfs_gadget.link
     (f / "control/header/h").mkdir(exist_ok=True)
     for cls in ("fs", "ss"):
-        _link(f / "control/class" / cls / "h", f / "control/header/h")
+        link(f / "control/class" / cls / "h", f / "control/header/h")
     u = f / "streaming/uncompressed/u"
     u.mkdir(exist_ok=True)
     for w, h in SIZES:  # frame indices follow creation order: 1, 2, ...
@@ -88,17 +73,10 @@ def make_gadget(udc: str) -> None:
         write(fr / "dwDefaultFrameInterval", INTERVALS[0])
         (fr / "dwFrameInterval").write_text("\n".join(str(i) for i in INTERVALS) + "\n")
     (f / "streaming/header/h").mkdir(exist_ok=True)
-    _link(f / "streaming/header/h/u", u)
+    link(f / "streaming/header/h/u", u)
     for cls in ("fs", "hs", "ss"):
-        _link(f / "streaming/class" / cls / "h", f / "streaming/header/h")
+        link(f / "streaming/class" / cls / "h", f / "streaming/header/h")
     write(f / "streaming_maxpacket", MAXPACKET)
-    _link(c / "uvc.0", f)
-    write(g / "UDC", udc)
-
-
-def _link(link: Path, target: Path) -> None:
-    if not link.is_symlink():
-        link.symlink_to(target)
 
 
 def gadget_video_node(udc: str) -> str:
@@ -309,16 +287,38 @@ class Camera:
         while True:
             now = time.clock_gettime(time.CLOCK_MONOTONIC)
             timeout = 1000 if self.sensor is None else max(0, (self.sensor.next_ready() - now) * 1000)
-            if poller.poll(timeout):
+            events = poller.poll(timeout)
+            if any(mask & (select.POLLHUP | select.POLLERR) for _, mask in events):
+                # The gadget's video node is gone: its UDC was unbound (the lab's --unplug). Closing lets the
+                # unbind finish (usb_f_uvc waits for its user), and the report says so.
+                self.close()
+                self.stats["unplugged_s"] = time.clock_gettime(time.CLOCK_MONOTONIC)
+                self.write_report(self.stats["unplugged_s"])
+                return
+            if events:
                 self.event()
             if self.sensor is not None and time.clock_gettime(time.CLOCK_MONOTONIC) >= self.sensor.next_ready():
                 self.deliver()
             if self.report and now - reported >= 1:
                 reported = now
-                tmp = self.report + ".tmp"
-                with open(tmp, "w") as f:
-                    json.dump(self.stats | {"now_s": now}, f)
-                os.replace(tmp, self.report)
+                self.write_report(now)
+
+    def close(self) -> None:
+        """Unmaps and closes the gadget's video node. Before any unbind: 6.1's usb_f_uvc unbind waits, in an
+        uninterruptible sleep, until the node's last user has let go, so a program unbinding its own gadget with the
+        node still open hangs for good (seen: `systemctl stop` of this unit left it in D state at
+        uvc_function_unbind, and every later read of the gadget's UDC hung behind it)."""
+        if self.fd >= 0:
+            self.stream_off()
+            os.close(self.fd)
+            self.fd = -1
+
+    def write_report(self, now: float) -> None:
+        if self.report:
+            tmp = self.report + ".tmp"
+            with open(tmp, "w") as f:
+                json.dump(self.stats | {"now_s": now}, f)
+            os.replace(tmp, self.report)
 
     def event(self) -> None:
         ev = bytearray(136)
@@ -349,15 +349,14 @@ def main() -> int:
     a = ap.parse_args()
     ppm = a.ppm if a.ppm is not None else random.uniform(-50, 50)
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))  # systemctl stop: unbind on the way out
+    configfs_gadget.load("usb_f_uvc")
     make_gadget(a.udc)
     camera = Camera(gadget_video_node(a.udc), ppm, a.ordinal, a.report)
     try:
         camera.run()
     finally:
-        try:
-            write(GADGET / "UDC", "")
-        except OSError:
-            pass
+        camera.close()
+        configfs_gadget.unbind(configfs_gadget.ROOT / GADGET)
     return 0
 
 
