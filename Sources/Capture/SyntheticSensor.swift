@@ -67,10 +67,8 @@ public final class SyntheticSensor: CameraSource, ControllableCamera, Sendable {
     private let picture = Mutex(Picture())
     /// Where the grain's xorshift64 starts: only the sensor thread draws from it, so its state is that thread's own.
     private let grainSeed: UInt64
-    /// Captured frames waiting for `next`; appended and taken only while `available` is held too, so a wait cannot
-    /// miss the signal.
-    private let queue = Mutex<[Capture]>([])
-    private let available = NSCondition()
+    /// Captured frames waiting for `next`.
+    private let queue = CaptureQueue<Capture>()
 
     /// The frame clock and its buffers: the sensor thread, `start`/`stop`, the phase loop and `release` meet here.
     private struct State {
@@ -171,9 +169,7 @@ public final class SyntheticSensor: CameraSource, ControllableCamera, Sendable {
 
     public func stop() {
         state.withLock { $0.running = false }
-        available.lock()
-        available.broadcast()
-        available.unlock()
+        queue.wake()
     }
 
     /// Requests one frame duration for the next frame (or the one `delayFrames` after it, in whole lines), as a
@@ -185,14 +181,7 @@ public final class SyntheticSensor: CameraSource, ControllableCamera, Sendable {
 
     /// The next captured frame, waiting at most `timeoutMicroseconds`; `.none` on timeout or after stop.
     public func next(timeoutMicroseconds: Int64) -> CaptureResult {
-        available.lock()
-        defer { available.unlock() }
-        let deadline = Date().addingTimeInterval(Double(timeoutMicroseconds) / 1_000_000)
-        while true {
-            if let capture = queue.withLock({ $0.isEmpty ? nil : $0.removeFirst() }) { return .frame(capture) }
-            if !isStreaming { return .none }
-            if !available.wait(until: deadline) { return .none }
-        }
+        queue.next(timeoutMicroseconds: timeoutMicroseconds) { isStreaming }.map { .frame($0) } ?? .none
     }
 
     public func release(_ capture: Capture) {
@@ -237,21 +226,12 @@ public final class SyntheticSensor: CameraSource, ControllableCamera, Sendable {
                 let capture = Capture(payload: .picture(buffer), sequence: counter, timestampLocal: stamp,
                                       timestampMeaning: .startOfExposure, exposureMicroseconds: Int64(exposure.rounded()),
                                       durationMicroseconds: duration)
-                available.lock()
-                queue.withLock { $0.append(capture) }
-                available.signal()
-                available.unlock()
+                queue.push(capture)
             }
             counter &+= 1
             start += period
         }
         // Pictures still queued go back to the pool.
-        available.lock()
-        let leftover = queue.withLock { queue in
-            defer { queue.removeAll() }
-            return queue
-        }
-        available.unlock()
-        for capture in leftover { release(capture) }
+        for capture in queue.drain() { release(capture) }
     }
 }
