@@ -206,7 +206,10 @@ clc_camera *clc_camera_open(clc_manager *manager, const char *id, uint32_t width
     }
     StreamConfiguration &sc = c->config->at(0);
     auto offered = sc.formats().pixelformats();
-    if (std::find(offered.begin(), offered.end(), formats::YUV420) != offered.end()) sc.pixelFormat = formats::YUV420;
+    // YUV420 where offered; else packed YUYV, all a UVC webcam through libcamera's UVC pipeline offers raw.
+    auto offers = [&](const PixelFormat &f) { return std::find(offered.begin(), offered.end(), f) != offered.end(); };
+    if (offers(formats::YUV420)) sc.pixelFormat = formats::YUV420;
+    else if (offers(formats::YUYV)) sc.pixelFormat = formats::YUYV;
     sc.size = Size(width, height);
     sc.bufferCount = std::max(sc.bufferCount, 4u);
     if (c->config->validate() == CameraConfiguration::Invalid || camera->configure(c->config.get()) < 0) {

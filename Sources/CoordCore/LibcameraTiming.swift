@@ -76,13 +76,26 @@ public enum FrameDurationProbe {
 
 /// The video stream formats a libcamera camera lists, as the node offers them in its handshake.
 public enum LibcameraStreamFormats {
+    /// The pixel formats the node records from, in the order it prefers them (the funnel's choice at open):
+    /// YUV420 as the recorder takes it; packed YUYV, all a UVC webcam offers raw through libcamera's UVC pipeline.
+    public static let recordable = ["YUV420", "YUYV"]
+
+    /// The format the node records `listing`'s camera in: the first of `recordable` it lists, nil when none.
+    public static func recordedFormat(_ listing: String) -> String? {
+        let listed = Set(listing.split(separator: ";").compactMap { $0.split(separator: " ").first.map(String.init) })
+        return recordable.first { listed.contains($0) }
+    }
+
     /// The YUV420 sizes in libcamera's listing text ("YUV420 640x480,1280x720; MJPEG 640x480"); a size range
     /// ("YUV420 320x240-1920x1080") offers its two ends.
-    public static func yuv420Sizes(_ listing: String) -> [(width: Int, height: Int)] {
+    public static func yuv420Sizes(_ listing: String) -> [(width: Int, height: Int)] { sizes(of: "YUV420", in: listing) }
+
+    /// The sizes listed for `format`.
+    public static func sizes(of format: String, in listing: String) -> [(width: Int, height: Int)] {
         var out: [(Int, Int)] = []
         for entry in listing.split(separator: ";") {
             let words = entry.split(separator: " ", maxSplits: 1).map(String.init)
-            guard words.count == 2, words[0] == "YUV420" else { continue }
+            guard words.count == 2, words[0] == format else { continue }
             for size in words[1].split(whereSeparator: { $0 == "," || $0 == "-" }) {
                 let wh = size.split(separator: "x")
                 if wh.count == 2, let w = Int(wh[0]), let h = Int(wh[1]), w > 0, h > 0, !out.contains(where: { $0 == (w, h) }) {
@@ -93,11 +106,13 @@ public enum LibcameraStreamFormats {
         return out
     }
 
-    /// The handshake's formats: every YUV420 size, at frame periods within the listed FrameDurationLimits (µs); a
-    /// camera that lists none (libcamera's UVC pipeline in 0.0.3) is offered at 30 fps only.
+    /// The handshake's formats: every size of the recorded format (recorded as yuv420p either way), at frame
+    /// periods within the listed FrameDurationLimits (µs); a camera that lists none (libcamera's UVC pipeline in
+    /// 0.0.3) is offered at 30 fps only.
     public static func handshake(_ listing: String, frameDurationLimits: ClosedRange<Int64>?) -> [CameraFormat] {
         let limits = frameDurationLimits ?? 33_333...33_333
-        return yuv420Sizes(listing).map {
+        guard let format = recordedFormat(listing) else { return [] }
+        return sizes(of: format, in: listing).map {
             CameraFormat(pixelFormat: "yuv420p", width: $0.width, height: $0.height,
                          minFramePeriodMicroseconds: limits.lowerBound, maxFramePeriodMicroseconds: limits.upperBound)
         }

@@ -23,8 +23,7 @@ public final class LibcameraCamera: CameraSource, ControllableCamera, @unchecked
     private let handle: OpaquePointer
     private let localClock: @Sendable (Int64) -> Int64
     private let state: Mutex<State>
-    private let queue = Mutex<[Capture]>([])
-    private let available = NSCondition()
+    private let queue = CaptureQueue<Capture>()
 
     private struct State {
         var pool: [PlanarFrame]
@@ -49,9 +48,9 @@ public final class LibcameraCamera: CameraSource, ControllableCamera, @unchecked
         }
         var w: UInt32 = 0, h: UInt32 = 0, fourcc: UInt32 = 0
         clc_camera_stream(handle, &w, &h, &fourcc)
-        guard Int(w) == width, Int(h) == height, fourcc == Self.yuv420 else {
+        guard Int(w) == width, Int(h) == height, fourcc == Self.yuv420 || fourcc == Self.yuyv else {
             clc_camera_close(handle)
-            throw CameraSourceError("libcamera camera \(cameraID) gives \(w)x\(h) \(Self.fourccText(fourcc)), not \(width)x\(height) YUV420")
+            throw CameraSourceError("libcamera camera \(cameraID) gives \(w)x\(h) \(Self.fourccText(fourcc)), not \(width)x\(height) YUV420 or YUYV")
         }
         self.handle = handle
         self.cameraID = cameraID
@@ -67,6 +66,7 @@ public final class LibcameraCamera: CameraSource, ControllableCamera, @unchecked
     deinit { clc_camera_close(handle) }
 
     static let yuv420: UInt32 = 0x3231_5559  // 'YU12'
+    static let yuyv: UInt32 = 0x5659_5559  // 'YUYV': packed 4:2:2, converted to 4:2:0 as a V4L2 webcam's is
     static func fourccText(_ f: UInt32) -> String {
         String(decoding: (0..<4).map { UInt8((f >> (8 * $0)) & 0xff) }, as: UTF8.self)
     }
@@ -121,9 +121,7 @@ public final class LibcameraCamera: CameraSource, ControllableCamera, @unchecked
     public func stop() {
         clc_camera_stop(handle)
         state.withLock { $0.running = false }
-        available.lock()
-        available.broadcast()
-        available.unlock()
+        queue.wake()
     }
 
     @discardableResult
@@ -134,14 +132,7 @@ public final class LibcameraCamera: CameraSource, ControllableCamera, @unchecked
     }
 
     public func next(timeoutMicroseconds: Int64) -> CaptureResult {
-        available.lock()
-        defer { available.unlock() }
-        let deadline = Date().addingTimeInterval(Double(timeoutMicroseconds) / 1_000_000)
-        while true {
-            if let capture = queue.withLock({ $0.isEmpty ? nil : $0.removeFirst() }) { return .frame(capture) }
-            if !isStreaming { return .none }
-            if !available.wait(until: deadline) { return .none }
-        }
+        queue.next(timeoutMicroseconds: timeoutMicroseconds) { isStreaming }.map { .frame($0) } ?? .none
     }
 
     public func release(_ capture: Capture) {
@@ -166,12 +157,10 @@ public final class LibcameraCamera: CameraSource, ControllableCamera, @unchecked
         }
         if probing.0 {
             if let ask = probing.1 { clc_camera_request_duration(handle, Int64(ask)) }
-            available.lock()
-            available.signal()
-            available.unlock()
+            queue.wake()
             return
         }
-        guard let stamp, frame.fourcc == Self.yuv420, frame.plane_count == 3 else {
+        guard let stamp, (frame.fourcc == Self.yuv420 && frame.plane_count == 3) || (frame.fourcc == Self.yuyv && frame.plane_count >= 1) else {
             state.withLock { $0.skippedFormat += 1 }
             return
         }
@@ -184,13 +173,16 @@ public final class LibcameraCamera: CameraSource, ControllableCamera, @unchecked
         let capture = Capture(payload: .picture(picture), sequence: frame.sequence,
                               timestampLocal: localClock(Int64((centre - exposure / 2).rounded())),
                               timestampMeaning: .startOfExposure, exposureMicroseconds: Int64(exposure), durationMicroseconds: duration)
-        available.lock()
-        queue.withLock { $0.append(capture) }
-        available.signal()
-        available.unlock()
+        queue.push(capture)
     }
 
     private func copy(_ frame: clc_frame, into picture: PlanarFrame) {
+        if frame.fourcc == Self.yuyv, let packed = frame.planes.0 {
+            let stride = Int(frame.strides.0)
+            PixelConversion.convert(UnsafeRawBufferPointer(start: packed, count: stride * height), layout: .yuyv,
+                                    bytesPerLine: stride, into: picture)
+            return
+        }
         let planes = [(picture.luma, width, height), (picture.cb, picture.chromaWidth, picture.chromaHeight),
                       (picture.cr, picture.chromaWidth, picture.chromaHeight)]
         withUnsafeBytes(of: frame.planes) { raw in
@@ -226,9 +218,7 @@ public final class LibcameraCamera: CameraSource, ControllableCamera, @unchecked
         }
         let wanted = plan.count + 18
         let deadline = Date().addingTimeInterval(2 + Double(wanted) * periodMicroseconds / 1_000_000)
-        available.lock()
-        while state.withLock({ $0.probe!.stamps.count }) < wanted, available.wait(until: deadline) {}
-        available.unlock()
+        queue.waitFor(until: deadline) { state.withLock { $0.probe!.stamps.count } >= wanted }
         clc_camera_stop(handle)
         let probe = state.withLock { s in defer { s.probe = nil }; return s.probe! }
         guard probe.stamps.count >= plan.count else {

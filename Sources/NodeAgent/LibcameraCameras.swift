@@ -13,7 +13,7 @@ extension CameraListing {
 /// The node's libcamera cameras: found at start (their handshake formats), opened at arm.
 enum LibcameraCameras {
     /// The camera libcamera lists as `entry.cameraID`, as the handshake offers it; one sentence when it is not listed
-    /// or offers no YUV420 stream.
+    /// or offers neither a YUV420 nor a YUYV stream.
     static func capabilities(_ entry: LibcameraCameraEntry, logger: Logger) throws(NodeFailure) -> CameraCapabilities {
         let manager: LibcameraManager
         switch LibcameraManager.shared {
@@ -27,7 +27,7 @@ enum LibcameraCameras {
         }
         let formats = LibcameraStreamFormats.handshake(found.formats, frameDurationLimits: found.frameDurationLimits)
         guard !formats.isEmpty else {
-            throw NodeFailure(.io, "camera \(entry.name): libcamera camera \(entry.cameraID) offers no YUV420 video stream (it offers \(found.formats)).")
+            throw NodeFailure(.io, "camera \(entry.name): libcamera camera \(entry.cameraID) offers no YUV420 or YUYV video stream (it offers \(found.formats)).")
         }
         logger.info("camera found", metadata: ["camera": "\(entry.name)", "libcamera": "\(entry.cameraID)", "model": "\(found.model)",
                                                "pipeline": "\(found.pipeline.rawValue)"])

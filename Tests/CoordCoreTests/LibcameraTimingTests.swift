@@ -53,6 +53,18 @@ import Testing
         #expect(LibcameraStreamFormats.handshake("YUV420 640x480", frameDurationLimits: nil).first?.maxFramePeriodMicroseconds == 33_333)
     }
 
+    @Test func aUVCWebcamThroughLibcameraIsRecordedFromItsYUYVStreamWhenItListsNoYUV420() {
+        // What the lab's gadget webcam lists through libcamera 0.0.3's UVC pipeline.
+        let listing = "YUYV 320x180,640x360"
+        #expect(LibcameraStreamFormats.recordedFormat(listing) == "YUYV")
+        #expect(LibcameraStreamFormats.handshake(listing, frameDurationLimits: nil).map { "\($0.width)x\($0.height) \($0.pixelFormat)" }
+                == ["320x180 yuv420p", "640x360 yuv420p"])
+        // YUV420 is preferred where both are listed; its sizes alone are offered.
+        #expect(LibcameraStreamFormats.recordedFormat("YUYV 1920x1080; YUV420 640x480") == "YUV420")
+        #expect(LibcameraStreamFormats.handshake("YUYV 1920x1080; YUV420 640x480", frameDurationLimits: nil).map(\.width) == [640])
+        #expect(LibcameraStreamFormats.recordedFormat("MJPEG 640x480; NV12 320x240") == nil)
+    }
+
     @Test func aLibcameraDeviceIsWrittenWithItsPipelineAndID() throws {
         let device = DeviceIdentity(driver: "libcamera", model: "imx708", pipeline: "rpi/pisp", cameraID: "/base/x/imx708@1a")
         let json = String(decoding: try JSONEncoder().encode(device), as: UTF8.self)

@@ -51,7 +51,7 @@ typedef struct {
 
 typedef void (*clc_frame_callback)(void *context, const clc_frame *frame);
 
-/// Acquires and configures camera `id` for one video stream (YUV420 where offered) near width×height; NULL with
+/// Acquires and configures camera `id` for one video stream (YUV420 where offered, else YUYV) near width×height; NULL with
 /// `why` filled (naming the camera and, when it is not found, the cameras libcamera lists).
 clc_camera *clc_camera_open(clc_manager *manager, const char *id, uint32_t width, uint32_t height, char *why,
                             size_t why_len);
