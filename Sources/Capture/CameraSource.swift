@@ -122,6 +122,8 @@ public protocol CameraSource: AnyObject {
     var freeRunReason: String? { get }
     /// What the camera is, as its driver names it (the manifest's `device`).
     var identity: DeviceIdentity { get }
+    /// Which buffer stamp its centres come from and the uncertainty that adds (a V4L2 camera; nil otherwise).
+    var stampChoice: BufferStampChoice? { get }
 }
 
 extension CameraSource {
@@ -131,6 +133,7 @@ extension CameraSource {
     public var frameDurationTiming: FrameDurationTiming { .immediate }
     /// Why a source that free-runs does (one clause), where the arm warning should say more than its kind.
     public var freeRunReason: String? { nil }
+    public var stampChoice: BufferStampChoice? { nil }
 }
 
 /// A camera whose picture controls (exposure, gain, white balance, focus) can be set while it runs.

@@ -51,7 +51,9 @@ public final class V4L2Camera: CameraSource, ControllableCamera, RePhasingCamera
     public private(set) var damagedBuffers = 0
 
     private let device: V4L2Device
-    private let localClock: @Sendable (Int64) -> Int64
+    let localClock: @Sendable (Int64) -> Int64
+    /// Which stamp the frame centres come from and how far it is trusted (`BufferStampChoice`, V4L2Stamps.swift).
+    public let bufferStamp: BufferStampChoice
     private let bytesPerLine: Int
     private let lock = NSLock()
     private var pool: [PlanarFrame] = []
@@ -84,6 +86,8 @@ public final class V4L2Camera: CameraSource, ControllableCamera, RePhasingCamera
             let caps = try device.capabilities()
             if let problem = Self.captureProblem(path: path, caps) { throw CameraSourceError(problem) }
             identity = DeviceIdentity(driver: caps.driver, card: caps.card, busInfo: caps.busInfo)
+            bufferStamp = Self.chooseStamp(driver: caps.driver, periodMicroseconds: periodMicroseconds)
+            identity.timestamp = bufferStamp
             let formats = try device.formats()
             let choice = try V4L2FormatChoice.choose(from: formats, width: width, height: height, periodMicroseconds: periodMicroseconds,
                                                      codec: codec, device: path).get()
@@ -187,6 +191,8 @@ public final class V4L2Camera: CameraSource, ControllableCamera, RePhasingCamera
 
     /// What the buffer timestamps mean, as the driver flags them (end of frame when it says nothing else).
     func meaning(of source: V4L2TimestampSource) -> TimestampMeaning {
+        // uvcvideo flags SOE either way; without hwtimestamps its stamp is the first packet's, after the exposure.
+        if bufferStamp.marks == .endOfExposure { return .endOfFrame(readoutMicroseconds: 0) }
         switch source {
         case .startOfExposure: return .startOfExposure
         case .endOfFrame, .other: return .endOfFrame(readoutMicroseconds: assumedReadoutMicroseconds)
@@ -199,7 +205,7 @@ public final class V4L2Camera: CameraSource, ControllableCamera, RePhasingCamera
         do {
             try streamOn(near: anchor, latency: 0)
         } catch {
-            throw CameraSourceError(Self.sentence(error))
+            throw CameraSourceError(Self.startProblem(error, busInfo: identity.busInfo ?? ""))
         }
         probeRePhase()
     }
@@ -303,10 +309,8 @@ public final class V4L2Camera: CameraSource, ControllableCamera, RePhasingCamera
                 guard let frame = try device.dequeueFrame(timeoutMs: Int32(clamping: (left + 999) / 1000)) else { continue }
                 try device.requeue(frame)
                 if frame.hasError { continue }
-                let host = frame.timestampIsMonotonic ? frame.timestampUs : MonotonicClock.now()
-                let meaning = frame.timestampIsMonotonic ? meaning(of: frame.timestampSource)
-                    : .endOfFrame(readoutMicroseconds: assumedReadoutMicroseconds)
-                return meaning.center(timestamp: Double(localClock(host)), exposureMicroseconds: exposureMicroseconds)
+                let stamp = stamped(frame)
+                return stamp.meaning.center(timestamp: Double(stamp.local), exposureMicroseconds: exposureMicroseconds)
             } catch {
                 endReason = Self.sentence(error)
                 return nil
@@ -386,10 +390,8 @@ public final class V4L2Camera: CameraSource, ControllableCamera, RePhasingCamera
             payload = .picture(picture)
         }
         // A timestamp on another clock is useless: the time the buffer reached us stands in for its end of frame.
-        let host = frame.timestampIsMonotonic ? frame.timestampUs : MonotonicClock.now()
-        return Capture(payload: payload, sequence: frame.sequence, timestampLocal: localClock(host),
-                       timestampMeaning: frame.timestampIsMonotonic ? meaning(of: frame.timestampSource)
-                           : .endOfFrame(readoutMicroseconds: assumedReadoutMicroseconds),
+        let stamp = stamped(frame)
+        return Capture(payload: payload, sequence: frame.sequence, timestampLocal: stamp.local, timestampMeaning: stamp.meaning,
                        exposureMicroseconds: Int64(exposureMicroseconds.rounded()), durationMicroseconds: choice.periodMicroseconds)
     }
 

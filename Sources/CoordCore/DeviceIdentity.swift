@@ -14,6 +14,8 @@ public struct DeviceIdentity: Codable, Equatable, Sendable {
     /// A libcamera camera's pipeline handler ("rpi/pisp", "uvcvideo") and its id as libcamera lists it.
     public var pipeline: String?
     public var cameraID: String?
+    /// A V4L2 camera's buffer stamp as the node chose it (issue 36; `device.timestamp`, not a contract key).
+    public var timestamp: BufferStampChoice?
 
     public init(driver: String, card: String? = nil, busInfo: String? = nil, transport: String? = nil,
                 vendor: String? = nil, model: String? = nil, serial: String? = nil, pipeline: String? = nil,
@@ -33,6 +35,6 @@ public struct DeviceIdentity: Codable, Equatable, Sendable {
     public static let synthetic = DeviceIdentity(driver: "synthetic")
 
     enum CodingKeys: String, CodingKey {
-        case driver, card, busInfo = "bus_info", transport = "protocol", vendor, model, serial, pipeline, cameraID = "id"
+        case driver, card, busInfo = "bus_info", transport = "protocol", vendor, model, serial, pipeline, cameraID = "id", timestamp
     }
 }

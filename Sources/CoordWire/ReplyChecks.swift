@@ -258,9 +258,29 @@ public enum NodeReply {
                     driver: d.driver, card: some(d.card), busInfo: some(d.busInfo), transport: some(d.`protocol`),
                     vendor: some(d.vendor), model: some(d.model), serial: some(d.serial), pipeline: some(d.pipeline),
                     cameraID: some(d.cameraID))
+                out.cameraDevices[d.source]?.timestamp = try stampChoice(d, field: f, c)
             }
         }
         return out
+    }
+
+    /// A camera device's buffer stamp (nil when the node did not say): a stamp and marks this build knows, finite
+    /// non-negative figures under an hour.
+    private static func stampChoice(_ d: Coord_V1_SourceDevice, field f: String, _ c: Checker) throws(FieldFault) -> BufferStampChoice? {
+        guard !d.timestampStamp.isEmpty else { return nil }
+        guard let stamp = BufferStampChoice.Stamp(rawValue: d.timestampStamp) else {
+            throw c.fault("\(f).timestamp_stamp", "\"\(Echo.short(d.timestampStamp))\", not a stamp this coordinator knows")
+        }
+        guard let marks = BufferStampChoice.Marks(rawValue: d.timestampMarks) else {
+            throw c.fault("\(f).timestamp_marks", "\"\(Echo.short(d.timestampMarks))\", not what a stamp can mark")
+        }
+        for (name, v) in [("timestamp_late_us", d.timestampLateUs), ("timestamp_uncertainty_us", d.timestampUncertaintyUs)]
+        where !(v.isFinite && v >= 0 && v < 3.6e9) {
+            throw c.fault("\(f).\(name)", "\(v), not a lateness from 0 to an hour in µs")
+        }
+        return BufferStampChoice(stamp: stamp, marks: marks, lateMicroseconds: d.timestampLateUs,
+                                 uncertaintyMicroseconds: d.timestampUncertaintyUs,
+                                 hwTimestamps: d.uvcHwtimestamps >= 0 ? Int(d.uvcHwtimestamps) : nil)
     }
 
     /// A ControlsApplied reply: the camera's controls now in force.

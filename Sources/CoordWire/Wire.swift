@@ -216,6 +216,13 @@ extension Coord_V1_SourceDevice {
         pipeline = identity.pipeline ?? ""
         cameraID = identity.cameraID ?? ""
     }
+        if let t = identity.timestamp {
+            timestampStamp = t.stamp.rawValue
+            timestampMarks = t.marks.rawValue
+            timestampLateUs = t.lateMicroseconds
+            timestampUncertaintyUs = t.uncertaintyMicroseconds
+        }
+        uvcHwtimestamps = Int32(clamping: identity.timestamp?.hwTimestamps ?? -1)
 
     /// A microphone's device: its card's name.
     public init(microphone: String, card: String) {

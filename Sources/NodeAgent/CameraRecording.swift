@@ -236,10 +236,12 @@ final class CameraRecording {
                     // A triggered camera's phase is the pulses': nothing to re-phase.
                     if triggering == nil { steerPhase(center: center) }
                 }
-                let restarts = phase.restarts
+                let restarts = phase.restarts, stampSigma = source.stampChoice?.uncertaintyMicroseconds ?? 0
                 let (dropped, uncertainty) = shared.update { s in
                     s.progress.timestampNoise = estimate.noiseMicroseconds
-                    s.progress.centerUncertainty = estimate.uncertaintyMicroseconds.isFinite ? estimate.uncertaintyMicroseconds : 0
+                    let fit = estimate.uncertaintyMicroseconds.isFinite ? estimate.uncertaintyMicroseconds : 0
+                    // The phase loop sees only the stamps' noise; a stamp's lateness (uvcvideo's) widens it.
+                    s.progress.centerUncertainty = (fit * fit + stampSigma * stampSigma).squareRoot()
                     s.progress.phaseRestarts = restarts
                     s.progress.phaseError = Double(placed.phaseError)
                     return (s.progress.dropped, s.progress.centerUncertainty)

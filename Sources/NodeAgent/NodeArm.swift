@@ -23,6 +23,9 @@ extension NodeAgent {
         armed.takeID = request.takeID
         armed.cameras = opened.settings.map(\.camera)
         armed.warnings = opened.cameras.compactMap(\.phaseWarning)
+        armed.warnings += zip(opened.settings, opened.identities).compactMap { s, device in
+            device.timestamp?.warning(node: configuration.name, camera: s.camera)
+        }
         let open = controlsRoom.withLock { $0.openCameras }
         armed.controls = opened.settings.compactMap { s in
             guard let camera = open[s.camera]?.camera, let inForce = try? camera.apply(CameraControls()) else { return nil }

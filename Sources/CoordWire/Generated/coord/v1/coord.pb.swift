@@ -847,6 +847,20 @@ public nonisolated struct Coord_V1_SourceDevice: Sendable {
 
   public var cameraID: String = String()
 
+  /// A V4L2 camera's buffer stamp as the node chose it (issue 36, the manifest's `device.timestamp`): `stamp`
+  /// "device-clock", "first-packet", "driver" or "arrival" (empty: not said), what it marks ("startOfExposure",
+  /// "endOfExposure", "endOfFrame"), the most its centres are believed late and the one-sigma it adds to the
+  /// camera's centre uncertainty (µs), and uvcvideo's hwtimestamps as read (−1: not read).
+  public var timestampStamp: String = String()
+
+  public var timestampMarks: String = String()
+
+  public var timestampLateUs: Double = 0
+
+  public var timestampUncertaintyUs: Double = 0
+
+  public var uvcHwtimestamps: Int32 = 0
+
   public var unknownFields = SwiftProtobuf.UnknownStorage()
 
   public init() {}
@@ -3240,7 +3254,7 @@ nonisolated extension Coord_V1_Armed: SwiftProtobuf.Message, SwiftProtobuf._Mess
 
 nonisolated extension Coord_V1_SourceDevice: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
   public static let protoMessageName: String = _protobuf_package + ".SourceDevice"
-  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}source\0\u{1}microphone\0\u{1}driver\0\u{1}card\0\u{3}bus_info\0\u{1}protocol\0\u{1}vendor\0\u{1}model\0\u{1}serial\0\u{1}pipeline\0\u{3}camera_id\0")
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}source\0\u{1}microphone\0\u{1}driver\0\u{1}card\0\u{3}bus_info\0\u{1}protocol\0\u{1}vendor\0\u{1}model\0\u{1}serial\0\u{1}pipeline\0\u{3}camera_id\0\u{3}timestamp_stamp\0\u{3}timestamp_marks\0\u{3}timestamp_late_us\0\u{3}timestamp_uncertainty_us\0\u{3}uvc_hwtimestamps\0")
 
   public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
     while let fieldNumber = try decoder.nextFieldNumber() {
@@ -3259,6 +3273,11 @@ nonisolated extension Coord_V1_SourceDevice: SwiftProtobuf.Message, SwiftProtobu
       case 9: try { try decoder.decodeSingularStringField(value: &self.serial) }()
       case 10: try { try decoder.decodeSingularStringField(value: &self.pipeline) }()
       case 11: try { try decoder.decodeSingularStringField(value: &self.cameraID) }()
+      case 12: try { try decoder.decodeSingularStringField(value: &self.timestampStamp) }()
+      case 13: try { try decoder.decodeSingularStringField(value: &self.timestampMarks) }()
+      case 14: try { try decoder.decodeSingularDoubleField(value: &self.timestampLateUs) }()
+      case 15: try { try decoder.decodeSingularDoubleField(value: &self.timestampUncertaintyUs) }()
+      case 16: try { try decoder.decodeSingularInt32Field(value: &self.uvcHwtimestamps) }()
       default: break
       }
     }
@@ -3298,6 +3317,21 @@ nonisolated extension Coord_V1_SourceDevice: SwiftProtobuf.Message, SwiftProtobu
     if !self.cameraID.isEmpty {
       try visitor.visitSingularStringField(value: self.cameraID, fieldNumber: 11)
     }
+    if !self.timestampStamp.isEmpty {
+      try visitor.visitSingularStringField(value: self.timestampStamp, fieldNumber: 12)
+    }
+    if !self.timestampMarks.isEmpty {
+      try visitor.visitSingularStringField(value: self.timestampMarks, fieldNumber: 13)
+    }
+    if self.timestampLateUs.bitPattern != 0 {
+      try visitor.visitSingularDoubleField(value: self.timestampLateUs, fieldNumber: 14)
+    }
+    if self.timestampUncertaintyUs.bitPattern != 0 {
+      try visitor.visitSingularDoubleField(value: self.timestampUncertaintyUs, fieldNumber: 15)
+    }
+    if self.uvcHwtimestamps != 0 {
+      try visitor.visitSingularInt32Field(value: self.uvcHwtimestamps, fieldNumber: 16)
+    }
     try unknownFields.traverse(visitor: &visitor)
   }
 
@@ -3313,6 +3347,11 @@ nonisolated extension Coord_V1_SourceDevice: SwiftProtobuf.Message, SwiftProtobu
     if lhs.serial != rhs.serial {return false}
     if lhs.pipeline != rhs.pipeline {return false}
     if lhs.cameraID != rhs.cameraID {return false}
+    if lhs.timestampStamp != rhs.timestampStamp {return false}
+    if lhs.timestampMarks != rhs.timestampMarks {return false}
+    if lhs.timestampLateUs != rhs.timestampLateUs {return false}
+    if lhs.timestampUncertaintyUs != rhs.timestampUncertaintyUs {return false}
+    if lhs.uvcHwtimestamps != rhs.uvcHwtimestamps {return false}
     if lhs.unknownFields != rhs.unknownFields {return false}
     return true
   }

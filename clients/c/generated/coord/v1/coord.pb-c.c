@@ -3940,7 +3940,7 @@ const ProtobufCMessageDescriptor coord__v1__armed__descriptor =
   (ProtobufCMessageInit) coord__v1__armed__init,
   NULL,NULL,NULL    /* reserved[123] */
 };
-static const ProtobufCFieldDescriptor coord__v1__source_device__field_descriptors[11] =
+static const ProtobufCFieldDescriptor coord__v1__source_device__field_descriptors[16] =
 {
   {
     "source",
@@ -4074,6 +4074,66 @@ static const ProtobufCFieldDescriptor coord__v1__source_device__field_descriptor
     0,             /* flags */
     0,NULL,NULL    /* reserved1,reserved2, etc */
   },
+  {
+    "timestamp_stamp",
+    12,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_STRING,
+    0,   /* quantifier_offset */
+    offsetof(Coord__V1__SourceDevice, timestamp_stamp),
+    NULL,
+    &protobuf_c_empty_string,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "timestamp_marks",
+    13,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_STRING,
+    0,   /* quantifier_offset */
+    offsetof(Coord__V1__SourceDevice, timestamp_marks),
+    NULL,
+    &protobuf_c_empty_string,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "timestamp_late_us",
+    14,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_DOUBLE,
+    0,   /* quantifier_offset */
+    offsetof(Coord__V1__SourceDevice, timestamp_late_us),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "timestamp_uncertainty_us",
+    15,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_DOUBLE,
+    0,   /* quantifier_offset */
+    offsetof(Coord__V1__SourceDevice, timestamp_uncertainty_us),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "uvc_hwtimestamps",
+    16,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_INT32,
+    0,   /* quantifier_offset */
+    offsetof(Coord__V1__SourceDevice, uvc_hwtimestamps),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
 };
 static const unsigned coord__v1__source_device__field_indices_by_name[] = {
   4,   /* field[4] = bus_info */
@@ -4086,12 +4146,17 @@ static const unsigned coord__v1__source_device__field_indices_by_name[] = {
   5,   /* field[5] = protocol */
   8,   /* field[8] = serial */
   0,   /* field[0] = source */
+  13,   /* field[13] = timestamp_late_us */
+  12,   /* field[12] = timestamp_marks */
+  11,   /* field[11] = timestamp_stamp */
+  14,   /* field[14] = timestamp_uncertainty_us */
+  15,   /* field[15] = uvc_hwtimestamps */
   6,   /* field[6] = vendor */
 };
 static const ProtobufCIntRange coord__v1__source_device__number_ranges[1 + 1] =
 {
   { 1, 0 },
-  { 0, 11 }
+  { 0, 16 }
 };
 const ProtobufCMessageDescriptor coord__v1__source_device__descriptor =
 {
@@ -4101,7 +4166,7 @@ const ProtobufCMessageDescriptor coord__v1__source_device__descriptor =
   "Coord__V1__SourceDevice",
   "coord.v1",
   sizeof(Coord__V1__SourceDevice),
-  11,
+  16,
   coord__v1__source_device__field_descriptors,
   coord__v1__source_device__field_indices_by_name,
   1,  coord__v1__source_device__number_ranges,

@@ -641,10 +641,21 @@ struct  Coord__V1__SourceDevice
   char *serial;
   char *pipeline;
   char *camera_id;
+  /*
+   * A V4L2 camera's buffer stamp as the node chose it (issue 36, the manifest's `device.timestamp`): `stamp`
+   * "device-clock", "first-packet", "driver" or "arrival" (empty: not said), what it marks ("startOfExposure",
+   * "endOfExposure", "endOfFrame"), the most its centres are believed late and the one-sigma it adds to the
+   * camera's centre uncertainty (µs), and uvcvideo's hwtimestamps as read (−1: not read).
+   */
+  char *timestamp_stamp;
+  char *timestamp_marks;
+  double timestamp_late_us;
+  double timestamp_uncertainty_us;
+  int32_t uvc_hwtimestamps;
 };
 #define COORD__V1__SOURCE_DEVICE__INIT \
  { PROTOBUF_C_MESSAGE_INIT (&coord__v1__source_device__descriptor) \
-    , (char *)protobuf_c_empty_string, 0, (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string }
+    , (char *)protobuf_c_empty_string, 0, (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string, 0, 0, 0 }
 
 
 /*
