@@ -116,6 +116,9 @@ public enum TakeCollection {
         // A sound file that did not arrive is said, but the pictures decide whether the take is complete.
         let soundPaths = Set((pending.audio ?? []).map(\.path))
         var complete = outcome.missing.allSatisfy { soundPaths.contains($0.path) }
+        // A camera that ended mid-take (unplugged: ENODEV) makes it partial even when no camera recorded past it —
+        // a lone webcam pulled out shortens `groups` to its frames, and its table then matches them.
+        if pending.events.contains(where: { $0.kind == .cameraEnded }) { complete = false }
         for (index, var camera) in pending.cameras.enumerated() {
             let paths = paths(of: camera)
             let files = paths.compactMap { outcome.verified[$0] }
