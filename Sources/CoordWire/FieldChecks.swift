@@ -63,6 +63,8 @@ extension Wire {
             try within(m.framePeriodUs, periodRange, "StartPreview.frame_period_us")
             try preview(m.preview, "StartPreview.preview", allowOff: false)
             try within(m.leaseMs, 1_000...60_000, "StartPreview.lease_ms")
+        case .keepStills(let m):
+            try stillGroups(m.groups, shot: m.shotID)
         case .setControls(let m):
             let c = m.controls
             if c.hasExposureUs { try within(c.exposureUs, 1...10_000_000, "SetControls.controls.exposure_us") }

@@ -20,6 +20,8 @@ public enum NodeRequest: Equatable, Sendable {
     case confirmCollected(takeID: String, files: [TakeManifest.File], keep: Bool)
     case startPreview(Preview)
     case setControls(camera: String, controls: CameraControls)
+    /// The console's Snap: keep these groups' frames of every previewing camera as lossless stills.
+    case keepStills(shotID: String, groups: [Int64], format: SnapPlan.Format)
 
     /// An Arm: the take's grid (group 0 at `grid.t0`, rig timebase) and this node's clock mapping.
     public struct Arm: Equatable, Sendable {
@@ -78,6 +80,7 @@ public enum NodeRequest: Equatable, Sendable {
         case .confirmCollected: "confirmCollected"
         case .startPreview: "startPreview"
         case .setControls: "setControls"
+        case .keepStills: "keepStills"
         }
     }
 }
@@ -148,6 +151,8 @@ extension Wire {
                                        lease: .milliseconds(m.leaseMs)))
         case .setControls(let m):
             return .setControls(camera: m.camera, controls: CameraControls(wire: m.controls))
+        case .keepStills(let m):
+            return .keepStills(shotID: m.shotID, groups: m.groups, format: try stillsFormat(m.format, shot: m.shotID))
         case .helloReply, .armed, .status, .clockProbeReply, .fileList, .chunk, .ack, .error, .previewFrame, .controlsApplied:
             throw NodeFailure(.unknownMessage, "a node does not accept replies as requests.")
         case .none:

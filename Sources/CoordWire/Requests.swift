@@ -130,6 +130,15 @@ public enum CoordRequest {
         return .startPreview(m)
     }
 
+    /// The console's Snap: every previewing camera keeps `groups`' frames as stills of shot `shotID`.
+    public static func keepStills(shotID: String, groups: [Int64], format: SnapPlan.Format) -> Body {
+        var m = Coord_V1_KeepStills()
+        m.shotID = shotID
+        m.groups = groups
+        m.format = format.rawValue
+        return .keepStills(m)
+    }
+
     public static func setControls(camera: String, controls: CameraControls) -> Body {
         var m = Coord_V1_SetControls()
         m.camera = camera

@@ -89,6 +89,7 @@ public enum Wire {
         case .setControls(let m): try camera(m.camera)
         case .startPreview(let m): for c in m.cameras { try camera(c.camera) }
         case .abort(let m): try take(m.takeID)
+        case .keepStills(let m): try take(m.shotID)
         case .listFiles(let m): try take(m.takeID)
         case .fetchChunk(let m):
             try take(m.takeID)
@@ -215,7 +216,6 @@ extension Coord_V1_SourceDevice {
         serial = identity.serial ?? ""
         pipeline = identity.pipeline ?? ""
         cameraID = identity.cameraID ?? ""
-    }
         if let t = identity.timestamp {
             timestampStamp = t.stamp.rawValue
             timestampMarks = t.marks.rawValue
@@ -223,6 +223,7 @@ extension Coord_V1_SourceDevice {
             timestampUncertaintyUs = t.uncertaintyMicroseconds
         }
         uvcHwtimestamps = Int32(clamping: identity.timestamp?.hwTimestamps ?? -1)
+    }
 
     /// A microphone's device: its card's name.
     public init(microphone: String, card: String) {

@@ -1,6 +1,7 @@
 import CFFmpeg
 import CoordCore
 import Foundation
+import Pixels
 
 #if canImport(Glibc)
 import Glibc
@@ -69,6 +70,26 @@ public enum StillFiles {
             throw Failure("\(input) holds \(decoded) frames, so frame \(missing) of the shot is not in it.")
         }
         return sizes
+    }
+
+    /// A camera's own 4:2:0 picture (the console's warm Snap: no recording in between) as a PNG, TIFF or JPEG
+    /// file's bytes, converted exactly as a frame decoded from the take's FFV1 is.
+    public static func encode(_ picture: PlanarFrame, format: SnapPlan.Format, what: String) throws(Failure) -> Data {
+        guard var frame = av_frame_alloc() else { throw Failure("out of memory encoding \(what).") }
+        var owned: UnsafeMutablePointer<AVFrame>? = frame
+        // The planes stay the picture's: the frame holds no buffer of its own, so freeing it frees only the frame.
+        defer { av_frame_free(&owned) }
+        frame.pointee.format = AV_PIX_FMT_YUV420P.rawValue
+        frame.pointee.width = Int32(picture.width)
+        frame.pointee.height = Int32(picture.height)
+        frame.pointee.data.0 = picture.luma.baseAddress
+        frame.pointee.data.1 = picture.cb.baseAddress
+        frame.pointee.data.2 = picture.cr.baseAddress
+        frame.pointee.linesize.0 = Int32(picture.width)
+        frame.pointee.linesize.1 = Int32(picture.chromaWidth)
+        frame.pointee.linesize.2 = Int32(picture.chromaWidth)
+        frame = owned!
+        return try encode(frame, format: format, what: what)
     }
 
     /// One decoded 4:2:0 picture as a PNG, TIFF or JPEG file's bytes.

@@ -37,6 +37,8 @@ public final class NodeAgent: Sendable {
     let pressureRoom = Mutex(NodeAgentState.Pressure())
     let controlsRoom = Mutex(NodeAgentState.Controls())
     let previewRoom = Mutex<NodeAgentState.PreviewRun?>(nil)
+    /// The console's Snaps waiting for their frames from the preview's cameras.
+    let stills: StillKeeper
     /// Microphones opened at configure, so their timing has settled and their clock fit has seconds of stamps by
     /// group 0 (ALSA's pulse plugin reports a bogus half-second delay for its first second); taken by arm.
     let warmMics = Mutex<[String: any AudioSource]>([:])
@@ -61,6 +63,7 @@ public final class NodeAgent: Sendable {
         self.configuration = configuration
         self.logger = logger
         store = FileStore(root: configuration.staging)
+        stills = StillKeeper(node: configuration.name, store: store, logger: logger)
         let probe = HostProbe(root: configuration.systemRoot)
         self.probe = probe
         monitor = Mutex(PressureMonitor(probe: probe, staging: configuration.staging))

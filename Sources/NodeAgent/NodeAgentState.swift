@@ -99,6 +99,8 @@ enum NodeAgentState {
         var key: PreviewKey
         var clock: ClockMappingBox
         var leaseUntil: Int64
+        /// The grid the cameras are steered onto (a Snap's groups are on it).
+        var grid: FrameGrid? = nil
     }
 
     /// What a preview was opened for: a StartPreview asking the same renews it.

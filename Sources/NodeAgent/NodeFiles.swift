@@ -18,6 +18,8 @@ extension NodeAgent {
         try requireCollectable(takeID)
         var list = Coord_V1_FileList()
         list.takeID = takeID
+        // A Snap's stills are not all written yet: not final, so the collector asks again.
+        if stills.isPending(takeID) { return list }
         if let files = try store.indexedFiles(takeID: takeID) {
             list.files = files.map(\.wire)
             list.final = true

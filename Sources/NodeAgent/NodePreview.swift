@@ -50,10 +50,10 @@ extension NodeAgent {
         for (index, s) in requested.enumerated() {
             let source = try cameraSource(for: s, index: index)
             opened.append(PreviewCamera(settings: s, source: source, grid: grid, clock: clock, publisher: preview,
-                                        localNow: { [weak self] in self?.localNow() ?? 0 }, logger: logger))
+                                        localNow: { [weak self] in self?.localNow() ?? 0 }, logger: logger, stills: stills))
         }
         opened.forEach { $0.start() }
-        previewRoom.withLock { $0 = .init(cameras: opened, key: key, clock: clock, leaseUntil: leaseUntil) }
+        previewRoom.withLock { $0 = .init(cameras: opened, key: key, clock: clock, leaseUntil: leaseUntil, grid: grid) }
         logger.info("previewing", metadata: ["cameras": "\(requested.map(\.camera))", "width": "\(settings.width)", "fps": "\(settings.fps)"])
         return "previewing \(requested.count) camera(s)"
     }

@@ -245,9 +245,11 @@ final class PreviewCamera: Sendable {
     private let logger: Logger
     private let stopped = Mutex(false)
     private let finished = DispatchSemaphore(value: 0)
+    private let stills: StillKeeper?
 
     init(settings: CameraSettings, source: any CameraSource & Sendable, grid: FrameGrid, clock: ClockMappingBox, publisher: PreviewPublisher,
-         localNow: @escaping @Sendable () -> Int64, logger: Logger) {
+         localNow: @escaping @Sendable () -> Int64, logger: Logger, stills: StillKeeper? = nil) {
+        self.stills = stills
         self.settings = settings
         self.source = source
         self.grid = grid
@@ -309,6 +311,7 @@ final class PreviewCamera: Sendable {
                                      centerUncertainty: estimate.uncertaintyMicroseconds.isFinite ? estimate.uncertaintyMicroseconds : 0,
                                      phaseError: placed.phaseError)
             publisher.offer(offer, payload: capture.payload)
+            stills?.offer(camera: settings.camera, group: placed.group, center: placed.center, payload: capture.payload)
             source.release(capture)
         }
     }

@@ -330,6 +330,14 @@ public nonisolated struct Coord_V1_Envelope: Sendable {
     set {body = .controlsApplied(newValue)}
   }
 
+  public var keepStills: Coord_V1_KeepStills {
+    get {
+      if case .keepStills(let v)? = body {return v}
+      return Coord_V1_KeepStills()
+    }
+    set {body = .keepStills(newValue)}
+  }
+
   public var unknownFields = SwiftProtobuf.UnknownStorage()
 
   public nonisolated enum OneOf_Body: Equatable, Sendable {
@@ -358,6 +366,7 @@ public nonisolated struct Coord_V1_Envelope: Sendable {
     case previewFrame(Coord_V1_PreviewFrame)
     case setControls(Coord_V1_SetControls)
     case controlsApplied(Coord_V1_ControlsApplied)
+    case keepStills(Coord_V1_KeepStills)
 
   }
 
@@ -1101,6 +1110,30 @@ public nonisolated struct Coord_V1_PreviewFrame: Sendable {
 
   /// center_us − the group's grid instant
   public var phaseErrorUs: Int64 = 0
+
+  public var unknownFields = SwiftProtobuf.UnknownStorage()
+
+  public init() {}
+}
+
+/// Keep the frame of each group in `groups` from every camera the node previews idle (the console's Snap, CONTRACT
+/// §18): at the size the camera delivers (not the tile), losslessly, as `<node>/<camera>[_<n>].<ext>` with its
+/// exposure centre in `<node>/<camera>.stills.csv`, in the staging under shot_id. Answered with an Ack at once; the
+/// shot's files are listed (ListFiles final) once every camera has its frames, and collected like a take's. Refused
+/// while the node does not preview, when a group is already past, or for a taken shot id.
+public nonisolated struct Coord_V1_KeepStills: Sendable {
+  // SwiftProtobuf.Message conformance is added in an extension below. See the
+  // `Message` and `Message+*Additions` files in the SwiftProtobuf library for
+  // methods supported on all messages.
+
+  /// a take id
+  public var shotID: String = String()
+
+  /// ascending, on the preview's grid, 1…1000 of them
+  public var groups: [Int64] = []
+
+  /// png or tiff
+  public var format: String = String()
 
   public var unknownFields = SwiftProtobuf.UnknownStorage()
 
@@ -1929,7 +1962,7 @@ nonisolated extension Coord_V1_PressureLevel: SwiftProtobuf._ProtoNameProviding 
 
 nonisolated extension Coord_V1_Envelope: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
   public static let protoMessageName: String = _protobuf_package + ".Envelope"
-  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{3}protocol_version\0\u{3}request_id\0\u{2}\u{8}hello\0\u{3}hello_reply\0\u{1}configure\0\u{1}arm\0\u{1}armed\0\u{3}start_at\0\u{3}stop_at\0\u{1}abort\0\u{3}status_request\0\u{1}status\0\u{3}clock_probe\0\u{3}clock_probe_reply\0\u{3}list_files\0\u{3}file_list\0\u{3}fetch_chunk\0\u{1}chunk\0\u{3}confirm_collected\0\u{1}ack\0\u{1}error\0\u{3}clock_update\0\u{3}adjust_camera\0\u{3}start_preview\0\u{3}preview_frame\0\u{3}set_controls\0\u{3}controls_applied\0")
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{3}protocol_version\0\u{3}request_id\0\u{2}\u{8}hello\0\u{3}hello_reply\0\u{1}configure\0\u{1}arm\0\u{1}armed\0\u{3}start_at\0\u{3}stop_at\0\u{1}abort\0\u{3}status_request\0\u{1}status\0\u{3}clock_probe\0\u{3}clock_probe_reply\0\u{3}list_files\0\u{3}file_list\0\u{3}fetch_chunk\0\u{1}chunk\0\u{3}confirm_collected\0\u{1}ack\0\u{1}error\0\u{3}clock_update\0\u{3}adjust_camera\0\u{3}start_preview\0\u{3}preview_frame\0\u{3}set_controls\0\u{3}controls_applied\0\u{3}keep_stills\0")
 
   public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
     while let fieldNumber = try decoder.nextFieldNumber() {
@@ -2264,6 +2297,19 @@ nonisolated extension Coord_V1_Envelope: SwiftProtobuf.Message, SwiftProtobuf._M
           self.body = .controlsApplied(v)
         }
       }()
+      case 35: try {
+        var v: Coord_V1_KeepStills?
+        var hadOneofValue = false
+        if let current = self.body {
+          hadOneofValue = true
+          if case .keepStills(let m) = current {v = m}
+        }
+        try decoder.decodeSingularMessageField(value: &v)
+        if let v = v {
+          if hadOneofValue {try decoder.handleConflictingOneOf()}
+          self.body = .keepStills(v)
+        }
+      }()
       default: break
       }
     }
@@ -2380,6 +2426,10 @@ nonisolated extension Coord_V1_Envelope: SwiftProtobuf.Message, SwiftProtobuf._M
     case .controlsApplied?: try {
       guard case .controlsApplied(let v)? = self.body else { preconditionFailure() }
       try visitor.visitSingularMessageField(value: v, fieldNumber: 34)
+    }()
+    case .keepStills?: try {
+      guard case .keepStills(let v)? = self.body else { preconditionFailure() }
+      try visitor.visitSingularMessageField(value: v, fieldNumber: 35)
     }()
     case nil: break
     }
@@ -3749,6 +3799,46 @@ nonisolated extension Coord_V1_PreviewFrame: SwiftProtobuf.Message, SwiftProtobu
     if lhs.takeID != rhs.takeID {return false}
     if lhs.centerUncertaintyUs != rhs.centerUncertaintyUs {return false}
     if lhs.phaseErrorUs != rhs.phaseErrorUs {return false}
+    if lhs.unknownFields != rhs.unknownFields {return false}
+    return true
+  }
+}
+
+nonisolated extension Coord_V1_KeepStills: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
+  public static let protoMessageName: String = _protobuf_package + ".KeepStills"
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{3}shot_id\0\u{1}groups\0\u{1}format\0")
+
+  public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
+    while let fieldNumber = try decoder.nextFieldNumber() {
+      // The use of inline closures is to circumvent an issue where the compiler
+      // allocates stack space for every case branch when no optimizations are
+      // enabled. https://github.com/apple/swift-protobuf/issues/1034
+      switch fieldNumber {
+      case 1: try { try decoder.decodeSingularStringField(value: &self.shotID) }()
+      case 2: try { try decoder.decodeRepeatedInt64Field(value: &self.groups) }()
+      case 3: try { try decoder.decodeSingularStringField(value: &self.format) }()
+      default: break
+      }
+    }
+  }
+
+  public func traverse<V: SwiftProtobuf.Visitor>(visitor: inout V) throws {
+    if !self.shotID.isEmpty {
+      try visitor.visitSingularStringField(value: self.shotID, fieldNumber: 1)
+    }
+    if !self.groups.isEmpty {
+      try visitor.visitPackedInt64Field(value: self.groups, fieldNumber: 2)
+    }
+    if !self.format.isEmpty {
+      try visitor.visitSingularStringField(value: self.format, fieldNumber: 3)
+    }
+    try unknownFields.traverse(visitor: &visitor)
+  }
+
+  public static func ==(lhs: Coord_V1_KeepStills, rhs: Coord_V1_KeepStills) -> Bool {
+    if lhs.shotID != rhs.shotID {return false}
+    if lhs.groups != rhs.groups {return false}
+    if lhs.format != rhs.format {return false}
     if lhs.unknownFields != rhs.unknownFields {return false}
     return true
   }

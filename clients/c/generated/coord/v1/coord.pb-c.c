@@ -1132,6 +1132,51 @@ void   coord__v1__preview_frame__free_unpacked
   assert(message->base.descriptor == &coord__v1__preview_frame__descriptor);
   protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
 }
+void   coord__v1__keep_stills__init
+                     (Coord__V1__KeepStills         *message)
+{
+  static const Coord__V1__KeepStills init_value = COORD__V1__KEEP_STILLS__INIT;
+  *message = init_value;
+}
+size_t coord__v1__keep_stills__get_packed_size
+                     (const Coord__V1__KeepStills *message)
+{
+  assert(message->base.descriptor == &coord__v1__keep_stills__descriptor);
+  return protobuf_c_message_get_packed_size ((const ProtobufCMessage*)(message));
+}
+size_t coord__v1__keep_stills__pack
+                     (const Coord__V1__KeepStills *message,
+                      uint8_t       *out)
+{
+  assert(message->base.descriptor == &coord__v1__keep_stills__descriptor);
+  return protobuf_c_message_pack ((const ProtobufCMessage*)message, out);
+}
+size_t coord__v1__keep_stills__pack_to_buffer
+                     (const Coord__V1__KeepStills *message,
+                      ProtobufCBuffer *buffer)
+{
+  assert(message->base.descriptor == &coord__v1__keep_stills__descriptor);
+  return protobuf_c_message_pack_to_buffer ((const ProtobufCMessage*)message, buffer);
+}
+Coord__V1__KeepStills *
+       coord__v1__keep_stills__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data)
+{
+  return (Coord__V1__KeepStills *)
+     protobuf_c_message_unpack (&coord__v1__keep_stills__descriptor,
+                                allocator, len, data);
+}
+void   coord__v1__keep_stills__free_unpacked
+                     (Coord__V1__KeepStills *message,
+                      ProtobufCAllocator *allocator)
+{
+  if(!message)
+    return;
+  assert(message->base.descriptor == &coord__v1__keep_stills__descriptor);
+  protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
+}
 void   coord__v1__control_values__init
                      (Coord__V1__ControlValues         *message)
 {
@@ -2122,7 +2167,7 @@ void   coord__v1__announcement__free_unpacked
   assert(message->base.descriptor == &coord__v1__announcement__descriptor);
   protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
 }
-static const ProtobufCFieldDescriptor coord__v1__envelope__field_descriptors[27] =
+static const ProtobufCFieldDescriptor coord__v1__envelope__field_descriptors[28] =
 {
   {
     "protocol_version",
@@ -2448,6 +2493,18 @@ static const ProtobufCFieldDescriptor coord__v1__envelope__field_descriptors[27]
     0 | PROTOBUF_C_FIELD_FLAG_ONEOF,             /* flags */
     0,NULL,NULL    /* reserved1,reserved2, etc */
   },
+  {
+    "keep_stills",
+    35,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_MESSAGE,
+    offsetof(Coord__V1__Envelope, body_case),
+    offsetof(Coord__V1__Envelope, keep_stills),
+    &coord__v1__keep_stills__descriptor,
+    NULL,
+    0 | PROTOBUF_C_FIELD_FLAG_ONEOF,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
 };
 static const unsigned coord__v1__envelope__field_indices_by_name[] = {
   9,   /* field[9] = abort */
@@ -2467,6 +2524,7 @@ static const unsigned coord__v1__envelope__field_indices_by_name[] = {
   15,   /* field[15] = file_list */
   2,   /* field[2] = hello */
   3,   /* field[3] = hello_reply */
+  27,   /* field[27] = keep_stills */
   14,   /* field[14] = list_files */
   24,   /* field[24] = preview_frame */
   0,   /* field[0] = protocol_version */
@@ -2482,7 +2540,7 @@ static const ProtobufCIntRange coord__v1__envelope__number_ranges[2 + 1] =
 {
   { 1, 0 },
   { 10, 2 },
-  { 0, 27 }
+  { 0, 28 }
 };
 const ProtobufCMessageDescriptor coord__v1__envelope__descriptor =
 {
@@ -2492,7 +2550,7 @@ const ProtobufCMessageDescriptor coord__v1__envelope__descriptor =
   "Coord__V1__Envelope",
   "coord.v1",
   sizeof(Coord__V1__Envelope),
-  27,
+  28,
   coord__v1__envelope__field_descriptors,
   coord__v1__envelope__field_indices_by_name,
   2,  coord__v1__envelope__number_ranges,
@@ -4882,6 +4940,70 @@ const ProtobufCMessageDescriptor coord__v1__preview_frame__descriptor =
   coord__v1__preview_frame__field_indices_by_name,
   1,  coord__v1__preview_frame__number_ranges,
   (ProtobufCMessageInit) coord__v1__preview_frame__init,
+  NULL,NULL,NULL    /* reserved[123] */
+};
+static const ProtobufCFieldDescriptor coord__v1__keep_stills__field_descriptors[3] =
+{
+  {
+    "shot_id",
+    1,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_STRING,
+    0,   /* quantifier_offset */
+    offsetof(Coord__V1__KeepStills, shot_id),
+    NULL,
+    &protobuf_c_empty_string,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "groups",
+    2,
+    PROTOBUF_C_LABEL_REPEATED,
+    PROTOBUF_C_TYPE_INT64,
+    offsetof(Coord__V1__KeepStills, n_groups),
+    offsetof(Coord__V1__KeepStills, groups),
+    NULL,
+    NULL,
+    0 | PROTOBUF_C_FIELD_FLAG_PACKED,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "format",
+    3,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_STRING,
+    0,   /* quantifier_offset */
+    offsetof(Coord__V1__KeepStills, format),
+    NULL,
+    &protobuf_c_empty_string,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+};
+static const unsigned coord__v1__keep_stills__field_indices_by_name[] = {
+  2,   /* field[2] = format */
+  1,   /* field[1] = groups */
+  0,   /* field[0] = shot_id */
+};
+static const ProtobufCIntRange coord__v1__keep_stills__number_ranges[1 + 1] =
+{
+  { 1, 0 },
+  { 0, 3 }
+};
+const ProtobufCMessageDescriptor coord__v1__keep_stills__descriptor =
+{
+  PROTOBUF_C__MESSAGE_DESCRIPTOR_MAGIC,
+  "coord.v1.KeepStills",
+  "KeepStills",
+  "Coord__V1__KeepStills",
+  "coord.v1",
+  sizeof(Coord__V1__KeepStills),
+  3,
+  coord__v1__keep_stills__field_descriptors,
+  coord__v1__keep_stills__field_indices_by_name,
+  1,  coord__v1__keep_stills__number_ranges,
+  (ProtobufCMessageInit) coord__v1__keep_stills__init,
   NULL,NULL,NULL    /* reserved[123] */
 };
 static const ProtobufCFieldDescriptor coord__v1__control_values__field_descriptors[4] =

@@ -40,6 +40,7 @@ typedef struct Coord__V1__Abort Coord__V1__Abort;
 typedef struct Coord__V1__PreviewSettings Coord__V1__PreviewSettings;
 typedef struct Coord__V1__StartPreview Coord__V1__StartPreview;
 typedef struct Coord__V1__PreviewFrame Coord__V1__PreviewFrame;
+typedef struct Coord__V1__KeepStills Coord__V1__KeepStills;
 typedef struct Coord__V1__ControlValues Coord__V1__ControlValues;
 typedef struct Coord__V1__SetControls Coord__V1__SetControls;
 typedef struct Coord__V1__ControlsApplied Coord__V1__ControlsApplied;
@@ -180,7 +181,8 @@ typedef enum {
   COORD__V1__ENVELOPE__BODY_START_PREVIEW = 31,
   COORD__V1__ENVELOPE__BODY_PREVIEW_FRAME = 32,
   COORD__V1__ENVELOPE__BODY_SET_CONTROLS = 33,
-  COORD__V1__ENVELOPE__BODY_CONTROLS_APPLIED = 34
+  COORD__V1__ENVELOPE__BODY_CONTROLS_APPLIED = 34,
+  COORD__V1__ENVELOPE__BODY_KEEP_STILLS = 35
     PROTOBUF_C__FORCE_ENUM_TO_BE_INT_SIZE(COORD__V1__ENVELOPE__BODY__CASE)
 } Coord__V1__Envelope__BodyCase;
 
@@ -222,6 +224,7 @@ struct  Coord__V1__Envelope
     Coord__V1__PreviewFrame *preview_frame;
     Coord__V1__SetControls *set_controls;
     Coord__V1__ControlsApplied *controls_applied;
+    Coord__V1__KeepStills *keep_stills;
   };
 };
 #define COORD__V1__ENVELOPE__INIT \
@@ -819,6 +822,35 @@ struct  Coord__V1__PreviewFrame
 #define COORD__V1__PREVIEW_FRAME__INIT \
  { PROTOBUF_C_MESSAGE_INIT (&coord__v1__preview_frame__descriptor) \
     , (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string, 0, 0, 0, 0, 0, {0,NULL}, 0, (char *)protobuf_c_empty_string, 0, 0 }
+
+
+/*
+ * Keep the frame of each group in `groups` from every camera the node previews idle (the console's Snap, CONTRACT
+ * §18): at the size the camera delivers (not the tile), losslessly, as `<node>/<camera>[_<n>].<ext>` with its
+ * exposure centre in `<node>/<camera>.stills.csv`, in the staging under shot_id. Answered with an Ack at once; the
+ * shot's files are listed (ListFiles final) once every camera has its frames, and collected like a take's. Refused
+ * while the node does not preview, when a group is already past, or for a taken shot id.
+ */
+struct  Coord__V1__KeepStills
+{
+  ProtobufCMessage base;
+  /*
+   * a take id
+   */
+  char *shot_id;
+  /*
+   * ascending, on the preview's grid, 1…1000 of them
+   */
+  size_t n_groups;
+  int64_t *groups;
+  /*
+   * png or tiff
+   */
+  char *format;
+};
+#define COORD__V1__KEEP_STILLS__INIT \
+ { PROTOBUF_C_MESSAGE_INIT (&coord__v1__keep_stills__descriptor) \
+    , (char *)protobuf_c_empty_string, 0,NULL, (char *)protobuf_c_empty_string }
 
 
 typedef enum {
@@ -1818,6 +1850,25 @@ Coord__V1__PreviewFrame *
 void   coord__v1__preview_frame__free_unpacked
                      (Coord__V1__PreviewFrame *message,
                       ProtobufCAllocator *allocator);
+/* Coord__V1__KeepStills methods */
+void   coord__v1__keep_stills__init
+                     (Coord__V1__KeepStills         *message);
+size_t coord__v1__keep_stills__get_packed_size
+                     (const Coord__V1__KeepStills   *message);
+size_t coord__v1__keep_stills__pack
+                     (const Coord__V1__KeepStills   *message,
+                      uint8_t             *out);
+size_t coord__v1__keep_stills__pack_to_buffer
+                     (const Coord__V1__KeepStills   *message,
+                      ProtobufCBuffer     *buffer);
+Coord__V1__KeepStills *
+       coord__v1__keep_stills__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data);
+void   coord__v1__keep_stills__free_unpacked
+                     (Coord__V1__KeepStills *message,
+                      ProtobufCAllocator *allocator);
 /* Coord__V1__ControlValues methods */
 void   coord__v1__control_values__init
                      (Coord__V1__ControlValues         *message);
@@ -2313,6 +2364,9 @@ typedef void (*Coord__V1__StartPreview_Closure)
 typedef void (*Coord__V1__PreviewFrame_Closure)
                  (const Coord__V1__PreviewFrame *message,
                   void *closure_data);
+typedef void (*Coord__V1__KeepStills_Closure)
+                 (const Coord__V1__KeepStills *message,
+                  void *closure_data);
 typedef void (*Coord__V1__ControlValues_Closure)
                  (const Coord__V1__ControlValues *message,
                   void *closure_data);
@@ -2413,6 +2467,7 @@ extern const ProtobufCMessageDescriptor coord__v1__abort__descriptor;
 extern const ProtobufCMessageDescriptor coord__v1__preview_settings__descriptor;
 extern const ProtobufCMessageDescriptor coord__v1__start_preview__descriptor;
 extern const ProtobufCMessageDescriptor coord__v1__preview_frame__descriptor;
+extern const ProtobufCMessageDescriptor coord__v1__keep_stills__descriptor;
 extern const ProtobufCMessageDescriptor coord__v1__control_values__descriptor;
 extern const ProtobufCMessageDescriptor coord__v1__set_controls__descriptor;
 extern const ProtobufCMessageDescriptor coord__v1__controls_applied__descriptor;
