@@ -80,6 +80,24 @@ struct ConsoleAPI: APIProtocol {
         }
     }
 
+    func snap(_ input: Operations.Snap.Input) async throws -> Operations.Snap.Output {
+        var request: Components.Schemas.SnapRequest?
+        if case .json(let body) = input.body { request = body }
+        do throws(LiveRig.Refusal) {
+            let shot = try await rig.snap(name: request?.name, format: request?.format?.rawValue, clickedAtMs: request?.clickedAtMs)
+            return .ok(.init(body: .json(.init(takeId: shot.takeID, directory: shot.directory, status: shot.status, group: shot.group,
+                                               centerUs: shot.centerMicroseconds, framePeriodUs: shot.periodMicroseconds,
+                                               leadUs: shot.leadMicroseconds, latencyUs: shot.latencyMicroseconds,
+                                               latencyFrom: shot.latencyFrom, stills: shot.stills, message: shot.message))))
+        } catch {
+            let sentence = Components.Schemas._Error(error: error.sentence)
+            switch error.kind {
+            case .invalid: return .unprocessableContent(.init(body: .json(sentence)))
+            case .conflict, .notFound, .unavailable: return .conflict(.init(body: .json(sentence)))
+            }
+        }
+    }
+
     func stopTake(_ input: Operations.StopTake.Input) async throws -> Operations.StopTake.Output {
         do throws(LiveRig.Refusal) {
             return .accepted(.init(body: .json(.init(try await rig.stopTake()))))

@@ -49,9 +49,11 @@ enum ConsolePage {
       <div class="row" style="margin-top:8px">
         <button id="take-start" class="primary">Start</button>
         <button id="take-stop" class="danger" disabled>Stop</button>
+        <button id="snap" title="one still from every camera on the next group the nodes can reach">Snap</button>
       </div>
       <div id="take-state">no take running</div>
       <div id="take-message" class="message"></div>
+      <div id="snap-message" class="message"></div>
     </section>
     <section id="controls">
       <h2>Camera controls</h2>
@@ -361,6 +363,19 @@ $("take-start").addEventListener("click", async () => {
 });
 $("take-stop").addEventListener("click", async () => {
   try { showTake(await api("POST", "/api/takes/stop", {})); } catch (e) { sayError("take-message", e); }
+});
+$("snap").addEventListener("click", async () => {
+  // The click's own time, so the console counts the shot's latency from here (its clock is this page's).
+  const body = { clicked_at_ms: Date.now() };
+  const name = $("take-name").value.trim();
+  if (name) body.name = name;
+  $("snap-message").dataset.clickedAtMs = body.clicked_at_ms;
+  say("snap-message", "snapping…");
+  try {
+    const shot = await api("POST", "/api/snap", body);
+    say("snap-message", shot.take_id + ": " + shot.stills + " still(s), group " + shot.group + ", " + (shot.latency_us / 1000).toFixed(1) + " ms after the " + shot.latency_from + " (" + shot.status + ")");
+    $("snap-message").dataset.shot = JSON.stringify(shot);
+  } catch (e) { sayError("snap-message", e); }
 });
 $("control-apply").addEventListener("click", async () => {
   const [node, camera] = $("control-camera").value.split("/");

@@ -152,6 +152,8 @@ public final class LiveRig: Sendable {
         var lastArming: TakeStart.Arming?
     }
     let takeRoom = Mutex(TakeRoom())
+    /// The console's Snaps: one at a time, and the nodes' last KeepStills round trip (LiveRigSnap.swift).
+    let snapRoom = Mutex(SnapRoom())
     /// Each take directory's listing, by name, kept until its manifest changes.
     let listedTakes = Mutex<[String: ListedTake]>([:])
     let receiver: PreviewReceiver

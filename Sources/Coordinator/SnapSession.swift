@@ -39,19 +39,16 @@ public enum SnapSession {
     /// Keeps the shots' frames of a collected span as stills and rewrites the directory as a shot's.
     public static func keepStills(_ take: TakeOutcome, plan: SnapPlan, console: Console) throws -> SnapOutcome {
         let directory = take.directory
-        let root = directory.path
         var manifest = take.manifest
         let grid = manifest.grid
         let writer = TakeDirectoryWriter(directory: directory)
-        var stills: [StillRecord] = []
-        var inputs: [SyncReport.Input] = []
-        var shotRows: [String: [FrameRow]] = [:]
+        var kept: [KeptStill] = []
         for (index, camera) in manifest.cameras.enumerated() {
             let mkv = "\(camera.node)/\(camera.camera).mkv", csv = "\(camera.node)/\(camera.camera).frames.csv"
             let rows = writer.rows(csvPath: csv)
             // Frame i is group i in a complete file; a row says which frame holds the group when it is not.
             var outputs: [Int: String] = [:]
-            var kept: [(shot: Int, row: FrameRow)] = []
+            var found: [(shot: Int, row: FrameRow)] = []
             for (shot, group) in plan.groups.enumerated() {
                 guard let row = rows.first(where: { $0.group == group }) else {
                     manifest.events.append(.init(tMicroseconds: grid.instant(ofGroup: group), node: camera.node, camera: camera.camera,
@@ -60,9 +57,8 @@ public enum SnapSession {
                     continue
                 }
                 outputs[Int(row.frame)] = directory.appendingPathComponent(plan.path(node: camera.node, camera: camera.camera, shot: shot)).path
-                kept.append((shot, row))
+                found.append((shot, row))
             }
-            var files: [TakeManifest.File] = []
             if !outputs.isEmpty {
                 let sizes: [Int: (width: Int, height: Int)]
                 do {
@@ -70,39 +66,69 @@ public enum SnapSession {
                 } catch {
                     throw CoordError(.failure, "camera \(camera.node)/\(camera.camera): \(error.sentence)")
                 }
-                for (shot, row) in kept {
-                    let path = plan.path(node: camera.node, camera: camera.camera, shot: shot)
-                    let digest = try FileDigest.sha256AndXXH128(of: directory.appendingPathComponent(path))
+                for (shot, row) in found {
                     let size = sizes[Int(row.frame)] ?? (camera.width, camera.height)
-                    stills.append(StillRecord(node: camera.node, camera: camera.camera, shot: shot, group: row.group,
-                                              centerMicroseconds: row.centerMicroseconds, width: size.width, height: size.height,
-                                              path: path, bytes: digest.bytes, xxh128: digest.xxh128))
-                    files.append(.init(path: path, bytes: digest.bytes, sha256: digest.sha256, xxh128: digest.xxh128))
-                    if row.isDup {
-                        manifest.events.append(.init(tMicroseconds: row.centerMicroseconds, node: camera.node, camera: camera.camera, kind: .dup,
-                                                     detail: "camera \(camera.node)/\(camera.camera) delivered no frame of group \(row.group): its still of shot \(shot) repeats its previous frame"))
-                    }
+                    kept.append(KeptStill(camera: index, shot: shot, row: row, path: plan.path(node: camera.node, camera: camera.camera, shot: shot),
+                                          width: size.width, height: size.height))
                 }
             }
-            let shotRowsOfCamera = kept.map(\.row)
-            shotRows["\(camera.node)/\(camera.camera)"] = shotRowsOfCamera
-            inputs.append(SyncReport.Input(node: camera.node, camera: camera.camera, rows: shotRowsOfCamera,
-                                           clockUncertaintyMicroseconds: camera.clock.uncertaintyMicroseconds,
-                                           centerUncertaintyMicroseconds: camera.centerUncertaintyMicroseconds))
-            manifest.cameras[index].files = files
-            manifest.cameras[index].frames = Int64(kept.count)
-            manifest.cameras[index].dropped = Int64(kept.filter(\.row.isDup).count)
-            manifest.cameras[index].codec = plan.format.rawValue
             // The span's video served its purpose: the shot is its stills.
             for path in [mkv, csv] { try? FileManager.default.removeItem(at: directory.appendingPathComponent(path)) }
         }
         try? FileManager.default.removeItem(at: directory.appendingPathComponent("\(manifest.takeID).otio"))
+        return try finishShot(manifest, kept: kept, plan: plan, budget: take.report.budget, directory: directory, console: console)
+    }
+
+    /// One still a shot keeps, before it is hashed: the manifest's camera (its index), the shot, the frames.csv row
+    /// that places it on the grid, where it is and its size.
+    public struct KeptStill: Sendable {
+        public var camera: Int
+        public var shot: Int
+        public var row: FrameRow
+        public var path: String
+        public var width: Int
+        public var height: Int
+    }
+
+    /// The ending both Snap paths share (the cold take's span, the console's warm shot): every kept still hashed and
+    /// listed, a dup named, the cameras' files and counts set, then manifest (`kind: "stills"`), sync report over
+    /// the shots' centres and ASC MHL.
+    static func finishShot(_ shotManifest: TakeManifest, kept: [KeptStill], plan: SnapPlan, budget: TakeManifest.BudgetSummary?,
+                           directory: URL, console: Console) throws -> SnapOutcome {
+        var manifest = shotManifest
+        var stills: [StillRecord] = []
+        var inputs: [SyncReport.Input] = []
+        var shotRows: [String: [FrameRow]] = [:]
+        for (index, camera) in manifest.cameras.enumerated() {
+            let mine = kept.filter { $0.camera == index }
+            var files: [TakeManifest.File] = []
+            for still in mine {
+                let digest = try FileDigest.sha256AndXXH128(of: directory.appendingPathComponent(still.path))
+                stills.append(StillRecord(node: camera.node, camera: camera.camera, shot: still.shot, group: still.row.group,
+                                          centerMicroseconds: still.row.centerMicroseconds, width: still.width, height: still.height,
+                                          path: still.path, bytes: digest.bytes, xxh128: digest.xxh128))
+                files.append(.init(path: still.path, bytes: digest.bytes, sha256: digest.sha256, xxh128: digest.xxh128))
+                if still.row.isDup {
+                    manifest.events.append(.init(tMicroseconds: still.row.centerMicroseconds, node: camera.node, camera: camera.camera, kind: .dup,
+                                                 detail: "camera \(camera.node)/\(camera.camera) delivered no frame of group \(still.row.group): its still of shot \(still.shot) repeats its previous frame"))
+                }
+            }
+            let rows = mine.map(\.row)
+            shotRows["\(camera.node)/\(camera.camera)"] = rows
+            inputs.append(SyncReport.Input(node: camera.node, camera: camera.camera, rows: rows,
+                                           clockUncertaintyMicroseconds: camera.clock.uncertaintyMicroseconds,
+                                           centerUncertaintyMicroseconds: camera.centerUncertaintyMicroseconds))
+            manifest.cameras[index].files = files
+            manifest.cameras[index].frames = Int64(mine.count)
+            manifest.cameras[index].dropped = Int64(mine.filter(\.row.isDup).count)
+            manifest.cameras[index].codec = plan.format.rawValue
+        }
         manifest.events.sort { $0.tMicroseconds < $1.tMicroseconds }
-        var report = SyncReport(groups: Int64(plan.count), grid: grid, inputs: inputs)
+        var report = SyncReport(groups: Int64(plan.count), grid: manifest.grid, inputs: inputs)
         report.events = manifest.events
-        report.budget = take.report.budget
+        report.budget = budget
         try write(manifest: manifest, stills: stills, report: report, rows: shotRows, directory: directory)
-        seal(root: root, stills: stills, console: console)
+        seal(root: directory.path, stills: stills, console: console)
         return SnapOutcome(directory: directory, manifest: manifest, report: report, stills: stills)
     }
 

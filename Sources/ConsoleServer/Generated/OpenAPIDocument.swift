@@ -613,6 +613,70 @@ enum OpenAPIDocument {
     }
    }
   },
+  "/api/snap": {
+   "post": {
+    "tags": [
+     "api"
+    ],
+    "summary": "Take one synchronized still from every previewing camera on the next group the nodes can reach (CONTRACT §18)",
+    "description": "The warm path: the cameras already preview on the console's grid with their clocks followed, so the shot's group is the first one at least the nodes' round trip ahead of the request, and each node keeps that group's full-size frame losslessly. Answers once the stills are collected into the shot's directory.",
+    "operationId": "snap",
+    "requestBody": {
+     "required": false,
+     "content": {
+      "application/json": {
+       "schema": {
+        "$ref": "#/components/schemas/SnapRequest"
+       }
+      }
+     }
+    },
+    "responses": {
+     "200": {
+      "description": "the shot, collected",
+      "content": {
+       "application/json": {
+        "schema": {
+         "$ref": "#/components/schemas/Snap"
+        }
+       }
+      }
+     },
+     "409": {
+      "description": "a take is recording, no camera previews yet, or a node refused the shot",
+      "content": {
+       "application/json": {
+        "schema": {
+         "$ref": "#/components/schemas/Error"
+        }
+       }
+      }
+     },
+     "413": {
+      "$ref": "#/components/responses/TooLarge"
+     },
+     "422": {
+      "description": "a bad name or format",
+      "content": {
+       "application/json": {
+        "schema": {
+         "$ref": "#/components/schemas/Error"
+        }
+       }
+      }
+     },
+     "401": {
+      "$ref": "#/components/responses/Unauthorized"
+     },
+     "403": {
+      "$ref": "#/components/responses/Forbidden"
+     },
+     "415": {
+      "$ref": "#/components/responses/NotJSON"
+     }
+    }
+   }
+  },
   "/takes/{take}/{path}": {
    "get": {
     "tags": [
@@ -1335,6 +1399,92 @@ enum OpenAPIDocument {
       "exclusiveMinimum": true,
       "minimum": 0,
       "maximum": 86400
+     }
+    }
+   },
+   "SnapRequest": {
+    "type": "object",
+    "properties": {
+     "name": {
+      "type": "string",
+      "pattern": "^[A-Za-z0-9._-]{1,64}$"
+     },
+     "format": {
+      "type": "string",
+      "enum": [
+       "png",
+       "tiff"
+      ]
+     },
+     "clicked_at_ms": {
+      "type": "number",
+      "format": "double",
+      "description": "the page's wall clock (ms since 1970) at the click; the latency is then counted from it"
+     }
+    }
+   },
+   "Snap": {
+    "type": "object",
+    "required": [
+     "take_id",
+     "directory",
+     "status",
+     "group",
+     "center_us",
+     "frame_period_us",
+     "lead_us",
+     "latency_us",
+     "latency_from",
+     "stills"
+    ],
+    "properties": {
+     "take_id": {
+      "type": "string"
+     },
+     "directory": {
+      "type": "string",
+      "description": "the shot's folder under /takes/"
+     },
+     "status": {
+      "type": "string",
+      "description": "complete or partial"
+     },
+     "group": {
+      "type": "integer",
+      "format": "int64",
+      "description": "the shot's group on the console's preview grid"
+     },
+     "center_us": {
+      "type": "integer",
+      "format": "int64",
+      "description": "the group's instant",
+      "rig timebase": null
+     },
+     "frame_period_us": {
+      "type": "integer",
+      "format": "int64"
+     },
+     "lead_us": {
+      "type": "integer",
+      "format": "int64",
+      "description": "how far ahead of the request the group was chosen"
+     },
+     "latency_us": {
+      "type": "integer",
+      "format": "int64",
+      "description": "the group's instant less the click (or the request's arrival)"
+     },
+     "latency_from": {
+      "type": "string",
+      "description": "click: from the page's clicked_at_ms; request: from the request's arrival"
+     },
+     "stills": {
+      "type": "integer",
+      "description": "how many stills the shot holds"
+     },
+     "message": {
+      "type": "string",
+      "nullable": true
      }
     }
    },

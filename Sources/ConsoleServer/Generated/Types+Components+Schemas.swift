@@ -737,6 +737,135 @@ extension Components {
                 case seconds
             }
         }
+        /// - Remark: Generated from `#/components/schemas/SnapRequest`.
+        internal struct SnapRequest: Codable, Hashable, Sendable {
+            /// - Remark: Generated from `#/components/schemas/SnapRequest/name`.
+            internal var name: Swift.String?
+            /// - Remark: Generated from `#/components/schemas/SnapRequest/format`.
+            internal enum FormatPayload: String, Codable, Hashable, Sendable, CaseIterable {
+                case png = "png"
+                case tiff = "tiff"
+            }
+            /// - Remark: Generated from `#/components/schemas/SnapRequest/format`.
+            internal var format: Components.Schemas.SnapRequest.FormatPayload?
+            /// the page's wall clock (ms since 1970) at the click; the latency is then counted from it
+            ///
+            /// - Remark: Generated from `#/components/schemas/SnapRequest/clicked_at_ms`.
+            internal var clickedAtMs: Swift.Double?
+            /// Creates a new `SnapRequest`.
+            ///
+            /// - Parameters:
+            ///   - name:
+            ///   - format:
+            ///   - clickedAtMs: the page's wall clock (ms since 1970) at the click; the latency is then counted from it
+            internal init(
+                name: Swift.String? = nil,
+                format: Components.Schemas.SnapRequest.FormatPayload? = nil,
+                clickedAtMs: Swift.Double? = nil
+            ) {
+                self.name = name
+                self.format = format
+                self.clickedAtMs = clickedAtMs
+            }
+            internal enum CodingKeys: String, CodingKey {
+                case name
+                case format
+                case clickedAtMs = "clicked_at_ms"
+            }
+        }
+        /// - Remark: Generated from `#/components/schemas/Snap`.
+        internal struct Snap: Codable, Hashable, Sendable {
+            /// - Remark: Generated from `#/components/schemas/Snap/take_id`.
+            internal var takeId: Swift.String
+            /// the shot's folder under /takes/
+            ///
+            /// - Remark: Generated from `#/components/schemas/Snap/directory`.
+            internal var directory: Swift.String
+            /// complete or partial
+            ///
+            /// - Remark: Generated from `#/components/schemas/Snap/status`.
+            internal var status: Swift.String
+            /// the shot's group on the console's preview grid
+            ///
+            /// - Remark: Generated from `#/components/schemas/Snap/group`.
+            internal var group: Swift.Int64
+            /// the group's instant
+            ///
+            /// - Remark: Generated from `#/components/schemas/Snap/center_us`.
+            internal var centerUs: Swift.Int64
+            /// - Remark: Generated from `#/components/schemas/Snap/frame_period_us`.
+            internal var framePeriodUs: Swift.Int64
+            /// how far ahead of the request the group was chosen
+            ///
+            /// - Remark: Generated from `#/components/schemas/Snap/lead_us`.
+            internal var leadUs: Swift.Int64
+            /// the group's instant less the click (or the request's arrival)
+            ///
+            /// - Remark: Generated from `#/components/schemas/Snap/latency_us`.
+            internal var latencyUs: Swift.Int64
+            /// click: from the page's clicked_at_ms; request: from the request's arrival
+            ///
+            /// - Remark: Generated from `#/components/schemas/Snap/latency_from`.
+            internal var latencyFrom: Swift.String
+            /// how many stills the shot holds
+            ///
+            /// - Remark: Generated from `#/components/schemas/Snap/stills`.
+            internal var stills: Swift.Int
+            /// - Remark: Generated from `#/components/schemas/Snap/message`.
+            internal var message: Swift.String?
+            /// Creates a new `Snap`.
+            ///
+            /// - Parameters:
+            ///   - takeId:
+            ///   - directory: the shot's folder under /takes/
+            ///   - status: complete or partial
+            ///   - group: the shot's group on the console's preview grid
+            ///   - centerUs: the group's instant
+            ///   - framePeriodUs:
+            ///   - leadUs: how far ahead of the request the group was chosen
+            ///   - latencyUs: the group's instant less the click (or the request's arrival)
+            ///   - latencyFrom: click: from the page's clicked_at_ms; request: from the request's arrival
+            ///   - stills: how many stills the shot holds
+            ///   - message:
+            internal init(
+                takeId: Swift.String,
+                directory: Swift.String,
+                status: Swift.String,
+                group: Swift.Int64,
+                centerUs: Swift.Int64,
+                framePeriodUs: Swift.Int64,
+                leadUs: Swift.Int64,
+                latencyUs: Swift.Int64,
+                latencyFrom: Swift.String,
+                stills: Swift.Int,
+                message: Swift.String? = nil
+            ) {
+                self.takeId = takeId
+                self.directory = directory
+                self.status = status
+                self.group = group
+                self.centerUs = centerUs
+                self.framePeriodUs = framePeriodUs
+                self.leadUs = leadUs
+                self.latencyUs = latencyUs
+                self.latencyFrom = latencyFrom
+                self.stills = stills
+                self.message = message
+            }
+            internal enum CodingKeys: String, CodingKey {
+                case takeId = "take_id"
+                case directory
+                case status
+                case group
+                case centerUs = "center_us"
+                case framePeriodUs = "frame_period_us"
+                case leadUs = "lead_us"
+                case latencyUs = "latency_us"
+                case latencyFrom = "latency_from"
+                case stills
+                case message
+            }
+        }
         /// - Remark: Generated from `#/components/schemas/Event`.
         internal struct Event: Codable, Hashable, Sendable {
             /// RFC 3339

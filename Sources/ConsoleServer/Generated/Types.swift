@@ -49,6 +49,13 @@ internal protocol APIProtocol: Sendable {
     /// - Remark: HTTP `POST /api/takes/stop`.
     /// - Remark: Generated from `#/paths//api/takes/stop/post(stopTake)`.
     func stopTake(_ input: Operations.StopTake.Input) async throws -> Operations.StopTake.Output
+    /// Take one synchronized still from every previewing camera on the next group the nodes can reach (CONTRACT §18)
+    ///
+    /// The warm path: the cameras already preview on the console's grid with their clocks followed, so the shot's group is the first one at least the nodes' round trip ahead of the request, and each node keeps that group's full-size frame losslessly. Answers once the stills are collected into the shot's directory.
+    ///
+    /// - Remark: HTTP `POST /api/snap`.
+    /// - Remark: Generated from `#/paths//api/snap/post(snap)`.
+    func snap(_ input: Operations.Snap.Input) async throws -> Operations.Snap.Output
 }
 
 /// Convenience overloads for operation inputs.
@@ -141,6 +148,21 @@ extension APIProtocol {
         body: Operations.StopTake.Input.Body? = nil
     ) async throws -> Operations.StopTake.Output {
         try await stopTake(Operations.StopTake.Input(
+            headers: headers,
+            body: body
+        ))
+    }
+    /// Take one synchronized still from every previewing camera on the next group the nodes can reach (CONTRACT §18)
+    ///
+    /// The warm path: the cameras already preview on the console's grid with their clocks followed, so the shot's group is the first one at least the nodes' round trip ahead of the request, and each node keeps that group's full-size frame losslessly. Answers once the stills are collected into the shot's directory.
+    ///
+    /// - Remark: HTTP `POST /api/snap`.
+    /// - Remark: Generated from `#/paths//api/snap/post(snap)`.
+    internal func snap(
+        headers: Operations.Snap.Input.Headers = .init(),
+        body: Operations.Snap.Input.Body? = nil
+    ) async throws -> Operations.Snap.Output {
+        try await snap(Operations.Snap.Input(
             headers: headers,
             body: body
         ))

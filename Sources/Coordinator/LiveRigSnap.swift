@@ -1,0 +1,162 @@
+import CoordCore
+import CoordWire
+import Foundation
+import Platform
+
+/// The console's Snap, the warm path of a shot (CONTRACT §18): the nodes already preview on the console's grid with
+/// their clocks followed, so the shot is the first group the nodes can still reach; each keeps that group's frame of
+/// every camera at the camera's size (KeepStills), and the stills are collected and sealed as `coord snap`'s are.
+extension LiveRig {
+    struct SnapRoom {
+        var busy = false
+        /// The slowest node's KeepStills round trip at the last Snap (µs).
+        var roundTrip = WarmSnap.firstRoundTripMicroseconds
+    }
+
+    /// What a Snap gave: the shot's directory, its group and how long after the click (or request) that group was.
+    public struct SnapView: Sendable {
+        public var takeID: String
+        public var directory: String
+        public var status: String
+        public var group: Int64
+        public var centerMicroseconds: Int64
+        public var periodMicroseconds: Int64
+        public var leadMicroseconds: Int64
+        public var latencyMicroseconds: Int64
+        public var latencyFrom: String
+        public var stills: Int
+        public var message: String?
+    }
+
+    /// Takes one shot now. `clickedAtMs`: the page's wall clock at the click, so the latency counts from there.
+    public func snap(name: String?, format: String?, clickedAtMs: Double?) async throws(Refusal) -> SnapView {
+        let arrivedAt = MonotonicClock.now()
+        let arrivedWallMs = Date().timeIntervalSince1970 * 1000
+        let wanted = format ?? "png"
+        guard let format = SnapPlan.Format(rawValue: wanted), format.isLossless else {
+            throw Refusal(.invalid, "a Snap's format must be png or tiff (got \"\(wanted.prefix(32))\").")
+        }
+        if let name, let problem = RigName.problem(with: name, kind: "shot") { throw Refusal(.invalid, problem + ".") }
+        // The take holds the cameras (its own grid, its own files): a Snap waits for it to end.
+        if let take, take.state.isRunning {
+            throw Refusal(.conflict, "take \(take.takeId ?? take.name) is \(take.state.rawValue); a Snap is taken while no take records.")
+        }
+        guard snapRoom.withLock({ r in r.busy ? false : { r.busy = true; return true }() }) else {
+            throw Refusal(.conflict, "a Snap is already being taken; wait for it to land.")
+        }
+        defer { snapRoom.withLock { $0.busy = false } }
+        let (nodes, tracker) = state.withLock { s in
+            (s.nodes.filter { $0.link != nil && !$0.cameras.isEmpty && $0.view.reachable && $0.view.state.previews && $0.previewSubscribed }, s.tracker)
+        }
+        guard let tracker, !nodes.isEmpty, nodes.allSatisfy({ tracker.estimate($0.name) != nil }) else {
+            throw Refusal(.conflict, "no node previews on the console's grid yet, so there is no frame to keep; wait for the tiles.")
+        }
+        let (takeID, directory) = try makeShotDirectory(name: name)
+        let grid = previewGrid
+        let lead = WarmSnap.lead(roundTripMicroseconds: snapRoom.withLock { $0.roundTrip }, periodMicroseconds: grid.periodMicroseconds)
+        let group = WarmSnap.group(now: MonotonicClock.now(), lead: lead, grid: grid)
+        let request = CoordRequest.keepStills(shotID: takeID, groups: [group], format: format)
+        let answers = await withTaskGroup(of: (String, Int64, String?).self) { tasks in
+            for node in nodes {
+                tasks.addTask {
+                    let sent = MonotonicClock.now()
+                    do {
+                        let (reply, at) = try await node.link!.request(request, timeout: 4, what: "the Snap")
+                        if case .error(let e) = reply.body { return (node.name, at - sent, e.message) }
+                        return (node.name, at - sent, nil)
+                    } catch {
+                        return (node.name, MonotonicClock.now() - sent, "node \(node.name) did not take the Snap: \(error)")
+                    }
+                }
+            }
+            return await tasks.reduce(into: []) { $0.append($1) }
+        }
+        snapRoom.withLock { $0.roundTrip = answers.map(\.1).max() ?? $0.roundTrip }
+        let refusals = answers.compactMap(\.2)
+        guard refusals.isEmpty else {
+            try? FileManager.default.removeItem(at: directory)
+            throw Refusal(.conflict, "the Snap was refused: \(refusals.sorted().joined(separator: " "))")
+        }
+        let instant = grid.instant(ofGroup: group)
+        let latency = WarmSnap.latency(groupInstant: instant, arrivedAt: arrivedAt, arrivedWallMs: arrivedWallMs, clickedWallMs: clickedAtMs)
+        event("snap", "Snap \(takeID): group \(group), \(latency.microseconds / 1000) ms after the \(latency.from)")
+        let outcome: SnapOutcome
+        do {
+            outcome = try await collectShot(takeID: takeID, directory: directory, group: group, format: format, nodes: nodes, tracker: tracker)
+        } catch {
+            throw Refusal(.conflict, "shot \(takeID) at group \(group) was not collected: \(error)")
+        }
+        takesChanged()
+        let status = outcome.manifest.status.rawValue
+        event("snap", "Snap \(takeID): \(outcome.stills.count) still(s), \(status)")
+        return SnapView(takeID: takeID, directory: "takes/\(takeID)/", status: status, group: group, centerMicroseconds: instant,
+                        periodMicroseconds: grid.periodMicroseconds, leadMicroseconds: lead, latencyMicroseconds: latency.microseconds,
+                        latencyFrom: latency.from, stills: outcome.stills.count,
+                        message: outcome.manifest.events.first.map(\.detail))
+    }
+
+    /// Brings the nodes' stills home, confirms them, and writes the shot's manifest, report and seal.
+    private func collectShot(takeID: String, directory: URL, group: Int64, format: SnapPlan.Format, nodes: [Node],
+                             tracker: ClockTracker) async throws -> SnapOutcome {
+        let plan = try SnapPlan(fps: max(template.fps, 1), format: format.rawValue, firstGroup: group)
+        let console = Console(quiet: true)
+        let table = { (node: String, camera: String) in "\(node)/\(camera).stills.csv" }
+        let collector = Collector(directory: directory, takeID: takeID, policy: template.collectPolicy, console: console)
+        let outcome = await collector.collect(nodes.map { node in
+            Collector.Node(name: node.name, link: node.link,
+                           expected: node.cameras.flatMap { [plan.path(node: node.name, camera: $0.camera, shot: 0), table(node.name, $0.camera)] },
+                           known: [], unreachable: nil)
+        })
+        let grid = previewGrid
+        let writer = TakeDirectoryWriter(directory: directory)
+        var cameras: [TakeManifest.Camera] = []
+        var kept: [SnapSession.KeptStill] = []
+        var events: [TakeManifest.Event] = []
+        for node in nodes {
+            let figures = tracker.figures(node.name, from: grid.instant(ofGroup: group), to: grid.instant(ofGroup: group + 1), timeService: "")
+            for settings in node.cameras {
+                var camera = TakeManifest.Camera(node: node.name, camera: settings.camera, ordinal: settings.ordinal, width: settings.width,
+                                                 height: settings.height, fps: settings.fps, codec: format.rawValue, frames: 0, dropped: 0,
+                                                 clock: figures, files: [])
+                camera.rate = grid.rate
+                let path = plan.path(node: node.name, camera: settings.camera, shot: 0)
+                let row = writer.rows(csvPath: table(node.name, settings.camera)).first { $0.group == group }
+                if let row, outcome.verified[path] != nil {
+                    kept.append(.init(camera: cameras.count, shot: 0, row: row, path: path, width: settings.width, height: settings.height))
+                } else {
+                    events.append(.init(tMicroseconds: grid.instant(ofGroup: group), node: node.name, camera: settings.camera, kind: .incomplete,
+                                        detail: "camera \(node.name)/\(settings.camera) has no still of group \(group)"))
+                }
+                cameras.append(camera)
+            }
+        }
+        // The nodes let go of what arrived intact; the tables' centres are in the manifest from here on.
+        for node in nodes {
+            guard let files = outcome.confirmable[node.name], !files.isEmpty else { continue }
+            _ = try? await node.link!.request(CoordRequest.confirmCollected(takeID: takeID, files: files, keep: template.collectPolicy.afterConfirm == .keep),
+                                              timeout: 30, what: "the collection confirmation")
+        }
+        for node in nodes { for c in node.cameras { try? FileManager.default.removeItem(at: directory.appendingPathComponent(table(node.name, c.camera))) } }
+        var manifest = TakeManifest(takeID: takeID, name: directory.lastPathComponent, status: events.isEmpty ? .complete : .partial,
+                                    t0Microseconds: grid.t0, framePeriodMicroseconds: grid.periodMicroseconds, groups: 1,
+                                    startWallclock: WallClock.rfc3339(), cameras: cameras, events: events)
+        manifest.collection = CollectionRecord(state: outcome.missing.isEmpty ? .complete : .incomplete, afterConfirm: template.collectPolicy.afterConfirm.rawValue)
+        return try SnapSession.finishShot(manifest, kept: kept, plan: plan, budget: nil, directory: directory, console: console)
+    }
+
+    /// A new shot directory under the takes directory, named as a take is.
+    private func makeShotDirectory(name: String?) throws(Refusal) -> (String, URL) {
+        let root = template.takesDirectory
+        do { try FileManager.default.createDirectory(at: root, withIntermediateDirectories: true) } catch {
+            throw Refusal(.conflict, "cannot create the takes directory \(root.path): \(error.localizedDescription).")
+        }
+        for _ in 0..<16 {
+            let (y, mo, d, h, mi, s) = WallClock.utcFields()
+            let id = TakeID(year: y, month: mo, day: d, hour: h, minute: mi, second: s, name: name ?? "snap",
+                            nonce: UInt32.random(in: 0...0xFF_FFFF)).value
+            let url = root.appendingPathComponent(id, isDirectory: true)
+            if (try? FileManager.default.createDirectory(at: url, withIntermediateDirectories: false)) != nil { return (id, url) }
+        }
+        throw Refusal(.conflict, "cannot create a new shot directory under \(root.path).")
+    }
+}

@@ -1,0 +1,128 @@
+"""The console's Snap (issue 39, CONTRACT §18): a demo console whose 4 synthetic cameras (two sizes) preview on its
+grid, the Snap button clicked in Chromium. One demo and one click serve every assertion: one lossless still per
+camera at the camera's size, the stripes' true exposure centres within the sync bound of each other and of the
+shot's group instant, that instant within two frame periods of the click (the page's own click time, and the
+stripes' truth against it), the shot in the takes list, and `ascmhl verify` on its directory."""
+from __future__ import annotations
+
+import json
+import subprocess
+import time
+
+import pytest
+from PIL import Image
+
+from test_console import ConsoleDemo
+from test_console_page import CHROMEDRIVER, CHROMIUM, live_tiles, wait
+from test_snap import ASCMHL_VERIFY, stripe
+
+selenium = pytest.importorskip("selenium")
+from selenium import webdriver  # noqa: E402
+from selenium.webdriver.chrome.service import Service  # noqa: E402
+from selenium.webdriver.common.by import By  # noqa: E402
+
+pytestmark = pytest.mark.skipif(not (CHROMIUM and CHROMEDRIVER), reason="chromium and chromium-driver are not installed (scripts/setup.sh installs them)")
+
+SIZES = ["640x480", "320x240", "320x240", "640x480"]
+SYNC_US = 50
+
+
+def wait_followed(demo: ConsoleDemo, timeout: float = 30.0):
+    """Until the console follows the rig: three sets in a row whose tiles' phase errors (the nodes' own estimates)
+    are all within 15 µs, i.e. every camera's phase lock has settled on the console's grid."""
+    settled, deadline, last = 0, time.monotonic() + timeout, None
+    while settled < 3:
+        assert time.monotonic() < deadline, f"the previews did not settle on the grid within {timeout} s: {last}"
+        mv = demo.wait_multiview(after_group=last and last["group"])
+        last = mv
+        errors = [t.get("phase_error_us") for t in mv["tiles"]]
+        settled = settled + 1 if len(errors) == demo.cameras and all(e is not None and abs(e) <= 15 for e in errors) else 0
+
+
+@pytest.fixture(scope="module")
+def snapped(tmp_path_factory):
+    demo = ConsoleDemo(tmp_path_factory.mktemp("console-snap"), nodes=2, cameras=2, extra=("--camera-sizes", ",".join(SIZES)))
+    options = webdriver.ChromeOptions()
+    options.binary_location = CHROMIUM
+    for flag in ("--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage", "--window-size=1400,1000"):
+        options.add_argument(flag)
+    browser = webdriver.Chrome(service=Service(CHROMEDRIVER), options=options)
+    try:
+        demo.wait_multiview()
+        browser.get(demo.url)
+        wait(browser, lambda b: live_tiles(b) == demo.cameras, what="every camera's live tile")
+        wait_followed(demo)
+        # The wall clock less CLOCK_MONOTONIC (the stripes' and the rig's clock on one host), read now.
+        wall_less_mono = time.time() - time.monotonic()
+        browser.find_element(By.ID, "snap").click()
+        message = browser.find_element(By.ID, "snap-message")
+        wait(browser, lambda b: message.get_attribute("data-shot") or "error" in message.get_attribute("class"),
+             timeout=30, what="the Snap's answer")
+        assert message.get_attribute("data-shot"), message.text
+        shot = json.loads(message.get_attribute("data-shot"))
+        clicked_mono_us = (float(message.get_attribute("data-clicked-at-ms")) / 1000 - wall_less_mono) * 1e6
+        cameras = {(c["node"], c["camera"]): (c["width"], c["height"]) for c in demo.get("/api/rig")["cameras"]}
+        wait(browser, lambda b: shot["take_id"] in b.find_element(By.ID, "takes").text, what="the shot in the takes list")
+        yield demo, shot, clicked_mono_us, cameras
+    finally:
+        browser.quit()
+        demo.close()
+
+
+def test_one_lossless_still_per_camera_at_its_size_in_the_shot_directory(snapped):
+    demo, shot, _, cameras = snapped
+    directory = demo.takes / shot["take_id"]
+    assert shot["directory"] == f"takes/{shot['take_id']}/" and shot["status"] == "complete", shot
+    manifest = json.loads((directory / "manifest.json").read_text())
+    assert manifest["kind"] == "stills" and manifest["status"] == "complete"
+    stills = manifest["stills"]
+    assert sorted((s["node"], s["camera"]) for s in stills) == sorted(cameras) and shot["stills"] == len(cameras)
+    for s in stills:
+        assert s["path"] == f"{s['node']}/{s['camera']}.png" and s["group"] == shot["group"]
+        with Image.open(directory / s["path"]) as image:
+            assert image.format == "PNG" and image.mode == "RGB"
+            assert image.size == cameras[(s["node"], s["camera"])] == (s["width"], s["height"])
+            image.load()
+        assert (directory / s["path"]).stat().st_size == s["bytes"]
+    # The nodes' tables of centres are the manifest's now; only the stills and the shot's documents remain.
+    assert not list(directory.glob("*/*.csv"))
+    assert (directory / "sync-report.json").is_file() and (directory / "sync-report.html").is_file()
+
+
+def test_the_stripes_true_centres_are_on_the_shots_group(snapped):
+    demo, shot, _, cameras = snapped
+    directory = demo.takes / shot["take_id"]
+    manifest = json.loads((directory / "manifest.json").read_text())
+    truth = {s["path"]: stripe(directory / s["path"]) for s in manifest["stills"]}
+    assert all(t is not None for t in truth.values()), truth
+    ordinal = {(c["node"], c["camera"]): c["ordinal"] for c in manifest["cameras"]}
+    assert all(truth[s["path"]][0] == ordinal[(s["node"], s["camera"])] for s in manifest["stills"])
+    centres = [t[2] for t in truth.values()]
+    assert max(centres) - min(centres) <= SYNC_US, centres
+    # On one host the stripes' clock is the rig's: every true centre is the shot's group instant within the bound.
+    assert all(abs(c - shot["center_us"]) <= SYNC_US for c in centres), (shot["center_us"], centres)
+    report = json.loads((directory / "sync-report.json").read_text())
+    assert abs(report["spread_us"]["max"] - (max(centres) - min(centres))) <= max(20, 0.25 * (max(centres) - min(centres))), report["spread_us"]
+
+
+def test_the_shot_lands_within_two_frame_periods_of_the_click(snapped):
+    _, shot, clicked_mono_us, _ = snapped
+    period = shot["frame_period_us"]
+    # The console's own figure, counted from the page's click time the request carried.
+    assert shot["latency_from"] == "click" and 0 < shot["latency_us"] <= 2 * period, shot
+    assert shot["lead_us"] < period, shot
+    # The same from the truth: the stills' exposure centre less the page's click on CLOCK_MONOTONIC (via the wall clock).
+    from_click = shot["center_us"] - clicked_mono_us
+    assert 0 < from_click <= 2 * period + SYNC_US + 2_000, (from_click, shot)
+
+
+def test_the_shot_is_sealed_and_a_bad_snap_is_one_sentence(snapped):
+    demo, shot, _, _ = snapped
+    directory = demo.takes / shot["take_id"]
+    r = subprocess.run([*ASCMHL_VERIFY, str(directory)], capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert shot["take_id"] in [t["take_id"] for t in demo.get("/api/takes")["takes"]]
+    status, body = demo.send("POST", "/api/snap", {"format": "jpeg"})
+    assert status == 400 or status == 422, (status, body)
+    status, body = demo.send("POST", "/api/snap", {"name": "../x"})
+    assert status in (400, 422) and "\n" not in body["error"], (status, body)
