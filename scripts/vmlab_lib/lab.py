@@ -85,7 +85,7 @@ class Lab:
             keys.mkdir(exist_ok=True)
             run([host / "usr/bin/coord", "keys", "new", "coordinator", "--dir", keys])
         shutil.copy2(keys / "coordinator.key", share / "coordinator.key")
-        if camera_kind == "uvc" or mic_kind == "uac2":
+        if camera_kind in ("uvc", "libcamera") or mic_kind == "uac2":
             usb.share_usb(share, art.release)
         if trigger:
             gpiosim.share(share, art.release)

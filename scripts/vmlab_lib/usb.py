@@ -12,6 +12,7 @@ from __future__ import annotations
 import hashlib
 import json
 import re
+import shlex
 import shutil
 import subprocess
 import tempfile
@@ -21,12 +22,14 @@ from .image import LAB, LabError, NICE, _download, log, run
 
 GADGET_DIR = Path(__file__).resolve().parent / "gadget"
 PATCH = GADGET_DIR / "dummy_hcd-iso.patch"
+# Applied after PATCH: the host controllers under a PCI parent, which libcamera's UVC pipeline needs (issue 37).
+PCI_PATCH = GADGET_DIR / "dummy_hcd-pci-parent.patch"
 SOURCE_FILE = "drivers/usb/gadget/udc/dummy_hcd.c"
 
 
 def dummy_hcd(release: str, lab: Path = LAB) -> Path:
     """The patched dummy_hcd.ko for kernel `release` (6.1.0-N-amd64), built once per patch and kernel."""
-    key = hashlib.sha256(PATCH.read_bytes() + release.encode()).hexdigest()[:12]
+    key = hashlib.sha256(PATCH.read_bytes() + PCI_PATCH.read_bytes() + release.encode()).hexdigest()[:12]
     out = lab / "modules" / f"dummy_hcd-{release}-{key}.ko"
     if out.exists():
         return out
@@ -53,10 +56,11 @@ def dummy_hcd(release: str, lab: Path = LAB) -> Path:
         build = work / "build"
         build.mkdir()
         shutil.copy2(work / f"linux-source-{version}" / SOURCE_FILE, build / "dummy_hcd.c")
-        result = subprocess.run(["patch", "-p5", "-i", str(PATCH)], cwd=build, capture_output=True, text=True)
-        if result.returncode != 0:
-            raise LabError(f"{PATCH.name} does not apply to linux-source-{version}'s dummy_hcd.c: "
-                           f"{(result.stdout + result.stderr).strip()[-400:]}")
+        for patch in (PATCH, PCI_PATCH):
+            result = subprocess.run(["patch", "-p5", "-i", str(patch)], cwd=build, capture_output=True, text=True)
+            if result.returncode != 0:
+                raise LabError(f"{patch.name} does not apply to linux-source-{version}'s dummy_hcd.c: "
+                               f"{(result.stdout + result.stderr).strip()[-400:]}")
         (build / "Kbuild").write_text("obj-m := dummy_hcd.o\n")
         run(NICE + ["make", "-C", headers, f"M={build}", "modules"], timeout=900)
         out.parent.mkdir(parents=True, exist_ok=True)
@@ -77,9 +81,6 @@ def check_kinds(camera: str, mic: str) -> None:
         raise LabError(f"--camera must be one of {', '.join(CAMERAS)}, not {camera!r}.")
     if mic not in MICS:
         raise LabError(f"--mic must be one of {', '.join(MICS)}, not {mic!r}.")
-    if camera == "libcamera":
-        raise LabError("--camera libcamera is not built yet: the lab's libcamera needs the dummy controller "
-                       "under a PCI parent (issue 37 item 4); use --camera uvc or vivid.")
 
 
 def share_usb(share: Path, release: str) -> None:
@@ -93,13 +94,13 @@ def start_gadgets(vm, camera: str, mic: str) -> tuple[dict | None, str | None]:
     """Loads the lab's dummy_hcd in `vm` and starts the gadget programs the kinds ask for, as transient systemd
     units; returns the node file's camera ({v4l2: the uvcvideo node}) and microphone (`hw:ID,0,0` of the USB
     card), None for what is not a USB device."""
-    if camera != "uvc" and mic != "uac2":
+    if camera not in ("uvc", "libcamera") and mic != "uac2":
         return None, None
     # The stock dummy_hcd would not bind the gadgets (no isochronous endpoints); ours loads in its place and
     # taints the kernel (out of tree, unsigned). The host-side drivers, uvcvideo and snd-usb-audio, are Debian's.
     vm.sh("[ -e /sys/class/udc/dummy_udc.0 ] || { modprobe -a udc_core usbcore && insmod /mnt/host/dummy_hcd.ko num=2; }")
     cam_entry, mic_device = None, None
-    if camera == "uvc":
+    if camera in ("uvc", "libcamera"):
         vm.sh("systemctl stop vmlab-uvc 2>/dev/null; systemctl reset-failed vmlab-uvc 2>/dev/null; "
               "systemd-run --unit=vmlab-uvc --collect -p Nice=-15 python3 /mnt/host/uvc_gadget.py "
               f"--udc {UVC_UDC} --report /run/vmlab-uvc.json")
@@ -107,6 +108,8 @@ def start_gadgets(vm, camera: str, mic: str) -> tuple[dict | None, str | None]:
                      "[ -e \"$p\" ] && { echo $p; exit 0; }; done; sleep 0.1; done; "
                      "systemctl status vmlab-uvc --no-pager -n 20; exit 1", timeout=90).strip()
         cam_entry = {"name": "cam0", "v4l2": node}
+    if camera == "libcamera":  # the same gadget webcam, named by the id libcamera's UVC pipeline gives it
+        cam_entry = {"name": "cam0", "libcamera": libcamera_id(vm)}
     if mic == "uac2":
         vm.sh("systemctl stop vmlab-uac2 2>/dev/null; systemctl reset-failed vmlab-uac2 2>/dev/null; "
               "systemd-run --unit=vmlab-uac2 --collect -p Nice=-15 python3 /mnt/host/uac2_gadget.py "
@@ -116,6 +119,27 @@ def start_gadgets(vm, camera: str, mic: str) -> tuple[dict | None, str | None]:
                      "done; systemctl status vmlab-uac2 --no-pager -n 20; exit 1", timeout=90).strip()
         mic_device = f"hw:{card},0,0"
     return cam_entry, mic_device
+
+
+def libcamera_id(vm) -> str:
+    """The gadget webcam's camera id as the packaged node lists it through libcamera (the controller's ACPI path,
+    then the USB vendor:product): the one camera of the uvcvideo pipeline."""
+    listing = vm.sh("coord-node --list-cameras 2>&1; true", timeout=120)
+    ids = [line.split(" ", 1)[1].strip() for line in listing.splitlines()
+           if line.startswith("libcamera ") and ":" in line]
+    if len(ids) != 1:
+        raise LabError(f"{vm.name}: libcamera lists {len(ids)} cameras, not the gadget webcam alone "
+                       f"(coord-node --list-cameras: {listing.strip()[-600:]})")
+    return ids[0]
+
+
+def use_camera_entry(vm, key: str, value: str) -> None:
+    """Points the node file's camera at `{key: value}` (v4l2 or libcamera), whichever key it had; the node reads it
+    when it is restarted."""
+    script = ("import json, re, sys; p = '/etc/coord-node/node.yaml'; t = open(p).read(); "
+              "open(p, 'w').write(re.sub(r'\"(v4l2|libcamera)\": \"(?:[^\"\\\\]|\\\\.)*\"', "
+              "lambda m: json.dumps(sys.argv[1]) + ': ' + json.dumps(sys.argv[2]), t, count=1))")
+    vm.sh(f"python3 -c {shlex.quote(script)} {shlex.quote(key)} {shlex.quote(value)}")
 
 
 def gadget_reports(vm) -> dict:
@@ -130,6 +154,7 @@ def gadget_reports(vm) -> dict:
             except ValueError:
                 pass
     return out
+
 
 # --- a webcam unplugged mid-take (issue 36 item 4): `vmlab take OUT --camera uvc --unplug vm1@2s` ----------------
 
