@@ -126,3 +126,12 @@ def test_the_shot_is_sealed_and_a_bad_snap_is_one_sentence(snapped):
     assert status == 400 or status == 422, (status, body)
     status, body = demo.send("POST", "/api/snap", {"name": "../x"})
     assert status in (400, 422) and "\n" not in body["error"], (status, body)
+    # While a take records it holds the cameras: a Snap is refused naming it, and nothing is written.
+    status, take = demo.send("POST", "/api/takes", {"name": "during", "seconds": 30})
+    assert status == 202, take
+    current = demo.wait_take(["recording"])
+    before = sorted(p.name for p in demo.takes.iterdir())
+    status, body = demo.send("POST", "/api/snap", {})
+    assert status == 409 and "a Snap is taken while no take records" in body["error"] and current["take_id"] in body["error"], body
+    assert sorted(p.name for p in demo.takes.iterdir()) == before
+    assert demo.send("POST", "/api/takes/stop", {})[0] == 202
