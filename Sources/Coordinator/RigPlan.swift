@@ -12,12 +12,18 @@ public enum RigPlan {
         public var refusal: String?
     }
 
-    public static func run(_ spec: RigSpec, request: TakeRequest, fit: Bool) async throws -> Outcome {
+    /// The rig's nodes as they describe themselves now, planned for `request`: what `coord plan` and `coord plan
+    /// --snap` both tally.
+    static func plannedNodes(_ spec: RigSpec, request: TakeRequest) async throws -> [PlannedNode] {
         let context = ZMQContext()
         let links = try spec.nodes.map { try NodeLink(endpoint: $0.endpoint, name: $0.name, context: context, keys: spec.linkKeys(for: $0)) }
         defer { links.forEach { $0.close() } }
         let hellos = try await TakeSession.handshake(links)
-        let planned = try RigPlanner.plannedNodes(hellos, request: request)
+        return try RigPlanner.plannedNodes(hellos, request: request)
+    }
+
+    public static func run(_ spec: RigSpec, request: TakeRequest, fit: Bool) async throws -> Outcome {
+        let planned = try await plannedNodes(spec, request: request)
         let budget = Budget.evaluate(planned)
         var lines = ["budget for \(planned.flatMap(\.cameras).count) camera(s) on \(planned.count) node(s) at \(request.width)x\(request.height), \(request.fps) fps, \(request.codec.rawValue):", ""]
         lines += budget.table()

@@ -1,17 +1,12 @@
 import CoordCore
 import Foundation
-import ZeroMQ
 
 /// `coord plan --snap`: the budget of the span a shot records (as `coord plan` tallies a take) and the shot's bytes
 /// against each node's staging disk and the takes directory. Nothing is configured or recorded.
 public enum SnapPlanning {
     public static func run(_ spec: RigSpec, request template: TakeRequest, plan: SnapPlan) async throws -> RigPlan.Outcome {
         let request = SnapSession.takeRequest(template, plan: plan)
-        let context = ZMQContext()
-        let links = try spec.nodes.map { try NodeLink(endpoint: $0.endpoint, name: $0.name, context: context, keys: spec.linkKeys(for: $0)) }
-        defer { links.forEach { $0.close() } }
-        let hellos = try await TakeSession.handshake(links)
-        let planned = try RigPlanner.plannedNodes(hellos, request: request)
+        let planned = try await RigPlan.plannedNodes(spec, request: request)
         let budget = Budget.evaluate(planned)
         var lines = ["budget of the shot's span: \(planned.flatMap(\.cameras).count) camera(s) on \(planned.count) node(s), \(request.fps) fps, sensors at one group in \(request.recordEvery ?? 1), \(request.codec.rawValue):", ""]
         lines += budget.table()
