@@ -72,17 +72,19 @@ extension LiveRig {
             return await tasks.reduce(into: []) { $0.append($1) }
         }
         snapRoom.withLock { $0.roundTrip = answers.map(\.1).max() ?? $0.roundTrip }
-        let refusals = answers.compactMap(\.2)
-        guard refusals.isEmpty else {
+        let refusals = Dictionary(answers.compactMap { a in a.2.map { (a.0, $0) } }) { first, _ in first }
+        guard refusals.count < nodes.count else {
             try? FileManager.default.removeItem(at: directory)
-            throw Refusal(.conflict, "the Snap was refused: \(refusals.sorted().joined(separator: " "))")
+            throw Refusal(.conflict, "the Snap was refused: \(refusals.values.sorted().joined(separator: " "))")
         }
         let instant = grid.instant(ofGroup: group)
         let latency = WarmSnap.latency(groupInstant: instant, arrivedAt: arrivedAt, arrivedWallMs: arrivedWallMs, clickedWallMs: clickedAtMs)
         event("snap", "Snap \(takeID): group \(group), \(latency.microseconds / 1000) ms after the \(latency.from)")
         let outcome: SnapOutcome
         do {
-            outcome = try await collectShot(takeID: takeID, directory: directory, group: group, format: format, nodes: nodes, tracker: tracker)
+            // A node that refused is named in the shot (partial); the others' stills are collected, not left behind.
+            outcome = try await collectShot(takeID: takeID, directory: directory, group: group, format: format, nodes: nodes,
+                                            refused: refusals, tracker: tracker)
         } catch {
             throw Refusal(.conflict, "shot \(takeID) at group \(group) was not collected: \(error)")
         }
@@ -96,8 +98,9 @@ extension LiveRig {
     }
 
     /// Brings the nodes' stills home, confirms them, and writes the shot's manifest, report and seal.
-    private func collectShot(takeID: String, directory: URL, group: Int64, format: SnapPlan.Format, nodes: [Node],
-                             tracker: ClockTracker) async throws -> SnapOutcome {
+    private func collectShot(takeID: String, directory: URL, group: Int64, format: SnapPlan.Format, nodes all: [Node],
+                             refused: [String: String], tracker: ClockTracker) async throws -> SnapOutcome {
+        let nodes = all.filter { refused[$0.name] == nil }
         let plan = try SnapPlan(fps: max(template.fps, 1), format: format.rawValue, firstGroup: group)
         let console = Console(quiet: true)
         let table = { (node: String, camera: String) in "\(node)/\(camera).stills.csv" }
@@ -112,7 +115,7 @@ extension LiveRig {
         var cameras: [TakeManifest.Camera] = []
         var kept: [SnapSession.KeptStill] = []
         var events: [TakeManifest.Event] = []
-        for node in nodes {
+        for node in all {
             let figures = tracker.figures(node.name, from: grid.instant(ofGroup: group), to: grid.instant(ofGroup: group + 1), timeService: "")
             for settings in node.cameras {
                 var camera = TakeManifest.Camera(node: node.name, camera: settings.camera, ordinal: settings.ordinal, width: settings.width,
@@ -124,8 +127,9 @@ extension LiveRig {
                 if let row, outcome.verified[path] != nil {
                     kept.append(.init(camera: cameras.count, shot: 0, row: row, path: path, width: settings.width, height: settings.height))
                 } else {
+                    let why = refused[node.name].map { ": \($0)" } ?? ""
                     events.append(.init(tMicroseconds: grid.instant(ofGroup: group), node: node.name, camera: settings.camera, kind: .incomplete,
-                                        detail: "camera \(node.name)/\(settings.camera) has no still of group \(group)"))
+                                        detail: "camera \(node.name)/\(settings.camera) has no still of group \(group)\(why)"))
                 }
                 cameras.append(camera)
             }
