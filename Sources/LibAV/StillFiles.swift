@@ -75,7 +75,7 @@ public enum StillFiles {
     /// A camera's own 4:2:0 picture (the console's warm Snap: no recording in between) as a PNG, TIFF or JPEG
     /// file's bytes, converted exactly as a frame decoded from the take's FFV1 is.
     public static func encode(_ picture: PlanarFrame, format: SnapPlan.Format, what: String) throws(Failure) -> Data {
-        guard var frame = av_frame_alloc() else { throw Failure("out of memory encoding \(what).") }
+        guard let frame = av_frame_alloc() else { throw Failure("out of memory encoding \(what).") }
         var owned: UnsafeMutablePointer<AVFrame>? = frame
         // The planes stay the picture's: the frame holds no buffer of its own, so freeing it frees only the frame.
         defer { av_frame_free(&owned) }
@@ -88,7 +88,6 @@ public enum StillFiles {
         frame.pointee.linesize.0 = Int32(picture.width)
         frame.pointee.linesize.1 = Int32(picture.chromaWidth)
         frame.pointee.linesize.2 = Int32(picture.chromaWidth)
-        frame = owned!
         return try encode(frame, format: format, what: what)
     }
 
