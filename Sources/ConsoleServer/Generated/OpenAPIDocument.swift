@@ -1457,8 +1457,7 @@ enum OpenAPIDocument {
      "center_us": {
       "type": "integer",
       "format": "int64",
-      "description": "the group's instant",
-      "rig timebase": null
+      "description": "the group's instant on the rig timebase"
      },
      "frame_period_us": {
       "type": "integer",

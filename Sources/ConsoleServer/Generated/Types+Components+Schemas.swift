@@ -789,7 +789,7 @@ extension Components {
             ///
             /// - Remark: Generated from `#/components/schemas/Snap/group`.
             internal var group: Swift.Int64
-            /// the group's instant
+            /// the group's instant on the rig timebase
             ///
             /// - Remark: Generated from `#/components/schemas/Snap/center_us`.
             internal var centerUs: Swift.Int64
@@ -820,7 +820,7 @@ extension Components {
             ///   - directory: the shot's folder under /takes/
             ///   - status: complete or partial
             ///   - group: the shot's group on the console's preview grid
-            ///   - centerUs: the group's instant
+            ///   - centerUs: the group's instant on the rig timebase
             ///   - framePeriodUs:
             ///   - leadUs: how far ahead of the request the group was chosen
             ///   - latencyUs: the group's instant less the click (or the request's arrival)
