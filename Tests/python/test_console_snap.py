@@ -8,6 +8,8 @@ from __future__ import annotations
 import json
 import subprocess
 import time
+import urllib.error
+import urllib.request
 
 import pytest
 from PIL import Image
@@ -126,6 +128,14 @@ def test_the_shot_is_sealed_and_a_bad_snap_is_one_sentence(snapped):
     assert status == 400 or status == 422, (status, body)
     status, body = demo.send("POST", "/api/snap", {"name": "../x"})
     assert status in (400, 422) and "\n" not in body["error"], (status, body)
+    # The operator's token, Origin and JSON rules hold as for the other POSTs (CONTRACT §6b), before any shot.
+    for headers, code in (({"Content-Type": "application/json"}, 401),
+                          ({"Content-Type": "application/json", "Origin": "http://evil.example", **demo.auth}, 403),
+                          ({"Content-Type": "text/plain", **demo.auth}, 415)):
+        request = urllib.request.Request(demo.base + "/api/snap", data=b"{}", method="POST", headers=headers)
+        with pytest.raises(urllib.error.HTTPError) as refused:
+            urllib.request.urlopen(request, timeout=10)
+        assert refused.value.code == code, (headers, refused.value.code)
     # While a take records it holds the cameras: a Snap is refused naming it, and nothing is written.
     status, take = demo.send("POST", "/api/takes", {"name": "during", "seconds": 30})
     assert status == 202, take
