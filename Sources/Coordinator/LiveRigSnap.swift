@@ -83,7 +83,7 @@ extension LiveRig {
         let outcome: SnapOutcome
         do {
             // A node that refused is named in the shot (partial); the others' stills are collected, not left behind.
-            outcome = try await collectShot(takeID: takeID, directory: directory, group: group, format: format, nodes: nodes,
+            outcome = try await collectShot(takeID: takeID, name: name ?? "snap", directory: directory, group: group, format: format, nodes: nodes,
                                             refused: refusals, tracker: tracker)
         } catch {
             throw Refusal(.conflict, "shot \(takeID) at group \(group) was not collected: \(error)")
@@ -98,7 +98,7 @@ extension LiveRig {
     }
 
     /// Brings the nodes' stills home, confirms them, and writes the shot's manifest, report and seal.
-    private func collectShot(takeID: String, directory: URL, group: Int64, format: SnapPlan.Format, nodes all: [Node],
+    private func collectShot(takeID: String, name: String, directory: URL, group: Int64, format: SnapPlan.Format, nodes all: [Node],
                              refused: [String: String], tracker: ClockTracker) async throws -> SnapOutcome {
         let nodes = all.filter { refused[$0.name] == nil }
         let plan = try SnapPlan(fps: max(template.fps, 1), format: format.rawValue, firstGroup: group)
@@ -141,7 +141,7 @@ extension LiveRig {
                                               timeout: 30, what: "the collection confirmation")
         }
         for node in nodes { for c in node.cameras { try? FileManager.default.removeItem(at: directory.appendingPathComponent(table(node.name, c.camera))) } }
-        var manifest = TakeManifest(takeID: takeID, name: directory.lastPathComponent, status: events.isEmpty ? .complete : .partial,
+        var manifest = TakeManifest(takeID: takeID, name: name, status: events.isEmpty ? .complete : .partial,
                                     t0Microseconds: grid.t0, framePeriodMicroseconds: grid.periodMicroseconds, groups: 1,
                                     startWallclock: WallClock.rfc3339(), cameras: cameras, events: events)
         manifest.collection = CollectionRecord(state: outcome.missing.isEmpty ? .complete : .incomplete, afterConfirm: template.collectPolicy.afterConfirm.rawValue)
