@@ -25,6 +25,10 @@ SOURCES = ("drivers/gpio/gpio-sim.c", "drivers/gpio/gpiolib.h", "kernel/irq/irq_
 # irq_to_desc is not exported to modules; generic_handle_irq does the same lookup and handling and is.
 IRQ_SIM_FIX = ("handle_simple_irq(irq_to_desc(irqnum));", "generic_handle_irq(irqnum);")
 KBUILD = "obj-m := gpio-sim.o\ngpio-sim-y := gpio-sim-main.o irq_sim.o\n"
+# A --trigger take's rate. Under TCG on the loaded 2-core machine a guest's timer wake-up is late by more than half a
+# 30 fps period for many pulses (docs/vmlab.md), and the generator skips a pulse that late rather than expose the
+# wrong frame; at 10 fps half a period is 50 ms.
+LAB_FPS = 10
 OUTPUT = "trig0"  # the node file's trigger output in each VM: line 0 of the sim chip
 WIDTH_US = 1000
 
@@ -181,7 +185,8 @@ def read_edges(vm, gpio: int) -> list[int]:
     """vm's rising edges of `gpio` in the trace so far; an overrun buffer (edges lost) is refused."""
     lost = vm.sh("cat /sys/kernel/tracing/per_cpu/cpu*/stats | awk '/^overrun/ {s += $2} END {print s + 0}'").strip()
     if lost != "0":
-        raise LabError(f"{vm.name}: the kernel's trace buffer overran ({lost} events lost): its edges cannot be counted.")
+        raise LabError(f"{vm.name}: the kernel's trace buffer overran ({lost} events lost): "
+                       "its edges cannot be counted.")
     return rising_edges(vm.sh("cat /sys/kernel/tracing/trace", timeout=120), gpio)
 
 
@@ -241,7 +246,8 @@ def check(entries: list[dict]) -> str | None:
         if e["pulses"] != e["groups"]:
             return f"{e['vm']}'s output {e['output']} emitted {_pulses(e['pulses'])} for {e['groups']} groups."
         if e["outside"]["after"]:
-            return f"{e['vm']}'s output {e['output']} emitted {_pulses(e['outside']['after'])} after the take's last group."
+            return (f"{e['vm']}'s output {e['output']} emitted {_pulses(e['outside']['after'])} after the take's "
+                    "last group.")
     return None
 
 

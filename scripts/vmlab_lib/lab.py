@@ -364,7 +364,7 @@ def take(out_dir: Path, count: int, seconds: float, debs: dict[str, Path], *, ke
     t0 = time.monotonic()
     lab = Lab.up(run_dir, count, debs, clocksource=clocksource, camera_kind=camera, mic_kind=mic, trigger=trigger)
     try:
-        lab.write_rig(takes_dir=out_dir)
+        lab.write_rig(takes_dir=out_dir, **({"fps": gpiosim.LAB_FPS} if trigger else {}))
         log(f"{count} node(s) ready after {time.monotonic() - t0:.1f} s; recording {seconds:g} s")
         on_line = None
         if unplug:
