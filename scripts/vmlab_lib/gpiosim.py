@@ -15,11 +15,10 @@ import hashlib
 import json
 import re
 import shutil
-import subprocess
-import tempfile
 from pathlib import Path
 
-from .image import LAB, LabError, NICE, _download, log, run
+from . import kmod
+from .image import LAB, LabError
 
 SOURCES = ("drivers/gpio/gpio-sim.c", "drivers/gpio/gpiolib.h", "kernel/irq/irq_sim.c")
 # irq_to_desc is not exported to modules; generic_handle_irq does the same lookup and handling and is.
@@ -37,44 +36,16 @@ def module(release: str, lab: Path = LAB) -> Path:
     """gpio-sim.ko (with irq_sim linked in) for kernel `release` (6.1.0-N-amd64), built once per recipe and kernel."""
     recipe = "\n".join(SOURCES + IRQ_SIM_FIX + (KBUILD, release))
     out = lab / "modules" / f"gpio-sim-{release}-{hashlib.sha256(recipe.encode()).hexdigest()[:12]}.ko"
-    if out.exists():
-        return out
-    for tool in ("make", "gcc", "xz"):
-        if shutil.which(tool) is None:
-            raise LabError(f"building the lab's gpio-sim needs {tool} (apt-get install build-essential xz-utils).")
-    dl = lab / "dl"
-    version = release.split("-")[0].rsplit(".", 1)[0]  # 6.1.0 → 6.1
-    common = release.rsplit("-", 1)[0] + "-common"
-    debs = [_download(f"linux-headers-{release}", dl), _download(f"linux-source-{version}", dl),
-            _download(f"linux-headers-{common}", dl), _download(f"linux-kbuild-{version}", dl)]
-    log(f"building gpio-sim for {release} (out of tree, about a minute)")
-    with tempfile.TemporaryDirectory(dir=lab) as work:
-        work = Path(work)
-        root = work / "root"
-        for deb in debs:
-            run(["dpkg-deb", "-x", deb, root])
-        headers = root / "usr/src" / f"linux-headers-{release}"
-        makefile = headers / "Makefile"  # includes the common tree by its absolute path on an installed system
-        makefile.write_text(makefile.read_text().replace("include /usr/src/", f"include {root}/usr/src/"))
-        tree = f"linux-source-{version}"
-        run(["tar", "-C", work, "-xJf", root / "usr/src" / f"{tree}.tar.xz"] + [f"{tree}/{s}" for s in SOURCES],
-            timeout=900)
-        build = work / "build"
-        build.mkdir()
-        src = work / tree
+
+    def prepare(src: Path, build: Path) -> None:
         shutil.copy2(src / SOURCES[0], build / "gpio-sim-main.c")  # the module is gpio-sim.ko: its parts named apart
         shutil.copy2(src / SOURCES[1], build / "gpiolib.h")
         irq_sim = (src / SOURCES[2]).read_text()
         if IRQ_SIM_FIX[0] not in irq_sim:
-            raise LabError(f"{tree}'s irq_sim.c no longer calls {IRQ_SIM_FIX[0]!r}: update gpiosim.IRQ_SIM_FIX.")
+            raise LabError(f"linux-source's irq_sim.c no longer calls {IRQ_SIM_FIX[0]!r}: update gpiosim.IRQ_SIM_FIX.")
         (build / "irq_sim.c").write_text(irq_sim.replace(*IRQ_SIM_FIX))
-        (build / "Kbuild").write_text(KBUILD)
-        run(NICE + ["make", "-C", headers, f"M={build}", "modules"], timeout=900)
-        out.parent.mkdir(parents=True, exist_ok=True)
-        partial = out.with_suffix(".partial")
-        shutil.copy2(build / "gpio-sim.ko", partial)
-        partial.rename(out)
-    return out
+
+    return kmod.build(release, lab, out, what="gpio-sim", sources=SOURCES, kbuild=KBUILD, prepare=prepare)
 
 
 def share(share_dir: Path, release: str) -> None:

@@ -18,7 +18,8 @@ import subprocess
 import tempfile
 from pathlib import Path
 
-from .image import LAB, LabError, NICE, _download, log, run
+from . import kmod
+from .image import LAB, LabError
 
 GADGET_DIR = Path(__file__).resolve().parent / "gadget"
 PATCH = GADGET_DIR / "dummy_hcd-iso.patch"
@@ -31,43 +32,16 @@ def dummy_hcd(release: str, lab: Path = LAB) -> Path:
     """The patched dummy_hcd.ko for kernel `release` (6.1.0-N-amd64), built once per patch and kernel."""
     key = hashlib.sha256(PATCH.read_bytes() + PCI_PATCH.read_bytes() + release.encode()).hexdigest()[:12]
     out = lab / "modules" / f"dummy_hcd-{release}-{key}.ko"
-    if out.exists():
-        return out
-    for tool in ("make", "gcc", "patch", "xz"):
-        if shutil.which(tool) is None:
-            raise LabError(f"building the lab's dummy_hcd needs {tool} (apt-get install build-essential xz-utils).")
-    dl = lab / "dl"
-    version = release.split("-")[0].rsplit(".", 1)[0]  # 6.1.0 → 6.1
-    debs = [_download(f"linux-headers-{release}", dl), _download(f"linux-source-{version}", dl)]
-    common = release.rsplit("-", 1)[0] + "-common"  # 6.1.0-N-common
-    debs += [_download(f"linux-headers-{common}", dl), _download(f"linux-kbuild-{version}", dl)]
-    log(f"building dummy_hcd for {release} with {PATCH.name} (out of tree, about a minute)")
-    with tempfile.TemporaryDirectory(dir=lab) as work:
-        work = Path(work)
-        root = work / "root"
-        for deb in debs:
-            run(["dpkg-deb", "-x", deb, root])
-        headers = root / "usr/src" / f"linux-headers-{release}"
-        # The headers' Makefile includes the common tree by its absolute path on an installed system.
-        makefile = headers / "Makefile"
-        makefile.write_text(makefile.read_text().replace("include /usr/src/", f"include {root}/usr/src/"))
-        tarball = root / "usr/src" / f"linux-source-{version}.tar.xz"
-        run(["tar", "-C", work, "-xJf", tarball, f"linux-source-{version}/{SOURCE_FILE}"], timeout=900)
-        build = work / "build"
-        build.mkdir()
-        shutil.copy2(work / f"linux-source-{version}" / SOURCE_FILE, build / "dummy_hcd.c")
+    def prepare(src: Path, build: Path) -> None:
+        shutil.copy2(src / SOURCE_FILE, build / "dummy_hcd.c")
         for patch in (PATCH, PCI_PATCH):
             result = subprocess.run(["patch", "-p5", "-i", str(patch)], cwd=build, capture_output=True, text=True)
             if result.returncode != 0:
-                raise LabError(f"{patch.name} does not apply to linux-source-{version}'s dummy_hcd.c: "
+                raise LabError(f"{patch.name} does not apply to linux-source's dummy_hcd.c: "
                                f"{(result.stdout + result.stderr).strip()[-400:]}")
-        (build / "Kbuild").write_text("obj-m := dummy_hcd.o\n")
-        run(NICE + ["make", "-C", headers, f"M={build}", "modules"], timeout=900)
-        out.parent.mkdir(parents=True, exist_ok=True)
-        partial = out.with_suffix(".partial")
-        shutil.copy2(build / "dummy_hcd.ko", partial)
-        partial.rename(out)
-    return out
+
+    return kmod.build(release, lab, out, what=f"dummy_hcd with {PATCH.name}", sources=(SOURCE_FILE,),
+                      kbuild="obj-m := dummy_hcd.o\n", prepare=prepare, tools=("make", "gcc", "patch", "xz"))
 
 
 CAMERAS = ("vivid", "uvc", "libcamera")
