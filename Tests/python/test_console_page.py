@@ -32,14 +32,20 @@ def demo(tmp_path):
     d.close()
 
 
-@pytest.fixture
-def browser():
+def chromium():
+    """A headless chromium through chromium-driver, as every console page test drives it (the caller quits it)."""
     options = webdriver.ChromeOptions()
     options.binary_location = CHROMIUM
     for flag in ("--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage", "--window-size=1400,1000"):
         options.add_argument(flag)
     driver = webdriver.Chrome(service=Service(CHROMEDRIVER), options=options)
     driver.set_page_load_timeout(30)
+    return driver
+
+
+@pytest.fixture
+def browser():
+    driver = chromium()
     yield driver
     driver.quit()
 

@@ -14,11 +14,9 @@ import pytest
 
 from test_console import ConsoleDemo
 from test_console_follow import node_pid
-from test_console_page import CHROMEDRIVER, CHROMIUM, wait
+from test_console_page import CHROMEDRIVER, CHROMIUM, chromium, wait
 
 selenium = pytest.importorskip("selenium")
-from selenium import webdriver  # noqa: E402
-from selenium.webdriver.chrome.service import Service  # noqa: E402
 from selenium.webdriver.common.by import By  # noqa: E402
 
 pytestmark = pytest.mark.skipif(not (CHROMIUM and CHROMEDRIVER), reason="chromium and chromium-driver are not installed (scripts/setup.sh installs them)")
@@ -27,12 +25,7 @@ pytestmark = pytest.mark.skipif(not (CHROMIUM and CHROMEDRIVER), reason="chromiu
 @pytest.fixture(scope="module")
 def day(tmp_path_factory):
     demo = ConsoleDemo(tmp_path_factory.mktemp("day"), nodes=2, cameras=2)
-    options = webdriver.ChromeOptions()
-    options.binary_location = CHROMIUM
-    for flag in ("--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage", "--window-size=1400,1000"):
-        options.add_argument(flag)
-    browser = webdriver.Chrome(service=Service(CHROMEDRIVER), options=options)
-    browser.set_page_load_timeout(30)
+    browser = chromium()
     try:
         demo.wait_multiview()
         browser.get(demo.url)

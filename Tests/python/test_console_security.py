@@ -179,9 +179,8 @@ attack();
 
 @pytest.mark.skipif(not (CHROMIUM and CHROMEDRIVER), reason="chromium and chromium-driver are not installed (scripts/setup.sh installs them)")
 def test_a_page_on_another_origin_cannot_start_a_take_in_chromium(tmp_path):
-    from selenium import webdriver
-    from selenium.webdriver.chrome.service import Service
     from selenium.webdriver.support.ui import WebDriverWait
+    from test_console_page import chromium
 
     # --verbose: the console logs each refusal, so the test sees the page's requests arrive (and not fail elsewhere).
     demo = ConsoleDemo(tmp_path, nodes=1, cameras=1, extra=("--verbose",))
@@ -201,12 +200,7 @@ def test_a_page_on_another_origin_cannot_start_a_take_in_chromium(tmp_path):
 
     evil = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Evil)
     threading.Thread(target=evil.serve_forever, daemon=True).start()
-    options = webdriver.ChromeOptions()
-    options.binary_location = CHROMIUM
-    for flag in ("--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage"):
-        options.add_argument(flag)
-    driver = webdriver.Chrome(service=Service(CHROMEDRIVER), options=options)
-    driver.set_page_load_timeout(30)
+    driver = chromium()
     try:
         demo.wait_multiview()
         # The operator is logged in: the browser holds the console's session cookie.

@@ -15,12 +15,10 @@ import pytest
 from PIL import Image
 
 from test_console import ConsoleDemo
-from test_console_page import CHROMEDRIVER, CHROMIUM, live_tiles, wait
+from test_console_page import CHROMEDRIVER, CHROMIUM, chromium, live_tiles, wait
 from test_snap import ASCMHL_VERIFY, stripe
 
 selenium = pytest.importorskip("selenium")
-from selenium import webdriver  # noqa: E402
-from selenium.webdriver.chrome.service import Service  # noqa: E402
 from selenium.webdriver.common.by import By  # noqa: E402
 
 pytestmark = pytest.mark.skipif(not (CHROMIUM and CHROMEDRIVER), reason="chromium and chromium-driver are not installed (scripts/setup.sh installs them)")
@@ -44,11 +42,7 @@ def wait_followed(demo: ConsoleDemo, timeout: float = 30.0):
 @pytest.fixture(scope="module")
 def snapped(tmp_path_factory):
     demo = ConsoleDemo(tmp_path_factory.mktemp("console-snap"), nodes=2, cameras=2, extra=("--camera-sizes", ",".join(SIZES)))
-    options = webdriver.ChromeOptions()
-    options.binary_location = CHROMIUM
-    for flag in ("--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage", "--window-size=1400,1000"):
-        options.add_argument(flag)
-    browser = webdriver.Chrome(service=Service(CHROMEDRIVER), options=options)
+    browser = chromium()
     try:
         demo.wait_multiview()
         browser.get(demo.url)

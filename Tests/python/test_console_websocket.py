@@ -127,22 +127,9 @@ def test_the_console_answers_a_viewers_keepalive_and_pings_and_ignores_anything_
 # ---- the waits of minutes, begun together ----
 
 try:  # the same headless chromium as the page tests; their tests are skipped without it, and so is the one here
-    from test_console_page import CHROMEDRIVER, CHROMIUM
+    from test_console_page import CHROMEDRIVER, CHROMIUM, chromium
 except Exception:  # selenium missing
-    CHROMIUM = CHROMEDRIVER = None
-
-
-def chromium():
-    """A headless chromium as test_console_page's `browser` fixture makes it (that one lives for one test only)."""
-    from selenium import webdriver
-    from selenium.webdriver.chrome.service import Service
-    options = webdriver.ChromeOptions()
-    options.binary_location = CHROMIUM
-    for flag in ("--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage", "--window-size=1400,1000"):
-        options.add_argument(flag)
-    driver = webdriver.Chrome(service=Service(CHROMEDRIVER), options=options)
-    driver.set_page_load_timeout(30)
-    return driver
+    CHROMIUM = CHROMEDRIVER = chromium = None
 
 
 BANNER_WATCH = """
