@@ -27,11 +27,15 @@ SIZES = ["640x480", "320x240", "320x240", "640x480"]
 SYNC_US = 50
 
 
-def wait_followed(demo: ConsoleDemo, timeout: float = 30.0):
+def wait_followed(demo: ConsoleDemo, timeout: float = 30.0, frames: int = 150):
     """Until the console follows the rig: three sets in a row whose tiles' phase errors (the nodes' own estimates)
-    are all within 15 µs, i.e. every camera's phase lock has settled on the console's grid."""
+    are all within 15 µs, i.e. every camera's phase lock has settled on the console's grid, and the previews have run
+    `frames` groups (5 s at 30 fps), as an operator's console has before a shot: a node's centre for a frame comes
+    from its phase fit, which over the first second or two holds too few frames to beat the stamps' 30 µs noise
+    (a shot fired ~1.5 s in had centres 8-13 µs off their stripes, and its report's spread 21 µs off the truth)."""
     settled, deadline, last = 0, time.monotonic() + timeout, None
-    while settled < 3:
+    first = demo.wait_multiview()["group"]
+    while settled < 3 or last["group"] < first + frames:
         assert time.monotonic() < deadline, f"the previews did not settle on the grid within {timeout} s: {last}"
         mv = demo.wait_multiview(after_group=last and last["group"])
         last = mv
