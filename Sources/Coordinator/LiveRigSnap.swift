@@ -115,8 +115,21 @@ extension LiveRig {
         var cameras: [TakeManifest.Camera] = []
         var kept: [SnapSession.KeptStill] = []
         var events: [TakeManifest.Event] = []
+        var track: [TakeManifest.ClockTrackPoint] = []
         for node in all {
-            let figures = tracker.figures(node.name, from: grid.instant(ofGroup: group), to: grid.instant(ofGroup: group + 1), timeService: "")
+            // The previews follow the tracker's estimate (not mappings pushed for a take, which `figures` reads): the
+            // shot states the estimate's offset, drift, uncertainty and bound at its group, or its report claims ±0.
+            let at = grid.instant(ofGroup: group)
+            let figures: TakeManifest.ClockFigures
+            if let mapping = tracker.estimate(node.name) {
+                let point = TakeManifest.ClockTrackPoint(node: node.name, at: at, mapping: mapping)
+                track.append(point)
+                figures = TakeManifest.ClockFigures(offsetMicroseconds: point.offsetMicroseconds.rounded(), driftPPM: point.driftPPM,
+                                                    uncertaintyMicroseconds: point.uncertaintyMicroseconds,
+                                                    boundMicroseconds: point.boundMicroseconds, timeService: "")
+            } else {
+                figures = tracker.figures(node.name, from: at, to: at + grid.periodMicroseconds, timeService: "")
+            }
             for settings in node.cameras {
                 var camera = TakeManifest.Camera(node: node.name, camera: settings.camera, ordinal: settings.ordinal, width: settings.width,
                                                  height: settings.height, fps: settings.fps, codec: format.rawValue, frames: 0, dropped: 0,
@@ -145,6 +158,7 @@ extension LiveRig {
                                     t0Microseconds: grid.t0, framePeriodMicroseconds: grid.periodMicroseconds, groups: 1,
                                     startWallclock: WallClock.rfc3339(), cameras: cameras, events: events)
         manifest.collection = CollectionRecord(state: outcome.missing.isEmpty ? .complete : .incomplete, afterConfirm: template.collectPolicy.afterConfirm.rawValue)
+        manifest.clockTrack = track.isEmpty ? nil : track
         return try SnapSession.finishShot(manifest, kept: kept, plan: plan, budget: nil, directory: directory, console: console)
     }
 

@@ -103,6 +103,14 @@ def test_the_stripes_true_centres_are_on_the_shots_group(snapped):
     assert all(abs(c - shot["center_us"]) <= SYNC_US for c in centres), (shot["center_us"], centres)
     report = json.loads((directory / "sync-report.json").read_text())
     assert abs(report["spread_us"]["max"] - (max(centres) - min(centres))) <= max(20, 0.25 * (max(centres) - min(centres))), report["spread_us"]
+    # The clocks as the previews followed them, not ±0: each node's offset, uncertainty and bound at the shot's group,
+    # in the cameras' clock figures and the shot's clock_track, and so in the report's clock uncertainties.
+    track = {p["node"]: p for p in manifest["clock_track"]}
+    assert sorted(track) == sorted({c["node"] for c in manifest["cameras"]}), manifest["clock_track"]
+    assert all(abs(p["t_us"] - shot["center_us"]) <= SYNC_US and p["bound_us"] > 0 for p in track.values()), (shot, track)
+    for c in manifest["cameras"]:
+        assert c["clock"]["bound_us"] == track[c["node"]]["bound_us"] > 0 and c["clock"]["uncertainty_us"] > 0, c["clock"]
+    assert all(c["clock_uncertainty_us"] > 0 for c in report["cameras"]), report["cameras"]
 
 
 def test_the_shot_lands_within_two_frame_periods_of_the_click(snapped):
