@@ -292,6 +292,11 @@ final class PreviewCamera: Sendable {
         }
         defer { source.stop() }
         var centres = FrameCentres(grid: grid)
+        // Kept stills' frames, re-estimated once the fit holds about a second of frames after them.
+        let settleFrames = max(8, Int((1_000_000 / Double(sensorGrid.periodMicroseconds)).rounded(.up)))
+        var framesSeen = 0
+        var settling: [(group: Int64, estimate: PhaseController.Estimate, due: Int)] = []
+        defer { for kept in settling { stills?.settle(camera: settings.camera, group: kept.group, center: nil) } }
         while !stopped.withLock({ $0 }) {
             let result = source.next(timeoutMicroseconds: sensorGrid.periodMicroseconds)
             if case .ended(let why) = result {
@@ -311,7 +316,15 @@ final class PreviewCamera: Sendable {
                                      centerUncertainty: estimate.uncertaintyMicroseconds.isFinite ? estimate.uncertaintyMicroseconds : 0,
                                      phaseError: placed.phaseError)
             publisher.offer(offer, payload: capture.payload)
-            stills?.offer(camera: settings.camera, group: placed.group, center: placed.center, payload: capture.payload)
+            framesSeen += 1
+            if stills?.offer(camera: settings.camera, group: placed.group, center: placed.center, payload: capture.payload) == true {
+                settling.append((placed.group, estimate, framesSeen + settleFrames))
+            }
+            while let next = settling.first, framesSeen >= next.due {
+                settling.removeFirst()
+                let better = phase.center(of: next.estimate).map { Int64(mapping.rig(fromLocal: $0).rounded()) }
+                stills?.settle(camera: settings.camera, group: next.group, center: better)
+            }
             source.release(capture)
         }
     }

@@ -20,6 +20,10 @@ final class StillKeeper: Sendable {
         var remaining: [String: Set<Int64>]
         var writing: [String: Int] = [:]
         var rows: [String: [FrameRow]] = [:]
+        /// Kept groups whose centre the camera's phase fit has still to re-estimate with the frames after them, and
+        /// the centres it gave: a table is written only once its camera's are settled.
+        var settling: [String: Set<Int64>] = [:]
+        var settled: [String: [Int64: Int64]] = [:]
         /// Host monotonic µs after which the shot is given up as it is (a camera that stopped delivering).
         var deadline: Int64
     }
@@ -61,8 +65,10 @@ final class StillKeeper: Sendable {
     }
 
     /// A frame a previewing camera delivered: copied when a shot wants its group; a group the camera passed
-    /// without delivering is missed (the coordinator names it in the shot's manifest).
-    func offer(camera: String, group: Int64, center: Int64, payload: CapturePayload) {
+    /// without delivering is missed (the coordinator names it in the shot's manifest). True when it was kept: the
+    /// caller then owes `settle` for that group.
+    @discardableResult
+    func offer(camera: String, group: Int64, center: Int64, payload: CapturePayload) -> Bool {
         typealias Job = (shotID: String, shot: Int, format: SnapPlan.Format, folder: URL, count: Int)
         let jobs: [Job] = shots.withLock { s in
             var jobs: [Job] = []
@@ -74,6 +80,7 @@ final class StillKeeper: Sendable {
                 s[id]?.remaining[camera] = left
                 if passed.contains(group), let index = shot.plan[group] {
                     s[id]?.writing[camera, default: 0] += 1
+                    s[id]?.settling[camera, default: []].insert(group)
                     jobs.append((id, index, shot.format, shot.folder, shot.plan.count))
                 }
             }
@@ -81,13 +88,13 @@ final class StillKeeper: Sendable {
         }
         let finished = jobs.isEmpty ? finishedCameras(camera) : []
         for id in finished { wrote(shotID: id, camera: camera, row: nil) }
-        guard !jobs.isEmpty else { return }
+        guard !jobs.isEmpty else { return false }
         guard case .picture(let picture) = payload else {
             for job in jobs {
                 logger.warning("shot \(job.shotID): camera \(camera) delivers JPEG, which a Snap cannot keep losslessly")
                 wrote(shotID: job.shotID, camera: camera, row: nil)
             }
-            return
+            return true
         }
         // The camera's buffer goes back to its pool at once: the copy is encoded on a thread of its own.
         let copy = PlanarFrame(width: picture.width, height: picture.height)
@@ -111,6 +118,22 @@ final class StillKeeper: Sendable {
         }
         thread.name = "still-\(camera)"
         thread.start()
+        return true
+    }
+
+    /// The camera's centre for a kept `group`, re-estimated by its phase fit with the frames after it (as a take's
+    /// rows are: the newest frame's estimate is the fit's least certain); nil keeps the first estimate.
+    func settle(camera: String, group: Int64, center: Int64?) {
+        let ids: [String] = shots.withLock { s in
+            var ids: [String] = []
+            for (id, shot) in s where shot.settling[camera]?.contains(group) == true {
+                s[id]?.settling[camera]?.remove(group)
+                if let center { s[id]?.settled[camera, default: [:]][group] = center }
+                ids.append(id)
+            }
+            return ids
+        }
+        for id in ids { finishIfComplete(shotID: id, camera: camera) }
     }
 
     /// Shots whose every group this camera has passed with no write running, and whose table is not written yet.
@@ -123,17 +146,29 @@ final class StillKeeper: Sendable {
     /// One still done (nil: none kept); once a camera has passed every group its table is written, and once every
     /// camera's is, the shot's files are checksummed and it is no longer pending.
     private func wrote(shotID: String, camera: String, row: FrameRow?) {
-        let (table, folder, done): ([FrameRow]?, URL?, Bool) = shots.withLock { s in
-            guard var shot = s[shotID] else { return (nil, nil, false) }
+        shots.withLock { s in
+            guard var shot = s[shotID] else { return }
             if row != nil || shot.writing[camera] != nil { shot.writing[camera, default: 1] -= 1 }
             var rows = shot.rows[camera] ?? []
             if let row { rows.append(row) }
-            let complete = shot.remaining[camera]?.isEmpty == true && (shot.writing[camera] ?? 0) <= 0
             shot.rows[camera] = rows
             s[shotID] = shot
-            guard complete else { return (nil, nil, false) }
+        }
+        finishIfComplete(shotID: shotID, camera: camera)
+    }
+
+    private func finishIfComplete(shotID: String, camera: String) {
+        let (table, folder, done): ([FrameRow]?, URL?, Bool) = shots.withLock { s in
+            guard var shot = s[shotID], shot.remaining[camera]?.isEmpty == true, (shot.writing[camera] ?? 0) <= 0,
+                  (shot.settling[camera] ?? []).isEmpty else { return (nil, nil, false) }
             shot.remaining[camera] = nil
             s[shotID] = shot
+            let settled = shot.settled[camera] ?? [:]
+            let rows = (shot.rows[camera] ?? []).map { row in
+                var row = row
+                if let centre = settled[row.group] { row.centerMicroseconds = centre }
+                return row
+            }
             return (rows.sorted { $0.group < $1.group }, shot.folder, shot.remaining.isEmpty)
         }
         if let table, let folder {
