@@ -33,6 +33,8 @@ public final class LiveRig: Sendable {
         var view: NodeView
         var previewSubscribed = false
         var cameraProgress: [String: (drops: Int64, phase: Int64?)] = [:]
+        /// Each camera's centre uncertainty (1σ, µs) as its newest preview tile gave it: what a console Snap states.
+        var centerUncertainty: [String: Double] = [:]
         /// Each camera's controls as its node last reported them applied.
         var controls: [String: CameraControls] = [:]
         /// The controls the operator set on each camera from this console (the values the node applied): sent

@@ -280,6 +280,7 @@ extension LiveRig {
         state.withLock { s in
             if let i = s.nodes.firstIndex(where: { $0.name == r.tile.key.node }) {
                 s.nodes[i].cameraProgress[r.tile.key.camera, default: (0, nil)].phase = phase
+                s.nodes[i].centerUncertainty[r.tile.key.camera] = r.centerUncertainty
             }
         }
         for set in sets { broadcast(.multiview(set)) }

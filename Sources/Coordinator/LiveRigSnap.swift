@@ -135,6 +135,8 @@ extension LiveRig {
                                                  height: settings.height, fps: settings.fps, codec: format.rawValue, frames: 0, dropped: 0,
                                                  clock: figures, files: [])
                 camera.rate = grid.rate
+                // The newest tile's real-time figure: the still's settled centre is at least this certain.
+                camera.centerUncertaintyMicroseconds = node.centerUncertainty[settings.camera].map { ($0 * 10).rounded() / 10 }
                 let path = plan.path(node: node.name, camera: settings.camera, shot: 0)
                 let row = writer.rows(csvPath: table(node.name, settings.camera)).first { $0.group == group }
                 if let row, outcome.verified[path] != nil {

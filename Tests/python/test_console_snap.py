@@ -111,6 +111,8 @@ def test_the_stripes_true_centres_are_on_the_shots_group(snapped):
     for c in manifest["cameras"]:
         assert c["clock"]["bound_us"] == track[c["node"]]["bound_us"] > 0 and c["clock"]["uncertainty_us"] > 0, c["clock"]
     assert all(c["clock_uncertainty_us"] > 0 for c in report["cameras"]), report["cameras"]
+    # And each camera's centre uncertainty, as its preview tiles gave it (a still's centre is no better known than that).
+    assert all(c.get("center_uncertainty_us", 0) > 0 for c in manifest["cameras"]), manifest["cameras"]
 
 
 def test_the_shot_lands_within_two_frame_periods_of_the_click(snapped):
