@@ -166,6 +166,15 @@ def new_take_id(name: str = "pytest") -> str:
     return f"{time.strftime('%Y%m%d-%H%M%S')}-{name}-{secrets.token_hex(3)}"
 
 
+def at_once(calls: dict) -> dict:
+    """Runs each `key: (function, *args)` on its own thread and returns {key: result}, re-raising the first error: a
+    module's demo takes recorded side by side where nothing times them (a demo mostly waits for its clocks and group 0)."""
+    from concurrent.futures import ThreadPoolExecutor
+    with ThreadPoolExecutor(max_workers=max(1, len(calls))) as pool:
+        made = {key: pool.submit(call[0], *call[1:]) for key, call in calls.items()}
+        return {key: future.result() for key, future in made.items()}
+
+
 def now_us() -> int:
     """The host's CLOCK_MONOTONIC in µs: an unsimulated node's local clock and the rig timebase here."""
     return time.monotonic_ns() // 1000

@@ -12,13 +12,14 @@ import subprocess
 import sys
 import time
 import xml.etree.ElementTree as ET
-from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime, timezone
 from fractions import Fraction
 from pathlib import Path
 from urllib.parse import unquote
 
 import pytest
+
+from conftest import at_once
 
 ROOT = Path(__file__).resolve().parents[2]
 COORD = os.environ.get("COORD", str(ROOT / ".build/debug/coord"))
@@ -53,9 +54,7 @@ def takes(tmp_path_factory) -> dict[str, tuple[Path, subprocess.CompletedProcess
     """The module's demo takes, recorded at once (a demo mostly waits for its clocks and its group 0; nothing here
     measures timing); each test that writes into one of them is the only one that uses it."""
     folders = {name: tmp_path_factory.mktemp(f"deliver-{name}") / "takes" for name in TAKES}
-    with ThreadPoolExecutor(max_workers=len(TAKES)) as pool:
-        made = {name: pool.submit(demo, folders[name], *args) for name, args in TAKES.items()}
-        return {name: future.result() for name, future in made.items()}
+    return at_once({name: (demo, folders[name], *args) for name, args in TAKES.items()})
 
 
 @pytest.fixture(scope="module")

@@ -8,10 +8,11 @@ import os
 import signal
 import subprocess
 import time
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
+
+from conftest import at_once
 
 ROOT = Path(__file__).resolve().parents[2]
 COORD = os.environ.get("COORD", str(ROOT / ".build/debug/coord"))
@@ -80,9 +81,7 @@ def short_takes(tmp_path_factory) -> dict:
     """The small demos below, run at once: a demo mostly waits for its clocks and its group 0, and what their tests
     check (check-take.py, the manifest's counts, the report) does not depend on timing. {name: (proc, takes)}."""
     folders = {name: tmp_path_factory.mktemp(f"demo-{name}") for name in SHORT_TAKES}
-    with ThreadPoolExecutor(max_workers=len(SHORT_TAKES)) as pool:
-        made = {name: pool.submit(run_demo, folders[name], *args) for name, args in SHORT_TAKES.items()}
-        return {name: future.result() for name, future in made.items()}
+    return at_once({name: (run_demo, folders[name], *args) for name, args in SHORT_TAKES.items()})
 
 
 def test_default_demo_take_passes_every_check(short_takes):

@@ -7,7 +7,6 @@ import math
 import os
 import subprocess
 import xml.etree.ElementTree as ET
-from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime, timezone
 from fractions import Fraction
 from pathlib import Path
@@ -15,7 +14,7 @@ from pathlib import Path
 import opentimelineio as otio
 import pytest
 
-from conftest import FRAME_PERIOD_US, error_name, new_take_id, now_us
+from conftest import FRAME_PERIOD_US, at_once, error_name, new_take_id, now_us
 
 ROOT = Path(__file__).resolve().parents[2]
 COORD = os.environ.get("COORD", str(ROOT / ".build/debug/coord"))
@@ -42,9 +41,7 @@ def takes(tmp_path_factory) -> dict:
     """The module's demo takes, recorded at once: a demo mostly waits for its clocks and its group 0, and nothing
     here measures timing (the timecode is arithmetic on the start's wall clock)."""
     folders = {key: tmp_path_factory.mktemp(f"editorial-{key}") / "takes" for key in TAKES}
-    with ThreadPoolExecutor(max_workers=len(TAKES)) as pool:
-        made = {key: pool.submit(record, folders[key], *args) for key, args in TAKES.items()}
-        return {key: future.result() for key, future in made.items()}
+    return at_once({key: (record, folders[key], *args) for key, args in TAKES.items()})
 
 
 @pytest.fixture(scope="module")
