@@ -222,6 +222,30 @@ private func probe(_ t1: Int64, _ t2: Int64, _ t3: Int64) -> Coord_V1_ClockProbe
         #expect(control?.sentence == "node n1 sent Armed.devices[1].vendor with the control character U+0007; a device's name is printable text.")
     }
 
+    /// Issue 36: a uvcvideo camera's buffer stamp crosses the Armed reply, and a node's hostile stamp fields are
+    /// refused naming the field (an unknown stamp or marks, a lateness that is not a finite 0…1 h in µs).
+    @Test func aCamerasBufferStampCrossesAndHostileStampFieldsAreRefused() throws {
+        var armed = Coord_V1_Armed()
+        armed.takeID = "T1"
+        armed.cameras = ["cam0"]
+        var webcam = DeviceIdentity(driver: "uvcvideo", card: "C920", busInfo: "usb-0000:00:14.0-1")
+        webcam.timestamp = BufferStampChoice(stamp: .firstPacket, marks: .endOfExposure, lateMicroseconds: 250_000,
+                                             uncertaintyMicroseconds: 125_000, hwTimestamps: 0)
+        armed.devices = [.init(camera: "cam0", webcam)]
+        #expect(try NodeReply.armed(armed, takeID: "T1", from: "node n1").cameraDevices["cam0"] == webcam)
+        func field(_ edit: (inout Coord_V1_Armed) -> Void) -> String? {
+            var m = armed
+            edit(&m)
+            return fault { () throws(FieldFault) in try NodeReply.armed(m, takeID: "T1", from: "node n1") }?.field
+        }
+        #expect(field { $0.devices[0].timestampStamp = "sundial" } == "Armed.devices[0].timestamp_stamp")
+        #expect(field { $0.devices[0].timestampMarks = "" } == "Armed.devices[0].timestamp_marks")
+        #expect(field { $0.devices[0].timestampLateUs = .nan } == "Armed.devices[0].timestamp_late_us")
+        #expect(field { $0.devices[0].timestampLateUs = 4e9 } == "Armed.devices[0].timestamp_late_us")
+        #expect(field { $0.devices[0].timestampUncertaintyUs = -1 } == "Armed.devices[0].timestamp_uncertainty_us")
+        #expect(field { $0.devices[0].timestampUncertaintyUs = .infinity } == "Armed.devices[0].timestamp_uncertainty_us")
+    }
+
     /// CONTRACT §16: a libcamera camera's device carries its pipeline and id through the Armed reply.
     @Test func aLibcameraDeviceCarriesItsPipelineAndID() throws {
         var armed = Coord_V1_Armed()
