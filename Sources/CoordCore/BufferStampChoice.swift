@@ -26,7 +26,9 @@ public struct BufferStampChoice: Codable, Equatable, Sendable {
         case startOfExposure, endOfExposure, endOfFrame
     }
 
-    /// Figures measured through the real driver in the lab (bench/vmlab_usb.py, bench/results/vmlab-usb.json).
+    /// Figures measured through the real driver in the lab (bench/vmlab_usb.py): first-packet stamps up to +211.6 ms
+    /// late by the old reading (bench/results/vmlab-usb-stamps.json, README "vmlab-usb-stamps"), taken as 250 ms;
+    /// device-clock p99 1–4 ms in quiet runs (vmlab-usb.json, LAB-PROBE), taken as 2 ms. TCG figures, not hardware's.
     public struct Figures: Equatable, Sendable {
         /// The largest lateness of first-packet centres seen against the stripes' truth (µs).
         public var firstPacketLateMax: Double
