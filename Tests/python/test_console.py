@@ -291,7 +291,13 @@ def websocket_handshake(base: str, token: str, origin: str | None = None) -> tup
                f"Origin: {origin or base}\r\nCookie: coord_console_{port}={token}\r\n"
                f"Sec-WebSocket-Key: {key}\r\nSec-WebSocket-Version: 13\r\n\r\n").encode())
     s.settimeout(10)
-    return s, s.recv(1024)
+    answer = b""
+    while b"\r\n\r\n" not in answer:   # the whole head: frames may follow it in the same read
+        chunk = s.recv(4096)
+        if not chunk:
+            break
+        answer += chunk
+    return s, answer
 
 
 def open_stalled_websocket(base: str, token: str) -> socket.socket:
@@ -441,9 +447,10 @@ def test_schemathesis_finds_no_server_error(shared_demo, tmp_path):
 
 def ws_messages(base: str, token: str):
     """Yields the console's WebSocket messages as JSON (a minimal RFC 6455 reader; server frames are unmasked)."""
-    s = open_stalled_websocket(base, token)
+    s, answer = websocket_handshake(base, token)
+    assert answer.startswith(b"HTTP/1.1 101"), answer[:200]
     s.settimeout(30)
-    buffer = b""
+    buffer = answer.split(b"\r\n\r\n", 1)[1]   # the console's first frames can come with its answer
 
     def need(n):
         nonlocal buffer
