@@ -1135,6 +1135,30 @@ public nonisolated struct Coord_V1_KeepStills: Sendable {
   /// png or tiff
   public var format: String = String()
 
+  /// Cameras whose stills are at another size than they preview at: each is switched to that mode for the shot
+  /// (its stream ended, reopened at the size and restarted on the grid, one group in record_every), then back.
+  public var modes: [Coord_V1_StillMode] = []
+
+  public var unknownFields = SwiftProtobuf.UnknownStorage()
+
+  public init() {}
+}
+
+/// One camera's mode for a shot's stills (KeepStills.modes).
+public nonisolated struct Coord_V1_StillMode: Sendable {
+  // SwiftProtobuf.Message conformance is added in an extension below. See the
+  // `Message` and `Message+*Additions` files in the SwiftProtobuf library for
+  // methods supported on all messages.
+
+  public var camera: String = String()
+
+  public var width: UInt32 = 0
+
+  public var height: UInt32 = 0
+
+  /// the sensor runs on groups n·record_every while switched
+  public var recordEvery: UInt32 = 0
+
   public var unknownFields = SwiftProtobuf.UnknownStorage()
 
   public init() {}
@@ -3806,7 +3830,7 @@ nonisolated extension Coord_V1_PreviewFrame: SwiftProtobuf.Message, SwiftProtobu
 
 nonisolated extension Coord_V1_KeepStills: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
   public static let protoMessageName: String = _protobuf_package + ".KeepStills"
-  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{3}shot_id\0\u{1}groups\0\u{1}format\0")
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{3}shot_id\0\u{1}groups\0\u{1}format\0\u{1}modes\0")
 
   public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
     while let fieldNumber = try decoder.nextFieldNumber() {
@@ -3817,6 +3841,7 @@ nonisolated extension Coord_V1_KeepStills: SwiftProtobuf.Message, SwiftProtobuf.
       case 1: try { try decoder.decodeSingularStringField(value: &self.shotID) }()
       case 2: try { try decoder.decodeRepeatedInt64Field(value: &self.groups) }()
       case 3: try { try decoder.decodeSingularStringField(value: &self.format) }()
+      case 4: try { try decoder.decodeRepeatedMessageField(value: &self.modes) }()
       default: break
       }
     }
@@ -3832,6 +3857,9 @@ nonisolated extension Coord_V1_KeepStills: SwiftProtobuf.Message, SwiftProtobuf.
     if !self.format.isEmpty {
       try visitor.visitSingularStringField(value: self.format, fieldNumber: 3)
     }
+    if !self.modes.isEmpty {
+      try visitor.visitRepeatedMessageField(value: self.modes, fieldNumber: 4)
+    }
     try unknownFields.traverse(visitor: &visitor)
   }
 
@@ -3839,6 +3867,52 @@ nonisolated extension Coord_V1_KeepStills: SwiftProtobuf.Message, SwiftProtobuf.
     if lhs.shotID != rhs.shotID {return false}
     if lhs.groups != rhs.groups {return false}
     if lhs.format != rhs.format {return false}
+    if lhs.modes != rhs.modes {return false}
+    if lhs.unknownFields != rhs.unknownFields {return false}
+    return true
+  }
+}
+
+nonisolated extension Coord_V1_StillMode: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
+  public static let protoMessageName: String = _protobuf_package + ".StillMode"
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}camera\0\u{1}width\0\u{1}height\0\u{3}record_every\0")
+
+  public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
+    while let fieldNumber = try decoder.nextFieldNumber() {
+      // The use of inline closures is to circumvent an issue where the compiler
+      // allocates stack space for every case branch when no optimizations are
+      // enabled. https://github.com/apple/swift-protobuf/issues/1034
+      switch fieldNumber {
+      case 1: try { try decoder.decodeSingularStringField(value: &self.camera) }()
+      case 2: try { try decoder.decodeSingularUInt32Field(value: &self.width) }()
+      case 3: try { try decoder.decodeSingularUInt32Field(value: &self.height) }()
+      case 4: try { try decoder.decodeSingularUInt32Field(value: &self.recordEvery) }()
+      default: break
+      }
+    }
+  }
+
+  public func traverse<V: SwiftProtobuf.Visitor>(visitor: inout V) throws {
+    if !self.camera.isEmpty {
+      try visitor.visitSingularStringField(value: self.camera, fieldNumber: 1)
+    }
+    if self.width != 0 {
+      try visitor.visitSingularUInt32Field(value: self.width, fieldNumber: 2)
+    }
+    if self.height != 0 {
+      try visitor.visitSingularUInt32Field(value: self.height, fieldNumber: 3)
+    }
+    if self.recordEvery != 0 {
+      try visitor.visitSingularUInt32Field(value: self.recordEvery, fieldNumber: 4)
+    }
+    try unknownFields.traverse(visitor: &visitor)
+  }
+
+  public static func ==(lhs: Coord_V1_StillMode, rhs: Coord_V1_StillMode) -> Bool {
+    if lhs.camera != rhs.camera {return false}
+    if lhs.width != rhs.width {return false}
+    if lhs.height != rhs.height {return false}
+    if lhs.recordEvery != rhs.recordEvery {return false}
     if lhs.unknownFields != rhs.unknownFields {return false}
     return true
   }

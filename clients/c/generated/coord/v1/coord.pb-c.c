@@ -1177,6 +1177,51 @@ void   coord__v1__keep_stills__free_unpacked
   assert(message->base.descriptor == &coord__v1__keep_stills__descriptor);
   protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
 }
+void   coord__v1__still_mode__init
+                     (Coord__V1__StillMode         *message)
+{
+  static const Coord__V1__StillMode init_value = COORD__V1__STILL_MODE__INIT;
+  *message = init_value;
+}
+size_t coord__v1__still_mode__get_packed_size
+                     (const Coord__V1__StillMode *message)
+{
+  assert(message->base.descriptor == &coord__v1__still_mode__descriptor);
+  return protobuf_c_message_get_packed_size ((const ProtobufCMessage*)(message));
+}
+size_t coord__v1__still_mode__pack
+                     (const Coord__V1__StillMode *message,
+                      uint8_t       *out)
+{
+  assert(message->base.descriptor == &coord__v1__still_mode__descriptor);
+  return protobuf_c_message_pack ((const ProtobufCMessage*)message, out);
+}
+size_t coord__v1__still_mode__pack_to_buffer
+                     (const Coord__V1__StillMode *message,
+                      ProtobufCBuffer *buffer)
+{
+  assert(message->base.descriptor == &coord__v1__still_mode__descriptor);
+  return protobuf_c_message_pack_to_buffer ((const ProtobufCMessage*)message, buffer);
+}
+Coord__V1__StillMode *
+       coord__v1__still_mode__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data)
+{
+  return (Coord__V1__StillMode *)
+     protobuf_c_message_unpack (&coord__v1__still_mode__descriptor,
+                                allocator, len, data);
+}
+void   coord__v1__still_mode__free_unpacked
+                     (Coord__V1__StillMode *message,
+                      ProtobufCAllocator *allocator)
+{
+  if(!message)
+    return;
+  assert(message->base.descriptor == &coord__v1__still_mode__descriptor);
+  protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
+}
 void   coord__v1__control_values__init
                      (Coord__V1__ControlValues         *message)
 {
@@ -4942,7 +4987,7 @@ const ProtobufCMessageDescriptor coord__v1__preview_frame__descriptor =
   (ProtobufCMessageInit) coord__v1__preview_frame__init,
   NULL,NULL,NULL    /* reserved[123] */
 };
-static const ProtobufCFieldDescriptor coord__v1__keep_stills__field_descriptors[3] =
+static const ProtobufCFieldDescriptor coord__v1__keep_stills__field_descriptors[4] =
 {
   {
     "shot_id",
@@ -4980,16 +5025,29 @@ static const ProtobufCFieldDescriptor coord__v1__keep_stills__field_descriptors[
     0,             /* flags */
     0,NULL,NULL    /* reserved1,reserved2, etc */
   },
+  {
+    "modes",
+    4,
+    PROTOBUF_C_LABEL_REPEATED,
+    PROTOBUF_C_TYPE_MESSAGE,
+    offsetof(Coord__V1__KeepStills, n_modes),
+    offsetof(Coord__V1__KeepStills, modes),
+    &coord__v1__still_mode__descriptor,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
 };
 static const unsigned coord__v1__keep_stills__field_indices_by_name[] = {
   2,   /* field[2] = format */
   1,   /* field[1] = groups */
+  3,   /* field[3] = modes */
   0,   /* field[0] = shot_id */
 };
 static const ProtobufCIntRange coord__v1__keep_stills__number_ranges[1 + 1] =
 {
   { 1, 0 },
-  { 0, 3 }
+  { 0, 4 }
 };
 const ProtobufCMessageDescriptor coord__v1__keep_stills__descriptor =
 {
@@ -4999,11 +5057,88 @@ const ProtobufCMessageDescriptor coord__v1__keep_stills__descriptor =
   "Coord__V1__KeepStills",
   "coord.v1",
   sizeof(Coord__V1__KeepStills),
-  3,
+  4,
   coord__v1__keep_stills__field_descriptors,
   coord__v1__keep_stills__field_indices_by_name,
   1,  coord__v1__keep_stills__number_ranges,
   (ProtobufCMessageInit) coord__v1__keep_stills__init,
+  NULL,NULL,NULL    /* reserved[123] */
+};
+static const ProtobufCFieldDescriptor coord__v1__still_mode__field_descriptors[4] =
+{
+  {
+    "camera",
+    1,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_STRING,
+    0,   /* quantifier_offset */
+    offsetof(Coord__V1__StillMode, camera),
+    NULL,
+    &protobuf_c_empty_string,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "width",
+    2,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_UINT32,
+    0,   /* quantifier_offset */
+    offsetof(Coord__V1__StillMode, width),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "height",
+    3,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_UINT32,
+    0,   /* quantifier_offset */
+    offsetof(Coord__V1__StillMode, height),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "record_every",
+    4,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_UINT32,
+    0,   /* quantifier_offset */
+    offsetof(Coord__V1__StillMode, record_every),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+};
+static const unsigned coord__v1__still_mode__field_indices_by_name[] = {
+  0,   /* field[0] = camera */
+  2,   /* field[2] = height */
+  3,   /* field[3] = record_every */
+  1,   /* field[1] = width */
+};
+static const ProtobufCIntRange coord__v1__still_mode__number_ranges[1 + 1] =
+{
+  { 1, 0 },
+  { 0, 4 }
+};
+const ProtobufCMessageDescriptor coord__v1__still_mode__descriptor =
+{
+  PROTOBUF_C__MESSAGE_DESCRIPTOR_MAGIC,
+  "coord.v1.StillMode",
+  "StillMode",
+  "Coord__V1__StillMode",
+  "coord.v1",
+  sizeof(Coord__V1__StillMode),
+  4,
+  coord__v1__still_mode__field_descriptors,
+  coord__v1__still_mode__field_indices_by_name,
+  1,  coord__v1__still_mode__number_ranges,
+  (ProtobufCMessageInit) coord__v1__still_mode__init,
   NULL,NULL,NULL    /* reserved[123] */
 };
 static const ProtobufCFieldDescriptor coord__v1__control_values__field_descriptors[4] =

@@ -41,6 +41,7 @@ typedef struct Coord__V1__PreviewSettings Coord__V1__PreviewSettings;
 typedef struct Coord__V1__StartPreview Coord__V1__StartPreview;
 typedef struct Coord__V1__PreviewFrame Coord__V1__PreviewFrame;
 typedef struct Coord__V1__KeepStills Coord__V1__KeepStills;
+typedef struct Coord__V1__StillMode Coord__V1__StillMode;
 typedef struct Coord__V1__ControlValues Coord__V1__ControlValues;
 typedef struct Coord__V1__SetControls Coord__V1__SetControls;
 typedef struct Coord__V1__ControlsApplied Coord__V1__ControlsApplied;
@@ -847,10 +848,35 @@ struct  Coord__V1__KeepStills
    * png or tiff
    */
   char *format;
+  /*
+   * Cameras whose stills are at another size than they preview at: each is switched to that mode for the shot
+   * (its stream ended, reopened at the size and restarted on the grid, one group in record_every), then back.
+   */
+  size_t n_modes;
+  Coord__V1__StillMode **modes;
 };
 #define COORD__V1__KEEP_STILLS__INIT \
  { PROTOBUF_C_MESSAGE_INIT (&coord__v1__keep_stills__descriptor) \
-    , (char *)protobuf_c_empty_string, 0,NULL, (char *)protobuf_c_empty_string }
+    , (char *)protobuf_c_empty_string, 0,NULL, (char *)protobuf_c_empty_string, 0,NULL }
+
+
+/*
+ * One camera's mode for a shot's stills (KeepStills.modes).
+ */
+struct  Coord__V1__StillMode
+{
+  ProtobufCMessage base;
+  char *camera;
+  uint32_t width;
+  uint32_t height;
+  /*
+   * the sensor runs on groups n·record_every while switched
+   */
+  uint32_t record_every;
+};
+#define COORD__V1__STILL_MODE__INIT \
+ { PROTOBUF_C_MESSAGE_INIT (&coord__v1__still_mode__descriptor) \
+    , (char *)protobuf_c_empty_string, 0, 0, 0 }
 
 
 typedef enum {
@@ -1869,6 +1895,25 @@ Coord__V1__KeepStills *
 void   coord__v1__keep_stills__free_unpacked
                      (Coord__V1__KeepStills *message,
                       ProtobufCAllocator *allocator);
+/* Coord__V1__StillMode methods */
+void   coord__v1__still_mode__init
+                     (Coord__V1__StillMode         *message);
+size_t coord__v1__still_mode__get_packed_size
+                     (const Coord__V1__StillMode   *message);
+size_t coord__v1__still_mode__pack
+                     (const Coord__V1__StillMode   *message,
+                      uint8_t             *out);
+size_t coord__v1__still_mode__pack_to_buffer
+                     (const Coord__V1__StillMode   *message,
+                      ProtobufCBuffer     *buffer);
+Coord__V1__StillMode *
+       coord__v1__still_mode__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data);
+void   coord__v1__still_mode__free_unpacked
+                     (Coord__V1__StillMode *message,
+                      ProtobufCAllocator *allocator);
 /* Coord__V1__ControlValues methods */
 void   coord__v1__control_values__init
                      (Coord__V1__ControlValues         *message);
@@ -2367,6 +2412,9 @@ typedef void (*Coord__V1__PreviewFrame_Closure)
 typedef void (*Coord__V1__KeepStills_Closure)
                  (const Coord__V1__KeepStills *message,
                   void *closure_data);
+typedef void (*Coord__V1__StillMode_Closure)
+                 (const Coord__V1__StillMode *message,
+                  void *closure_data);
 typedef void (*Coord__V1__ControlValues_Closure)
                  (const Coord__V1__ControlValues *message,
                   void *closure_data);
@@ -2468,6 +2516,7 @@ extern const ProtobufCMessageDescriptor coord__v1__preview_settings__descriptor;
 extern const ProtobufCMessageDescriptor coord__v1__start_preview__descriptor;
 extern const ProtobufCMessageDescriptor coord__v1__preview_frame__descriptor;
 extern const ProtobufCMessageDescriptor coord__v1__keep_stills__descriptor;
+extern const ProtobufCMessageDescriptor coord__v1__still_mode__descriptor;
 extern const ProtobufCMessageDescriptor coord__v1__control_values__descriptor;
 extern const ProtobufCMessageDescriptor coord__v1__set_controls__descriptor;
 extern const ProtobufCMessageDescriptor coord__v1__controls_applied__descriptor;
