@@ -12,7 +12,7 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-from . import gpiosim, image, usb
+from . import clocktruth, gpiosim, image, truth, usb
 from .image import Artefacts, LabError, log, run
 from .vm import SNAPSHOTS, VM
 
@@ -85,6 +85,7 @@ class Lab:
             keys.mkdir(exist_ok=True)
             run([host / "usr/bin/coord", "keys", "new", "coordinator", "--dir", keys])
         shutil.copy2(keys / "coordinator.key", share / "coordinator.key")
+        shutil.copy2(GUEST / "clock_responder.py", share / "clock_responder.py")
         if camera_kind in ("uvc", "libcamera") or mic_kind == "uac2":
             usb.share_usb(share, art.release)
         if trigger:
@@ -107,6 +108,7 @@ class Lab:
                 if SNAPSHOTS and not vm.restored:
                     log(f"{vm.name}: state saved for the next lab in {vm.save_snapshot():.1f} s")
                 lab.install(vm, camera=camera, camera_kind=camera_kind, mic_kind=mic_kind)
+                lab.start_clock_responder(vm)
                 if start_nodes:
                     lab.start_node(vm)
             with ThreadPoolExecutor(max_workers=len(vms)) as pool:
@@ -153,6 +155,13 @@ class Lab:
         if len(key) != 40:
             raise LabError(f"{vm.name}: /etc/coord-node/node.key holds no 40-character public key.")
         self.public_keys[vm.name] = key
+
+    def start_clock_responder(self, vm: VM) -> None:
+        """The clock truth's guest end (guest/clock_responder.py) as a real-time unit: it sleeps in read() between
+        bursts, so it takes no CPU from the node during a take, and when a request comes it wakes first."""
+        vm.sh("systemctl stop vmlab-clock 2>/dev/null; systemctl reset-failed vmlab-clock 2>/dev/null; "
+              "systemd-run --unit=vmlab-clock --collect -p CPUSchedulingPolicy=fifo -p CPUSchedulingPriority=60 "
+              "python3 /mnt/host/clock_responder.py")
 
     def start_node(self, vm: VM) -> None:
         vm.sh("systemctl enable --now coord-node", timeout=240)
@@ -369,16 +378,24 @@ def take(out_dir: Path, count: int, seconds: float, debs: dict[str, Path], *, ke
         on_line = None
         if unplug:
             on_line = usb.plug_puller(usb.arm_unplug(lab.vm(unplug[0]), run_dir / "share"), unplug[1])
+        before = clocktruth.bursts(lab.vms)  # the clock truth (clocktruth.py): a burst before and one after
         code, take_dir, stderr = lab.start_take(out_dir, seconds, on_line=on_line)
+        truths = clocktruth.truths(before, clocktruth.bursts(lab.vms))
         report = lab.report()
         report["take"] = {"exit": code, "dir": str(take_dir) if take_dir else None,
                           "arming_retries": lab.arming_retries}
         # --trigger (CONTRACT §17): each output's pulses from the kernel's edge timestamps against the grid.
         trigger_problem = None
-        if trigger and take_dir is not None:
-            manifest = json.loads((take_dir / "manifest.json").read_text())
-            report["trigger"] = gpiosim.trigger_report(lab, manifest, lab.trigger_chips)
+        manifest = (json.loads((take_dir / "manifest.json").read_text())
+                    if take_dir is not None and (take_dir / "manifest.json").exists() else None)
+        report["clock_truth"] = clocktruth.report(truths, manifest)
+        if trigger and manifest is not None:
+            edges = {vm.name: gpiosim.read_edges(vm, lab.trigger_chips[vm.name][1]) for vm in lab.vms}
+            report["trigger"] = [gpiosim.figures(manifest, vm.name, edges[vm.name]) for vm in lab.vms]
+            report["trigger_skew_us"] = truth.trigger_truth(report["trigger"], edges, manifest, truths)
             trigger_problem = gpiosim.check(report["trigger"])
+        if camera == "uvc" and manifest is not None:
+            report["uvc_truth"] = truth.uvc_truth(manifest, take_dir, truths)
         if unplug:
             report["take"]["unplug"] = {"vm": unplug[0], "at_s": unplug[1]}
         (out_dir / "vmlab.json").write_text(json.dumps(report, indent=2) + "\n")

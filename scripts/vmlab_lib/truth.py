@@ -56,3 +56,100 @@ def centre_errors(manifest: dict, take_dir: Path, node: str, camera: str) -> tup
         last = s[0]
         errors.append(node_clock(track, float(row.split(",")[2])) - s[1])
     return errors, found
+
+
+# --- through the lab's clock truth (clocktruth.py): guest instants on the host's clock, which is the rig's ---------
+
+def percentiles(values: list[float]) -> dict:
+    """p50, p99 and max of the magnitudes (µs), as the sync report states them."""
+    s = sorted(abs(v) for v in values)
+    if not s:
+        return {"p50": 0, "p99": 0, "max": 0}
+    at = lambda p: round(s[min(len(s) - 1, int(round(p * (len(s) - 1))))], 1)  # noqa: E731
+    return {"p50": at(0.5), "p99": at(0.99), "max": round(s[-1], 1)}
+
+
+def trigger_truth(entries: list[dict], edges: dict[str, list[int]], manifest: dict, truths: dict) -> dict:
+    """Adds to each output's entry its kernel edges held against the grid instants on the host's clock through the
+    truth (`truth_error_us`, `truth_signed_us`, `truth_uncertainty_us`); returns the skew between VMs' edges of the
+    same group (latest − earliest, on the host's clock) over the groups every output pulsed."""
+    from .gpiosim import CAMERA_BINDING
+    t0, period, groups = manifest["t0_us"], manifest["frame_period_us"], manifest["groups"]
+    by_group: dict[int, dict[str, float]] = {}
+    for e in entries:
+        t = truths[e["vm"]]
+        cam = next((c for c in manifest["cameras"] if c["node"] == e["vm"]), {})
+        lead = CAMERA_BINDING["trigger"]["delay_us"] + ((cam.get("controls") or {}).get("exposure_us") or 0) // 2
+        errors = []
+        for edge in edges[e["vm"]]:
+            host = t.to_host(edge)
+            group = round((host + lead - t0) / period)
+            if 0 <= group < groups:
+                errors.append(host - (t0 + group * period - lead))
+                by_group.setdefault(group, {})[e["vm"]] = host
+        e["truth_error_us"] = percentiles(errors)
+        e["truth_signed_us"] = {"min": round(min(errors, default=0), 1), "max": round(max(errors, default=0), 1)}
+        e["truth_uncertainty_us"] = round(t.uncertainty_us, 1)
+    skews = [max(h.values()) - min(h.values()) for h in by_group.values() if len(h) == len(entries)]
+    u = sum(sorted((truths[e["vm"]].uncertainty_us for e in entries), reverse=True)[:2])
+    return percentiles(skews) | {"groups": len(skews), "uncertainty_us": round(u, 1)}
+
+
+def uvc_truth(manifest: dict, take_dir: Path, truths: dict) -> dict:
+    """Each gadget camera's true phase from its stripes (each new frame's true centre on the host's clock through
+    the truth, against its group's instant) beside the sync report's phase and its stated bound (±2σ of the clock
+    and centre uncertainties), and the true spread per group across the VMs beside the report's spread and bound.
+    Rows as the report counts them: dup (filled or held) and recovered rows left out. A figure holds when
+    |report − truth| ≤ the report's bound + the truth's uncertainty."""
+    import json
+    stated = {(c["node"], c["camera"]): c for c in json.loads((take_dir / "sync-report.json").read_text())["cameras"]}
+    t0, period = manifest["t0_us"], manifest["frame_period_us"]
+    cameras, by_group = [], {}
+    for cam in manifest["cameras"]:
+        node, name = cam["node"], cam["camera"]
+        t, s = truths[node], stated.get((node, name), {})
+        sigma = ((s.get("clock_uncertainty_us") or 0) ** 2 + (s.get("center_uncertainty_us") or 0) ** 2) ** 0.5
+        found = stripes(take_dir / node / f"{name}.mkv")
+        rows = (take_dir / node / f"{name}.frames.csv").read_text().splitlines()[1:]
+        phase, errors, unread = [], [], 0
+        for row, stripe in zip(rows, found):
+            _, group, centre, flags = (row.split(",") + [""])[:4]
+            if "dup" in flags or "recovered" in flags:
+                continue
+            if stripe is None:
+                unread += 1
+                continue
+            true = t.to_host(stripe[1])
+            grid = t0 + int(group) * period
+            phase.append(true - grid)
+            errors.append(float(centre) - true)
+            by_group.setdefault(int(group), []).append((float(centre), true, 2 * sigma, t.uncertainty_us))
+        truth_phase, report_phase = percentiles(phase), s.get("phase_error_us") or {}
+        allowed = 2 * sigma + t.uncertainty_us
+        cameras.append({"vm": node, "camera": name, "frames": len(phase), "unreadable": unread,
+                        "phase_error_us": truth_phase, "report_phase_error_us": report_phase,
+                        "bound_us": round(2 * sigma, 1), "truth_uncertainty_us": round(t.uncertainty_us, 1),
+                        "centre_error_us": percentiles(errors) | {"min": round(min(errors, default=0), 1),
+                                                                  "max_signed": round(max(errors, default=0), 1)},
+                        "holds": bool(phase) and all(abs(report_phase.get(k, 0) - truth_phase[k]) <= allowed
+                                                     for k in ("p50", "p99", "max"))})
+    true_spreads, report_spreads, excess = [], [], []
+    for group, frames in by_group.items():
+        if len(frames) < 2:
+            continue
+        centres, trues = [f[0] for f in frames], [f[1] for f in frames]
+        true_spreads.append(max(trues) - min(trues))
+        report_spreads.append(max(centres) - min(centres))
+        # the report's spread bound for this group: the centres' span widened by each one's 2σ; the truth's own
+        # error adds the two VMs' uncertainties
+        low = min(f[0] - f[2] for f in frames)
+        high = max(f[0] + f[2] for f in frames)
+        u = sum(sorted((f[3] for f in frames), reverse=True)[:2])
+        excess.append(true_spreads[-1] - (high - low) - u)
+    report = json.loads((take_dir / "sync-report.json").read_text())
+    return {"cameras": cameras,
+            "spread": {"groups": len(true_spreads), "spread_us": percentiles(true_spreads),
+                       "report_spread_us": report.get("spread_us"),
+                       "report_spread_bound_us": report.get("spread_bound_us"),
+                       "worst_excess_us": round(max(excess), 1) if excess else None,
+                       "holds": bool(excess) and max(excess) <= 0}}

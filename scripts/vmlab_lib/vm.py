@@ -1,6 +1,6 @@
 """One QEMU virtual machine of the lab: TCG (never KVM: the paravirtual /dev/kvm here kills unmodified guests), a
 copy-on-write qcow2 overlay over the cached root image, user-mode networking with the node's port forwarded to
-127.0.0.1, a 9p share of the host's run directory at /mnt/host, and the guest agent on a virtio-serial port."""
+127.0.0.1, a 9p share of the host's run directory at /mnt/host, the guest agent on a virtio-serial port, and the clock truth's responder on another (clocktruth.py)."""
 from __future__ import annotations
 
 import hashlib
@@ -18,6 +18,9 @@ from . import image
 from .image import Artefacts, LabError, run
 
 NODE_PORT = 5710
+# What the guest's virtio-serial bus holds (its ports): part of a saved state's key, since QEMU restores a state only
+# into the same devices. vmlab.clock is the clock truth's (clocktruth.py), beside the agent's.
+PORTS = "vmlab.agent vmlab.clock"
 # COORD_VMLAB_SNAPSHOT=0 boots every VM from scratch (the bench's baseline); otherwise each VM restores the state
 # the lab saved the first time it booted (QMP migrate to a file, QEMU's -incoming).
 SNAPSHOTS = os.environ.get("COORD_VMLAB_SNAPSHOT", "1") != "0"
@@ -155,7 +158,7 @@ class VM:
     def snapshot(self) -> Path:
         """Where this VM's booted state is cached: per name (its hostname and machine id stay its own) and per
         everything the guest saw at boot (kernel command line, memory, image recipe, kernel, the image itself)."""
-        seen = [self.append(), str(self.memory_mb), image.RECIPE, self.art.release,
+        seen = [self.append(), str(self.memory_mb), image.RECIPE, self.art.release, PORTS,
                 str(self.art.image.stat().st_mtime_ns), str(self.art.initrd.stat().st_mtime_ns)]
         key = hashlib.sha256("\n".join(seen).encode()).hexdigest()[:12]
         return self.art.lab / "snapshots" / f"{self.name}-{key}"
@@ -172,6 +175,8 @@ class VM:
             "-device", "virtio-serial-pci",
             "-chardev", f"socket,id=agent,path={self.dir / 'agent.sock'},server=on,wait=off",
             "-device", "virtserialport,chardev=agent,name=vmlab.agent",
+            "-chardev", f"socket,id=clock,path={self.dir / 'clock.sock'},server=on,wait=off",
+            "-device", "virtserialport,chardev=clock,name=vmlab.clock",
             "-virtfs", f"local,path={self.share},mount_tag=host,security_model=none,readonly=on",
             "-qmp", f"unix:{self.dir / 'qmp.sock'},server=on,wait=off",
             "-serial", f"file:{self.dir / 'console.log'}",
