@@ -43,6 +43,8 @@ public struct TriggerSchedule: Equatable, Sendable {
     public let startGroup: Int64
     /// Exclusive; nil until the take's stop is known.
     public private(set) var stopGroup: Int64?
+    /// A Snap's pulses (CONTRACT §18): only these groups pulse, one pulse each; nil: every group of the take.
+    public let onlyGroups: Set<Int64>?
 
     public init(grid: FrameGrid, delayMicroseconds: Int64, exposureMicroseconds: Int64, widthMicroseconds: Int64,
                 startGroup: Int64 = 0, stopGroup: Int64? = nil) {
@@ -51,21 +53,41 @@ public struct TriggerSchedule: Equatable, Sendable {
         self.widthMicroseconds = widthMicroseconds
         self.startGroup = startGroup
         self.stopGroup = stopGroup.map { max($0, startGroup) }
+        onlyGroups = nil
+    }
+
+    /// One pulse for each of a shot's `groups` (not empty) and none between them: a still from a triggered camera
+    /// while no take's train runs.
+    public init(grid: FrameGrid, delayMicroseconds: Int64, exposureMicroseconds: Int64, widthMicroseconds: Int64, groups: [Int64]) {
+        self.grid = grid
+        leadMicroseconds = delayMicroseconds + exposureMicroseconds / 2
+        self.widthMicroseconds = widthMicroseconds
+        startGroup = groups.min() ?? 0
+        stopGroup = (groups.max() ?? -1) + 1
+        onlyGroups = Set(groups)
     }
 
     /// The intended pulse of `group`, or nil outside the take.
     public func pulse(ofGroup group: Int64) -> TriggerPulse? {
-        guard group >= startGroup, stopGroup.map({ group < $0 }) ?? true else { return nil }
+        guard group >= startGroup, stopGroup.map({ group < $0 }) ?? true, onlyGroups?.contains(group) ?? true else { return nil }
         let edge = grid.instant(ofGroup: group) - leadMicroseconds
         return TriggerPulse(group: group, edge: edge, end: edge + widthMicroseconds)
     }
 
+    /// The next group after `group` that pulses (nil when the take or shot has no more).
+    public func group(after group: Int64) -> Int64? {
+        if let onlyGroups { return onlyGroups.filter { g in g > group && stopGroup.map { g < $0 } ?? true }.min() }
+        let next = Swift.max(group + 1, startGroup)
+        return stopGroup.map { next < $0 } ?? true ? next : nil
+    }
+
     /// The first pulse whose edge is not before `time` (nil when the take has no more).
     public func nextPulse(atOrAfter time: Int64) -> TriggerPulse? {
-        var group = max(startGroup, grid.nearestGroup(to: time + leadMicroseconds) - 1)
-        while let p = pulse(ofGroup: group) {
+        let first = max(startGroup, grid.nearestGroup(to: time + leadMicroseconds) - 1)
+        var next: Int64? = pulse(ofGroup: first) != nil ? first : group(after: first)
+        while let group = next, let p = pulse(ofGroup: group) {
             if p.edge >= time { return p }
-            group += 1
+            next = self.group(after: group)
         }
         return nil
     }

@@ -48,7 +48,9 @@ extension NodeAgent {
     /// opened now (a missing or busy chip refuses the arm with GPIOLine's sentence naming chip and line), pulsing
     /// from group 0 on the grid mapped through the clock the node follows; started here (the first edge is group
     /// 0's, seconds away), ended by the stop group the recorders are given or by `cancel` (an abort, a failed arm).
-    func openTriggerOutputs(settings: [CameraSettings], grid: FrameGrid, mapping: ClockMappingBox) throws(NodeFailure) -> [String: CameraTriggering] {
+    /// `groups`: a Snap's shots while the node previews (one pulse each, none between), instead of a take's every group.
+    func openTriggerOutputs(settings: [CameraSettings], grid: FrameGrid, mapping: ClockMappingBox,
+                            groups: [Int64]? = nil) throws(NodeFailure) -> [String: CameraTriggering] {
         var generators: [String: TriggerGenerator] = [:]
         var out: [String: CameraTriggering] = [:]
         do throws(NodeFailure) {
@@ -56,8 +58,11 @@ extension NodeAgent {
                 guard let binding = configuration.cameraTriggers[s.camera],
                       let output = configuration.triggerOutputs.first(where: { $0.name == binding.output }) else { continue }
                 let exposure = Int64(s.controls.exposureMicroseconds ?? 0)
-                let schedule = TriggerSchedule(grid: grid, delayMicroseconds: binding.delayMicroseconds, exposureMicroseconds: exposure,
-                                               widthMicroseconds: output.widthMicroseconds)
+                let schedule = groups.map {
+                    TriggerSchedule(grid: grid, delayMicroseconds: binding.delayMicroseconds, exposureMicroseconds: exposure,
+                                    widthMicroseconds: output.widthMicroseconds, groups: $0)
+                } ?? TriggerSchedule(grid: grid, delayMicroseconds: binding.delayMicroseconds, exposureMicroseconds: exposure,
+                                     widthMicroseconds: output.widthMicroseconds)
                 if generators[output.name] == nil {
                     if let problem = TriggerSchedule.widthProblem(output: output.name, widthMicroseconds: output.widthMicroseconds, rate: grid.rate) {
                         throw NodeFailure(.badConfig, "node \(configuration.name): \(problem)")

@@ -80,14 +80,16 @@ public final class TriggerGenerator: Sendable {
         // Sleeps in slices so a cancel or a stop is seen within one slice even before a far edge.
         let slice: Int64 = 20_000
         var next: Int64?
+        var started = false
         while true {
             let (schedule, cancelled) = state.withLock { ($0.schedule, $0.cancelled) }
             if cancelled { return }
             let m = mapping()
-            if next == nil {
+            if !started {
                 // Started late (or restarted): the first edge still ahead, never one in the past.
                 guard let first = schedule.nextPulse(atOrAfter: Int64(m.rig(fromLocal: Double(now())).rounded(.up))) else { return }
                 next = first.group
+                started = true
             }
             guard let group = next, let p = schedule.pulse(ofGroup: group) else { return }  // past the take's last group
             let edge = Int64(m.local(fromRig: Double(p.edge)).rounded())
@@ -97,7 +99,7 @@ public final class TriggerGenerator: Sendable {
                 continue  // look at the schedule, the mapping and a cancel again
             }
             if t > edge + schedule.grid.periodMicroseconds / 2 {
-                next = group + 1  // woke too late for this group: no pulse rather than one on the wrong frame
+                next = schedule.group(after: group)  // woke too late for this group: no pulse rather than one on the wrong frame
                 continue
             }
             while now() < edge {}
@@ -111,7 +113,7 @@ public final class TriggerGenerator: Sendable {
                 state.withLock { $0.failure = error.description }
                 return
             }
-            next = group + 1
+            next = schedule.group(after: group)  // a Snap's next shot, or the take's next group
         }
     }
 }
