@@ -25,6 +25,9 @@ public enum Budget {
     /// encoding demand counts each pixel this many times.
     public static let recordingOverhead = 1.5
 
+    /// A bus load's detail when a camera on it reserves isochronous bandwidth (its refusal then says so).
+    public static let isochronousDetail = "isochronous reservations"
+
     static func isMJPEG(_ pixelFormat: String) -> Bool { ["mjpeg", "mjpg", "jpeg"].contains(pixelFormat.lowercased()) }
 
     /// What `camera` asks of its node at its settings; `calibration` gives the codec's bytes per pixel on disk.
@@ -40,7 +43,9 @@ public enum Budget {
         let area = Double(max(s.width, 0)) * Double(max(s.height, 0))
         let fps = s.fps > 0 ? s.rate.value : 0
         let captured = area * s.capturedFPS
-        let bus = captured * PixelFormats.bytesPerPixel(pixelFormat)
+        // An isochronous USB camera takes from its bus what the controller reserves, not what its frames carry.
+        let reserved = camera.capabilities.usbReservedBytesPerSecond
+        let bus = reserved > 0 ? reserved : captured * PixelFormats.bytesPerPixel(pixelFormat)
         // An MJPEG stream recorded as MJPEG is written packet for packet: no pixel is encoded.
         let passthrough = isMJPEG(pixelFormat) && s.codec == .mjpeg
         let disk: Double?
@@ -94,7 +99,9 @@ public enum Budget {
                 }
                 let bytes = on.map { demands[n][$0].busBytesPerSecond }
                 let total = bytes.reduce(0, +)
-                loads[n].append(ResourceLoad(kind: .bus, resource: "bus \(bus.id) (\(bus.kind))", demand: total,
+                let reserving = on.contains { node.cameras[$0].capabilities.usbReservedBytesPerSecond > 0 }
+                loads[n].append(ResourceLoad(kind: .bus, resource: "bus \(bus.id) (\(bus.kind))",
+                                             detail: reserving ? Budget.isochronousDetail : "", demand: total,
                                              capacity: bus.bandwidthBytesPerSecond, unit: .bytesPerSecond,
                                              cameras: on.map { node.cameras[$0].id },
                                              shares: bytes.map { ratio($0, bus.bandwidthBytesPerSecond) },

@@ -94,6 +94,8 @@ extension Budget {
         // Stage 1: a smaller size costs every resource less and keeps the full frame rate.
         for candidate in candidates {
             let camera = plan[candidate.n].cameras[candidate.c]
+            // An isochronous webcam reserves its alternate setting whatever its size: a smaller one relieves no bus.
+            if camera.capabilities.usbReservedBytesPerSecond > 0, over[camera.id, default: []].allSatisfy({ $0.kind == .bus }) { continue }
             guard let size = smallerSize(camera, requestedWidth: requestedWidth[camera.id] ?? camera.settings.width) else { continue }
             let before = "\(camera.settings.width)x\(camera.settings.height)"
             plan[candidate.n].cameras[candidate.c].settings.width = size.width

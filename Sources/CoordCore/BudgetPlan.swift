@@ -137,6 +137,15 @@ public struct RigBudget: Equatable, Sendable {
         let tail = ", a hardware cost of \(BudgetFigures.sig3(load.cost)) (it must stay below 1.0)."
         let shared = load.sharedWith.isEmpty ? "" : ", shared with \(BudgetFigures.list(load.sharedWith)),"
         switch load.kind {
+        case .bus where load.detail == Budget.isochronousDetail:
+            // What uvcvideo's alternate settings claim of the periodic schedule, camera by camera.
+            let prefix = "\(node)/"
+            let each = zip(load.cameras, load.shares).map { camera, share in
+                (camera.hasPrefix(prefix) ? String(camera.dropFirst(prefix.count)) : camera) + " "
+                    + BudgetFigures.rate(share * load.capacity, load.unit)
+            }
+            return "node \(node) is over budget: \(load.resource) cannot reserve the isochronous bandwidth its cameras' "
+                + "streams claim (\(BudgetFigures.list(each))): \(demand) where it leaves \(capacity) to periodic transfers" + tail
         case .bus:
             return "node \(node) is over budget: \(load.resource) needs \(demand) where it carries \(capacity)" + tail
         case .encoding:

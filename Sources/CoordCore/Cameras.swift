@@ -56,6 +56,9 @@ public struct CameraCapabilities: Equatable, Sendable {
     public var codecs: [VideoCodec]
     /// The id of the `Bus` its stream crosses (shared with the node's other cameras on it); empty: none shared.
     public var bus: String
+    /// What the USB host controller reserves for its isochronous stream, bytes/s, as the node expects it (the
+    /// largest alternate setting: UsbIsoStream.reservedBytesPerSecond); 0: not an isochronous USB camera.
+    public var usbReservedBytesPerSecond: Double = 0
     /// The node's trigger output that exposes this camera, and what limits the rate it can follow (nil: free-running).
     public var trigger: Triggered?
     public struct Triggered: Equatable, Sendable {

@@ -62,6 +62,7 @@ public enum NodeReply {
             try c.text(camera.source, "\(field).source")
             try c.text(camera.device, "\(field).device")
             try c.text(camera.bus, "\(field).bus")
+            try c.finite(camera.usbReservedBytesPerS, 0...1e12, "\(field).usb_reserved_bytes_per_s")
             try c.count(camera.codecs.count, 64, "\(field).codecs")
             for (j, codec) in camera.codecs.enumerated() { try c.text(codec, "\(field).codecs[\(j)]", limit: 64) }
             try c.count(camera.formats.count, maxListed, "\(field).formats")

@@ -175,6 +175,7 @@ extension CameraCapabilities {
         self.init(name: wire.name, source: wire.source, device: wire.device, formats: wire.formats.map(CameraFormat.init(wire:)),
                   // A codec this build does not know is one it cannot be asked for: left out, as before.
                   codecs: wire.codecs.compactMap(VideoCodec.init(rawValue:)), bus: wire.bus)
+        usbReservedBytesPerSecond = wire.usbReservedBytesPerS
         if wire.hasTrigger {
             let t = wire.trigger
             // Out-of-range figures are dropped rather than trusted: the check then uses what is left.
@@ -191,6 +192,7 @@ extension CameraCapabilities {
         w.formats = formats.map(\.wire)
         w.codecs = codecs.map(\.rawValue)
         w.bus = bus
+        w.usbReservedBytesPerS = usbReservedBytesPerSecond
         if let trigger {
             w.trigger = .with {
                 $0.output = trigger.output

@@ -96,8 +96,12 @@ public final class NodeAgent: Sendable {
             // sysfs knows the node by its real name: a /dev/v4l/by-id link is followed first.
             let bus = probe.usbBus(forVideoDevice: URL(fileURLWithPath: entry.device).resolvingSymlinksInPath().path)
             if let bus, !buses.contains(where: { $0.id == bus.id }) { buses.append(bus) }
-            v4l2.append(CameraCapabilities(name: entry.name, source: "v4l2", device: entry.device, formats: found.handshakeFormats,
-                                           codecs: VideoCodec.allCases, bus: bus?.id ?? ""))
+            var found4 = CameraCapabilities(name: entry.name, source: "v4l2", device: entry.device, formats: found.handshakeFormats,
+                                            codecs: VideoCodec.allCases, bus: bus?.id ?? "")
+            // What the controller will reserve for an isochronous webcam: its largest alternate setting.
+            found4.usbReservedBytesPerSecond = probe.usbIsoStream(
+                forVideoDevice: URL(fileURLWithPath: entry.device).resolvingSymlinksInPath().path)?.stream.reservedBytesPerSecond ?? 0
+            v4l2.append(found4)
             logger.info("camera found", metadata: ["camera": "\(entry.name)", "device": "\(entry.device)",
                                                    "card": "\(found.capabilities.card)", "bus": "\(found.busInfo)"])
         }

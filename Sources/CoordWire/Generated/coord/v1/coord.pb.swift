@@ -609,6 +609,10 @@ public nonisolated struct Coord_V1_CameraInfo: Sendable {
   /// Clears the value of `trigger`. Subsequent reads from it will return its default value.
   public mutating func clearTrigger() {self._trigger = nil}
 
+  /// What the USB host controller reserves for its isochronous stream, bytes/s: its streaming interface's largest
+  /// alternate setting (uvcvideo's choice when the payload is not known); 0: not an isochronous USB camera.
+  public var usbReservedBytesPerS: Double = 0
+
   public var unknownFields = SwiftProtobuf.UnknownStorage()
 
   public init() {}
@@ -2876,7 +2880,7 @@ nonisolated extension Coord_V1_ThermalZone: SwiftProtobuf.Message, SwiftProtobuf
 
 nonisolated extension Coord_V1_CameraInfo: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
   public static let protoMessageName: String = _protobuf_package + ".CameraInfo"
-  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}name\0\u{1}source\0\u{1}device\0\u{1}formats\0\u{1}codecs\0\u{1}bus\0\u{1}trigger\0")
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}name\0\u{1}source\0\u{1}device\0\u{1}formats\0\u{1}codecs\0\u{1}bus\0\u{1}trigger\0\u{3}usb_reserved_bytes_per_s\0")
 
   public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
     while let fieldNumber = try decoder.nextFieldNumber() {
@@ -2891,6 +2895,7 @@ nonisolated extension Coord_V1_CameraInfo: SwiftProtobuf.Message, SwiftProtobuf.
       case 5: try { try decoder.decodeRepeatedStringField(value: &self.codecs) }()
       case 6: try { try decoder.decodeSingularStringField(value: &self.bus) }()
       case 7: try { try decoder.decodeSingularMessageField(value: &self._trigger) }()
+      case 8: try { try decoder.decodeSingularDoubleField(value: &self.usbReservedBytesPerS) }()
       default: break
       }
     }
@@ -2922,6 +2927,9 @@ nonisolated extension Coord_V1_CameraInfo: SwiftProtobuf.Message, SwiftProtobuf.
     try { if let v = self._trigger {
       try visitor.visitSingularMessageField(value: v, fieldNumber: 7)
     } }()
+    if self.usbReservedBytesPerS.bitPattern != 0 {
+      try visitor.visitSingularDoubleField(value: self.usbReservedBytesPerS, fieldNumber: 8)
+    }
     try unknownFields.traverse(visitor: &visitor)
   }
 
@@ -2933,6 +2941,7 @@ nonisolated extension Coord_V1_CameraInfo: SwiftProtobuf.Message, SwiftProtobuf.
     if lhs.codecs != rhs.codecs {return false}
     if lhs.bus != rhs.bus {return false}
     if lhs._trigger != rhs._trigger {return false}
+    if lhs.usbReservedBytesPerS != rhs.usbReservedBytesPerS {return false}
     if lhs.unknownFields != rhs.unknownFields {return false}
     return true
   }

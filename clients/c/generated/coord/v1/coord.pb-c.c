@@ -3219,7 +3219,7 @@ const ProtobufCMessageDescriptor coord__v1__thermal_zone__descriptor =
   (ProtobufCMessageInit) coord__v1__thermal_zone__init,
   NULL,NULL,NULL    /* reserved[123] */
 };
-static const ProtobufCFieldDescriptor coord__v1__camera_info__field_descriptors[7] =
+static const ProtobufCFieldDescriptor coord__v1__camera_info__field_descriptors[8] =
 {
   {
     "name",
@@ -3305,6 +3305,18 @@ static const ProtobufCFieldDescriptor coord__v1__camera_info__field_descriptors[
     0,             /* flags */
     0,NULL,NULL    /* reserved1,reserved2, etc */
   },
+  {
+    "usb_reserved_bytes_per_s",
+    8,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_DOUBLE,
+    0,   /* quantifier_offset */
+    offsetof(Coord__V1__CameraInfo, usb_reserved_bytes_per_s),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
 };
 static const unsigned coord__v1__camera_info__field_indices_by_name[] = {
   5,   /* field[5] = bus */
@@ -3314,11 +3326,12 @@ static const unsigned coord__v1__camera_info__field_indices_by_name[] = {
   0,   /* field[0] = name */
   1,   /* field[1] = source */
   6,   /* field[6] = trigger */
+  7,   /* field[7] = usb_reserved_bytes_per_s */
 };
 static const ProtobufCIntRange coord__v1__camera_info__number_ranges[1 + 1] =
 {
   { 1, 0 },
-  { 0, 7 }
+  { 0, 8 }
 };
 const ProtobufCMessageDescriptor coord__v1__camera_info__descriptor =
 {
@@ -3328,7 +3341,7 @@ const ProtobufCMessageDescriptor coord__v1__camera_info__descriptor =
   "Coord__V1__CameraInfo",
   "coord.v1",
   sizeof(Coord__V1__CameraInfo),
-  7,
+  8,
   coord__v1__camera_info__field_descriptors,
   coord__v1__camera_info__field_indices_by_name,
   1,  coord__v1__camera_info__number_ranges,

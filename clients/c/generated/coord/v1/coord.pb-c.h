@@ -431,10 +431,15 @@ struct  Coord__V1__CameraInfo
    * set only for a camera a trigger output of the node exposes (CONTRACT §17)
    */
   Coord__V1__CameraTriggerInfo *trigger;
+  /*
+   * What the USB host controller reserves for its isochronous stream, bytes/s: its streaming interface's largest
+   * alternate setting (uvcvideo's choice when the payload is not known); 0: not an isochronous USB camera.
+   */
+  double usb_reserved_bytes_per_s;
 };
 #define COORD__V1__CAMERA_INFO__INIT \
  { PROTOBUF_C_MESSAGE_INIT (&coord__v1__camera_info__descriptor) \
-    , (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string, 0,NULL, 0,NULL, (char *)protobuf_c_empty_string, NULL }
+    , (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string, 0,NULL, 0,NULL, (char *)protobuf_c_empty_string, NULL, 0 }
 
 
 /*
