@@ -29,14 +29,14 @@ public struct SnapPlan: Equatable, Sendable {
     /// The most shots one command takes: a burst longer than this is a take.
     public static let mostShots = 1000
 
-    /// Checks the operator's figures; the failure is one sentence naming the flag.
+    /// Checks the operator's figures; the failure is one sentence naming the flag (`prefix` "": the console's field).
     public init(count: Int = 1, everyMilliseconds: Int? = nil, fps: Int, size: String? = nil, format: String = "png",
-                firstGroup: Int64 = 0) throws(SnapProblem) {
+                firstGroup: Int64 = 0, prefix: String = "--") throws(SnapProblem) {
         guard (1...Self.mostShots).contains(count) else {
-            throw SnapProblem("--count must be between 1 and \(Self.mostShots) shots (got \(count)).")
+            throw SnapProblem("\(prefix)count must be between 1 and \(Self.mostShots) shots (got \(count)).")
         }
         guard let format = Format(rawValue: format.lowercased()) else {
-            throw SnapProblem("--format must be png, tiff or jpeg (got \"\(format)\").")
+            throw SnapProblem("\(prefix)format must be png, tiff or jpeg (got \"\(format)\").")
         }
         guard fps > 0 else { throw SnapProblem("the frame rate must be positive (got \(fps)).") }
         var stride: Int64 = 1
@@ -45,7 +45,7 @@ public struct SnapPlan: Equatable, Sendable {
             let frames = Int64(every) * Int64(fps)
             guard every > 0, frames % 1000 == 0 else {
                 let period = 1000.0 / Double(fps)
-                throw SnapProblem("--every \(every) ms is not a whole number of frame periods at \(fps) fps (one frame is \(Self.text(period)) ms; try \(Self.nearestWhole(every, fps: fps)) ms).")
+                throw SnapProblem("\(prefix)every \(every) ms is not a whole number of frame periods at \(fps) fps (one frame is \(Self.text(period)) ms; try \(Self.nearestWhole(every, fps: fps)) ms).")
             }
             stride = frames / 1000
         }
@@ -56,7 +56,7 @@ public struct SnapPlan: Equatable, Sendable {
             } else if let (w, h) = RigSpec.parseSize(size), w % 2 == 0, h % 2 == 0, w >= 104, h >= 64 {
                 parsed = .exactly(width: w, height: h)
             } else {
-                throw SnapProblem("--size must be max or an even WxH from 104x64 to 16384x16384, e.g. 1920x1080 (got \(size)).")
+                throw SnapProblem("\(prefix)size must be max or an even WxH from 104x64 to 16384x16384, e.g. 1920x1080 (got \(size)).")
             }
         }
         self.count = count
@@ -144,8 +144,13 @@ public struct StillRecord: Codable, Equatable, Sendable {
     public var path: String
     public var bytes: UInt64
     public var xxh128: String
+    /// A console Snap's still taken through a mode switch (its camera restarted at the still's size): not from the
+    /// preview's exposure timing, and its phase error (centre less the group's instant) as measured. nil otherwise.
+    public var modeSwitch: Bool?
+    public var phaseErrorMicroseconds: Int64?
     enum CodingKeys: String, CodingKey {
         case node, camera, shot, group, centerMicroseconds = "center_us", width, height, path, bytes, xxh128
+        case modeSwitch = "mode_switch", phaseErrorMicroseconds = "phase_error_us"
     }
     public init(node: String, camera: String, shot: Int, group: Int64, centerMicroseconds: Int64, width: Int, height: Int,
                 path: String, bytes: UInt64, xxh128: String) {

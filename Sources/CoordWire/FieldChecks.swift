@@ -65,6 +65,7 @@ extension Wire {
             try within(m.leaseMs, 1_000...60_000, "StartPreview.lease_ms")
         case .keepStills(let m):
             try stillGroups(m.groups, shot: m.shotID)
+            try stillModes(m.modes, shot: m.shotID)
         case .setControls(let m):
             let c = m.controls
             if c.hasExposureUs { try within(c.exposureUs, 1...10_000_000, "SetControls.controls.exposure_us") }

@@ -21,7 +21,7 @@ public enum NodeRequest: Equatable, Sendable {
     case startPreview(Preview)
     case setControls(camera: String, controls: CameraControls)
     /// The console's Snap: keep these groups' frames of every previewing camera as lossless stills.
-    case keepStills(shotID: String, groups: [Int64], format: SnapPlan.Format)
+    case keepStills(shotID: String, groups: [Int64], format: SnapPlan.Format, modes: [StillModeSwitch.Mode] = [])
 
     /// An Arm: the take's grid (group 0 at `grid.t0`, rig timebase) and this node's clock mapping.
     public struct Arm: Equatable, Sendable {
@@ -152,7 +152,8 @@ extension Wire {
         case .setControls(let m):
             return .setControls(camera: m.camera, controls: CameraControls(wire: m.controls))
         case .keepStills(let m):
-            return .keepStills(shotID: m.shotID, groups: m.groups, format: try stillsFormat(m.format, shot: m.shotID))
+            return .keepStills(shotID: m.shotID, groups: m.groups, format: try stillsFormat(m.format, shot: m.shotID),
+                               modes: m.modes.map { .init(camera: $0.camera, width: Int($0.width), height: Int($0.height), recordEvery: Int($0.recordEvery)) })
         case .helloReply, .armed, .status, .clockProbeReply, .fileList, .chunk, .ack, .error, .previewFrame, .controlsApplied:
             throw NodeFailure(.unknownMessage, "a node does not accept replies as requests.")
         case .none:

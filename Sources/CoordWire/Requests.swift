@@ -131,11 +131,19 @@ public enum CoordRequest {
     }
 
     /// The console's Snap: every previewing camera keeps `groups`' frames as stills of shot `shotID`.
-    public static func keepStills(shotID: String, groups: [Int64], format: SnapPlan.Format) -> Body {
+    public static func keepStills(shotID: String, groups: [Int64], format: SnapPlan.Format, modes: [StillModeSwitch.Mode] = []) -> Body {
         var m = Coord_V1_KeepStills()
         m.shotID = shotID
         m.groups = groups
         m.format = format.rawValue
+        m.modes = modes.map { mode in
+            var w = Coord_V1_StillMode()
+            w.camera = mode.camera
+            w.width = UInt32(clamping: mode.width)
+            w.height = UInt32(clamping: mode.height)
+            w.recordEvery = UInt32(clamping: mode.recordEvery)
+            return w
+        }
         return .keepStills(m)
     }
 

@@ -16,6 +16,26 @@ extension Wire {
         }
     }
 
+    /// Each camera once, named as a camera is, at an even size of at least 104x64 and at most 16384 a side, one
+    /// group in 1…1000.
+    static func stillModes(_ modes: [Coord_V1_StillMode], shot: String) throws(NodeFailure) {
+        let id = Echo.short(shot)
+        for m in modes {
+            guard RigName.isValid(m.camera) else {
+                throw NodeFailure(.badConfig, "shot \(id) names camera \"\(Echo.short(m.camera))\", which is no camera name (KeepStills.modes).")
+            }
+            guard m.width % 2 == 0, m.height % 2 == 0, (104...16384).contains(m.width), (64...16384).contains(m.height) else {
+                throw NodeFailure(.badConfig, "shot \(id) asks camera \(m.camera) for \(m.width)x\(m.height); KeepStills.modes sizes are even, 104x64 to 16384x16384.")
+            }
+            guard (1...1000).contains(m.recordEvery) else {
+                throw NodeFailure(.badConfig, "shot \(id) asks camera \(m.camera) for record_every \(m.recordEvery), outside 1…1000 (KeepStills.modes).")
+            }
+        }
+        guard Set(modes.map(\.camera)).count == modes.count else {
+            throw NodeFailure(.badConfig, "shot \(id) names a camera twice in KeepStills.modes.")
+        }
+    }
+
     /// A lossless still format: a warm shot keeps the camera's pixels exactly (JPEG is for `coord snap`).
     static func stillsFormat(_ text: String, shot: String) throws(NodeFailure) -> SnapPlan.Format {
         guard let format = SnapPlan.Format(rawValue: text), format.isLossless else {

@@ -133,8 +133,8 @@ extension NodeAgent {
             return ack(id, try startPreview(start))
         case .setControls(let camera, let controls):
             return Wire.envelope(id, .controlsApplied(try setControls(camera: camera, controls)))
-        case .keepStills(let shotID, let groups, let format):
-            return ack(id, try keepStills(shotID: shotID, groups: groups, format: format))
+        case .keepStills(let shotID, let groups, let format, let modes):
+            return ack(id, try keepStills(shotID: shotID, groups: groups, format: format, modes: modes))
         case .clockUpdate(let takeID, let clock):
             return ack(id, try updateClock(takeID: takeID, clock))
         case .startAt(let takeID, let startGroup, let stopGroup):

@@ -246,10 +246,17 @@ final class PreviewCamera: Sendable {
     private let stopped = Mutex(false)
     private let finished = DispatchSemaphore(value: 0)
     private let stills: StillKeeper?
+    /// A camera switched to a still's mode runs until it has passed this group and settled its stills, then calls
+    /// `ended` (true: it ended by itself, not by `stop`), where the node puts the preview's mode back.
+    private let endAfterGroup: Int64?
+    private let ended: (@Sendable (Bool) -> Void)?
 
     init(settings: CameraSettings, source: any CameraSource & Sendable, grid: FrameGrid, clock: ClockMappingBox, publisher: PreviewPublisher,
-         localNow: @escaping @Sendable () -> Int64, logger: Logger, stills: StillKeeper? = nil) {
+         localNow: @escaping @Sendable () -> Int64, logger: Logger, stills: StillKeeper? = nil,
+         endAfterGroup: Int64? = nil, ended: (@Sendable (Bool) -> Void)? = nil) {
         self.stills = stills
+        self.endAfterGroup = endAfterGroup
+        self.ended = ended
         self.settings = settings
         self.source = source
         self.grid = grid
@@ -263,6 +270,7 @@ final class PreviewCamera: Sendable {
         let thread = Thread { [self] in
             run()
             finished.signal()
+            ended?(!stopped.withLock { $0 })
         }
         thread.name = "preview-\(settings.camera)"
         thread.start()
@@ -326,6 +334,7 @@ final class PreviewCamera: Sendable {
                 stills?.settle(camera: settings.camera, group: next.group, center: better)
             }
             source.release(capture)
+            if let end = endAfterGroup, placed.group >= end, settling.isEmpty { return }
         }
     }
 }

@@ -48,3 +48,23 @@ private func refused(_ body: Envelope.OneOf_Body, naming words: String, sourceLo
         refused(keep { $0.format = "" }, naming: "KeepStills.format")
     }
 }
+
+@Suite struct KeepStillsModesTests {
+    @Test func aSnapsModeSwitchesDecodeToTheCoresModes() throws {
+        let modes = [StillModeSwitch.Mode(camera: "cam0", width: 3840, height: 2160, recordEvery: 5)]
+        #expect(try decoded(CoordRequest.keepStills(shotID: "s1", groups: [10], format: .png, modes: modes))
+            == .keepStills(shotID: "s1", groups: [10], format: .png, modes: modes))
+    }
+
+    @Test func aBadModeIsRefusedNamingIt() {
+        func mode(_ camera: String, _ w: UInt32, _ h: UInt32, _ every: UInt32) -> Coord_V1_StillMode {
+            var m = Coord_V1_StillMode()
+            m.camera = camera; m.width = w; m.height = h; m.recordEvery = every
+            return m
+        }
+        refused(keep { $0.modes = [mode("../x", 640, 480, 1)] }, naming: "no camera name (KeepStills.modes)")
+        refused(keep { $0.modes = [mode("cam0", 641, 480, 1)] }, naming: "641x480; KeepStills.modes sizes are even")
+        refused(keep { $0.modes = [mode("cam0", 640, 480, 0)] }, naming: "record_every 0, outside 1…1000")
+        refused(keep { $0.modes = [mode("cam0", 640, 480, 1), mode("cam0", 1280, 720, 1)] }, naming: "names a camera twice")
+    }
+}
