@@ -7,6 +7,7 @@
 #include <sys/mman.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cstdlib>
 #include <cstdio>
 #include <cstring>
@@ -60,6 +61,7 @@ struct clc_camera {
     clc_frame_callback callback = nullptr;
     void *context = nullptr;
     bool running = false;
+    std::mutex run_lock;  // a requeue from the recorder's thread against a stop: queued only while running
 
     std::mutex lock;  // guards the three below: the Swift side sets them, libcamera's thread reads them
     std::optional<int64_t> next_duration;
@@ -89,8 +91,12 @@ struct clc_camera {
         if (settings.lens && has(controls::LensPosition)) controls.set(controls::LensPosition, *settings.lens);
     }
 
+    // On libcamera's thread: the frame's metadata and mapped planes to the callback, which only notes them. The
+    // request goes back through clc_camera_requeue once its picture has been copied on the recorder's thread, so
+    // libcamera's thread (which also dequeues the next buffer) never waits on a copy or a conversion.
     void completed(Request *request) {
         if (request->status() == Request::RequestCancelled) return;
+        completed_count.fetch_add(1, std::memory_order_relaxed);
         const ControlList &metadata = request->metadata();
         auto buffer = request->buffers().begin()->second;
         const StreamConfiguration &sc = config->at(0);
@@ -105,6 +111,7 @@ struct clc_camera {
         frame.height = sc.size.height;
         frame.fourcc = sc.pixelFormat.fourcc();
         frame.sequence = buffer->metadata().sequence;
+        frame.request = static_cast<uint32_t>(request->cookie());
         auto timestamp = metadata.get(controls::SensorTimestamp);
         frame.sensor_timestamp_ns = timestamp ? *timestamp : -1;
         auto exposure = metadata.get(controls::ExposureTime);
@@ -114,11 +121,9 @@ struct clc_camera {
         auto asked = request->controls().get(controls::FrameDurationLimits);
         frame.requested_duration_us = asked ? (*asked)[0] : -1;
         if (callback) callback(context, &frame);
-        if (!running) return;
-        request->reuse(Request::ReuseBuffers);
-        fill(request->controls());
-        camera->queueRequest(request);
     }
+
+    std::atomic<uint64_t> completed_count{0};
 };
 
 extern "C" {
@@ -211,7 +216,8 @@ clc_camera *clc_camera_open(clc_manager *manager, const char *id, uint32_t width
     if (offers(formats::YUV420)) sc.pixelFormat = formats::YUV420;
     else if (offers(formats::YUYV)) sc.pixelFormat = formats::YUYV;
     sc.size = Size(width, height);
-    sc.bufferCount = std::max(sc.bufferCount, 4u);
+    // Room for the frames the recorder holds while it copies them, beside those queued to the device.
+    sc.bufferCount = std::max(sc.bufferCount, 8u);
     if (c->config->validate() == CameraConfiguration::Invalid || camera->configure(c->config.get()) < 0) {
         camera->release();
         copy_text(why, why_len, std::string("libcamera camera ") + id + " cannot be configured for " + std::to_string(width) +
@@ -241,7 +247,7 @@ clc_camera *clc_camera_open(clc_manager *manager, const char *id, uint32_t width
         for (const auto &plane : buffer->planes())
             planes.push_back(bases.count(plane.fd.get()) ? bases[plane.fd.get()] + plane.offset : nullptr);
         c->mapped[buffer.get()] = planes;
-        auto request = camera->createRequest();
+        auto request = camera->createRequest(c->requests.size());
         if (!request || request->addBuffer(c->stream, buffer.get()) < 0) {
             copy_text(why, why_len, std::string("libcamera camera ") + id + ": a request cannot be made");
             clc_camera_close(c.release());
@@ -263,6 +269,7 @@ int clc_camera_start(clc_camera *camera, clc_frame_callback callback, void *cont
     camera->callback = callback;
     camera->context = context;
     camera->camera->requestCompleted.connect(camera, &clc_camera::completed);
+    std::lock_guard<std::mutex> guard(camera->run_lock);
     ControlList start(camera->camera->controls());
     camera->fill(start);
     camera->running = true;
@@ -279,6 +286,18 @@ int clc_camera_start(clc_camera *camera, clc_frame_callback callback, void *cont
     }
     return 0;
 }
+
+int clc_camera_requeue(clc_camera *camera, uint32_t request) {
+    std::lock_guard<std::mutex> guard(camera->run_lock);
+    if (!camera->running || request >= camera->requests.size()) return -1;
+    Request *r = camera->requests[request].get();
+    r->reuse(Request::ReuseBuffers);
+    camera->fill(r->controls());
+    // Camera::queueRequest is thread-safe: it hands the request to the pipeline handler's thread.
+    return camera->camera->queueRequest(r) < 0 ? -1 : 0;
+}
+
+uint64_t clc_camera_completed(clc_camera *camera) { return camera->completed_count.load(std::memory_order_relaxed); }
 
 void clc_camera_request_duration(clc_camera *camera, int64_t us) {
     std::lock_guard<std::mutex> guard(camera->lock);
@@ -300,6 +319,7 @@ void clc_camera_set_controls(clc_camera *camera, int32_t exposure_us, float anal
 }
 
 void clc_camera_stop(clc_camera *camera) {
+    std::lock_guard<std::mutex> guard(camera->run_lock);
     if (!camera->running) return;
     camera->running = false;
     camera->camera->stop();

@@ -28,6 +28,26 @@ public enum LibcameraPipeline: String, Equatable, Sendable {
         let firstRow = timestampMarksEndOfFirstRowExposure ? t - exposure / 2 : t + exposure / 2
         return firstRow + readout / 2
     }
+
+    /// The stamp a camera of this pipeline is read by (issue 36's choice): the UVC pipeline's `SensorTimestamp` is
+    /// uvcvideo's own V4L2 buffer stamp, so uvcvideo's `hwtimestamps` decides it as for a `--v4l2` webcam (nil, as
+    /// when uvcvideo is not loaded: Debian's default 0, the first packet's arrival); other pipelines' are taken as
+    /// they are (nil).
+    public func stampChoice(hwTimestamps: Int?, periodMicroseconds: Double,
+                            figures: BufferStampChoice.Figures = .lab) -> BufferStampChoice? {
+        guard self == .uvcvideo else { return nil }
+        return BufferStampChoice.choose(driver: "uvcvideo", hwTimestamps: hwTimestamps ?? 0, monotonic: true, marks: nil,
+                                        periodMicroseconds: periodMicroseconds, figures: figures)
+    }
+
+    /// The exposure centre by the chosen stamp: uvcvideo's first-packet stamp comes after the exposure ended (the
+    /// centre is at least half an exposure before it; the rest of its lateness is stated, not guessed), its
+    /// device-clock stamp marks the start. Without a choice, `center(sensorTimestampMicroseconds:…)`.
+    public func center(sensorTimestampMicroseconds t: Double, exposureMicroseconds exposure: Double,
+                       stamp: BufferStampChoice?) -> Double {
+        guard let stamp else { return center(sensorTimestampMicroseconds: t, exposureMicroseconds: exposure) }
+        return stamp.marks == .startOfExposure ? t + exposure / 2 : t - exposure / 2
+    }
 }
 
 /// Whether a camera honours per-request `FrameDurationLimits`, found out at arm by measuring: the camera runs a few

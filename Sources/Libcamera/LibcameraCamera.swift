@@ -10,6 +10,10 @@ import Synchronization
 /// one video stream, each frame's exposure centre from its `SensorTimestamp` and `ExposureTime` metadata, and the
 /// phase law's durations sent as per-request `FrameDurationLimits` where the camera honours them (measured when
 /// the camera is opened at arm; otherwise it free-runs and the arm warning says so).
+///
+/// libcamera's thread only notes each completed request (`deliver`); the recorder's thread copies its picture out of
+/// the mapped buffer and hands the request back (`next`), so libcamera's thread, which also dequeues the device's
+/// next buffer, never waits on a copy or a YUYV conversion.
 // @unchecked: the clc_camera pointer; libcamera's thread calls `deliver`, which touches only `state` and the queue.
 public final class LibcameraCamera: CameraSource, ControllableCamera, @unchecked Sendable {
     public let cameraID: String
@@ -18,12 +22,30 @@ public final class LibcameraCamera: CameraSource, ControllableCamera, @unchecked
     public let periodMicroseconds: Double
     /// What the probe at open found; `.ignored` means the camera free-runs.
     public private(set) var honour: FrameDurationProbe.Verdict = .ignored("it was not measured")
-    public var identity: DeviceIdentity { info.identity }
+    /// Which stamp the centres come from (a UVC camera: uvcvideo's buffer stamp, chosen as for `--v4l2`).
+    public let stampChoice: BufferStampChoice?
+    public var identity: DeviceIdentity {
+        var identity = info.identity
+        identity.timestamp = stampChoice
+        return identity
+    }
 
     private let handle: OpaquePointer
     private let localClock: @Sendable (Int64) -> Int64
     private let state: Mutex<State>
-    private let queue = CaptureQueue<Capture>()
+    private let queue = CaptureQueue<Completed>()
+
+    /// A frame libcamera completed, its request held (its planes unchanged) until the recorder has copied it.
+    struct Completed: Sendable {
+        var request: UInt32
+        var planes: [UInt]  // the mapped planes' addresses
+        var strides: [Int]
+        var fourcc: UInt32
+        var sequence: UInt32
+        var stampMicroseconds: Double
+        var exposureMicroseconds: Int32
+        var durationMicroseconds: Int64
+    }
 
     private struct State {
         var pool: [PlanarFrame]
@@ -33,6 +55,9 @@ public final class LibcameraCamera: CameraSource, ControllableCamera, @unchecked
         var controls = CameraControls()
         var skippedFormat = 0
     }
+
+    /// Frames libcamera completed since the camera opened (the probe's included).
+    public var completedFrames: UInt64 { clc_camera_completed(handle) }
 
     /// Opens the camera, configures its stream and measures whether it honours frame durations.
     public init(cameraID: String, width: Int, height: Int, periodMicroseconds: Double,
@@ -59,6 +84,7 @@ public final class LibcameraCamera: CameraSource, ControllableCamera, @unchecked
         self.width = width; self.height = height
         self.periodMicroseconds = periodMicroseconds
         self.localClock = localClock
+        stampChoice = info.pipeline.stampChoice(hwTimestamps: UVCParameters.hwTimestamps(), periodMicroseconds: periodMicroseconds)
         state = Mutex(State(pool: (0..<6).map { _ in PlanarFrame(width: width, height: height) }))
         honour = try measureHonour()
     }
@@ -111,6 +137,7 @@ public final class LibcameraCamera: CameraSource, ControllableCamera, @unchecked
         // Pinned to the take's period either way: a camera that did not follow single frames may still take a rate.
         clc_camera_request_duration(handle, Int64(periodMicroseconds.rounded()))
         state.withLock { $0.running = true }
+        _ = queue.drain()  // requests held from an earlier run are queued afresh by the start
         var why = [CChar](repeating: 0, count: 512)
         guard clc_camera_start(handle, Self.callback, Unmanaged.passUnretained(self).toOpaque(), &why, why.count) == 0 else {
             state.withLock { $0.running = false }
@@ -131,8 +158,21 @@ public final class LibcameraCamera: CameraSource, ControllableCamera, @unchecked
         return true
     }
 
+    /// On the recorder's thread: the oldest completed frame copied into a picture (converted from YUYV where it is
+    /// packed), its request handed back to libcamera, and its centre from the chosen stamp.
     public func next(timeoutMicroseconds: Int64) -> CaptureResult {
-        queue.next(timeoutMicroseconds: timeoutMicroseconds) { isStreaming }.map { .frame($0) } ?? .none
+        guard let done = queue.next(timeoutMicroseconds: timeoutMicroseconds, streaming: { isStreaming }) else { return .none }
+        let picture = state.withLock { $0.pool.popLast() } ?? PlanarFrame(width: width, height: height)
+        copy(done, into: picture)
+        clc_camera_requeue(handle, done.request)
+        let exposure = Double(done.exposureMicroseconds >= 0 ? done.exposureMicroseconds : Int32(periodMicroseconds / 2))
+        let centre = info.pipeline.center(sensorTimestampMicroseconds: done.stampMicroseconds, exposureMicroseconds: exposure,
+                                          stamp: stampChoice)
+        let duration = done.durationMicroseconds > 0 ? Double(done.durationMicroseconds) : periodMicroseconds
+        // Passed on as its start of exposure: the centre less half the exposure (the readout not being known).
+        return .frame(Capture(payload: .picture(picture), sequence: done.sequence,
+                              timestampLocal: localClock(Int64((centre - exposure / 2).rounded())),
+                              timestampMeaning: .startOfExposure, exposureMicroseconds: Int64(exposure), durationMicroseconds: duration))
     }
 
     public func release(_ capture: Capture) {
@@ -144,7 +184,8 @@ public final class LibcameraCamera: CameraSource, ControllableCamera, @unchecked
         Unmanaged<LibcameraCamera>.fromOpaque(context).takeUnretainedValue().deliver(frame.pointee)
     }
 
-    /// On libcamera's thread: one completed frame, copied out of its buffer before the request is queued again.
+    /// On libcamera's thread: one completed frame noted for the recorder (a frame it cannot use, and every frame
+    /// while probing, goes straight back to libcamera).
     private func deliver(_ frame: clc_frame) {
         let stamp = frame.sensor_timestamp_ns >= 0 ? Double(frame.sensor_timestamp_ns) / 1_000 : nil
         let probing = state.withLock { s -> (Bool, Double?) in
@@ -157,45 +198,36 @@ public final class LibcameraCamera: CameraSource, ControllableCamera, @unchecked
         }
         if probing.0 {
             if let ask = probing.1 { clc_camera_request_duration(handle, Int64(ask)) }
+            clc_camera_requeue(handle, frame.request)
             queue.wake()
             return
         }
         guard let stamp, (frame.fourcc == Self.yuv420 && frame.plane_count == 3) || (frame.fourcc == Self.yuyv && frame.plane_count >= 1) else {
             state.withLock { $0.skippedFormat += 1 }
+            clc_camera_requeue(handle, frame.request)
             return
         }
-        guard let picture = state.withLock({ $0.pool.popLast() }) else { return }
-        copy(frame, into: picture)
-        let exposure = Double(frame.exposure_us >= 0 ? frame.exposure_us : Int32(periodMicroseconds / 2))
-        // The stamp is turned into the frame's start of exposure (its first row's, the readout not being known).
-        let centre = info.pipeline.center(sensorTimestampMicroseconds: stamp, exposureMicroseconds: exposure)
-        let duration = frame.frame_duration_us > 0 ? Double(frame.frame_duration_us) : periodMicroseconds
-        let capture = Capture(payload: .picture(picture), sequence: frame.sequence,
-                              timestampLocal: localClock(Int64((centre - exposure / 2).rounded())),
-                              timestampMeaning: .startOfExposure, exposureMicroseconds: Int64(exposure), durationMicroseconds: duration)
-        queue.push(capture)
+        let planes = withUnsafeBytes(of: frame.planes) { raw in
+            raw.bindMemory(to: UnsafePointer<UInt8>?.self).prefix(Int(frame.plane_count)).map { UInt(bitPattern: $0) }
+        }
+        let strides = withUnsafeBytes(of: frame.strides) { raw in raw.bindMemory(to: UInt32.self).prefix(Int(frame.plane_count)).map(Int.init) }
+        queue.push(Completed(request: frame.request, planes: planes, strides: strides, fourcc: frame.fourcc, sequence: frame.sequence,
+                             stampMicroseconds: stamp, exposureMicroseconds: frame.exposure_us,
+                             durationMicroseconds: frame.frame_duration_us))
     }
 
-    private func copy(_ frame: clc_frame, into picture: PlanarFrame) {
-        if frame.fourcc == Self.yuyv, let packed = frame.planes.0 {
-            let stride = Int(frame.strides.0)
-            PixelConversion.convert(UnsafeRawBufferPointer(start: packed, count: stride * height), layout: .yuyv,
-                                    bytesPerLine: stride, into: picture)
+    private func copy(_ frame: Completed, into picture: PlanarFrame) {
+        if frame.fourcc == Self.yuyv, let packed = UnsafeRawPointer(bitPattern: frame.planes[0]) {
+            PixelConversion.convert(UnsafeRawBufferPointer(start: packed, count: frame.strides[0] * height), layout: .yuyv,
+                                    bytesPerLine: frame.strides[0], into: picture)
             return
         }
         let planes = [(picture.luma, width, height), (picture.cb, picture.chromaWidth, picture.chromaHeight),
                       (picture.cr, picture.chromaWidth, picture.chromaHeight)]
-        withUnsafeBytes(of: frame.planes) { raw in
-            let sources = raw.bindMemory(to: UnsafePointer<UInt8>?.self)
-            withUnsafeBytes(of: frame.strides) { strideBytes in
-                let strides = strideBytes.bindMemory(to: UInt32.self)
-                for (i, (dest, w, h)) in planes.enumerated() {
-                    guard let source = sources[i] else { continue }
-                    for row in 0..<h {
-                        UnsafeMutableRawPointer(dest.baseAddress! + row * w)
-                            .copyMemory(from: source + row * Int(strides[i]), byteCount: w)
-                    }
-                }
+        for (i, (dest, w, h)) in planes.enumerated() {
+            guard i < frame.planes.count, let source = UnsafeRawPointer(bitPattern: frame.planes[i]) else { continue }
+            for row in 0..<h {
+                UnsafeMutableRawPointer(dest.baseAddress! + row * w).copyMemory(from: source + row * frame.strides[i], byteCount: w)
             }
         }
     }

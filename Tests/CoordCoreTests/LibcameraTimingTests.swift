@@ -65,6 +65,38 @@ import Testing
         #expect(LibcameraStreamFormats.recordedFormat("MJPEG 640x480; NV12 320x240") == nil)
     }
 
+    /// libcamera's UVC pipeline stamps a frame with uvcvideo's own buffer stamp, so it is chosen as a `--v4l2`
+    /// webcam's is (issue 36): hwtimestamps=0 (or uvcvideo's parameter unread) is the first packet's arrival, after
+    /// the exposure, stated late by the lab's worst and widening the centre's uncertainty; hwtimestamps=1 the
+    /// device's start of exposure. A Pi's stamp is taken as it is, with no choice and no warning.
+    @Test func aUVCCameraThroughLibcameraIsReadByUvcvideosStamp() throws {
+        let period = 33_333.0
+        let firstPacket = try #require(LibcameraPipeline.uvcvideo.stampChoice(hwTimestamps: 0, periodMicroseconds: period))
+        #expect(firstPacket.stamp == .firstPacket && firstPacket.marks == .endOfExposure && firstPacket.hwTimestamps == 0)
+        #expect(firstPacket.lateMicroseconds == BufferStampChoice.Figures.lab.firstPacketLateMax)
+        #expect(firstPacket.uncertaintyMicroseconds == firstPacket.lateMicroseconds / 2)
+        #expect(LibcameraPipeline.uvcvideo.stampChoice(hwTimestamps: nil, periodMicroseconds: period) == firstPacket)
+        let warning = try #require(firstPacket.warning(node: "vm1", camera: "cam0"))
+        #expect(warning.contains("first USB packet") && warning.contains("250.0 ms"))
+        // The centre is half an exposure before a first-packet stamp, half after a device-clock one.
+        #expect(LibcameraPipeline.uvcvideo.center(sensorTimestampMicroseconds: 100_000, exposureMicroseconds: 10_000,
+                                                  stamp: firstPacket) == 95_000)
+        let device = try #require(LibcameraPipeline.uvcvideo.stampChoice(hwTimestamps: 1, periodMicroseconds: period))
+        #expect(device.stamp == .deviceClock && device.marks == .startOfExposure && device.lateMicroseconds == 0)
+        #expect(LibcameraPipeline.uvcvideo.center(sensorTimestampMicroseconds: 100_000, exposureMicroseconds: 10_000,
+                                                  stamp: device) == 105_000)
+        for pi in [LibcameraPipeline.rpiPiSP, .rpiVC4, .other] {
+            #expect(pi.stampChoice(hwTimestamps: 0, periodMicroseconds: period) == nil)
+            #expect(pi.center(sensorTimestampMicroseconds: 100_000, exposureMicroseconds: 10_000, stamp: nil)
+                    == pi.center(sensorTimestampMicroseconds: 100_000, exposureMicroseconds: 10_000))
+        }
+        // The manifest's device names the stamp beside the pipeline.
+        var identity = DeviceIdentity(driver: "libcamera", model: "SYNCSTRIPE webcam", pipeline: "uvcvideo", cameraID: "x-1d6b:0102")
+        identity.timestamp = firstPacket
+        let json = String(decoding: try JSONEncoder().encode(identity), as: UTF8.self)
+        #expect(json.contains("\"stamp\":\"first-packet\"") && json.contains("\"pipeline\":\"uvcvideo\""))
+    }
+
     @Test func aLibcameraDeviceIsWrittenWithItsPipelineAndID() throws {
         let device = DeviceIdentity(driver: "libcamera", model: "imx708", pipeline: "rpi/pisp", cameraID: "/base/x/imx708@1a")
         let json = String(decoding: try JSONEncoder().encode(device), as: UTF8.self)

@@ -32,7 +32,7 @@ int clc_camera_count(clc_manager *manager);
 /// 0, or -1 when `index` is out of range.
 int clc_camera_info_at(clc_manager *manager, int index, clc_camera_info *out);
 
-/// One completed frame, valid only during the callback.
+/// One completed frame. Its planes stay valid (the request is not queued again) until `clc_camera_requeue(request)`.
 typedef struct {
     const uint8_t *planes[3];
     uint32_t strides[3];
@@ -47,6 +47,8 @@ typedef struct {
     int64_t frame_duration_us;
     /// The FrameDurationLimits minimum the request carried, -1 when it carried none.
     int64_t requested_duration_us;
+    /// The request that carried it: handed back with clc_camera_requeue once the planes are read.
+    uint32_t request;
 } clc_frame;
 
 typedef void (*clc_frame_callback)(void *context, const clc_frame *frame);
@@ -57,8 +59,14 @@ clc_camera *clc_camera_open(clc_manager *manager, const char *id, uint32_t width
                             size_t why_len);
 /// The stream's configured size and fourcc.
 void clc_camera_stream(clc_camera *camera, uint32_t *width, uint32_t *height, uint32_t *fourcc);
-/// Starts streaming with the controls set so far; frames arrive on libcamera's thread. 0, or -1 with `why`.
+/// Starts streaming with the controls set so far; frames arrive on libcamera's thread, each request held until
+/// the caller hands it back with clc_camera_requeue. 0, or -1 with `why`.
 int clc_camera_start(clc_camera *camera, clc_frame_callback callback, void *context, char *why, size_t why_len);
+/// Queues request `request` (a clc_frame's) again with the controls set so far; from any thread. 0, or -1 when the
+/// camera is stopped or libcamera refused it.
+int clc_camera_requeue(clc_camera *camera, uint32_t request);
+/// Requests libcamera completed since the camera was opened (cancelled ones not counted).
+uint64_t clc_camera_completed(clc_camera *camera);
 /// The frame duration the next request queued carries (FrameDurationLimits = {us, us}).
 void clc_camera_request_duration(clc_camera *camera, int64_t us);
 /// Controls every later request carries until changed; a negative value leaves that control alone.
