@@ -104,6 +104,7 @@ extension LiveRig {
         let plan = try SnapPlan(fps: max(template.fps, 1), format: format.rawValue, firstGroup: group)
         let console = Console(quiet: true)
         let table = { (node: String, camera: String) in "\(node)/\(camera).stills.csv" }
+        let pulses = { (node: String, camera: String) in "\(node)/\(camera).trigger.json" }
         let collector = Collector(directory: directory, takeID: takeID, policy: template.collectPolicy, console: console)
         let outcome = await collector.collect(nodes.map { node in
             Collector.Node(name: node.name, link: node.link,
@@ -138,11 +139,15 @@ extension LiveRig {
                 // The newest tile's real-time figure: the still's settled centre is at least this certain.
                 camera.centerUncertaintyMicroseconds = node.centerUncertainty[settings.camera].map { ($0 * 10).rounded() / 10 }
                 let path = plan.path(node: node.name, camera: settings.camera, shot: 0)
+                // A triggered camera's pulse for the shot (its node's `<camera>.trigger.json`, CONTRACT §17's block).
+                camera.trigger = (try? Data(contentsOf: directory.appendingPathComponent(pulses(node.name, settings.camera))))
+                    .flatMap { try? JSONDecoder().decode(TriggerFigures.self, from: $0) }
                 let row = writer.rows(csvPath: table(node.name, settings.camera)).first { $0.group == group }
                 if let row, outcome.verified[path] != nil {
                     kept.append(.init(camera: cameras.count, shot: 0, row: row, path: path, width: settings.width, height: settings.height))
                 } else {
-                    let why = refused[node.name].map { ": \($0)" } ?? ""
+                    let why = refused[node.name].map { ": \($0)" }
+                        ?? camera.trigger.map { ": its trigger output \($0.output) pulsed \($0.pulses) time(s) and the camera gave no frame of it" } ?? ""
                     events.append(.init(tMicroseconds: grid.instant(ofGroup: group), node: node.name, camera: settings.camera, kind: .incomplete,
                                         detail: "camera \(node.name)/\(settings.camera) has no still of group \(group)\(why)"))
                 }
@@ -155,7 +160,12 @@ extension LiveRig {
             _ = try? await node.link!.request(CoordRequest.confirmCollected(takeID: takeID, files: files, keep: template.collectPolicy.afterConfirm == .keep),
                                               timeout: 30, what: "the collection confirmation")
         }
-        for node in nodes { for c in node.cameras { try? FileManager.default.removeItem(at: directory.appendingPathComponent(table(node.name, c.camera))) } }
+        for node in nodes {
+            for c in node.cameras {
+                try? FileManager.default.removeItem(at: directory.appendingPathComponent(table(node.name, c.camera)))
+                try? FileManager.default.removeItem(at: directory.appendingPathComponent(pulses(node.name, c.camera)))
+            }
+        }
         var manifest = TakeManifest(takeID: takeID, name: name, status: events.isEmpty ? .complete : .partial,
                                     t0Microseconds: grid.t0, framePeriodMicroseconds: grid.periodMicroseconds, groups: 1,
                                     startWallclock: WallClock.rfc3339(), cameras: cameras, events: events)

@@ -29,8 +29,16 @@ extension NodeAgent {
         }
         // Long enough for the last group to pass and its stills to be encoded; a camera that stopped ends the wait.
         let deadline = MonotonicClock.now() + (grid.instant(ofGroup: last) - rigNow) + 5_000_000
-        try stills.expect(shotID: shotID, groups: groups, format: format, cameras: run.cameras.map(\.settings.camera),
-                          folder: directory.appendingPathComponent(configuration.name), deadline: deadline)
+        let folder = directory.appendingPathComponent(configuration.name)
+        // Triggered cameras expose only on a pulse: one per shot group, unless a take's train runs (it holds the cameras).
+        let pulsed = try startSnapPulses(shotID: shotID, groups: groups, cameras: run.cameras.map(\.settings), grid: grid, clock: run.clock, folder: folder)
+        do {
+            try stills.expect(shotID: shotID, groups: groups, format: format, cameras: run.cameras.map(\.settings.camera),
+                              folder: folder, deadline: deadline)
+        } catch {
+            cancelSnapPulses(cameras: pulsed)
+            throw error
+        }
         for (index, settings) in switched { switchForStills(index: index, to: settings, through: last, run: run) }
         logger.info("keeping stills", metadata: ["shot": "\(shotID)", "groups": "\(groups.count)", "first": "\(first)", "ahead_us": "\(ahead)",
                                                  "switched": "\(switched.map(\.1.camera))"])

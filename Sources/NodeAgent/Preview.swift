@@ -325,7 +325,20 @@ final class PreviewCamera: Sendable {
                                      phaseError: placed.phaseError)
             publisher.offer(offer, payload: capture.payload)
             framesSeen += 1
-            if stills?.offer(camera: settings.camera, group: placed.group, center: placed.center, payload: capture.payload) == true {
+            if let stills, let decisions = stills.triggers.frame(camera: settings.camera, center: placed.center,
+                                                                exposureMicroseconds: capture.exposureMicroseconds) {
+                // A triggered camera's still is its pulse's frame, centred on the pulse (no phase fit to settle).
+                for decision in decisions {
+                    switch decision {
+                    case .missed(let groups):
+                        stills.passed(camera: settings.camera, groups: groups)
+                    case .keep(let group, let center):
+                        if stills.offer(camera: settings.camera, group: group, center: center, payload: capture.payload) {
+                            stills.settle(camera: settings.camera, group: group, center: nil)
+                        }
+                    }
+                }
+            } else if stills?.offer(camera: settings.camera, group: placed.group, center: placed.center, payload: capture.payload) == true {
                 settling.append((placed.group, estimate, framesSeen + settleFrames))
             }
             while let next = settling.first, framesSeen >= next.due {

@@ -31,11 +31,14 @@ final class StillKeeper: Sendable {
     private let node: String
     private let store: FileStore
     private let logger: Logger
+    /// Triggered cameras' shot pulses while the node previews: their frames are matched there before they are offered.
+    let triggers: SnapTriggers
 
     init(node: String, store: FileStore, logger: Logger) {
         self.node = node
         self.store = store
         self.logger = logger
+        triggers = SnapTriggers(logger: logger)
     }
 
     /// Waits for `groups` of `cameras` under `shotID`, written into `folder` (made here).
@@ -119,6 +122,14 @@ final class StillKeeper: Sendable {
         thread.name = "still-\(camera)"
         thread.start()
         return true
+    }
+
+    /// A camera passed shot `groups` with nothing to keep (a triggered camera whose pulse exposed no frame): missed.
+    func passed(camera: String, groups: [Int64]) {
+        shots.withLock { s in
+            for (id, shot) in s { if let left = shot.remaining[camera] { s[id]?.remaining[camera] = left.subtracting(groups) } }
+        }
+        for id in finishedCameras(camera) { wrote(shotID: id, camera: camera, row: nil) }
     }
 
     /// The camera's centre for a kept `group`, re-estimated by its phase fit with the frames after it (as a take's

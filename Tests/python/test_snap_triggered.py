@@ -1,0 +1,202 @@
+"""A console Snap over real nodes (issue 39 item 3, CONTRACT §17/§18): node n1 (coord-node-scripted from its node
+file) has a scripted UVC webcam bound to trigger output `sync` (`--trigger-log`: a scripted line that logs each
+pulse's rise on CLOCK_MONOTONIC, this machine has no GPIO chip) beside a synthetic camera; node n2 has two
+synthetic cameras. One `coord console` and two Snaps through the API serve every assertion:
+
+- the first: while the console previews no train runs, so the node emits exactly one pulse for the shot's group;
+  every camera's still is of that group, the triggered camera's centred on its pulse's measured edge plus its
+  delay and half its exposure, and the manifest says it was triggered, by `sync`, with the pulse's timing error;
+- the second: n2 is frozen (SIGSTOP) as the Snap is asked, so it never takes it: the shot is partial, names n2's
+  cameras in one sentence each, and n1's stills are collected and sealed (`ascmhl verify`).
+
+The scripted webcam free-runs on the grid (it has no trigger input): its stripes are not the pulses' truth, so the
+triggered still is checked against the pulse log, the synthetic stills against their stripes."""
+from __future__ import annotations
+
+import json
+import os
+import queue
+import re
+import signal
+import subprocess
+import threading
+import time
+import urllib.error
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+from conftest import Node
+from test_snap import ASCMHL_VERIFY, stripe
+from test_v4l2_node import COORD, UVC, script, scripted_node_binary
+
+DELAY_US = 20
+SYNC_US = 50
+
+NODE_FILE = """version: 1
+name: n1
+endpoint: tcp://127.0.0.1:*
+staging: {staging}
+triggers:
+  - {{name: sync, gpio: {{chip: /dev/gpiochip0, line: 17}}, width_us: 500}}
+cameras:
+  - {{name: cam0, v4l2: /dev/video0, trigger: {{output: sync, source: Line0, delay_us: {delay}}}}}
+  - {{name: syn0, synthetic: true}}
+"""
+
+
+def start_triggered_node(d: Path):
+    d.mkdir(parents=True, exist_ok=True)
+    (d / "node.yaml").write_text(NODE_FILE.format(staging=d / "staging", delay=DELAY_US))
+    err = open(d / "node.stderr", "wb")
+    proc = subprocess.Popen([str(scripted_node_binary()), "--config", str(d / "node.yaml"), "--parent-pid", str(os.getpid()),
+                             "--v4l2-script", str(script(d / "cams.json", {"/dev/video0": UVC})), "--trigger-log", str(d / "pulses.log")],
+                            stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=err, text=True)
+    lines: "queue.Queue[str]" = queue.Queue()
+    threading.Thread(target=lambda: lines.put(proc.stdout.readline()), daemon=True).start()
+    m = re.match(r"READY (tcp://\S+)", lines.get(timeout=30))
+    assert m, (d / "node.stderr").read_text()
+    return proc, m.group(1)
+
+
+class Console:
+    def __init__(self, rig: Path, takes: Path):
+        self.proc = subprocess.Popen([str(COORD), "console", "--rig", str(rig), "--listen", "127.0.0.1:0", "--takes-dir", str(takes)],
+                                     stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+        m = re.search(r"^CONSOLE (http://[\d.:]+)/\?token=(\S+)$", self.proc.stdout.readline().strip())
+        assert m, "coord console printed no CONSOLE line"
+        self.base, self.auth = m.group(1), {"Authorization": f"Bearer {m.group(2)}"}
+
+    def call(self, method: str, path: str, body=None, timeout: float = 10):
+        data = json.dumps(body).encode() if body is not None else None
+        request = urllib.request.Request(self.base + path, data=data, method=method,
+                                         headers={"Content-Type": "application/json", **self.auth})
+        try:
+            with urllib.request.urlopen(request, timeout=timeout) as r:
+                return r.status, json.loads(r.read())
+        except urllib.error.HTTPError as e:
+            return e.code, json.loads(e.read())
+
+    def close(self):
+        self.proc.send_signal(signal.SIGINT)
+        try:
+            self.proc.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait(timeout=5)
+
+
+def wait_previews(console: Console, cameras: int, groups: int = 60, timeout: float = 60):
+    """Until a complete multiview set of every camera, then `groups` more groups (the phase fits settle)."""
+    deadline, first = time.monotonic() + timeout, None
+    while True:
+        assert time.monotonic() < deadline, "the console never showed every camera's tile"
+        status, mv = console.call("GET", "/api/multiview")
+        if status == 200 and len(mv.get("tiles", [])) == cameras:
+            first = mv["group"] if first is None else first
+            if mv["group"] >= first + groups:
+                return
+        time.sleep(0.1)
+
+
+def snap(console: Console, name: str):
+    deadline = time.monotonic() + 30
+    while True:
+        status, shot = console.call("POST", "/api/snap", {"name": name}, timeout=60)
+        # 409 until every node's clock is followed and its tiles subscribed; anything else is the answer.
+        if status != 409 or "no node previews" not in shot.get("error", "") or time.monotonic() > deadline:
+            return status, shot
+        time.sleep(0.2)
+
+
+@pytest.fixture(scope="module")
+def shots(tmp_path_factory):
+    d = tmp_path_factory.mktemp("snap-triggered")
+    n1, endpoint1 = start_triggered_node(d / "n1")
+    n2 = Node(d / "n2", extra_args=["--name", "n2"])
+    rig = d / "rig.yaml"
+    # A raw take codec, so the webcam delivers YUYV the node can keep losslessly.
+    rig.write_text(f"version: 1\nnodes:\n  - name: n1\n    endpoint: {endpoint1}\n"
+                   "    cameras:\n      - {name: cam0}\n      - {name: syn0}\n"
+                   f"  - name: n2\n    endpoint: {n2.endpoint}\n"
+                   "take:\n  size: 640x480\n  fps: 30\n  codec: ffv1\n")
+    console = Console(rig, d / "takes")
+    frozen = False
+    try:
+        wait_previews(console, cameras=4)
+        first = snap(console, "trig")
+        log = d / "n1" / "pulses.log"
+        rises_after_first = log.read_text().splitlines() if log.exists() else []
+        # n2 frozen as the Snap is asked: it cannot answer KeepStills (nor anything) until it is continued.
+        n2.proc.send_signal(signal.SIGSTOP)
+        frozen = True
+        second = snap(console, "part")
+        n2.proc.send_signal(signal.SIGCONT)
+        frozen = False
+        yield d / "takes", first, second, rises_after_first, (d / "n1" / "node.stderr")
+    finally:
+        if frozen:
+            n2.proc.send_signal(signal.SIGCONT)
+        console.close()
+        n1.terminate()
+        try:
+            n1.wait(timeout=15)
+        except subprocess.TimeoutExpired:
+            n1.kill()
+        n2.cleanup()
+
+
+def test_a_triggered_cameras_still_is_its_one_pulses_frame_at_the_shots_group(shots):
+    takes, (status, shot), _, rises, node_log = shots
+    assert status == 200, shot
+    assert shot["status"] == "complete", (shot, node_log.read_text()[-3000:])
+    directory = takes / shot["take_id"]
+    manifest = json.loads((directory / "manifest.json").read_text())
+    stills = {(s["node"], s["camera"]): s for s in manifest["stills"]}
+    assert sorted(stills) == [("n1", "cam0"), ("n1", "syn0"), ("n2", "cam0"), ("n2", "cam1")], sorted(stills)
+    assert {s["group"] for s in stills.values()} == {shot["group"]}
+    # Exactly one pulse, for the shot's group: no train runs while the console previews.
+    assert len(rises) == 1 and rises[0].split()[0] == "sync", rises
+    rise = int(rises[0].split()[1])
+    instant = shot["center_us"]
+    triggered = stills[("n1", "cam0")]
+    cameras = {(c["node"], c["camera"]): c for c in manifest["cameras"]}
+    t = cameras[("n1", "cam0")].get("trigger")
+    assert t is not None and (t["output"], t["source"], t["pulses"]) == ("sync", "Line0", 1), t
+    error = t["error_us"]
+    assert 0 <= error["p50"] == error["p99"] == error["max"] < 5_000, t
+    # The still's centre is the pulse's measured edge (the line's rise; the node's clock is the host's here) plus
+    # the delay and half the exposure the webcam runs at (its own choice, half its interval: no exposure is set)...
+    half = triggered["center_us"] - rise - DELAY_US
+    assert 5_000 < half < 10_000, (triggered, rise)
+    # ...and the edge led the group's instant by that much, so the centre is the instant, late by the edge's error.
+    assert abs(instant - half - DELAY_US + error["max"] - rise) <= 2, (instant, rise, half, error)
+    assert abs(triggered["center_us"] - instant - error["max"]) <= 2, (triggered, instant, error)
+    assert all("trigger" not in c for k, c in cameras.items() if k != ("n1", "cam0")), cameras
+    # The synthetic cameras' true centres (their stripes) are on the same group's instant.
+    for key in (("n1", "syn0"), ("n2", "cam0"), ("n2", "cam1")):
+        truth = stripe(directory / stills[key]["path"])
+        assert truth is not None and abs(truth[2] - instant) <= SYNC_US, (key, truth, instant)
+    # The node's sidecar became the manifest's block: only stills and the shot's documents remain.
+    assert not list(directory.glob("*/*.json")) and not list(directory.glob("*/*.csv"))
+
+
+def test_a_node_that_never_takes_the_snap_makes_a_partial_shot_naming_it_and_the_rest_is_sealed(shots):
+    takes, _, (status, shot), _, _ = shots
+    assert status == 200, shot
+    assert shot["status"] == "partial", shot
+    directory = takes / shot["take_id"]
+    manifest = json.loads((directory / "manifest.json").read_text())
+    assert manifest["status"] == "partial"
+    assert sorted((s["node"], s["camera"]) for s in manifest["stills"]) == [("n1", "cam0"), ("n1", "syn0")]
+    missing = [e for e in manifest["events"] if e["kind"] == "incomplete"]
+    assert sorted(e["camera"] for e in missing) == ["cam0", "cam1"] and {e["node"] for e in missing} == {"n2"}, missing
+    for e in missing:
+        assert e["detail"].startswith(f"camera n2/{e['camera']} has no still of group {shot['group']}: ") and "n2" in e["detail"][20:], e
+        assert "\n" not in e["detail"], e
+    assert shot["message"] == missing[0]["detail"] or shot["message"] in [e["detail"] for e in missing], shot
+    for s in manifest["stills"]:
+        assert (directory / s["path"]).stat().st_size == s["bytes"]
+    r = subprocess.run([*ASCMHL_VERIFY, str(directory)], capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stdout + r.stderr
