@@ -24,12 +24,13 @@ import os
 import subprocess
 import sys
 import tempfile
+import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "scripts"))
-from vmlab_lib import gpiosim  # noqa: E402
+from vmlab_lib import clocktruth, gpiosim, truth  # noqa: E402
 from vmlab_lib.lab import Lab, find_debs  # noqa: E402
 
 SYNTHETIC = {"name": "syn0", "synthetic": True}
@@ -45,14 +46,19 @@ def with_synthetic(rig: Path) -> None:
     rig.write_text("\n".join(lines) + "\n")
 
 
-def figures(lab: Lab, take_dir: Path | None, code: int, chips: dict) -> dict:
+def figures(lab: Lab, take_dir: Path | None, code: int, chips: dict, truths: dict) -> dict:
     if take_dir is None:
         return {"exit": code, "take": None}
     manifest = json.loads((take_dir / "manifest.json").read_text())
     report = json.loads((take_dir / "sync-report.json").read_text())
     out = {"exit": code, "status": manifest["status"], "groups": manifest["groups"],
            "frame_period_us": manifest["frame_period_us"], "vms": []}
-    for entry in gpiosim.trigger_report(lab, manifest, chips):
+    edges = {vm.name: gpiosim.read_edges(vm, chips[vm.name][1]) for vm in lab.vms}
+    entries = [gpiosim.figures(manifest, vm.name, edges[vm.name]) for vm in lab.vms]
+    # the same edges through the lab's clock truth, independent of coord: per output and the cross-VM skew
+    out["skew_us"] = truth.trigger_truth(entries, edges, manifest, truths)
+    out["clock_truth"] = clocktruth.report(truths, manifest)
+    for entry in entries:
         node = entry["vm"]
         cam = next((c for c in manifest["cameras"] if c["node"] == node and c["camera"] == "cam0"), {})
         syn = next((c for c in report["cameras"] if c["node"] == node and c["camera"] == "syn0"), {})
@@ -61,6 +67,24 @@ def figures(lab: Lab, take_dir: Path | None, code: int, chips: dict) -> dict:
             "node_stated": cam.get("trigger"),
             "synthetic_phase_error_us": syn.get("phase_error_us"),
             "clock_bound_us": max((p.get("bound_us", 0) for p in track), default=None)})
+    return out
+
+
+def channels(lab: Lab, count: int = 20) -> dict:
+    """The clock truth's channel against the guest agent's (JSON over the other virtio-serial port, a shell per
+    request), per VM: round trips in ms, the quickest and the median — why the truth has a port of its own."""
+    out = {}
+    for vm in lab.vms:
+        agent = []
+        for _ in range(count):
+            start = time.monotonic()
+            vm.sh("true")
+            agent.append((time.monotonic() - start) * 1000)
+        agent.sort()
+        b = clocktruth.burst(vm)
+        out[vm.name] = {"agent_rtt_ms": {"min": round(agent[0], 2), "p50": round(agent[count // 2], 2)},
+                        "clock_port_rtt_ms": {"min": round(b.min_rtt_us / 1000, 3),
+                                              "p50": round(b.rtt_p50_us / 1000, 3)}}
     return out
 
 
@@ -84,12 +108,15 @@ def main() -> int:
     vmlab_json = work / "first/vmlab.json"
     acceptance = {"command": " ".join(["scripts/vmlab"] + cmd[1:]), "exit": first.returncode,
                   "stderr_tail": first.stderr.strip().splitlines()[-3:],
-                  "trigger": json.loads(vmlab_json.read_text()).get("trigger") if vmlab_json.exists() else None}
+                  **{k: json.loads(vmlab_json.read_text()).get(k) if vmlab_json.exists() else None
+                     for k in ("trigger", "trigger_skew_us", "clock_truth")}}
     print(json.dumps(acceptance), flush=True)
     if not (work / "first/.vmlab/lab.json").exists():
         print(first.stderr[-3000:], file=sys.stderr)
         return 1
     lab = Lab.load(work / "first/.vmlab")
+    acceptance["channels"] = channels(lab)
+    print(json.dumps(acceptance["channels"]), flush=True)
     takes = []
     try:
         with ThreadPoolExecutor(max_workers=len(lab.vms)) as pool:
@@ -100,8 +127,10 @@ def main() -> int:
                 for vm in lab.vms:
                     gpiosim.restart_trace(vm)
                 with_synthetic(lab.write_rig(takes_dir=work / "takes", fps=fps, pressure_none=True))
+                before = clocktruth.bursts(lab.vms)
                 code, take_dir, stderr = lab.start_take(work / "takes", a.seconds)
-                takes.append({"fps": fps} | figures(lab, take_dir, code, chips)
+                truths = clocktruth.truths(before, clocktruth.bursts(lab.vms))
+                takes.append({"fps": fps} | figures(lab, take_dir, code, chips, truths)
                              | {"arming_retries": lab.arming_retries})
             print(json.dumps(takes[-1]), flush=True)
     finally:
@@ -112,6 +141,8 @@ def main() -> int:
               "started": started.isoformat(timespec="seconds"), "vms": a.vms, "seconds": a.seconds, "fps": rates,
               "accel": "tcg, 1 vCPU per VM, niced, on the shared 2-core machine",
               "edge_clock": "the kernel's gpio_value tracepoint, trace_clock mono (the guest's CLOCK_MONOTONIC)",
+              "placed": "error_us through coord's clock_track (the baseline); truth_error_us and skew_us through the "
+                        "lab's clock truth (scripts/vmlab_lib/clocktruth.py) onto the host's clock, the rig's",
               "load_average_1_5_15": {"start": load_before, "end": os.getloadavg()},
               "debs": debs["coord-node"].name, "acceptance": acceptance, "takes": takes}
     a.out.parent.mkdir(parents=True, exist_ok=True)
@@ -120,8 +151,10 @@ def main() -> int:
         for v in t.get("vms", []):
             print(f"{t['fps']} fps {v['vm']}: pulses {v['pulses']}/{v['groups']}  "
                   f"kernel edge error p50 {v['error_us']['p50']} "
-                  f"p99 {v['error_us']['p99']} max {v['error_us']['max']} µs  | synthetic phase "
+                  f"p99 {v['error_us']['p99']} max {v['error_us']['max']} µs  | through the truth "
+                  f"{v['truth_error_us']} ±{v['truth_uncertainty_us']} µs | synthetic phase "
                   f"{v['synthetic_phase_error_us']}")
+        print(f"{t['fps']} fps cross-VM edge skew through the truth: {t.get('skew_us')}")
     return 0
 
 

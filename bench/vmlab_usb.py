@@ -31,7 +31,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "scripts"))
-from vmlab_lib import truth, usb  # noqa: E402
+from vmlab_lib import clocktruth, truth, usb  # noqa: E402
 from vmlab_lib.lab import Lab, find_debs  # noqa: E402
 
 
@@ -91,7 +91,7 @@ def true_phase(manifest: dict, take_dir: Path, cam: dict) -> dict:
             "drift_us_per_s": round(slope, 2), "span_s": round((end[-1][0] - first[0][0]) * period / 1e6, 1)}
 
 
-def figures(take_dir: Path, code: int, lab: Lab) -> dict:
+def figures(take_dir: Path, code: int, lab: Lab, truths: dict) -> dict:
     manifest = json.loads((take_dir / "manifest.json").read_text())
     report = json.loads((take_dir / "sync-report.json").read_text())
     out: dict = {"exit": code, "status": manifest["status"], "groups": manifest["groups"], "cameras": [], "mics": []}
@@ -117,7 +117,19 @@ def figures(take_dir: Path, code: int, lab: Lab) -> dict:
         a = next((x for x in manifest["audio"] if x["node"] == m.get("node")), {})
         out["mics"].append(m | {"device": a.get("device")})
     out["gadgets"] = {vm.name: usb.gadget_reports(vm) for vm in lab.vms}
+    # Cross-VM through the lab's clock truth (clocktruth.py): true phase and spread beside the report's, per camera
+    # the node's centre minus the true centre on the host's clock (node_minus_true_ms above is on the node's clock
+    # through coord's own clock_track: the baseline)
+    out["clock_truth"] = clocktruth.report(truths, manifest)
+    out["uvc_truth"] = truth.uvc_truth(manifest, take_dir, truths)
     return out
+
+
+def timed_take(lab: Lab, takes: Path, seconds: float) -> tuple[int, Path | None, str, dict]:
+    """A take with a clock-truth burst before and after it."""
+    before = clocktruth.bursts(lab.vms)
+    code, take_dir, stderr = lab.start_take(takes, seconds)
+    return code, take_dir, stderr, clocktruth.truths(before, clocktruth.bursts(lab.vms))
 
 
 def main() -> int:
@@ -139,25 +151,25 @@ def main() -> int:
                 for vm in lab.vms:  # read by uvcvideo at every frame: no reload, the same devices
                     vm.sh(f"echo {hw} > /sys/module/uvcvideo/parameters/hwtimestamps")
                 lab.write_rig(takes_dir=work / "takes")
-                code, take_dir, stderr = lab.start_take(work / "takes", a.seconds)
+                code, take_dir, stderr, truths = timed_take(lab, work / "takes", a.seconds)
                 if take_dir is None:
                     runs.append({"hwtimestamps": hw, "exit": code, "error": stderr.strip()[-600:]})
                     continue
-                run = {"hwtimestamps": hw, "take": k} | figures(take_dir, code, lab)
+                run = {"hwtimestamps": hw, "take": k} | figures(take_dir, code, lab, truths)
                 runs.append(run)
                 print(json.dumps({"hwtimestamps": hw, "cameras": [(c["node"], c["node_minus_true_ms"], c["bound_us"],
                                                                    c["inside"], c["of"], c["before"])
                                                                   for c in run["cameras"]],
                                   "clicks": [(m.get("node"), m.get("clicks"), m.get("offset_us"))
-                                             for m in run["mics"]]}), flush=True)
+                                             for m in run["mics"]], "uvc_truth": run["uvc_truth"]}), flush=True)
         if a.long > 0:
             lab.write_rig(takes_dir=work / "takes")
-            code, take_dir, stderr = lab.start_take(work / "takes", a.long)
+            code, take_dir, stderr, truths = timed_take(lab, work / "takes", a.long)
             if take_dir is None:
                 runs.append({"long": a.long, "exit": code, "error": stderr.strip()[-600:]})
             else:
                 manifest = json.loads((take_dir / "manifest.json").read_text())
-                run = {"long": a.long, "hwtimestamps": 1} | figures(take_dir, code, lab)
+                run = {"long": a.long, "hwtimestamps": 1} | figures(take_dir, code, lab, truths)
                 run["true_phase"] = {c["node"]: true_phase(manifest, take_dir, c) for c in manifest["cameras"]}
                 runs.append(run)
                 print(json.dumps({"long": a.long, "true_phase": run["true_phase"]}), flush=True)

@@ -25,6 +25,7 @@ REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO / "scripts"))
 from vmlab_lib import image  # noqa: E402
 from vmlab_lib import truth  # noqa: E402
+from vmlab_lib import clocktruth  # noqa: E402
 from vmlab_lib.lab import MIC_CARD, MIC_DEVICE, Lab  # noqa: E402
 
 VMLAB = REPO / "scripts/vmlab"
@@ -128,6 +129,24 @@ def test_vmlab_json_shows_systemd_type_notify_with_a_watchdog(first_take):
         assert vm["systemd"]["ActiveState"] == "active"
         assert vm["systemd"]["WatchdogUSec"] > 0
         assert vm["systemd"]["NRestarts"] == 0
+
+
+def test_clock_truth_is_certain_to_under_a_millisecond_and_coord_s_clock_track_lies_within_its_bound(first_take):
+    """The lab's clock truth (scripts/vmlab_lib/clocktruth.py: host ↔ guest stamps over the vmlab.clock port, a burst
+    before and one after the take), independent of coord, and coord's own clock_track held against it."""
+    report = json.loads((first_take["out"] / "vmlab.json").read_text())
+    entries = {e["vm"]: e for e in report["clock_truth"]}
+    assert sorted(entries) == ["vm1", "vm2"], report["clock_truth"]
+    for vm, e in entries.items():
+        print(f"{vm}: clock truth {e}")
+        assert e["exchanges"] == 2 * clocktruth.BURST, e
+        assert 0 < e["min_rtt_us"] <= 2 * e["uncertainty_us"] < 2000, e  # ±half the chosen round trip, under 1 ms
+        assert e["span_s"] > SECONDS, e  # one burst before the take, one after
+        # The guests run on TSC (each boot's own calibration, about 12 ppm) or hpet (the host's rate): never far off.
+        assert abs(e["rate_ppm"]) < 200, e
+        # coord's mapping of the guest's clock (clock_track: node = rig + offset) agrees with the truth within the
+        # bound coord states for it at each point, plus the truth's own uncertainty.
+        assert e["clock_track"]["points"] > 0 and e["clock_track"]["within_bound"], e
 
 
 def test_manifest_names_the_vivid_device(first_take):
@@ -378,13 +397,18 @@ def usb_take(lab, tmp_path_factory):
             devices[vm.name] = (cam["v4l2"], mic)
             lab.use_camera(vm, cam["v4l2"], restart=False)
             lab.use_microphone(vm, mic)
+        before = clocktruth.bursts(lab.vms)
         code, take_dir, manifest = take(lab, out, seconds=SECONDS)
+        truths = clocktruth.truths(before, clocktruth.bursts(lab.vms))
         reports = {vm.name: usb.gadget_reports(vm) for vm in lab.vms}
     finally:
         for vm in lab.vms:
             lab.use_camera(vm, "/dev/video0", restart=False)
             lab.use_microphone(vm, MIC_DEVICE)
-    yield {"code": code, "dir": take_dir, "manifest": manifest, "reports": reports, "devices": devices}
+    uvc = truth.uvc_truth(manifest, take_dir, truths)
+    (out / "clock_truth.json").write_text(json.dumps({"clock_truth": clocktruth.report(truths, manifest),
+                                                      "uvc_truth": uvc}, indent=1))  # for a look afterwards
+    yield {"code": code, "dir": take_dir, "manifest": manifest, "reports": reports, "devices": devices, "truth": uvc}
 
 
 def test_usb_webcams_and_microphones_record_through_uvcvideo_and_snd_usb_audio(usb_take):
@@ -419,6 +443,19 @@ def test_usb_webcams_and_microphones_record_through_uvcvideo_and_snd_usb_audio(u
         errors.sort()
         print(f"{cam['node']}: node's centre − true centre p50 {errors[len(errors) // 2] / 1000:.1f} ms, "
               f"min {errors[0] / 1000:.1f}, max {errors[-1] / 1000:.1f} ms; sensor {report}")
+    # Cross-VM through the lab's clock truth: each new frame's true centre (its stripe, mapped from the guest's clock
+    # to the host's, which is the rig's) gives each camera's true phase and each group's true spread; the report's
+    # figures lie within the bound it states of them (plus the truth's own uncertainty).
+    uvc = usb_take["truth"]
+    for c in uvc["cameras"]:
+        print(f"{c['vm']}/{c['camera']}: true phase {c['phase_error_us']} µs, the report's {c['report_phase_error_us']}"
+              f" ±{c['bound_us']} (truth ±{c['truth_uncertainty_us']}); report − truth per frame {c['centre_error_us']}")
+        assert c["frames"] > 0 and c["unreadable"] == 0, c
+        assert c["holds"], c
+    spread = uvc["spread"]
+    print(f"true spread {spread['spread_us']} µs over {spread['groups']} groups, the report's {spread['report_spread_us']}"
+          f" (bound {spread['report_spread_bound_us']}); worst excess {spread['worst_excess_us']} µs")
+    assert spread["groups"] > 0 and spread["holds"], spread
     for mic in manifest["audio"]:  # the USB card's name (snd-usb-audio takes it from the product string)
         assert "SYNCCLICK microphone" in json.dumps(mic["device"]), mic
         assert mic["frames"] > 0
@@ -508,12 +545,18 @@ def trigger_take(lab, tmp_path_factory):
     try:
         with ThreadPoolExecutor(max_workers=len(lab.vms)) as pool:  # each VM restarts its node: side by side
             chips = dict(zip((vm.name for vm in lab.vms), pool.map(gpiosim.use_trigger, lab.vms)))
+        before = clocktruth.bursts(lab.vms)
         code, take_dir, manifest = take(lab, out, seconds=SECONDS, fps=gpiosim.LAB_FPS)
-        entries = gpiosim.trigger_report(lab, manifest, chips)
+        truths = clocktruth.truths(before, clocktruth.bursts(lab.vms))
+        edges = {vm.name: gpiosim.read_edges(vm, chips[vm.name][1]) for vm in lab.vms}
+        entries = [gpiosim.figures(manifest, vm.name, edges[vm.name]) for vm in lab.vms]
+        skew = truth.trigger_truth(entries, edges, manifest, truths)
+        (out / "clock_truth.json").write_text(json.dumps({"clock_truth": clocktruth.report(truths, manifest),
+                                                          "trigger": entries, "trigger_skew_us": skew}, indent=1))
     finally:
         with ThreadPoolExecutor(max_workers=len(lab.vms)) as pool:
             list(pool.map(gpiosim.drop_trigger, lab.vms))
-    yield {"code": code, "dir": take_dir, "manifest": manifest, "entries": entries}
+    yield {"code": code, "dir": take_dir, "manifest": manifest, "entries": entries, "skew": skew}
 
 
 def test_trigger_outputs_on_gpio_sim_pulse_once_per_group_on_the_grid(trigger_take):
@@ -535,6 +578,20 @@ def test_trigger_outputs_on_gpio_sim_pulse_once_per_group_on_the_grid(trigger_ta
         # Never early: the generator spins to its edge on the clock the kernel stamps with; only the two
         # mappings of that clock to the grid (the node's and the coordinator's clock_track) differ.
         assert e["signed_us"]["min"] > -TRIGGER_MAPPING_US, e
+        # The same edges on the host's clock through the lab's clock truth (independent of coord) against the grid
+        # instants, which are on the host's clock: early by at most coord's clock bound (the node schedules through
+        # coord's mapping) plus the truth's uncertainty, and within half a period plus those late.
+        track_bound = max(p["bound_us"] for p in manifest["clock_track"] if p["node"] == e["vm"])
+        slack = track_bound + e["truth_uncertainty_us"]
+        print(f"{e['vm']}: through the clock truth {e['truth_error_us']} µs (signed {e['truth_signed_us']}, "
+              f"truth ±{e['truth_uncertainty_us']}, coord's bound {track_bound})")
+        assert e["truth_signed_us"]["min"] > -slack and e["truth_error_us"]["max"] < period / 2 + slack, e
+        assert abs(e["truth_error_us"]["p50"] - e["error_us"]["p50"]) <= slack, e
+    # The two VMs' edges of each group, on the host's clock: apart by no more than each is late (under half a period)
+    # plus both clocks' slack; printed figures are the cross-VM trigger skew.
+    skew = trigger_take["skew"]
+    print(f"cross-VM edge skew through the clock truth: {skew}")
+    assert skew["groups"] == groups and skew["max"] < period / 2 + 2 * TRIGGER_MAPPING_US + skew["uncertainty_us"], skew
     # The manifest's triggered-camera block: the node's own count and timing of the same pulses.
     for cam in manifest["cameras"]:
         t = cam.get("trigger")

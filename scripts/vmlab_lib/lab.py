@@ -211,6 +211,10 @@ class Lab:
                 break
             self.arming_retries += 1
             log("a node did not arm in time (the emulated CPU under load); recording again")
+            # an aborted arm's trigger pulses (--trigger) are no take's: the kernel's trace starts again with the retry
+            for vm in self.vms:
+                vm.sh("[ \"$(cat /sys/kernel/tracing/tracing_on 2>/dev/null)\" = 1 ] && echo > /sys/kernel/tracing/trace;"
+                      " true")
         return result.returncode, (new[0] if len(new) == 1 else None), result.stderr
 
     def systemd(self, vm: VM) -> dict:

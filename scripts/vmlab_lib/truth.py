@@ -97,7 +97,7 @@ def trigger_truth(entries: list[dict], edges: dict[str, list[int]], manifest: di
 
 def uvc_truth(manifest: dict, take_dir: Path, truths: dict) -> dict:
     """Each gadget camera's true phase from its stripes (each new frame's true centre on the host's clock through
-    the truth, against its group's instant) beside the sync report's phase and its stated bound (±2σ of the clock
+    the truth, against the instant of the group the node gave it, as the report's phase is; and to the nearest) beside the sync report's phase and its stated bound (±2σ of the clock
     and centre uncertainties), and the true spread per group across the VMs beside the report's spread and bound.
     Rows as the report counts them: dup (filled or held) and recovered rows left out. A figure holds when
     |report − truth| ≤ the report's bound + the truth's uncertainty."""
@@ -111,7 +111,7 @@ def uvc_truth(manifest: dict, take_dir: Path, truths: dict) -> dict:
         sigma = ((s.get("clock_uncertainty_us") or 0) ** 2 + (s.get("center_uncertainty_us") or 0) ** 2) ** 0.5
         found = stripes(take_dir / node / f"{name}.mkv")
         rows = (take_dir / node / f"{name}.frames.csv").read_text().splitlines()[1:]
-        phase, errors, unread = [], [], 0
+        phase, nearest, errors, unread = [], [], [], 0
         for row, stripe in zip(rows, found):
             _, group, centre, flags = (row.split(",") + [""])[:4]
             if "dup" in flags or "recovered" in flags:
@@ -122,12 +122,15 @@ def uvc_truth(manifest: dict, take_dir: Path, truths: dict) -> dict:
             true = t.to_host(stripe[1])
             grid = t0 + int(group) * period
             phase.append(true - grid)
+            nearest.append((true - t0 + period / 2) % period - period / 2)
             errors.append(float(centre) - true)
             by_group.setdefault(int(group), []).append((float(centre), true, 2 * sigma, t.uncertainty_us))
         truth_phase, report_phase = percentiles(phase), s.get("phase_error_us") or {}
         allowed = 2 * sigma + t.uncertainty_us
         cameras.append({"vm": node, "camera": name, "frames": len(phase), "unreadable": unread,
                         "phase_error_us": truth_phase, "report_phase_error_us": report_phase,
+                        # the sensor's phase to the nearest grid instant, whichever group the node gave the frame
+                        "phase_to_nearest_us": percentiles(nearest),
                         "bound_us": round(2 * sigma, 1), "truth_uncertainty_us": round(t.uncertainty_us, 1),
                         "centre_error_us": percentiles(errors) | {"min": round(min(errors, default=0), 1),
                                                                   "max_signed": round(max(errors, default=0), 1)},
