@@ -45,6 +45,7 @@ public final class LibcameraCamera: CameraSource, ControllableCamera, @unchecked
         var stampMicroseconds: Double
         var exposureMicroseconds: Int32
         var durationMicroseconds: Int64
+        var arrival: Int64  // when libcamera's thread noted it (CLOCK_MONOTONIC, µs)
     }
 
     private struct State {
@@ -54,6 +55,20 @@ public final class LibcameraCamera: CameraSource, ControllableCamera, @unchecked
         var probe: (plan: [Double], asked: [Double], stamps: [Double])?
         var controls = CameraControls()
         var skippedFormat = 0
+        var figures = StreamFigures()
+    }
+
+    /// What one run of the stream did at each stage (logged when it stops): frames libcamera completed, the longest
+    /// wait between two of them (by their arrival on the node), frames the recorder took, and the longest a request
+    /// was held off the device while its picture was copied.
+    public struct StreamFigures: Sendable, CustomStringConvertible {
+        public var completed = 0, taken = 0
+        public var longestGapMicroseconds: Int64 = 0, longestHeldMicroseconds: Int64 = 0
+        var lastArrival: Int64?
+        public var description: String {
+            "\(completed) frames completed by libcamera, \(taken) taken by the recorder, longest wait between two "
+                + "\(longestGapMicroseconds / 1000) ms, longest held off the device \(longestHeldMicroseconds / 1000) ms"
+        }
     }
 
     /// Frames libcamera completed since the camera opened (the probe's included).
@@ -136,7 +151,7 @@ public final class LibcameraCamera: CameraSource, ControllableCamera, @unchecked
         clc_camera_set_controls(handle, Int32(exposure), -1, -1, -1, -1, -1, 0, 0)
         // Pinned to the take's period either way: a camera that did not follow single frames may still take a rate.
         clc_camera_request_duration(handle, Int64(periodMicroseconds.rounded()))
-        state.withLock { $0.running = true }
+        state.withLock { $0.running = true; $0.figures = StreamFigures() }
         _ = queue.drain()  // requests held from an earlier run are queued afresh by the start
         var why = [CChar](repeating: 0, count: 512)
         guard clc_camera_start(handle, Self.callback, Unmanaged.passUnretained(self).toOpaque(), &why, why.count) == 0 else {
@@ -147,8 +162,15 @@ public final class LibcameraCamera: CameraSource, ControllableCamera, @unchecked
 
     public func stop() {
         clc_camera_stop(handle)
-        state.withLock { $0.running = false }
+        let figures = state.withLock { s in
+            defer { s.running = false }
+            return s.running ? s.figures : nil
+        }
         queue.wake()
+        // The per-stage counts of issue 37's stall hunt, one line in the node's log (journald) per run.
+        if let figures {
+            FileHandle.standardError.write(Data("coord-node: libcamera camera \(cameraID) stopped: \(figures)\n".utf8))
+        }
     }
 
     @discardableResult
@@ -165,6 +187,11 @@ public final class LibcameraCamera: CameraSource, ControllableCamera, @unchecked
         let picture = state.withLock { $0.pool.popLast() } ?? PlanarFrame(width: width, height: height)
         copy(done, into: picture)
         clc_camera_requeue(handle, done.request)
+        let held = MonotonicClock.now() - done.arrival
+        state.withLock { s in
+            s.figures.taken += 1
+            s.figures.longestHeldMicroseconds = max(s.figures.longestHeldMicroseconds, held)
+        }
         let exposure = Double(done.exposureMicroseconds >= 0 ? done.exposureMicroseconds : Int32(periodMicroseconds / 2))
         let centre = info.pipeline.center(sensorTimestampMicroseconds: done.stampMicroseconds, exposureMicroseconds: exposure,
                                           stamp: stampChoice)
@@ -188,7 +215,11 @@ public final class LibcameraCamera: CameraSource, ControllableCamera, @unchecked
     /// while probing, goes straight back to libcamera).
     private func deliver(_ frame: clc_frame) {
         let stamp = frame.sensor_timestamp_ns >= 0 ? Double(frame.sensor_timestamp_ns) / 1_000 : nil
+        let arrival = MonotonicClock.now()
         let probing = state.withLock { s -> (Bool, Double?) in
+            s.figures.completed += 1
+            if let last = s.figures.lastArrival { s.figures.longestGapMicroseconds = max(s.figures.longestGapMicroseconds, arrival - last) }
+            s.figures.lastArrival = arrival
             guard s.probe != nil else { return (false, nil) }
             if let stamp { s.probe!.stamps.append(stamp) }
             let i = s.probe!.asked.count
@@ -213,7 +244,7 @@ public final class LibcameraCamera: CameraSource, ControllableCamera, @unchecked
         let strides = withUnsafeBytes(of: frame.strides) { raw in raw.bindMemory(to: UInt32.self).prefix(Int(frame.plane_count)).map(Int.init) }
         queue.push(Completed(request: frame.request, planes: planes, strides: strides, fourcc: frame.fourcc, sequence: frame.sequence,
                              stampMicroseconds: stamp, exposureMicroseconds: frame.exposure_us,
-                             durationMicroseconds: frame.frame_duration_us))
+                             durationMicroseconds: frame.frame_duration_us, arrival: arrival))
     }
 
     private func copy(_ frame: Completed, into picture: PlanarFrame) {
