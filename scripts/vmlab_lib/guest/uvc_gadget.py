@@ -23,6 +23,7 @@ import select
 import signal
 import struct
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -46,11 +47,15 @@ STALL = -51  # a negative length: the gadget stalls ep0 (an unsupported request)
 NBUFS = 4
 
 
-def make_gadget(udc: str) -> None:
-    """The configfs gadget: one UVC function, YUYV frames, bound to `udc`."""
+def make_gadget(udc: str, functions: int = 1) -> None:
+    """The configfs gadget: `functions` UVC functions (webcams on one USB device, so on one bus), YUYV frames,
+    bound to `udc`."""
     g = configfs_gadget.gadget(GADGET, "0x0102", "SYNCSTRIPE webcam", udc.replace("dummy_udc.", "000"), "uvc")
-    if not configfs_gadget.configured(g, "uvc.0"):  # its attributes are fixed once linked (an earlier run's)
-        uvc_function(configfs_gadget.function(g, "uvc.0"))
+    for k in range(functions):
+        if not configfs_gadget.configured(g, f"uvc.{k}"):  # its attributes are fixed once linked (an earlier run's)
+            uvc_function(configfs_gadget.function(g, f"uvc.{k}"))
+        if k:
+            configfs_gadget.link(g / "configs/c.1" / f"uvc.{k}", g / "functions" / f"uvc.{k}")
     configfs_gadget.bind(g, udc, "uvc.0")
 
 
@@ -79,14 +84,16 @@ def uvc_function(f: Path) -> None:
     write(f / "streaming_maxpacket", MAXPACKET)
 
 
-def gadget_video_node(udc: str) -> str:
-    """The gadget side's V4L2 output device: the video4linux node under the UDC's gadget."""
+def gadget_video_nodes(udc: str, functions: int = 1) -> list[str]:
+    """The gadget side's V4L2 output devices: the video4linux nodes under the UDC's gadget, one per function."""
     for _ in range(100):
-        for node in sorted(Path("/sys/class/video4linux").glob("video*")):
-            if f"/{udc}/" in os.path.realpath(node):
-                return f"/dev/{node.name}"
+        nodes = [f"/dev/{node.name}" for node in sorted(Path("/sys/class/video4linux").glob("video*"),
+                                                        key=lambda n: int(n.name[5:]))
+                 if f"/{udc}/" in os.path.realpath(node)]
+        if len(nodes) >= functions:
+            return nodes[:functions]
         time.sleep(0.05)  # udev/driver core making the node after the bind; nothing to wait on
-    raise SystemExit(f"uvc_gadget: no video node appeared under {udc} after binding the gadget.")
+    raise SystemExit(f"uvc_gadget: {functions} video node(s) did not appear under {udc} after binding the gadget.")
 
 
 class Sensor:
@@ -346,16 +353,29 @@ def main() -> int:
     ap.add_argument("--ppm", type=float, default=None, help="the sensor's rate error (default: random ±50)")
     ap.add_argument("--ordinal", type=int, default=0)
     ap.add_argument("--report")
+    ap.add_argument("--functions", type=int, default=1, choices=(1, 2, 3),
+                    help="webcams in the one gadget, so on one bus (bench/vmlab_usb_bandwidth.py); each its own sensor")
     a = ap.parse_args()
     ppm = a.ppm if a.ppm is not None else random.uniform(-50, 50)
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))  # systemctl stop: unbind on the way out
     configfs_gadget.load("usb_f_uvc")
-    make_gadget(a.udc)
-    camera = Camera(gadget_video_node(a.udc), ppm, a.ordinal, a.report)
+    make_gadget(a.udc, a.functions)
+    nodes = gadget_video_nodes(a.udc, a.functions)
+    # The first webcam keeps --ppm and --report; each further one its own random ppm and report.k.
+    cameras = [Camera(node, ppm if k == 0 else random.uniform(-50, 50), a.ordinal + k,
+                      a.report if k == 0 or not a.report else f"{a.report}.{k}") for k, node in enumerate(nodes)]
     try:
-        camera.run()
+        if len(cameras) == 1:
+            cameras[0].run()
+        else:
+            threads = [threading.Thread(target=c.run, daemon=True) for c in cameras]
+            for t in threads:
+                t.start()
+            while any(t.is_alive() for t in threads):
+                threads[0].join(1)
     finally:
-        camera.close()
+        for camera in cameras:
+            camera.close()
         configfs_gadget.unbind(configfs_gadget.ROOT / GADGET)
     return 0
 
