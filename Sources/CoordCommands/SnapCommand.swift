@@ -67,6 +67,8 @@ func finishSnap(_ take: TakeOutcome, plan: SnapPlan, console: Console) throws {
         spread of centres p50 \(spread.p50) µs, max \(spread.max) µs
           \(shot.directory.path)
         """)
+    // A triggered camera's output and its pulses' timing (CONTRACT §17), as a take's summary prints them.
+    for c in shot.manifest.cameras { if let t = c.trigger { console.result("  " + t.reportLine(node: c.node, camera: c.camera)) } }
     if shot.manifest.status == .partial {
         throw CoordError(.partial, "the shot is partial: \(shot.manifest.partialCause).")
     }

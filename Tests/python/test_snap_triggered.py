@@ -31,8 +31,11 @@ from conftest import Node
 from test_snap import ASCMHL_VERIFY, stripe
 from test_v4l2_node import COORD, UVC, script, scripted_node_binary
 
-DELAY_US = 20
+DELAY_US, EXPOSURE_US = 20, 8000
 SYNC_US = 50
+# The rise is stamped on the node's clock, the centres are on the rig's: one host, but the alignment's offset is
+# estimated (a few µs, its bound under 100).
+CLOCK_US = 100
 
 NODE_FILE = """version: 1
 name: n1
@@ -87,7 +90,7 @@ class Console:
             self.proc.wait(timeout=5)
 
 
-def wait_previews(console: Console, cameras: int, groups: int = 60, timeout: float = 60):
+def wait_previews(console: Console, cameras: int, groups: int = 60, timeout: float = 90):
     """Until a complete multiview set of every camera, then `groups` more groups (the phase fits settle)."""
     deadline, first = time.monotonic() + timeout, None
     while True:
@@ -116,25 +119,34 @@ def shots(tmp_path_factory):
     n1, endpoint1 = start_triggered_node(d / "n1")
     n2 = Node(d / "n2", extra_args=["--name", "n2"])
     rig = d / "rig.yaml"
-    # A raw take codec, so the webcam delivers YUYV the node can keep losslessly.
+    # A raw take codec, so the webcam delivers YUYV the node can keep losslessly. The exposure set is a take's
+    # (the cold path's): a take places each pulse delay + exposure/2 ahead of its group; the console's preview
+    # leaves the webcam at its own exposure, which the Snap's pulse is placed by.
     rig.write_text(f"version: 1\nnodes:\n  - name: n1\n    endpoint: {endpoint1}\n"
-                   "    cameras:\n      - {name: cam0}\n      - {name: syn0}\n"
+                   f"    cameras:\n      - {{name: cam0, controls: {{exposure_us: {EXPOSURE_US}}}}}\n      - {{name: syn0}}\n"
                    f"  - name: n2\n    endpoint: {n2.endpoint}\n"
                    "take:\n  size: 640x480\n  fps: 30\n  codec: ffv1\n")
+    # The cold path first, while the nodes are idle: `coord snap` records the span from group 0 to the shot, the
+    # output pulsing every group of it as in any take.
+    cold = subprocess.run([str(COORD), "snap", "--rig", str(rig), "--name", "cold", "--takes-dir", str(d / "cold")],
+                          capture_output=True, text=True, timeout=180)
+    log = d / "n1" / "pulses.log"
+    cold_rises = log.read_text().splitlines() if log.exists() else []
     console = Console(rig, d / "takes")
     frozen = False
     try:
         wait_previews(console, cameras=4)
+        # The webcam's exposure as its node read it back: the cold take's, which it keeps while it previews.
+        exposure = next(c["controls"]["exposure_us"] for c in console.call("GET", "/api/rig")[1]["cameras"] if (c["node"], c["camera"]) == ("n1", "cam0"))
         first = snap(console, "trig")
-        log = d / "n1" / "pulses.log"
-        rises_after_first = log.read_text().splitlines() if log.exists() else []
+        rises_after_first = log.read_text().splitlines()[len(cold_rises):]
         # n2 frozen as the Snap is asked: it cannot answer KeepStills (nor anything) until it is continued.
         n2.proc.send_signal(signal.SIGSTOP)
         frozen = True
         second = snap(console, "part")
         n2.proc.send_signal(signal.SIGCONT)
         frozen = False
-        yield d / "takes", first, second, rises_after_first, (d / "n1" / "node.stderr")
+        yield d / "takes", first, second, rises_after_first, (d / "n1" / "node.stderr"), (cold, d / "cold", cold_rises), exposure
     finally:
         if frozen:
             n2.proc.send_signal(signal.SIGCONT)
@@ -148,7 +160,7 @@ def shots(tmp_path_factory):
 
 
 def test_a_triggered_cameras_still_is_its_one_pulses_frame_at_the_shots_group(shots):
-    takes, (status, shot), _, rises, node_log = shots
+    takes, (status, shot), _, rises, node_log, _, exposure = shots
     assert status == 200, shot
     assert shot["status"] == "complete", (shot, node_log.read_text()[-3000:])
     directory = takes / shot["take_id"]
@@ -166,13 +178,13 @@ def test_a_triggered_cameras_still_is_its_one_pulses_frame_at_the_shots_group(sh
     assert t is not None and (t["output"], t["source"], t["pulses"]) == ("sync", "Line0", 1), t
     error = t["error_us"]
     assert 0 <= error["p50"] == error["p99"] == error["max"] < 5_000, t
-    # The still's centre is the pulse's measured edge (the line's rise; the node's clock is the host's here) plus
-    # the delay and half the exposure the webcam runs at (its own choice, half its interval: no exposure is set)...
+    # The still's centre is the pulse's measured edge (the line's rise, on the node's clock) plus
+    # the delay and half the exposure the webcam runs at (its frames report it; its control reads in 100 µs steps)...
     half = triggered["center_us"] - rise - DELAY_US
-    assert 5_000 < half < 10_000, (triggered, rise)
+    assert abs(half - exposure / 2) <= CLOCK_US + 100, (triggered, rise, exposure)
     # ...and the edge led the group's instant by that much, so the centre is the instant, late by the edge's error.
-    assert abs(instant - half - DELAY_US + error["max"] - rise) <= 2, (instant, rise, half, error)
-    assert abs(triggered["center_us"] - instant - error["max"]) <= 2, (triggered, instant, error)
+    assert abs(instant - half - DELAY_US + error["max"] - rise) <= CLOCK_US, (instant, rise, half, error)
+    assert abs(triggered["center_us"] - instant - error["max"]) <= CLOCK_US, (triggered, instant, error)
     assert all("trigger" not in c for k, c in cameras.items() if k != ("n1", "cam0")), cameras
     # The synthetic cameras' true centres (their stripes) are on the same group's instant.
     for key in (("n1", "syn0"), ("n2", "cam0"), ("n2", "cam1")):
@@ -183,7 +195,7 @@ def test_a_triggered_cameras_still_is_its_one_pulses_frame_at_the_shots_group(sh
 
 
 def test_a_node_that_never_takes_the_snap_makes_a_partial_shot_naming_it_and_the_rest_is_sealed(shots):
-    takes, _, (status, shot), _, _ = shots
+    takes, _, (status, shot), _, _, _, _ = shots
     assert status == 200, shot
     assert shot["status"] == "partial", shot
     directory = takes / shot["take_id"]
@@ -200,3 +212,27 @@ def test_a_node_that_never_takes_the_snap_makes_a_partial_shot_naming_it_and_the
         assert (directory / s["path"]).stat().st_size == s["bytes"]
     r = subprocess.run([*ASCMHL_VERIFY, str(directory)], capture_output=True, text=True, timeout=120)
     assert r.returncode == 0, r.stdout + r.stderr
+
+
+def test_coord_snap_keeps_the_frame_of_the_shots_pulse_and_says_the_camera_was_triggered(shots):
+    *_, (cold, takes, rises), _ = shots
+    assert cold.returncode == 0, cold.stdout + cold.stderr
+    [directory] = [p for p in takes.iterdir() if p.is_dir()]
+    manifest = json.loads((directory / "manifest.json").read_text())
+    assert manifest["kind"] == "stills" and manifest["status"] == "complete", manifest.get("events")
+    stills = {(s["node"], s["camera"]): s for s in manifest["stills"]}
+    group = stills[("n1", "cam0")]["group"]
+    assert {s["group"] for s in stills.values()} == {group}
+    # The span's take pulsed once per group from group 0 through the shot's, and the manifest says so.
+    t = {(c["node"], c["camera"]): c for c in manifest["cameras"]}[("n1", "cam0")]["trigger"]
+    assert (t["output"], t["source"]) == ("sync", "Line0") and t["pulses"] == len(rises) >= group + 1, (t, len(rises), group)
+    assert "n1/cam0: triggered by sync on Line0" in cold.stdout, cold.stdout
+    # The still is the frame of the shot group's pulse: centred its delay and half the set exposure after that
+    # pulse's rise, which led the group's instant by as much (late by the generator's error only).
+    instant = manifest["t0_us"] + group * manifest["frame_period_us"]
+    lead = DELAY_US + EXPOSURE_US // 2
+    rise = min((int(r.split()[1]) for r in rises), key=lambda r: abs(r - (instant - lead)))
+    assert 0 <= rise - (instant - lead) < 5_000, (rise, instant)
+    assert abs(stills[("n1", "cam0")]["center_us"] - rise - lead) <= CLOCK_US, (stills[("n1", "cam0")], rise)
+    # So its centre is the synthetic cameras' instant, give or take the edge's error and their phase.
+    assert json.loads((directory / "sync-report.json").read_text())["spread_us"]["max"] < 5_000
