@@ -134,8 +134,8 @@ def uvc_truth(manifest: dict, take_dir: Path, truths: dict) -> dict:
                         "bound_us": round(2 * sigma, 1), "truth_uncertainty_us": round(t.uncertainty_us, 1),
                         "centre_error_us": percentiles(errors) | {"min": round(min(errors, default=0), 1),
                                                                   "max_signed": round(max(errors, default=0), 1)},
-                        "holds": bool(phase) and all(abs(report_phase.get(k, 0) - truth_phase[k]) <= allowed
-                                                     for k in ("p50", "p99", "max"))})
+                        "holds": all(abs(report_phase.get(k, 0) - truth_phase[k]) <= allowed
+                                     for k in ("p50", "p99", "max")) if phase else None})  # None: no new frame
     true_spreads, report_spreads, excess = [], [], []
     for group, frames in by_group.items():
         if len(frames) < 2:
@@ -155,4 +155,4 @@ def uvc_truth(manifest: dict, take_dir: Path, truths: dict) -> dict:
                        "report_spread_us": report.get("spread_us"),
                        "report_spread_bound_us": report.get("spread_bound_us"),
                        "worst_excess_us": round(max(excess), 1) if excess else None,
-                       "holds": bool(excess) and max(excess) <= 0}}
+                       "holds": max(excess) <= 0 if excess else None}}  # None: no group with two new frames
