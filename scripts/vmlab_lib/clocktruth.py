@@ -50,24 +50,7 @@ def burst(vm, count: int = BURST, ready_s: float = READY_S) -> Burst:
             for seq in range(base + 1, base + count + 1):
                 deadline = time.monotonic() + (2.0 if rows else ready_s)
                 t1 = time.monotonic_ns()
-                s.sendall(struct.pack("<I", seq))
-                while True:
-                    while len(buf) >= 12:
-                        got, t2 = struct.unpack("<Iq", buf[:12])
-                        buf = buf[12:]
-                        if got == seq:
-                            break
-                    else:
-                        left = deadline - time.monotonic()
-                        if left <= 0:
-                            raise TimeoutError
-                        s.settimeout(left)
-                        chunk = s.recv(4096)
-                        if not chunk:
-                            raise ConnectionError
-                        buf += chunk
-                        continue
-                    break
+                t2, buf = _exchange(s, seq, deadline, buf)
                 rows.append((t1, t2, time.monotonic_ns()))
     except (TimeoutError, socket.timeout):
         if not rows:
@@ -79,6 +62,26 @@ def burst(vm, count: int = BURST, ready_s: float = READY_S) -> Burst:
         raise LabError(f"{vm.name}'s clock port {path} cannot be reached ({e.strerror or e}): "
                        "the lab has no clock truth for it.") from None
     return choose(rows)
+
+
+def _exchange(s: socket.socket, seq: int, deadline: float, buf: bytes) -> tuple[int, bytes]:
+    """Sends request `seq`; returns the guest's stamp for it (answers to earlier requests skipped) and what of the
+    socket's bytes is left over."""
+    s.sendall(struct.pack("<I", seq))
+    while True:
+        while len(buf) >= 12:
+            got, t2 = struct.unpack("<Iq", buf[:12])
+            buf = buf[12:]
+            if got == seq:
+                return t2, buf
+        left = deadline - time.monotonic()
+        if left <= 0:
+            raise TimeoutError
+        s.settimeout(left)
+        chunk = s.recv(4096)
+        if not chunk:
+            raise ConnectionError("QEMU closed the clock port's socket")
+        buf += chunk
 
 
 def choose(rows: list[tuple[int, int, int]]) -> Burst:
