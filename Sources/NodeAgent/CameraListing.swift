@@ -23,7 +23,8 @@ public enum CameraListing {
                     "\($0.id), \($0.kind), \(Int(($0.bandwidthBytesPerSecond * 8 / 0.8 / 1e6).rounded())) Mbit/s"
                 }
                 out += found.lines(bus: bus)
-                if let iso = probe.usbIsoStream(forVideoDevice: path) { out.append(Self.isochronousLine(iso)) }
+                // A webcam's metadata node shares its interface: the line goes with the capture node only.
+                if found.formatProblem == nil, let iso = probe.usbIsoStream(forVideoDevice: path) { out.append(Self.isochronousLine(iso)) }
                 if let problem = found.formatProblem {
                     out.append("  skipped: \(problem)")
                 } else {

@@ -95,6 +95,18 @@ def start_gadgets(vm, camera: str, mic: str) -> tuple[dict | None, str | None]:
     return cam_entry, mic_device
 
 
+def start_webcams(vm, count: int) -> list[str]:
+    """Restarts `vm`'s webcam gadget with `count` UVC functions (webcams on one USB device, so on dummy_hcd.0's one
+    bus; 1 puts it back as start_gadgets made it); returns the host-side capture nodes, by path, in interface order."""
+    vm.sh("systemctl stop vmlab-uvc 2>/dev/null; systemctl reset-failed vmlab-uvc 2>/dev/null; "
+          "systemd-run --unit=vmlab-uvc --collect -p Nice=-15 python3 /mnt/host/uvc_gadget.py "
+          f"--udc {UVC_UDC} --functions {count} --report /run/vmlab-uvc.json")
+    listing = vm.sh(f"for i in $(seq 600); do n=$(ls /dev/v4l/by-path/ 2>/dev/null | grep -c 'dummy_hcd.0-.*index0'); "
+                    f"[ \"$n\" -eq {count} ] && {{ ls -d /dev/v4l/by-path/*dummy_hcd.0-*index0; exit 0; }}; sleep 0.1; "
+                    "done; systemctl status vmlab-uvc --no-pager -n 20; exit 1", timeout=90)
+    return sorted(line.strip() for line in listing.splitlines() if line.strip())
+
+
 def libcamera_id(vm) -> str:
     """The gadget webcam's camera id as the packaged node lists it through libcamera (the controller's ACPI path,
     then the USB vendor:product): the one camera of the uvcvideo pipeline."""

@@ -56,6 +56,11 @@ def make_gadget(udc: str, functions: int = 1) -> None:
             uvc_function(configfs_gadget.function(g, f"uvc.{k}"))
         if k:
             configfs_gadget.link(g / "configs/c.1" / f"uvc.{k}", g / "functions" / f"uvc.{k}")
+    if (g / "UDC").read_text().strip():
+        configfs_gadget.unbind(g)
+    for k in range(functions, 3):  # an earlier run's further webcams leave the configuration
+        if configfs_gadget.configured(g, f"uvc.{k}"):
+            (g / "configs/c.1" / f"uvc.{k}").unlink()
     configfs_gadget.bind(g, udc, "uvc.0")
 
 
