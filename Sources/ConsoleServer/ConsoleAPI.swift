@@ -84,11 +84,13 @@ struct ConsoleAPI: APIProtocol {
         var request: Components.Schemas.SnapRequest?
         if case .json(let body) = input.body { request = body }
         do throws(LiveRig.Refusal) {
-            let shot = try await rig.snap(name: request?.name, format: request?.format?.rawValue, clickedAtMs: request?.clickedAtMs)
+            let shot = try await rig.snap(.init(name: request?.name, format: request?.format, size: request?.size, count: request?.count,
+                                                everyMilliseconds: request?.every, clickedAtMs: request?.clickedAtMs))
             return .ok(.init(body: .json(.init(takeId: shot.takeID, directory: shot.directory, status: shot.status, group: shot.group,
                                                centerUs: shot.centerMicroseconds, framePeriodUs: shot.periodMicroseconds,
                                                leadUs: shot.leadMicroseconds, latencyUs: shot.latencyMicroseconds,
-                                               latencyFrom: shot.latencyFrom, stills: shot.stills, message: shot.message))))
+                                               latencyFrom: shot.latencyFrom, stills: shot.stills, message: shot.message, groups: shot.groups,
+                                               switched: shot.switched, switchLeadUs: shot.switchLeadMicroseconds))))
         } catch {
             let sentence = Components.Schemas._Error(error: error.sentence)
             switch error.kind {

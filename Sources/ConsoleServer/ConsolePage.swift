@@ -51,6 +51,12 @@ enum ConsolePage {
         <button id="take-stop" class="danger" disabled>Stop</button>
         <button id="snap" title="one still from every camera on the next group the nodes can reach">Snap</button>
       </div>
+      <div class="row" style="margin-top:8px">
+        <div><label for="snap-size">still size (WxH or max; empty: preview's)</label><input id="snap-size" placeholder="max"></div>
+        <div><label for="snap-format">format</label><select id="snap-format"><option>png</option><option>tiff</option></select></div>
+        <div><label for="snap-count">shots</label><input id="snap-count" type="number" min="1" max="1000" step="1" placeholder="1"></div>
+        <div><label for="snap-every">every ms</label><input id="snap-every" type="number" min="1" step="1"></div>
+      </div>
       <div id="take-state">no take running</div>
       <div id="take-message" class="message"></div>
       <div id="snap-message" class="message"></div>
@@ -369,11 +375,19 @@ $("snap").addEventListener("click", async () => {
   const body = { clicked_at_ms: Date.now() };
   const name = $("take-name").value.trim();
   if (name) body.name = name;
+  // The still's size, format and a burst, as coord snap takes them; the console refuses bad ones in a sentence.
+  const size = $("snap-size").value.trim(), count = $("snap-count").value.trim(), every = $("snap-every").value.trim();
+  if (size) body.size = size;
+  body.format = $("snap-format").value;
+  if (count) body.count = Number(count);
+  if (every) body.every = Number(every);
   $("snap-message").dataset.clickedAtMs = body.clicked_at_ms;
   say("snap-message", "snapping…");
   try {
     const shot = await api("POST", "/api/snap", body);
-    say("snap-message", shot.take_id + ": " + shot.stills + " still(s), group " + shot.group + ", " + (shot.latency_us / 1000).toFixed(1) + " ms after the " + shot.latency_from + " (" + shot.status + ")");
+    const groups = shot.groups && shot.groups.length > 1 ? shot.groups.length + " shots at groups " + shot.groups.join(", ") : "group " + shot.group;
+    const switched = shot.switched && shot.switched.length ? "; " + shot.switched.join(", ") + " switched to the still's mode (" + (shot.switch_lead_us / 1000).toFixed(0) + " ms more lead)" : "";
+    say("snap-message", shot.directory + ": " + shot.stills + " still(s), " + groups + ", " + (shot.latency_us / 1000).toFixed(1) + " ms after the " + shot.latency_from + " (" + shot.status + ")" + switched + (shot.message ? " — " + shot.message : ""));
     $("snap-message").dataset.shot = JSON.stringify(shot);
   } catch (e) { sayError("snap-message", e); }
 });

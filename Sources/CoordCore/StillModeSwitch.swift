@@ -125,10 +125,15 @@ public enum StillModeSwitch {
         return fits.first { pixels / $0 <= pixelRateLimit } ?? fits.last
     }
 
+    /// Frames a restarted camera runs before the shot's: a synthetic sensor starts at a random phase and a V4L2 one
+    /// where its driver starts it, and the phase lock steers it onto the grid over its first frames (with one
+    /// frame of room, shots 2.5 frames after the restart missed their group under load).
+    public static let lockFrames = 10
+
     /// How far ahead of now the shot's first group must lie: the warm lead, and with any switch the slowest
-    /// camera's restart plus one of its sensor periods (it starts on its next frame of the grid).
+    /// camera's restart plus `lockFrames` of its sensor periods in the still's mode.
     public static func lead(warm: Int64, switches: [Switch], periodMicroseconds: Int64) -> Int64 {
-        let slowest = switches.map { restartMicroseconds(source: $0.source) + periodMicroseconds * Int64($0.recordEvery) }.max() ?? 0
+        let slowest = switches.map { restartMicroseconds(source: $0.source) + Int64(lockFrames) * periodMicroseconds * Int64($0.recordEvery) }.max() ?? 0
         return warm + slowest
     }
 

@@ -30,6 +30,8 @@ public final class LiveRig: Sendable {
         var link: NodeLink?
         var name: String
         var cameras: [CameraSettings] = []
+        /// What the node's cameras offer, as its last handshake said (a Snap at another size picks from these).
+        var capabilities: [CameraCapabilities] = []
         var view: NodeView
         var previewSubscribed = false
         var cameraProgress: [String: (drops: Int64, phase: Int64?)] = [:]

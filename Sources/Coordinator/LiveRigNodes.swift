@@ -129,6 +129,7 @@ extension LiveRig {
             s.nodes[index].previewEndpoint = endpoint
             s.nodes[index].instanceID = r.instanceID
             s.nodes[index].hostID = r.resources.hostID
+            s.nodes[index].capabilities = r.cameras.map(CameraCapabilities.init(wire:))
             if restarted {
                 // A new process starts from its cameras' own controls, and counts afresh.
                 s.nodes[index].controls = [:]

@@ -26,15 +26,51 @@ extension LiveRig {
         public var latencyFrom: String
         public var stills: Int
         public var message: String?
+        /// Every shot's group (a burst's `g0 + k × every / period`).
+        public var groups: [Int64] = []
+        /// The cameras switched to the still's mode (`node/camera`), and what the switch added to the lead (µs).
+        public var switched: [String] = []
+        public var switchLeadMicroseconds: Int64 = 0
+    }
+
+    /// What the operator asks of a Snap, as `coord snap`'s flags (CONTRACT §18): checked by SnapPlan.
+    public struct SnapAsk: Sendable {
+        public var name: String?
+        public var format: String?
+        public var size: String?
+        public var count: Int?
+        public var everyMilliseconds: Int?
+        public var clickedAtMs: Double?
+        public init(name: String? = nil, format: String? = nil, size: String? = nil, count: Int? = nil, everyMilliseconds: Int? = nil, clickedAtMs: Double? = nil) {
+            self.name = name; self.format = format; self.size = size; self.count = count
+            self.everyMilliseconds = everyMilliseconds; self.clickedAtMs = clickedAtMs
+        }
     }
 
     /// Takes one shot now. `clickedAtMs`: the page's wall clock at the click, so the latency counts from there.
     public func snap(name: String?, format: String?, clickedAtMs: Double?) async throws(Refusal) -> SnapView {
+        try await snap(SnapAsk(name: name, format: format, clickedAtMs: clickedAtMs))
+    }
+
+    /// Takes a shot (or a burst) now, at the asked size: a camera previewing at another size is switched to it.
+    public func snap(_ ask: SnapAsk) async throws(Refusal) -> SnapView {
+        let (name, clickedAtMs) = (ask.name, ask.clickedAtMs)
         let arrivedAt = MonotonicClock.now()
         let arrivedWallMs = Date().timeIntervalSince1970 * 1000
-        let wanted = format ?? "png"
-        guard let format = SnapPlan.Format(rawValue: wanted), format.isLossless else {
-            throw Refusal(.invalid, "a Snap's format must be png or tiff (got \"\(wanted.prefix(32))\").")
+        let fps = max(template.fps, 1)
+        let asked: SnapPlan
+        do {
+            asked = try SnapPlan(count: ask.count ?? 1, everyMilliseconds: ask.everyMilliseconds, fps: fps, size: ask.size.map { String($0.prefix(32)) },
+                                 format: String((ask.format ?? "png").prefix(32)), prefix: "a Snap's ")
+        } catch {
+            throw Refusal(.invalid, error.sentence)
+        }
+        let format = asked.format
+        guard format.isLossless else {
+            throw Refusal(.invalid, "a Snap's format must be png or tiff (got \"\(format.rawValue)\"): the console keeps the cameras' pixels exactly; `coord snap` writes jpeg.")
+        }
+        if asked.count > 1, ask.everyMilliseconds == nil {
+            throw Refusal(.invalid, "a Snap's count of \(asked.count) needs its every (ms between shots, a whole number of frame periods).")
         }
         if let name, let problem = RigName.problem(with: name, kind: "shot") { throw Refusal(.invalid, problem + ".") }
         // The take holds the cameras (its own grid, its own files): a Snap waits for it to end.
@@ -51,13 +87,30 @@ extension LiveRig {
         guard let tracker, !nodes.isEmpty, nodes.allSatisfy({ tracker.estimate($0.name) != nil }) else {
             throw Refusal(.conflict, "no node previews on the console's grid yet, so there is no frame to keep; wait for the tiles.")
         }
+        // Cameras at another size than the still's are switched to it for the shot: the group lies far enough ahead.
+        let switches: [StillModeSwitch.Switch]
+        do {
+            switches = try StillModeSwitch.switches(nodes.flatMap { n in
+                n.cameras.compactMap { c in n.capabilities.first { $0.name == c.camera }.map { StillModeSwitch.Camera(node: n.name, settings: c, capabilities: $0) } }
+            }, plan: asked, fps: fps)
+        } catch {
+            throw Refusal(.invalid, error.sentence)
+        }
         let (takeID, directory) = try makeShotDirectory(name: name)
         let grid = previewGrid
-        let lead = WarmSnap.lead(roundTripMicroseconds: snapRoom.withLock { $0.roundTrip }, periodMicroseconds: grid.periodMicroseconds)
-        let group = WarmSnap.group(now: MonotonicClock.now(), lead: lead, grid: grid)
-        let request = CoordRequest.keepStills(shotID: takeID, groups: [group], format: format)
+        let warm = WarmSnap.lead(roundTripMicroseconds: snapRoom.withLock { $0.roundTrip }, periodMicroseconds: grid.periodMicroseconds)
+        let lead = StillModeSwitch.lead(warm: warm, switches: switches, periodMicroseconds: grid.periodMicroseconds)
+        let group = StillModeSwitch.group(now: MonotonicClock.now(), lead: lead, grid: grid, switches: switches)
+        let plan: SnapPlan
+        do {
+            plan = try SnapPlan(count: asked.count, everyMilliseconds: ask.everyMilliseconds, fps: fps, size: ask.size, format: format.rawValue, firstGroup: group)
+        } catch {
+            throw Refusal(.invalid, error.sentence)
+        }
         let answers = await withTaskGroup(of: (String, Int64, String?).self) { tasks in
             for node in nodes {
+                let modes = switches.filter { $0.node == node.name }.map(\.mode)
+                let request = CoordRequest.keepStills(shotID: takeID, groups: plan.groups, format: format, modes: modes)
                 tasks.addTask {
                     let sent = MonotonicClock.now()
                     do {
@@ -79,11 +132,12 @@ extension LiveRig {
         }
         let instant = grid.instant(ofGroup: group)
         let latency = WarmSnap.latency(groupInstant: instant, arrivedAt: arrivedAt, arrivedWallMs: arrivedWallMs, clickedWallMs: clickedAtMs)
-        event("snap", "Snap \(takeID): group \(group), \(latency.microseconds / 1000) ms after the \(latency.from)")
+        event("snap", "Snap \(takeID): group \(group), \(latency.microseconds / 1000) ms after the \(latency.from)"
+              + (switches.isEmpty ? "" : "; \(switches.count) camera(s) switched to the still's mode, \((lead - warm) / 1000) ms more lead"))
         let outcome: SnapOutcome
         do {
             // A node that refused is named in the shot (partial); the others' stills are collected, not left behind.
-            outcome = try await collectShot(takeID: takeID, name: name ?? "snap", directory: directory, group: group, format: format, nodes: nodes,
+            outcome = try await collectShot(takeID: takeID, name: name ?? "snap", directory: directory, plan: plan, switches: switches, nodes: nodes,
                                             refused: refusals, tracker: tracker)
         } catch {
             throw Refusal(.conflict, "shot \(takeID) at group \(group) was not collected: \(error)")
@@ -94,21 +148,22 @@ extension LiveRig {
         return SnapView(takeID: takeID, directory: "takes/\(takeID)/", status: status, group: group, centerMicroseconds: instant,
                         periodMicroseconds: grid.periodMicroseconds, leadMicroseconds: lead, latencyMicroseconds: latency.microseconds,
                         latencyFrom: latency.from, stills: outcome.stills.count,
-                        message: outcome.manifest.events.first.map(\.detail))
+                        message: outcome.manifest.events.first.map(\.detail), groups: plan.groups,
+                        switched: switches.map { "\($0.node)/\($0.camera)" }, switchLeadMicroseconds: lead - warm)
     }
 
     /// Brings the nodes' stills home, confirms them, and writes the shot's manifest, report and seal.
-    private func collectShot(takeID: String, name: String, directory: URL, group: Int64, format: SnapPlan.Format, nodes all: [Node],
+    private func collectShot(takeID: String, name: String, directory: URL, plan: SnapPlan, switches: [StillModeSwitch.Switch], nodes all: [Node],
                              refused: [String: String], tracker: ClockTracker) async throws -> SnapOutcome {
         let nodes = all.filter { refused[$0.name] == nil }
-        let plan = try SnapPlan(fps: max(template.fps, 1), format: format.rawValue, firstGroup: group)
+        let (group, format) = (plan.firstGroup, plan.format)
         let console = Console(quiet: true)
         let table = { (node: String, camera: String) in "\(node)/\(camera).stills.csv" }
         let pulses = { (node: String, camera: String) in "\(node)/\(camera).trigger.json" }
         let collector = Collector(directory: directory, takeID: takeID, policy: template.collectPolicy, console: console)
         let outcome = await collector.collect(nodes.map { node in
             Collector.Node(name: node.name, link: node.link,
-                           expected: node.cameras.flatMap { [plan.path(node: node.name, camera: $0.camera, shot: 0), table(node.name, $0.camera)] },
+                           expected: node.cameras.flatMap { c in (0..<plan.count).map { plan.path(node: node.name, camera: c.camera, shot: $0) } + [table(node.name, c.camera)] },
                            known: [], unreachable: nil)
         })
         let grid = previewGrid
@@ -131,25 +186,33 @@ extension LiveRig {
             } else {
                 figures = tracker.figures(node.name, from: at, to: at + grid.periodMicroseconds, timeService: "")
             }
-            for settings in node.cameras {
+            for var settings in node.cameras {
+                // A switched camera's stills are at the still's size, not the preview's.
+                let switched = switches.first { $0.node == node.name && $0.camera == settings.camera }
+                if let switched { (settings.width, settings.height) = (switched.width, switched.height) }
                 var camera = TakeManifest.Camera(node: node.name, camera: settings.camera, ordinal: settings.ordinal, width: settings.width,
                                                  height: settings.height, fps: settings.fps, codec: format.rawValue, frames: 0, dropped: 0,
                                                  clock: figures, files: [])
                 camera.rate = grid.rate
                 // The newest tile's real-time figure: the still's settled centre is at least this certain.
                 camera.centerUncertaintyMicroseconds = node.centerUncertainty[settings.camera].map { ($0 * 10).rounded() / 10 }
-                let path = plan.path(node: node.name, camera: settings.camera, shot: 0)
+                let rows = writer.rows(csvPath: table(node.name, settings.camera))
                 // A triggered camera's pulse for the shot (its node's `<camera>.trigger.json`, CONTRACT §17's block).
                 camera.trigger = (try? Data(contentsOf: directory.appendingPathComponent(pulses(node.name, settings.camera))))
                     .flatMap { try? JSONDecoder().decode(TriggerFigures.self, from: $0) }
-                let row = writer.rows(csvPath: table(node.name, settings.camera)).first { $0.group == group }
-                if let row, outcome.verified[path] != nil {
-                    kept.append(.init(camera: cameras.count, shot: 0, row: row, path: path, width: settings.width, height: settings.height))
-                } else {
-                    let why = refused[node.name].map { ": \($0)" }
-                        ?? camera.trigger.map { ": its trigger output \($0.output) pulsed \($0.pulses) time(s) and the camera gave no frame of it" } ?? ""
-                    events.append(.init(tMicroseconds: grid.instant(ofGroup: group), node: node.name, camera: settings.camera, kind: .incomplete,
-                                        detail: "camera \(node.name)/\(settings.camera) has no still of group \(group)\(why)"))
+                for (shot, wanted) in plan.groups.enumerated() {
+                    let path = plan.path(node: node.name, camera: settings.camera, shot: shot)
+                    if let row = rows.first(where: { $0.group == wanted }), outcome.verified[path] != nil {
+                        var still = SnapSession.KeptStill(camera: cameras.count, shot: shot, row: row, path: path, width: settings.width, height: settings.height)
+                        still.modeSwitch = switched != nil
+                        kept.append(still)
+                    } else {
+                        let why = refused[node.name].map { ": \($0)" }
+                            ?? camera.trigger.map { ": its trigger output \($0.output) pulsed \($0.pulses) time(s) and the camera gave no frame of it" }
+                            ?? switched.map { ": it was switched to \($0.width)x\($0.height) for the shot and gave no frame of that group in that mode" } ?? ""
+                        events.append(.init(tMicroseconds: grid.instant(ofGroup: wanted), node: node.name, camera: settings.camera, kind: .incomplete,
+                                            detail: "camera \(node.name)/\(settings.camera) has no still of group \(wanted)\(why)"))
+                    }
                 }
                 cameras.append(camera)
             }
@@ -167,7 +230,7 @@ extension LiveRig {
             }
         }
         var manifest = TakeManifest(takeID: takeID, name: name, status: events.isEmpty ? .complete : .partial,
-                                    t0Microseconds: grid.t0, framePeriodMicroseconds: grid.periodMicroseconds, groups: 1,
+                                    t0Microseconds: grid.t0, framePeriodMicroseconds: grid.periodMicroseconds, groups: Int64(plan.count),
                                     startWallclock: WallClock.rfc3339(), cameras: cameras, events: events)
         manifest.collection = CollectionRecord(state: outcome.missing.isEmpty ? .complete : .incomplete, afterConfirm: template.collectPolicy.afterConfirm.rawValue)
         manifest.clockTrack = track.isEmpty ? nil : track

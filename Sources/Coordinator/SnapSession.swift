@@ -88,6 +88,8 @@ public enum SnapSession {
         public var path: String
         public var width: Int
         public var height: Int
+        /// Taken through a mode switch (a console Snap at another size than the camera previews at).
+        public var modeSwitch = false
     }
 
     /// The ending both Snap paths share (the cold take's span, the console's warm shot): every kept still hashed and
@@ -107,6 +109,11 @@ public enum SnapSession {
                 stills.append(StillRecord(node: camera.node, camera: camera.camera, shot: still.shot, group: still.row.group,
                                           centerMicroseconds: still.row.centerMicroseconds, width: still.width, height: still.height,
                                           path: still.path, bytes: digest.bytes, xxh128: digest.xxh128))
+                if still.modeSwitch {
+                    // Not the preview's exposure timing: the camera restarted; its phase error stated as measured.
+                    stills[stills.count - 1].modeSwitch = true
+                    stills[stills.count - 1].phaseErrorMicroseconds = still.row.centerMicroseconds - manifest.grid.instant(ofGroup: still.row.group)
+                }
                 files.append(.init(path: still.path, bytes: digest.bytes, sha256: digest.sha256, xxh128: digest.xxh128))
                 if still.row.isDup {
                     manifest.events.append(.init(tMicroseconds: still.row.centerMicroseconds, node: camera.node, camera: camera.camera, kind: .dup,
@@ -147,7 +154,7 @@ public enum SnapSession {
         let hashes = Dictionary(stills.map { ($0.path, $0.xxh128) }, uniquingKeysWith: { a, _ in a })
         let files: [(String, Data)] = [
             ("manifest.json", manifestData),
-            ("sync-report.json", try encoder.encode(report)),
+            ("sync-report.json", try modeSwitches(stills, in: encoder.encode(report))),
             ("sync-report.html", Data(SyncReportPage.html(manifest: manifest, report: report, rows: rows, xxh128: hashes).utf8)),
         ]
         for (name, data) in files {
@@ -156,6 +163,21 @@ public enum SnapSession {
                 throw CoordError(.failure, "cannot write \(url.path): \(error.localizedDescription).")
             }
         }
+    }
+
+    /// The report with `mode_switches` when a still came through a mode switch: per camera, its size and each
+    /// still's phase error as measured, saying it is not from the video's exposure timing (unchanged otherwise).
+    static func modeSwitches(_ stills: [StillRecord], in report: Data) throws -> Data {
+        let switched = stills.filter { $0.modeSwitch == true }
+        guard !switched.isEmpty, var object = try JSONSerialization.jsonObject(with: report) as? [String: Any] else { return report }
+        let cameras = Dictionary(grouping: switched) { "\($0.node)/\($0.camera)" }
+        object["mode_switches"] = cameras.keys.sorted().map { key -> [String: Any] in
+            let mine = cameras[key]!.sorted { $0.shot < $1.shot }
+            return ["node": mine[0].node, "camera": mine[0].camera, "width": mine[0].width, "height": mine[0].height,
+                    "phase_error_us": mine.map { $0.phaseErrorMicroseconds ?? 0 },
+                    "exposure_timing": "mode switch: the camera was restarted at \(mine[0].width)x\(mine[0].height) for the shot, so its still is not from the preview's exposure timing; its phase lock restarted, and its phase error is as measured"]
+        }
+        return try JSONSerialization.data(withJSONObject: object, options: [.prettyPrinted, .sortedKeys, .withoutEscapingSlashes])
     }
 
     /// A fresh ASC MHL history listing every file of the shot: the span's generation listed video that is gone.

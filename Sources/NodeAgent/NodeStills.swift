@@ -28,7 +28,8 @@ extension NodeAgent {
             throw NodeFailure(.badConfig, "node \(configuration.name) already holds files of \(shotID); a shot needs a new id.")
         }
         // Long enough for the last group to pass and its stills to be encoded; a camera that stopped ends the wait.
-        let deadline = MonotonicClock.now() + (grid.instant(ofGroup: last) - rigNow) + 5_000_000
+        // A switched camera's stills are larger (a 4K PNG takes seconds to encode on a busy box): 10 s more.
+        let deadline = MonotonicClock.now() + (grid.instant(ofGroup: last) - rigNow) + (switched.isEmpty ? 5_000_000 : 15_000_000)
         let folder = directory.appendingPathComponent(configuration.name)
         // Triggered cameras expose only on a pulse: one per shot group, unless a take's train runs (it holds the cameras).
         let pulsed = try startSnapPulses(shotID: shotID, groups: groups, cameras: run.cameras.map(\.settings), grid: grid, clock: run.clock, folder: folder)

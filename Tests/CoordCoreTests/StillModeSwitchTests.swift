@@ -59,8 +59,11 @@ private func camera(_ node: String, _ name: String, _ w: Int, _ h: Int, _ caps: 
         let switches = try StillModeSwitch.switches(rig, plan: SnapPlan(fps: 30, size: "max"), fps: 30)
         #expect(switches.map(\.source) == ["synthetic", "v4l2"])
         let lead = StillModeSwitch.lead(warm: 7_000, switches: switches, periodMicroseconds: 33_333)
-        let v4l2Every = Int64(switches[1].recordEvery)
-        #expect(lead == 7_000 + StillModeSwitch.restartMicroseconds(source: "v4l2") + 33_333 * v4l2Every)
+        // The slowest of the two: each camera's restart and lockFrames of its own frames (4K synthetic runs 1 in 5,
+        // 1080p V4L2 1 in 2).
+        #expect(switches.map(\.recordEvery) == [5, 2])
+        let each = switches.map { StillModeSwitch.restartMicroseconds(source: $0.source) + Int64(StillModeSwitch.lockFrames) * 33_333 * Int64($0.recordEvery) }
+        #expect(lead == 7_000 + each.max()!)
         #expect(StillModeSwitch.lead(warm: 7_000, switches: [], periodMicroseconds: 33_333) == 7_000)
         #expect(StillModeSwitch.restartMicroseconds(source: "synthetic") < StillModeSwitch.restartMicroseconds(source: "v4l2"))
     }
@@ -75,6 +78,7 @@ private func camera(_ node: String, _ name: String, _ w: Int, _ h: Int, _ caps: 
             #expect(grid.instant(ofGroup: group) >= now + lead)
             #expect(group % 10 == 0, "group \(group) is not on both sensors' frames (every 5 and every 2)")
             #expect(grid.instant(ofGroup: group) - now - lead < 10 * 33_333)
+            #expect(lead >= StillModeSwitch.restartMicroseconds(source: "synthetic") + 10 * 5 * 33_333)
         }
         // No switch: the warm group.
         #expect(StillModeSwitch.group(now: 5_000_000, lead: 7_000, grid: grid, switches: []) == WarmSnap.group(now: 5_000_000, lead: 7_000, grid: grid))

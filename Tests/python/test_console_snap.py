@@ -126,6 +126,89 @@ def test_the_shot_lands_within_two_frame_periods_of_the_click(snapped):
     assert 0 < from_click <= 2 * period + SYNC_US + 2_000, (from_click, shot)
 
 
+BURST, EVERY_MS = 3, 200
+
+
+def post_snap(demo: ConsoleDemo, body: dict, timeout: float = 120):
+    """POST /api/snap with room for a shot of 4K stills to be encoded and collected (demo.send waits 10 s)."""
+    request = urllib.request.Request(demo.base + "/api/snap", data=json.dumps(body).encode(), method="POST",
+                                     headers={"Content-Type": "application/json", **demo.auth})
+    try:
+        with urllib.request.urlopen(request, timeout=timeout) as r:
+            return r.status, json.loads(r.read())
+    except urllib.error.HTTPError as e:
+        return e.code, json.loads(e.read())
+
+
+@pytest.fixture(scope="module")
+def sized(snapped):
+    """Two more shots from the same followed console, through its API: a 3-shot burst 200 ms apart at the preview's
+    sizes, then one still at `max`, for which every camera (all preview below 3840x2160) is switched to its largest
+    mode and back."""
+    demo = snapped[0]
+    status, burst = post_snap(demo, {"name": "burst", "count": BURST, "every": EVERY_MS})
+    assert status == 200, burst
+    started = time.monotonic()
+    status, big = post_snap(demo, {"name": "big", "size": "max"})
+    big["answered_after_s"] = time.monotonic() - started
+    assert status == 200, big
+    return demo, burst, big
+
+
+def test_a_burst_from_the_console_keeps_its_shots_exactly_every_ms_apart_on_the_stripes(sized):
+    demo, burst, _ = sized
+    directory = demo.takes / burst["take_id"]
+    step = EVERY_MS * 1000 // burst["frame_period_us"]
+    assert burst["status"] == "complete" and burst["switched"] == [] and burst["switch_lead_us"] == 0, burst
+    assert burst["groups"] == [burst["group"] + k * step for k in range(BURST)] and burst["stills"] == BURST * demo.cameras, burst
+    manifest = json.loads((directory / "manifest.json").read_text())
+    for camera in {(s["node"], s["camera"]) for s in manifest["stills"]}:
+        mine = sorted((s for s in manifest["stills"] if (s["node"], s["camera"]) == camera), key=lambda s: s["shot"])
+        assert [s["group"] for s in mine] == burst["groups"]
+        assert [s["path"] for s in mine] == [f"{camera[0]}/{camera[1]}_{k}.png" for k in range(BURST)]
+        assert all("mode_switch" not in s for s in mine)
+        centres = [stripe(directory / s["path"])[2] for s in mine]
+        gaps = [b - a for a, b in zip(centres, centres[1:])]
+        assert all(abs(g - EVERY_MS * 1000) <= SYNC_US for g in gaps), (camera, gaps)
+    r = subprocess.run([*ASCMHL_VERIFY, str(directory)], capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stdout + r.stderr
+
+
+def test_a_snap_at_max_switches_every_camera_to_its_largest_mode_and_says_so(sized):
+    demo, _, big = sized
+    directory = demo.takes / big["take_id"]
+    cameras = {f"{c['node']}/{c['camera']}" for c in demo.get("/api/rig")["cameras"]}
+    assert big["status"] == "complete" and sorted(big["switched"]) == sorted(cameras), (big.get("message"), big)
+    # The lead covers a synthetic camera's restart and one of its frames in the still's mode, said in the reply.
+    assert big["switch_lead_us"] >= 250_000 + 10 * big["frame_period_us"] and big["lead_us"] > big["switch_lead_us"], big
+    manifest = json.loads((directory / "manifest.json").read_text())
+    stills = manifest["stills"]
+    assert len(stills) == len(cameras) and all(s["group"] == big["group"] for s in stills)
+    truth = []
+    for s in stills:
+        with Image.open(directory / s["path"]) as image:
+            assert image.format == "PNG" and image.size == (3840, 2160) == (s["width"], s["height"]), s
+        t = stripe(directory / s["path"])
+        assert t is not None, s
+        truth.append(t[2])
+        # Not from the preview's exposure timing: said per still, with its phase error as measured.
+        assert s["mode_switch"] is True and s["phase_error_us"] == s["center_us"] - big["center_us"], s
+    # The switched cameras restarted on the grid: their true centres are the shot's group within the video figure.
+    assert max(truth) - min(truth) <= SYNC_US and all(abs(c - big["center_us"]) <= SYNC_US for c in truth), (big["center_us"], truth)
+    report = json.loads((directory / "sync-report.json").read_text())
+    switched = {f"{m['node']}/{m['camera']}": m for m in report["mode_switches"]}
+    assert sorted(switched) == sorted(cameras), report["mode_switches"]
+    for s in stills:
+        m = switched[f"{s['node']}/{s['camera']}"]
+        assert m["phase_error_us"] == [s["phase_error_us"]] and "not from the preview's exposure timing" in m["exposure_timing"], m
+    # Bad figures are one sentence each, as coord snap's flags are.
+    for body, words in (({"size": "13x7"}, "a Snap's size must be max or an even WxH"), ({"count": 0}, "a Snap's count must be between 1"),
+                        ({"count": 2, "every": 150}, "a Snap's every 150 ms is not a whole number of frame periods"),
+                        ({"size": "1024x768"}, "has no 1024x768 mode"), ({"count": 2}, "needs its every")):
+        status, answer = demo.send("POST", "/api/snap", body)
+        assert status == 422 and words in answer["error"] and "\n" not in answer["error"], (body, status, answer)
+
+
 def test_the_shot_is_sealed_and_a_bad_snap_is_one_sentence(snapped):
     demo, shot, _, _ = snapped
     directory = demo.takes / shot["take_id"]

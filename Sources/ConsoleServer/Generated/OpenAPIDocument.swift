@@ -618,8 +618,8 @@ enum OpenAPIDocument {
     "tags": [
      "api"
     ],
-    "summary": "Take one synchronized still from every previewing camera on the next group the nodes can reach (CONTRACT §18)",
-    "description": "The warm path: the cameras already preview on the console's grid with their clocks followed, so the shot's group is the first one at least the nodes' round trip ahead of the request, and each node keeps that group's full-size frame losslessly. Answers once the stills are collected into the shot's directory.",
+    "summary": "Take one synchronized still (or a burst) from every previewing camera on the next group the nodes can reach (CONTRACT §18)",
+    "description": "The warm path: the cameras already preview on the console's grid with their clocks followed, so the shot's group is the first one at least the nodes' round trip ahead of the request, and each node keeps that group's full-size frame losslessly. The body takes what `coord snap` takes: size (WxH or max), format, count and every (shot k is group g0 + k × every / frame period), name. A camera previewing at another size than the still's is switched to it for the shot (its stream ended, reopened at that size, restarted on the grid, then back): the group is chosen further ahead by that camera kind's restart (switch_lead_us), and its stills are marked mode_switch with their measured phase error in the manifest and the sync report's mode_switches. Answers once the stills are collected into the shot's directory.",
     "operationId": "snap",
     "requestBody": {
      "required": false,
@@ -656,7 +656,7 @@ enum OpenAPIDocument {
       "$ref": "#/components/responses/TooLarge"
      },
      "422": {
-      "description": "a bad name or format",
+      "description": "a bad name, format, size, count or every (one sentence naming it), or a size a camera does not offer",
       "content": {
        "application/json": {
         "schema": {
@@ -1411,10 +1411,19 @@ enum OpenAPIDocument {
      },
      "format": {
       "type": "string",
-      "enum": [
-       "png",
-       "tiff"
-      ]
+      "description": "png (the default) or tiff: a console Snap keeps the pixels exactly, so jpeg (coord snap's) is refused"
+     },
+     "size": {
+      "type": "string",
+      "description": "WxH (even, 104x64 to 16384x16384, a mode every camera offers) or max (each camera's largest); absent: each camera's preview size"
+     },
+     "count": {
+      "type": "integer",
+      "description": "shots, 1 to 1000 (default 1); more than one needs every"
+     },
+     "every": {
+      "type": "integer",
+      "description": "ms between shots of a burst: a whole number of frame periods"
      },
      "clicked_at_ms": {
       "type": "number",
@@ -1484,6 +1493,26 @@ enum OpenAPIDocument {
      "message": {
       "type": "string",
       "nullable": true
+     },
+     "groups": {
+      "type": "array",
+      "items": {
+       "type": "integer",
+       "format": "int64"
+      },
+      "description": "every shot's group, in order (one for a single shot)"
+     },
+     "switched": {
+      "type": "array",
+      "items": {
+       "type": "string"
+      },
+      "description": "the cameras (node/camera) switched to the still's mode for the shot: their stills are not from the preview's exposure timing"
+     },
+     "switch_lead_us": {
+      "type": "integer",
+      "format": "int64",
+      "description": "what the switches added to lead_us: the slowest switched camera's restart plus one of its frames"
      }
     }
    },

@@ -1283,9 +1283,9 @@ fileprivate extension UniversalServer where APIHandler: APIProtocol {
             }
         )
     }
-    /// Take one synchronized still from every previewing camera on the next group the nodes can reach (CONTRACT §18)
+    /// Take one synchronized still (or a burst) from every previewing camera on the next group the nodes can reach (CONTRACT §18)
     ///
-    /// The warm path: the cameras already preview on the console's grid with their clocks followed, so the shot's group is the first one at least the nodes' round trip ahead of the request, and each node keeps that group's full-size frame losslessly. Answers once the stills are collected into the shot's directory.
+    /// The warm path: the cameras already preview on the console's grid with their clocks followed, so the shot's group is the first one at least the nodes' round trip ahead of the request, and each node keeps that group's full-size frame losslessly. The body takes what `coord snap` takes: size (WxH or max), format, count and every (shot k is group g0 + k × every / frame period), name. A camera previewing at another size than the still's is switched to it for the shot (its stream ended, reopened at that size, restarted on the grid, then back): the group is chosen further ahead by that camera kind's restart (switch_lead_us), and its stills are marked mode_switch with their measured phase error in the manifest and the sync report's mode_switches. Answers once the stills are collected into the shot's directory.
     ///
     /// - Remark: HTTP `POST /api/snap`.
     /// - Remark: Generated from `#/paths//api/snap/post(snap)`.

@@ -741,13 +741,22 @@ extension Components {
         internal struct SnapRequest: Codable, Hashable, Sendable {
             /// - Remark: Generated from `#/components/schemas/SnapRequest/name`.
             internal var name: Swift.String?
+            /// png (the default) or tiff: a console Snap keeps the pixels exactly, so jpeg (coord snap's) is refused
+            ///
             /// - Remark: Generated from `#/components/schemas/SnapRequest/format`.
-            internal enum FormatPayload: String, Codable, Hashable, Sendable, CaseIterable {
-                case png = "png"
-                case tiff = "tiff"
-            }
-            /// - Remark: Generated from `#/components/schemas/SnapRequest/format`.
-            internal var format: Components.Schemas.SnapRequest.FormatPayload?
+            internal var format: Swift.String?
+            /// WxH (even, 104x64 to 16384x16384, a mode every camera offers) or max (each camera's largest); absent: each camera's preview size
+            ///
+            /// - Remark: Generated from `#/components/schemas/SnapRequest/size`.
+            internal var size: Swift.String?
+            /// shots, 1 to 1000 (default 1); more than one needs every
+            ///
+            /// - Remark: Generated from `#/components/schemas/SnapRequest/count`.
+            internal var count: Swift.Int?
+            /// ms between shots of a burst: a whole number of frame periods
+            ///
+            /// - Remark: Generated from `#/components/schemas/SnapRequest/every`.
+            internal var every: Swift.Int?
             /// the page's wall clock (ms since 1970) at the click; the latency is then counted from it
             ///
             /// - Remark: Generated from `#/components/schemas/SnapRequest/clicked_at_ms`.
@@ -756,20 +765,32 @@ extension Components {
             ///
             /// - Parameters:
             ///   - name:
-            ///   - format:
+            ///   - format: png (the default) or tiff: a console Snap keeps the pixels exactly, so jpeg (coord snap's) is refused
+            ///   - size: WxH (even, 104x64 to 16384x16384, a mode every camera offers) or max (each camera's largest); absent: each camera's preview size
+            ///   - count: shots, 1 to 1000 (default 1); more than one needs every
+            ///   - every: ms between shots of a burst: a whole number of frame periods
             ///   - clickedAtMs: the page's wall clock (ms since 1970) at the click; the latency is then counted from it
             internal init(
                 name: Swift.String? = nil,
-                format: Components.Schemas.SnapRequest.FormatPayload? = nil,
+                format: Swift.String? = nil,
+                size: Swift.String? = nil,
+                count: Swift.Int? = nil,
+                every: Swift.Int? = nil,
                 clickedAtMs: Swift.Double? = nil
             ) {
                 self.name = name
                 self.format = format
+                self.size = size
+                self.count = count
+                self.every = every
                 self.clickedAtMs = clickedAtMs
             }
             internal enum CodingKeys: String, CodingKey {
                 case name
                 case format
+                case size
+                case count
+                case every
                 case clickedAtMs = "clicked_at_ms"
             }
         }
@@ -813,6 +834,18 @@ extension Components {
             internal var stills: Swift.Int
             /// - Remark: Generated from `#/components/schemas/Snap/message`.
             internal var message: Swift.String?
+            /// every shot's group, in order (one for a single shot)
+            ///
+            /// - Remark: Generated from `#/components/schemas/Snap/groups`.
+            internal var groups: [Swift.Int64]?
+            /// the cameras (node/camera) switched to the still's mode for the shot: their stills are not from the preview's exposure timing
+            ///
+            /// - Remark: Generated from `#/components/schemas/Snap/switched`.
+            internal var switched: [Swift.String]?
+            /// what the switches added to lead_us: the slowest switched camera's restart plus one of its frames
+            ///
+            /// - Remark: Generated from `#/components/schemas/Snap/switch_lead_us`.
+            internal var switchLeadUs: Swift.Int64?
             /// Creates a new `Snap`.
             ///
             /// - Parameters:
@@ -827,6 +860,9 @@ extension Components {
             ///   - latencyFrom: click: from the page's clicked_at_ms; request: from the request's arrival
             ///   - stills: how many stills the shot holds
             ///   - message:
+            ///   - groups: every shot's group, in order (one for a single shot)
+            ///   - switched: the cameras (node/camera) switched to the still's mode for the shot: their stills are not from the preview's exposure timing
+            ///   - switchLeadUs: what the switches added to lead_us: the slowest switched camera's restart plus one of its frames
             internal init(
                 takeId: Swift.String,
                 directory: Swift.String,
@@ -838,7 +874,10 @@ extension Components {
                 latencyUs: Swift.Int64,
                 latencyFrom: Swift.String,
                 stills: Swift.Int,
-                message: Swift.String? = nil
+                message: Swift.String? = nil,
+                groups: [Swift.Int64]? = nil,
+                switched: [Swift.String]? = nil,
+                switchLeadUs: Swift.Int64? = nil
             ) {
                 self.takeId = takeId
                 self.directory = directory
@@ -851,6 +890,9 @@ extension Components {
                 self.latencyFrom = latencyFrom
                 self.stills = stills
                 self.message = message
+                self.groups = groups
+                self.switched = switched
+                self.switchLeadUs = switchLeadUs
             }
             internal enum CodingKeys: String, CodingKey {
                 case takeId = "take_id"
@@ -864,6 +906,9 @@ extension Components {
                 case latencyFrom = "latency_from"
                 case stills
                 case message
+                case groups
+                case switched
+                case switchLeadUs = "switch_lead_us"
             }
         }
         /// - Remark: Generated from `#/components/schemas/Event`.
