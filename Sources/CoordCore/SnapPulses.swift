@@ -14,6 +14,10 @@ public struct SnapPulses: Sendable {
     public private(set) var left: Set<Int64>
     let delayMicroseconds: Int64
 
+    /// How long after a shot group's instant a triggered camera's frame may still arrive (exposure, readout and the
+    /// transfer of a large frame): past it with no frame at all, the still is missing, not waited for.
+    public static let answerMicroseconds: Int64 = 1_000_000
+
     public init(schedule: TriggerSchedule, delayMicroseconds: Int64, groups: [Int64]) {
         matcher = TriggerMatcher(schedule: schedule)
         left = Set(groups)
@@ -24,6 +28,13 @@ public struct SnapPulses: Sendable {
 
     /// The output emitted `group`'s edge at `actual` (rig timebase).
     public mutating func pulse(group: Int64, actual: Int64) { matcher.pulse(group: group, actual: actual) }
+
+    /// No frame came by `rigNow`: groups whose answer time has passed are missing (a camera that never answered).
+    public mutating func idle(rigNow: Int64) -> [Decision] {
+        let gone = left.filter { rigNow > matcher.grid.instant(ofGroup: $0) + Self.answerMicroseconds }.sorted()
+        left.subtract(gone)
+        return gone.isEmpty ? [] : [.missed(gone)]
+    }
 
     /// A frame whose exposure centre the camera's own timestamp puts at `center` (rig timebase), exposed for
     /// `exposureMicroseconds`.

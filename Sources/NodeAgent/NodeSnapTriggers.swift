@@ -46,6 +46,15 @@ final class SnapTriggers: Sendable {
     /// preview's alone, or a free-running camera's to keep as usual).
     func frame(camera: String, center: Int64, exposureMicroseconds: Int64) -> [SnapPulses.Decision]? {
         if exposureMicroseconds > 0 { exposures.withLock { $0[camera] = exposureMicroseconds } }
+        return decide(camera: camera) { $0.frame(center: center, exposureMicroseconds: exposureMicroseconds) }
+    }
+
+    /// The camera delivered nothing for a while: shot groups it can no longer answer are missing.
+    func idle(camera: String, rigNow: Int64) -> [SnapPulses.Decision]? {
+        decide(camera: camera) { $0.idle(rigNow: rigNow) }
+    }
+
+    private func decide(camera: String, _ step: (inout SnapPulses) -> [SnapPulses.Decision]) -> [SnapPulses.Decision]? {
         let answer: (decisions: [SnapPulses.Decision], figures: TriggerFigures?, folder: URL)? = cameras.withLock { c in
             guard var cam = c[camera] else { return nil }
             let edges = cam.triggering.generator.edges
@@ -54,7 +63,7 @@ final class SnapTriggers: Sendable {
                 cam.pulses.pulse(group: e.group, actual: Int64(mapping.rig(fromLocal: Double(e.actual)).rounded()))
             }
             cam.fed = edges.count
-            let decisions = cam.pulses.frame(center: center, exposureMicroseconds: exposureMicroseconds)
+            let decisions = step(&cam.pulses)
             c[camera] = cam.pulses.isDone ? nil : cam
             let figures = decisions.isEmpty ? nil : TriggerFigures(output: cam.triggering.binding.output, source: cam.triggering.binding.source,
                                                                    pulses: Int64(edges.count), error: TriggerTiming(errors: edges.map(\.error)))

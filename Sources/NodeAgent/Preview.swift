@@ -311,7 +311,14 @@ final class PreviewCamera: Sendable {
                 logger.warning("preview camera ended", metadata: ["camera": "\(settings.camera)", "why": "\(why)"])
                 return
             }
-            guard case .frame(let capture) = result else { continue }
+            guard case .frame(let capture) = result else {
+                // A triggered camera that answers no pulse delivers nothing: its shot's stills are missing, not awaited.
+                if let stills, let decisions = stills.triggers.idle(camera: settings.camera,
+                                                                    rigNow: Int64(clock.current.rig(fromLocal: Double(localNow())).rounded())) {
+                    carryOut(decisions, stills: stills, payload: nil)
+                }
+                continue
+            }
             let estimate = phase.observe(sequence: capture.sequence, stampedCenterLocal: capture.stampedCenterLocal,
                                          durationMicroseconds: capture.durationMicroseconds)
             let mapping = clock.current
@@ -325,19 +332,12 @@ final class PreviewCamera: Sendable {
                                      phaseError: placed.phaseError)
             publisher.offer(offer, payload: capture.payload)
             framesSeen += 1
-            if let stills, let decisions = stills.triggers.frame(camera: settings.camera, center: placed.center,
+            // A triggered camera's frames are matched by their own stamps: a Snap's pulses come one per shot, too
+            // sparse for a phase fit. Its still is its pulse's frame, centred on the pulse (no fit to settle).
+            if let stills, let decisions = stills.triggers.frame(camera: settings.camera,
+                                                                center: Int64(mapping.rig(fromLocal: capture.stampedCenterLocal).rounded()),
                                                                 exposureMicroseconds: capture.exposureMicroseconds) {
-                // A triggered camera's still is its pulse's frame, centred on the pulse (no phase fit to settle).
-                for decision in decisions {
-                    switch decision {
-                    case .missed(let groups):
-                        stills.passed(camera: settings.camera, groups: groups)
-                    case .keep(let group, let center):
-                        if stills.offer(camera: settings.camera, group: group, center: center, payload: capture.payload) {
-                            stills.settle(camera: settings.camera, group: group, center: nil)
-                        }
-                    }
-                }
+                carryOut(decisions, stills: stills, payload: capture.payload)
             } else if stills?.offer(camera: settings.camera, group: placed.group, center: placed.center, payload: capture.payload) == true {
                 settling.append((placed.group, estimate, framesSeen + settleFrames))
             }
@@ -348,6 +348,22 @@ final class PreviewCamera: Sendable {
             }
             source.release(capture)
             if let end = endAfterGroup, placed.group >= end, settling.isEmpty { return }
+        }
+    }
+}
+
+extension PreviewCamera {
+    /// A triggered camera's shot decisions: the pulse's frame kept (its centre final), groups with none missed.
+    fileprivate func carryOut(_ decisions: [SnapPulses.Decision], stills: StillKeeper, payload: CapturePayload?) {
+        for decision in decisions {
+            switch decision {
+            case .missed(let groups):
+                stills.passed(camera: settings.camera, groups: groups)
+            case .keep(let group, let center):
+                if let payload, stills.offer(camera: settings.camera, group: group, center: center, payload: payload) {
+                    stills.settle(camera: settings.camera, group: group, center: nil)
+                }
+            }
         }
     }
 }

@@ -63,4 +63,16 @@ import Testing
             == [.missed([30]), .keep(group: 36, center: edge36 + 20 + 4_000)])
         #expect(p.isDone)
     }
+
+    @Test func aCameraThatNeverAnswersIsMissingOnceItsAnswerTimeHasPassedNotAtTheNodesDeadline() throws {
+        let s = schedule([30, 45])
+        var p = SnapPulses(schedule: s, delayMicroseconds: 20, groups: [30, 45])
+        p.pulse(group: 30, actual: try #require(s.pulse(ofGroup: 30)).edge)
+        let answer = SnapPulses.answerMicroseconds
+        #expect(p.idle(rigNow: grid.instant(ofGroup: 30) + answer) == [])
+        #expect(p.idle(rigNow: grid.instant(ofGroup: 30) + answer + 1) == [.missed([30])])
+        #expect(!p.isDone)
+        #expect(p.idle(rigNow: grid.instant(ofGroup: 45) + answer + 1) == [.missed([45])])
+        #expect(p.isDone && p.idle(rigNow: .max) == [])
+    }
 }
