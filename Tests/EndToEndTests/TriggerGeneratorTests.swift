@@ -46,6 +46,18 @@ final class ScriptedLine: TriggerLine {
         #expect(generator.failure == nil)
     }
 
+    /// A Snap's shots (issue 39): one pulse on each asked group, none between them, then the train ends by itself.
+    @Test func aShotsGroupsAreOnePulseEachAndNoneBetween() async throws {
+        let grid = FrameGrid(t0: MonotonicClock.now() + 40_000, periodMicroseconds: 10_000)
+        let schedule = TriggerSchedule(grid: grid, delayMicroseconds: 20, exposureMicroseconds: 2_000, widthMicroseconds: 500, groups: [2, 5, 6])
+        let line = ScriptedLine()
+        let generator = TriggerGenerator(output: output, line: line, schedule: schedule, mapping: { .identity })
+        await generator.run()
+        #expect(generator.edges.map(\.group) == [2, 5, 6])
+        #expect(generator.edges.allSatisfy { $0.intended == grid.instant(ofGroup: $0.group) - 20 - 1_000 && $0.actual >= $0.intended })
+        #expect(line.levels.withLock { $0.count } == 6 && line.closed.withLock { $0 })
+    }
+
     /// An open-ended take (stop not known yet) ends when its task is cancelled, mid-sleep, with the line released.
     @Test func cancellingTheTaskEndsAnOpenEndedTrain() async throws {
         let grid = FrameGrid(t0: MonotonicClock.now() + 30_000, periodMicroseconds: 20_000)
