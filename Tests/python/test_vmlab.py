@@ -644,3 +644,35 @@ def test_a_usb_webcam_unplugged_mid_take_ends_in_one_sentence_while_the_other_vm
     assert ffprobe_count(take_dir / "vm2/cam0.mkv", "v:0") == manifest["groups"], camera(manifest, "vm2")
     print(f"unplugged vm1 at group {ended[0]['detail'].split('after group ')[-1].split(':')[0]} of "
           f"{manifest['groups']}; unbind took {gadgets['unplug']['unbind_took_s']} s")
+
+
+def test_two_usb_webcams_on_one_bus_are_refused_by_coord_plan_naming_the_bus_and_both(usb_take, lab, tmp_path):
+    """Issue 36 item 4: vm1's webcam gadget restarted with two UVC functions, two uvcvideo cameras of one USB device
+    on dummy_hcd's one-port bus. The node reads each one's isochronous alternate settings from sysfs (3072 B per
+    microframe: 24.6 MB/s reserved each) and `coord plan` refuses the pair even at 15 fps, where their frames would
+    be 3.5 MB/s: 49.2 MB/s of isochronous reservations over USB 2's 48 MB/s periodic share. The lab's dummy_hcd
+    reserves nothing (bench/vmlab_usb_bus.py: both stream at once without ENOSPC), so the budget is the refusal."""
+    from vmlab_lib import usb
+    vm1 = lab.vm("vm1")
+    node_file = vm1.sh("cat /etc/coord-node/node.yaml")
+    try:
+        webcams = usb.start_webcams(vm1, 2)
+        cameras = "".join(f"  - {json.dumps({'name': f'cam{k}', 'v4l2': p})}\n" for k, p in enumerate(webcams))
+        two = re.sub(r"cameras:\n(?:  - .*\n)+", lambda m: "cameras:\n" + cameras, node_file.rstrip() + "\n", count=1)
+        vm1.sh(f"cat > /etc/coord-node/node.yaml <<'EOF'\n{two}EOF\nsystemctl restart coord-node", timeout=240)
+        listing = vm1.sh("coord-node --list-cameras 2>&1; true", timeout=120)
+        rig = lab.write_rig(fps=15, takes_dir=tmp_path)
+        plan = subprocess.run([str(lab.coord), "plan", "--rig", str(rig)], capture_output=True, text=True, timeout=300)
+    finally:
+        usb.start_webcams(vm1, 1)
+        vm1.sh(f"cat > /etc/coord-node/node.yaml <<'EOF'\n{node_file.rstrip()}\nEOF\nsystemctl restart coord-node",
+               timeout=240)
+    assert len(webcams) == 2, webcams
+    assert listing.count("reserves up to 24.6 MB/s of the 48.0 MB/s") == 2, listing[-2000:]
+    out = plan.stdout + plan.stderr
+    assert plan.returncode == 3, out[-2000:]
+    bus = re.search(r"vm1: cam0 and cam1 cannot run together at these settings: they need 49\.2 MB/s on "
+                    r"(bus usb\d+ \(usb2\)), which carries 48\.0 MB/s; at most 1 of them fits\.", out)
+    assert bus, out[-2000:]
+    assert "isochronous reservations" in out, out[-2000:]
+    print(f"coord plan: {bus.group(0)}")
