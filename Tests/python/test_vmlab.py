@@ -135,6 +135,7 @@ def test_clock_truth_is_certain_to_under_a_millisecond_and_coord_s_clock_track_l
     """The lab's clock truth (scripts/vmlab_lib/clocktruth.py: host ↔ guest stamps over the vmlab.clock port, a burst
     before and one after the take), independent of coord, and coord's own clock_track held against it."""
     report = json.loads((first_take["out"] / "vmlab.json").read_text())
+    assert report["take"]["dir"], f"the acceptance take recorded nothing to hold the truth against: {report['take']}"
     entries = {e["vm"]: e for e in report["clock_truth"]}
     assert sorted(entries) == ["vm1", "vm2"], report["clock_truth"]
     for vm, e in entries.items():
