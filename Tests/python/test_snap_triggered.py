@@ -103,10 +103,10 @@ def wait_previews(console: Console, cameras: int, groups: int = 60, timeout: flo
         time.sleep(0.1)
 
 
-def snap(console: Console, name: str):
+def snap(console: Console, name: str, **burst):
     deadline = time.monotonic() + 30
     while True:
-        status, shot = console.call("POST", "/api/snap", {"name": name}, timeout=60)
+        status, shot = console.call("POST", "/api/snap", {"name": name, **burst}, timeout=60)
         # 409 until every node's clock is followed and its tiles subscribed; anything else is the answer.
         if status != 409 or "no node previews" not in shot.get("error", "") or time.monotonic() > deadline:
             return status, shot
@@ -140,13 +140,16 @@ def shots(tmp_path_factory):
         exposure = next(c["controls"]["exposure_us"] for c in console.call("GET", "/api/rig")[1]["cameras"] if (c["node"], c["camera"]) == ("n1", "cam0"))
         first = snap(console, "trig")
         rises_after_first = log.read_text().splitlines()[len(cold_rises):]
+        # A burst: one pulse per shot, none between (3 shots 100 ms apart, every third group at 30 fps).
+        burst = snap(console, "burst", count=3, every=100)
+        burst_rises = log.read_text().splitlines()[len(cold_rises) + len(rises_after_first):]
         # n2 frozen as the Snap is asked: it cannot answer KeepStills (nor anything) until it is continued.
         n2.proc.send_signal(signal.SIGSTOP)
         frozen = True
         second = snap(console, "part")
         n2.proc.send_signal(signal.SIGCONT)
         frozen = False
-        yield d / "takes", first, second, rises_after_first, (d / "n1" / "node.stderr"), (cold, d / "cold", cold_rises), exposure
+        yield d / "takes", first, second, rises_after_first, (d / "n1" / "node.stderr"), (cold, d / "cold", cold_rises), exposure, (burst, burst_rises)
     finally:
         if frozen:
             n2.proc.send_signal(signal.SIGCONT)
@@ -160,7 +163,7 @@ def shots(tmp_path_factory):
 
 
 def test_a_triggered_cameras_still_is_its_one_pulses_frame_at_the_shots_group(shots):
-    takes, (status, shot), _, rises, node_log, _, exposure = shots
+    takes, (status, shot), _, rises, node_log, _, exposure, _ = shots
     assert status == 200, shot
     assert shot["status"] == "complete", (shot, node_log.read_text()[-3000:])
     directory = takes / shot["take_id"]
@@ -195,7 +198,7 @@ def test_a_triggered_cameras_still_is_its_one_pulses_frame_at_the_shots_group(sh
 
 
 def test_a_node_that_never_takes_the_snap_makes_a_partial_shot_naming_it_and_the_rest_is_sealed(shots):
-    takes, _, (status, shot), _, _, _, _ = shots
+    takes, _, (status, shot), _, _, _, _, _ = shots
     assert status == 200, shot
     assert shot["status"] == "partial", shot
     directory = takes / shot["take_id"]
@@ -215,7 +218,7 @@ def test_a_node_that_never_takes_the_snap_makes_a_partial_shot_naming_it_and_the
 
 
 def test_coord_snap_keeps_the_frame_of_the_shots_pulse_and_says_the_camera_was_triggered(shots):
-    *_, (cold, takes, rises), _ = shots
+    *_, (cold, takes, rises), _, _ = shots
     assert cold.returncode == 0, cold.stdout + cold.stderr
     [directory] = [p for p in takes.iterdir() if p.is_dir()]
     manifest = json.loads((directory / "manifest.json").read_text())
@@ -236,3 +239,18 @@ def test_coord_snap_keeps_the_frame_of_the_shots_pulse_and_says_the_camera_was_t
     assert abs(stills[("n1", "cam0")]["center_us"] - rise - lead) <= CLOCK_US, (stills[("n1", "cam0")], rise)
     # So its centre is the synthetic cameras' instant, give or take the edge's error and their phase.
     assert json.loads((directory / "sync-report.json").read_text())["spread_us"]["max"] < 5_000
+
+
+def test_a_burst_from_the_console_is_one_pulse_per_shot_each_still_its_own_pulses_frame(shots):
+    takes, *_, exposure, ((status, shot), rises) = shots
+    assert status == 200 and shot["status"] == "complete", shot
+    manifest = json.loads((takes / shot["take_id"] / "manifest.json").read_text())
+    groups = shot["groups"]
+    assert len(groups) == 3 and all(b - a == 3 for a, b in zip(groups, groups[1:])), groups
+    assert len(rises) == 3, rises
+    mine = sorted((s for s in manifest["stills"] if (s["node"], s["camera"]) == ("n1", "cam0")), key=lambda s: s["shot"])
+    assert [s["group"] for s in mine] == groups and [s["path"] for s in mine] == [f"n1/cam0_{k}.png" for k in range(3)], mine
+    for still, rise in zip(mine, (int(r.split()[1]) for r in rises)):
+        assert abs(still["center_us"] - rise - DELAY_US - exposure / 2) <= CLOCK_US + 100, (still, rise)
+    t = {(c["node"], c["camera"]): c for c in manifest["cameras"]}[("n1", "cam0")]["trigger"]
+    assert (t["output"], t["pulses"]) == ("sync", 3), t
