@@ -1,12 +1,16 @@
 """A console Snap over real nodes (issue 39 item 3, CONTRACT §17/§18): node n1 (coord-node-scripted from its node
 file) has a scripted UVC webcam bound to trigger output `sync` (`--trigger-log`: a scripted line that logs each
 pulse's rise on CLOCK_MONOTONIC, this machine has no GPIO chip) beside a synthetic camera; node n2 has two
-synthetic cameras. One `coord console` and two Snaps through the API serve every assertion:
+synthetic cameras. A cold `coord snap`, then one `coord console` and three Snaps through the API serve every
+assertion:
 
-- the first: while the console previews no train runs, so the node emits exactly one pulse for the shot's group;
-  every camera's still is of that group, the triggered camera's centred on its pulse's measured edge plus its
+- the cold shot records a take's span, the output pulsing each of its groups: the still is the frame of the shot
+  group's pulse, and the manifest and summary name the output;
+- the first warm one: no train runs while the console previews, so the node emits exactly one pulse for the shot's
+  group; every camera's still is of that group, the triggered camera's centred on its pulse's measured edge plus its
   delay and half its exposure, and the manifest says it was triggered, by `sync`, with the pulse's timing error;
-- the second: n2 is frozen (SIGSTOP) as the Snap is asked, so it never takes it: the shot is partial, names n2's
+- a burst of 3: exactly 3 pulses, each still its own pulse's frame;
+- the last: n2 is frozen (SIGSTOP) as the Snap is asked, so it never takes it: the shot is partial, names n2's
   cameras in one sentence each, and n1's stills are collected and sealed (`ascmhl verify`).
 
 The scripted webcam free-runs on the grid (it has no trigger input): its stripes are not the pulses' truth, so the
