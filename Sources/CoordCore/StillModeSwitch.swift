@@ -127,8 +127,9 @@ public enum StillModeSwitch {
 
     /// Frames a restarted camera runs before the shot's: a synthetic sensor starts at a random phase and a V4L2 one
     /// where its driver starts it, and the phase lock steers it onto the grid over its first frames (with one
-    /// frame of room, shots 2.5 frames after the restart missed their group under load).
-    public static let lockFrames = 10
+    /// frame of room, shots 2.5 frames after the restart missed their group under load; after 4 frames at 6 fps
+    /// the stills were 46-69 µs off the grid, after 10 up to 33 µs, after 14 2-33 µs, by the stripes on loopback).
+    public static let lockFrames = 14
 
     /// How far ahead of now the shot's first group must lie: the warm lead, and with any switch the slowest
     /// camera's restart plus `lockFrames` of its sensor periods in the still's mode.

@@ -78,7 +78,7 @@ private func camera(_ node: String, _ name: String, _ w: Int, _ h: Int, _ caps: 
             #expect(grid.instant(ofGroup: group) >= now + lead)
             #expect(group % 10 == 0, "group \(group) is not on both sensors' frames (every 5 and every 2)")
             #expect(grid.instant(ofGroup: group) - now - lead < 10 * 33_333)
-            #expect(lead >= StillModeSwitch.restartMicroseconds(source: "synthetic") + 10 * 5 * 33_333)
+            #expect(lead >= StillModeSwitch.restartMicroseconds(source: "synthetic") + 14 * 5 * 33_333)
         }
         // No switch: the warm group.
         #expect(StillModeSwitch.group(now: 5_000_000, lead: 7_000, grid: grid, switches: []) == WarmSnap.group(now: 5_000_000, lead: 7_000, grid: grid))

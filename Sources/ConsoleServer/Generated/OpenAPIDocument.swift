@@ -1512,7 +1512,7 @@ enum OpenAPIDocument {
      "switch_lead_us": {
       "type": "integer",
       "format": "int64",
-      "description": "what the switches added to lead_us: the slowest switched camera's restart plus one of its frames"
+      "description": "what the switches added to lead_us: the slowest switched camera's restart plus 14 of its frames (its phase lock)"
      }
     }
    },

@@ -842,7 +842,7 @@ extension Components {
             ///
             /// - Remark: Generated from `#/components/schemas/Snap/switched`.
             internal var switched: [Swift.String]?
-            /// what the switches added to lead_us: the slowest switched camera's restart plus one of its frames
+            /// what the switches added to lead_us: the slowest switched camera's restart plus 14 of its frames (its phase lock)
             ///
             /// - Remark: Generated from `#/components/schemas/Snap/switch_lead_us`.
             internal var switchLeadUs: Swift.Int64?
@@ -862,7 +862,7 @@ extension Components {
             ///   - message:
             ///   - groups: every shot's group, in order (one for a single shot)
             ///   - switched: the cameras (node/camera) switched to the still's mode for the shot: their stills are not from the preview's exposure timing
-            ///   - switchLeadUs: what the switches added to lead_us: the slowest switched camera's restart plus one of its frames
+            ///   - switchLeadUs: what the switches added to lead_us: the slowest switched camera's restart plus 14 of its frames (its phase lock)
             internal init(
                 takeId: Swift.String,
                 directory: Swift.String,
