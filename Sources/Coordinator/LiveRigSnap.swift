@@ -89,6 +89,9 @@ extension LiveRig {
         }
         // Cameras at another size than the still's are switched to it for the shot: the group lies far enough ahead.
         let switches: [StillModeSwitch.Switch]
+        if asked.size != nil, let n = nodes.first(where: { n in n.cameras.contains { c in !n.capabilities.contains { $0.name == c.camera } } }) {
+            throw Refusal(.conflict, "node \(n.name) has not said what sizes its cameras offer yet, so a Snap at a size cannot be planned; Snap again after its handshake.")
+        }
         do {
             switches = try StillModeSwitch.switches(nodes.flatMap { n in
                 n.cameras.compactMap { c in n.capabilities.first { $0.name == c.camera }.map { StillModeSwitch.Camera(node: n.name, settings: c, capabilities: $0) } }
