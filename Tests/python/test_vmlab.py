@@ -328,6 +328,7 @@ def clicks_take(lab, tmp_path_factory):
         # Started last: the node's restart and a clock source switch move the card's play position under it.
         lab.play_clicks(vm1)
         before = lab.clicks_report(vm1)  # the player's own timing, settled before the take
+        bursts = clocktruth.bursts(lab.vms)  # the lab's clock truth around the takes: the rates it measures
         for attempt in range(2):
             code, take_dir, manifest = take(lab, out / str(attempt), seconds=SECONDS)
             eio = [e["detail"] for e in manifest["events"]
@@ -336,13 +337,15 @@ def clicks_take(lab, tmp_path_factory):
                 break
             print(f"snd-aloop's capture ended with EIO (take {attempt + 1}): {eio[0]}")
         after = lab.clicks_report(vm1)
+        truths = clocktruth.truths(bursts, clocktruth.bursts(lab.vms))
     finally:
         lab.set_clock_rate(vm2, 0.0)
         for vm in (vm1, vm2):
             lab.clocksource(vm, "tsc")
         lab.use_microphone(vm1, MIC_DEVICE)
         lab.stop_clicks(vm1)
-    yield {"code": code, "dir": take_dir, "manifest": manifest, "player": before, "after": after, "eio": eio}
+    yield {"code": code, "dir": take_dir, "manifest": manifest, "player": before, "after": after, "eio": eio,
+           "truths": truths}
 
 
 def test_alsa_records_a_click_train_through_a_real_card(clicks_take):
@@ -380,6 +383,12 @@ def test_coord_reports_a_kernel_clock_rate_within_its_own_bound(clicks_take):
         # the error it admits: over the take, the wrong rate must stay inside the stated bound.
         error_us = max(0.0, abs(clocks[vm]["drift_ppm"] - ppm) - HPET_PPM) * span_s
         assert error_us <= clocks[vm]["bound_us"], (vm, clocks[vm], ppm, span_s)
+        # The lab's clock truth finds the rate the lab set, to within its two bursts' uncertainties over their span.
+        t = clicks_take["truths"][vm]
+        span_truth_s = (t.after.at_us - t.before.at_us) / 1e6
+        print(f"{vm}: set {ppm} ppm, the clock truth {t.rate_ppm:+.2f} ppm over {span_truth_s:.1f} s, coord "
+              f"{clocks[vm]['drift_ppm']:+.2f}")
+        assert abs(t.rate_ppm - ppm) <= HPET_PPM + 2 * t.uncertainty_us / span_truth_s, (vm, t.entry(), ppm)
 
 
 # --- USB webcams and microphones through their real drivers (issue 36, CONTRACT §16) ---------------------------
