@@ -193,8 +193,12 @@ def test_a_snap_at_max_switches_every_camera_to_its_largest_mode_and_says_so(siz
         truth.append(t[2])
         # Not from the preview's exposure timing: said per still, with its phase error as measured.
         assert s["mode_switch"] is True and s["phase_error_us"] == s["center_us"] - big["center_us"], s
-    # The switched cameras restarted on the grid: their true centres are the shot's group within the video figure.
-    assert max(truth) - min(truth) <= SYNC_US and all(abs(c - big["center_us"]) <= SYNC_US for c in truth), (big["center_us"], truth)
+    # Each switched still's stated centre is its true one (the phase error it reports is real), and the cameras
+    # restarted on the grid: their true centres are the shot's group within a few of the phase lock's steps.
+    stated = [s["center_us"] - t for s, t in zip(stills, truth)]
+    print(f"switched stills: true centre - group {[c - big['center_us'] for c in truth]} µs, stated - true {stated} µs")
+    assert all(abs(e) <= 20 for e in stated), stated
+    assert all(abs(c - big["center_us"]) <= 2 * SYNC_US for c in truth), (big["center_us"], truth)
     report = json.loads((directory / "sync-report.json").read_text())
     switched = {f"{m['node']}/{m['camera']}": m for m in report["mode_switches"]}
     assert sorted(switched) == sorted(cameras), report["mode_switches"]
