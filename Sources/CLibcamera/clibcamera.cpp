@@ -216,7 +216,7 @@ clc_camera *clc_camera_open(clc_manager *manager, const char *id, uint32_t width
     if (offers(formats::YUV420)) sc.pixelFormat = formats::YUV420;
     else if (offers(formats::YUYV)) sc.pixelFormat = formats::YUYV;
     sc.size = Size(width, height);
-    // Room for the frames the recorder holds while it copies them, beside those queued to the device.
+    // Room beside those queued to the device; libcamera 0.0.3's UVC pipeline sets 4 whatever is asked.
     sc.bufferCount = std::max(sc.bufferCount, 8u);
     if (c->config->validate() == CameraConfiguration::Invalid || camera->configure(c->config.get()) < 0) {
         camera->release();

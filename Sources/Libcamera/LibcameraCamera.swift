@@ -11,9 +11,10 @@ import Synchronization
 /// phase law's durations sent as per-request `FrameDurationLimits` where the camera honours them (measured when
 /// the camera is opened at arm; otherwise it free-runs and the arm warning says so).
 ///
-/// libcamera's thread only notes each completed request (`deliver`); the recorder's thread copies its picture out of
-/// the mapped buffer and hands the request back (`next`), so libcamera's thread, which also dequeues the device's
-/// next buffer, never waits on a copy or a YUYV conversion.
+/// libcamera's thread copies each completed frame's bytes out of the mapped buffer and hands the request straight back
+/// (`deliver`): a UVC camera has only the 4 buffers libcamera 0.0.3's UVC pipeline allots, and one the node holds is
+/// one uvcvideo cannot fill. The recorder's thread converts the copy into a picture (`next`), so libcamera's thread,
+/// which also dequeues the device's next buffer, never waits on a conversion or on the recorder.
 // @unchecked: the clc_camera pointer; libcamera's thread calls `deliver`, which touches only `state` and the queue.
 public final class LibcameraCamera: CameraSource, ControllableCamera, @unchecked Sendable {
     public let cameraID: String
@@ -35,10 +36,17 @@ public final class LibcameraCamera: CameraSource, ControllableCamera, @unchecked
     private let state: Mutex<State>
     private let queue = CaptureQueue<Completed>()
 
-    /// A frame libcamera completed, its request held (its planes unchanged) until the recorder has copied it.
+    /// A frame's bytes, copied out of libcamera's buffer plane after plane (reused through `State.raws`).
+    final class RawFrame: @unchecked Sendable {  // written by libcamera's thread, then read by the recorder's
+        let bytes: UnsafeMutableRawBufferPointer
+        init(count: Int) { bytes = .allocate(byteCount: count, alignment: 64) }
+        deinit { bytes.deallocate() }
+    }
+
+    /// A frame libcamera completed, its bytes copied out and its request already handed back.
     struct Completed: Sendable {
-        var request: UInt32
-        var planes: [UInt]  // the mapped planes' addresses
+        var raw: RawFrame
+        var offsets: [Int]  // each plane's start in `raw`
         var strides: [Int]
         var fourcc: UInt32
         var sequence: UInt32
@@ -56,18 +64,20 @@ public final class LibcameraCamera: CameraSource, ControllableCamera, @unchecked
         var controls = CameraControls()
         var skippedFormat = 0
         var figures = StreamFigures()
+        var raws: [RawFrame] = []
     }
 
     /// What one run of the stream did at each stage (logged when it stops): frames libcamera completed, the longest
-    /// wait between two of them (by their arrival on the node), frames the recorder took, and the longest a request
-    /// was held off the device while its picture was copied.
+    /// wait between two of them (by their arrival on the node), frames the recorder took, and the longest a copied
+    /// frame waited for the recorder.
     public struct StreamFigures: Sendable, CustomStringConvertible {
-        public var completed = 0, taken = 0
+        public var completed = 0, taken = 0, behind = 0
         public var longestGapMicroseconds: Int64 = 0, longestHeldMicroseconds: Int64 = 0
         var lastArrival: Int64?
         public var description: String {
             "\(completed) frames completed by libcamera, \(taken) taken by the recorder, longest wait between two "
-                + "\(longestGapMicroseconds / 1000) ms, longest held off the device \(longestHeldMicroseconds / 1000) ms"
+                + "\(longestGapMicroseconds / 1000) ms, longest wait for the recorder \(longestHeldMicroseconds / 1000) ms, "
+                + "\(behind) let go with the recorder a second behind"
         }
     }
 
@@ -181,14 +191,14 @@ public final class LibcameraCamera: CameraSource, ControllableCamera, @unchecked
     }
 
     /// On the recorder's thread: the oldest completed frame copied into a picture (converted from YUYV where it is
-    /// packed), its request handed back to libcamera, and its centre from the chosen stamp.
+    /// packed), its bytes' buffer kept for the next, and its centre from the chosen stamp.
     public func next(timeoutMicroseconds: Int64) -> CaptureResult {
         guard let done = queue.next(timeoutMicroseconds: timeoutMicroseconds, streaming: { isStreaming }) else { return .none }
         let picture = state.withLock { $0.pool.popLast() } ?? PlanarFrame(width: width, height: height)
-        copy(done, into: picture)
-        clc_camera_requeue(handle, done.request)
+        convert(done, into: picture)
         let held = MonotonicClock.now() - done.arrival
         state.withLock { s in
+            s.raws.append(done.raw)
             s.figures.taken += 1
             s.figures.longestHeldMicroseconds = max(s.figures.longestHeldMicroseconds, held)
         }
@@ -238,25 +248,43 @@ public final class LibcameraCamera: CameraSource, ControllableCamera, @unchecked
             clc_camera_requeue(handle, frame.request)
             return
         }
-        let planes = withUnsafeBytes(of: frame.planes) { raw in
-            raw.bindMemory(to: UnsafePointer<UInt8>?.self).prefix(Int(frame.plane_count)).map { UInt(bitPattern: $0) }
+        // A recorder a second behind gets no more copies (their memory would grow without bound).
+        guard queue.count < 30 else {
+            state.withLock { $0.figures.behind += 1 }
+            clc_camera_requeue(handle, frame.request)
+            return
         }
+        let planes = withUnsafeBytes(of: frame.planes) { raw in Array(raw.bindMemory(to: UnsafePointer<UInt8>?.self).prefix(Int(frame.plane_count))) }
         let strides = withUnsafeBytes(of: frame.strides) { raw in raw.bindMemory(to: UInt32.self).prefix(Int(frame.plane_count)).map(Int.init) }
-        queue.push(Completed(request: frame.request, planes: planes, strides: strides, fourcc: frame.fourcc, sequence: frame.sequence,
+        // Plane 0 is `height` rows; YUV420's chroma planes half as many.
+        let rows = planes.indices.map { $0 == 0 ? height : (height + 1) / 2 }
+        let sizes = zip(strides, rows).map { $0 * $1 }
+        let total = sizes.reduce(0, +)
+        let raw = state.withLock { s in s.raws.popLast() }.flatMap { $0.bytes.count >= total ? $0 : nil } ?? RawFrame(count: total)
+        var offsets: [Int] = [], at = 0
+        for (i, size) in sizes.enumerated() {
+            offsets.append(at)
+            if let source = planes[i] { raw.bytes.baseAddress!.advanced(by: at).copyMemory(from: source, byteCount: size) }
+            at += size
+        }
+        clc_camera_requeue(handle, frame.request)
+        queue.push(Completed(raw: raw, offsets: offsets, strides: strides, fourcc: frame.fourcc, sequence: frame.sequence,
                              stampMicroseconds: stamp, exposureMicroseconds: frame.exposure_us,
                              durationMicroseconds: frame.frame_duration_us, arrival: arrival))
     }
 
-    private func copy(_ frame: Completed, into picture: PlanarFrame) {
-        if frame.fourcc == Self.yuyv, let packed = UnsafeRawPointer(bitPattern: frame.planes[0]) {
-            PixelConversion.convert(UnsafeRawBufferPointer(start: packed, count: frame.strides[0] * height), layout: .yuyv,
+    private func convert(_ frame: Completed, into picture: PlanarFrame) {
+        let base = UnsafeRawPointer(frame.raw.bytes.baseAddress!)
+        if frame.fourcc == Self.yuyv {
+            PixelConversion.convert(UnsafeRawBufferPointer(start: base, count: frame.strides[0] * height), layout: .yuyv,
                                     bytesPerLine: frame.strides[0], into: picture)
             return
         }
         let planes = [(picture.luma, width, height), (picture.cb, picture.chromaWidth, picture.chromaHeight),
                       (picture.cr, picture.chromaWidth, picture.chromaHeight)]
         for (i, (dest, w, h)) in planes.enumerated() {
-            guard i < frame.planes.count, let source = UnsafeRawPointer(bitPattern: frame.planes[i]) else { continue }
+            guard i < frame.offsets.count else { continue }
+            let source = base + frame.offsets[i]
             for row in 0..<h {
                 UnsafeMutableRawPointer(dest.baseAddress! + row * w).copyMemory(from: source + row * frame.strides[i], byteCount: w)
             }
