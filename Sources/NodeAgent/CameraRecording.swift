@@ -260,10 +260,11 @@ final class CameraRecording {
                 if matcher != nil {
                     guard let pulsed = pulseCenter(of: capture, center: center, mapping: mapping) else {
                         source.release(capture)
-                        // A frame no pulse exposed still says time has passed, as a missing frame does: a free-running
-                        // camera whose last pulse went unanswered (skipped, or no frame) would otherwise never end the take.
-                        let now = Int64(mapping.rig(fromLocal: Double(localNow())).rounded())
-                        actions = assigner!.tick(now: now, lateness: lateness)
+                        // A frame no pulse exposed still says the camera's time has passed, as a missing frame does: a
+                        // free-running camera whose last pulse went unanswered (skipped, or no frame) would otherwise
+                        // never end the take. Its own centre, not the clock: a recorder running behind its queued
+                        // frames must not fill groups whose frames are still in the queue.
+                        actions = assigner!.tick(now: center, lateness: lateness)
                         if perform(actions, capture: nil) { return }
                         continue
                     }
