@@ -482,6 +482,11 @@ def test_usb_webcams_and_microphones_record_through_uvcvideo_and_snd_usb_audio(u
 
 # --- the gadget webcam through libcamera's UVC pipeline (issue 37 item 4, CONTRACT §16) ----------------------
 
+# The share of groups that must show a new frame through libcamera, the pressure policy off (docs/vmlab.md: one VM on
+# the loaded machine gave 94 % and 98 %, where the node that copied on libcamera's thread gave 8-42 %; the margin is
+# for CI's two VMs on two loaded cores).
+LIBCAMERA_NEW_FRAMES = 0.6
+
 @pytest.fixture(scope="module")
 def libcamera_take(lab, tmp_path_factory):
     """The module's lab with each VM's gadget webcam named in the node file by its libcamera id (the lab's
@@ -498,7 +503,8 @@ def libcamera_take(lab, tmp_path_factory):
             listings[vm.name] = vm.sh("coord-node --list-cameras 2>&1; true", timeout=120)
             usb.use_camera_entry(vm, "libcamera", cam["libcamera"])
             vm.sh("systemctl restart coord-node", timeout=240)
-        code, take_dir, manifest = take(lab, out, seconds=SECONDS)
+        # Without the pressure policy's slow-downs: the new frames counted are what the camera path delivered.
+        code, take_dir, manifest = take(lab, out, seconds=SECONDS, pressure_none=True)
         log = (lab.dir / "start-take.log").read_text()
         reports = {vm.name: usb.gadget_reports(vm) for vm in lab.vms}
     finally:
@@ -534,11 +540,24 @@ def test_libcamera_records_the_gadget_webcam_into_a_complete_take(libcamera_take
         assert len(found) == groups == ffprobe_count(mkv, "v:0"), f"{mkv}: {len(found)} frames, not {groups}"
         assert None not in found, f"{mkv}: unreadable stripes at {[i for i, s in enumerate(found) if s is None]}"
         errors.sort()
-        print(f"{cam['node']} through libcamera: node's centre − true centre p50 {errors[len(errors) // 2] / 1000:.1f} ms,"
-              f" min {errors[0] / 1000:.1f}, max {errors[-1] / 1000:.1f} ms; sensor "
-              f"{libcamera_take['reports'][cam['node']].get('uvc')}")
-    # The UVC pipeline does not follow a per-request frame duration: measured at arm, and the arm says so.
+        print(f"{cam['node']} through libcamera: {len(errors)} new frames of {groups} groups; node's centre − true centre"
+              f" p50 {errors[len(errors) // 2] / 1000:.1f} ms, min {errors[0] / 1000:.1f}, max {errors[-1] / 1000:.1f} ms;"
+              f" sensor {libcamera_take['reports'][cam['node']].get('uvc')}")
+        # The frames reach the file (docs/vmlab.md's libcamera figures: a quiet run's share, less CI's margin).
+        assert len(errors) >= LIBCAMERA_NEW_FRAMES * groups, f"{len(errors)} new frames of {groups} groups"
+        # The UVC pipeline's SensorTimestamp is uvcvideo's buffer stamp, chosen as for --v4l2 (hwtimestamps=0, the
+        # lab's default: the first packet's arrival, after the exposure), and the manifest says so. How late the centres
+        # are is printed, not asserted: under TCG on a loaded machine the first packet trails the exposure by
+        # whatever dummy_hcd's late timer held it (bench/results/vmlab-usb-truth.json: +145 to +691 ms at load 12).
+        stamp = device["timestamp"]
+        first_packet = not stamp.get("hwtimestamps")
+        assert (stamp["stamp"], stamp["marks"]) == (("first-packet", "endOfExposure") if first_packet
+                                                    else ("device-clock", "startOfExposure")), stamp
+    # The UVC pipeline does not follow a per-request frame duration: measured at arm, and the arm says so; and the
+    # arm says which stamp the centres come from and how late they may be.
     assert "did not honour FrameDurationLimits" in libcamera_take["log"], libcamera_take["log"][-2000:]
+    assert re.search(r"is stamped (when its first USB packet arrives|by its own clock)", libcamera_take["log"]), \
+        libcamera_take["log"][-2000:]
 
 
 # --- trigger outputs on a real GPIO chip: the kernel's gpio-sim (issue 38, CONTRACT §17) ----------------------
