@@ -94,7 +94,7 @@ public enum StillModeSwitch {
     /// or the first camera that cannot give the size, as a sentence.
     public static func switches(_ cameras: [Camera], plan: SnapPlan, fps: Int) throws(SnapProblem) -> [Switch] {
         var out: [Switch] = []
-        for camera in cameras {
+        for camera in cameras.map(deliverable) {
             let s = camera.settings
             let size: (width: Int, height: Int)
             switch stillSize(of: camera, size: plan.size, fps: fps) {
@@ -111,6 +111,19 @@ public enum StillModeSwitch {
         return out
     }
 
+    /// The camera with only the formats its stills can come in: a JPEG stream is kept only where the camera's
+    /// codec is mjpeg (muxed as it is); any other codec needs the camera's raw pixels, and the node never decodes a
+    /// JPEG (a C920 offers 1920x1080 as MJPG at 30 fps but as YUYV only at 5).
+    public static func deliverable(_ camera: Camera) -> Camera {
+        guard camera.settings.codec != .mjpeg else { return camera }
+        var raw = camera
+        raw.capabilities.formats.removeAll { jpegPixelFormats.contains($0.pixelFormat) }
+        return raw
+    }
+
+    /// Motion-JPEG's fourccs as V4L2 drivers name it.
+    public static let jpegPixelFormats: Set<String> = ["MJPG", "JPEG"]
+
     /// The one group in k a camera runs at in the still's mode: a rate a format of that size offers, every shot on
     /// one of its frames (k divides the burst's stride), and the fastest such under the pixel-rate limit (else the
     /// slowest such: the shots come first).
@@ -119,7 +132,11 @@ public enum StillModeSwitch {
         let formats = capabilities.formats.filter { $0.offers(width: width, height: height) }
         let fits = (1...max(fps, 1)).filter { k in
             (plan.count == 1 || plan.stride % Int64(k) == 0)
-                && formats.contains { period * Int64(k) >= $0.minFramePeriodMicroseconds && period * Int64(k) <= $0.maxFramePeriodMicroseconds }
+                && formats.contains { format in
+                    // Within 500 ppm, as the V4L2 path opens an interval: 6 × 33 333 µs is a 5 fps mode's 200 000.
+                    let p = Double(period * Int64(k)), slack = 5e-4 * p
+                    return p + slack >= Double(format.minFramePeriodMicroseconds) && p - slack <= Double(format.maxFramePeriodMicroseconds)
+                }
         }
         let pixels = width * height * max(fps, 1)
         return fits.first { pixels / $0 <= pixelRateLimit } ?? fits.last

@@ -206,8 +206,16 @@ extension LiveRig {
                 for (shot, wanted) in plan.groups.enumerated() {
                     let path = plan.path(node: node.name, camera: settings.camera, shot: shot)
                     if let row = rows.first(where: { $0.group == wanted }), outcome.verified[path] != nil {
-                        var still = SnapSession.KeptStill(camera: cameras.count, shot: shot, row: row, path: path, width: settings.width, height: settings.height)
-                        still.modeSwitch = switched != nil
+                        // The size the file has: a camera that could not open in the still's mode was kept at its preview's.
+                        let size = (try? Data(contentsOf: directory.appendingPathComponent(path), options: .alwaysMapped))
+                            .flatMap { StillImageSize.of([UInt8]($0.prefix(1 << 20))) ?? StillImageSize.of([UInt8]($0)) }
+                            ?? (settings.width, settings.height)
+                        var still = SnapSession.KeptStill(camera: cameras.count, shot: shot, row: row, path: path, width: size.width, height: size.height)
+                        still.modeSwitch = switched.map { $0.width == size.width && $0.height == size.height } ?? false
+                        if let switched, !still.modeSwitch {
+                            events.append(.init(tMicroseconds: grid.instant(ofGroup: wanted), node: node.name, camera: settings.camera, kind: .incomplete,
+                                                detail: "camera \(node.name)/\(settings.camera) could not be switched to \(switched.width)x\(switched.height) for the shot (its node's log says why): its still of group \(wanted) is \(size.width)x\(size.height), from its preview"))
+                        }
                         kept.append(still)
                     } else {
                         let why = refused[node.name].map { ": \($0)" }
@@ -217,6 +225,7 @@ extension LiveRig {
                                             detail: "camera \(node.name)/\(settings.camera) has no still of group \(wanted)\(why)"))
                     }
                 }
+                if let last = kept.last(where: { $0.camera == cameras.count }) { (camera.width, camera.height) = (last.width, last.height) }
                 cameras.append(camera)
             }
         }

@@ -53,6 +53,27 @@ private func camera(_ node: String, _ name: String, _ w: Int, _ h: Int, _ caps: 
         #expect(StillModeSwitch.recordEvery(for: slow, width: 3840, height: 2160, fps: 25, plan: try SnapPlan(count: 2, everyMilliseconds: 80, fps: 25)) == nil)
     }
 
+    @Test func aWebcamsJPEGModesCountOnlyForAnMJPEGCodec() throws {
+        // A C920: 1920x1080 as MJPG at up to 30 fps, as YUYV only at 5. Recorded raw (ffv1) its still comes from
+        // YUYV: one group in 6, never the MJPG rate the node would refuse to open.
+        let c920 = CameraCapabilities(name: "cam0", source: "v4l2", formats: [
+            CameraFormat(pixelFormat: "YUYV", width: 640, height: 480, minFramePeriodMicroseconds: 33_333, maxFramePeriodMicroseconds: 200_000),
+            CameraFormat(pixelFormat: "YUYV", width: 1920, height: 1080, minFramePeriodMicroseconds: 200_000, maxFramePeriodMicroseconds: 200_000),
+            CameraFormat(pixelFormat: "MJPG", width: 1920, height: 1080, minFramePeriodMicroseconds: 33_333, maxFramePeriodMicroseconds: 200_000),
+        ], codecs: [.ffv1, .mjpeg])
+        let raw = try StillModeSwitch.switches([camera("a", "cam0", 640, 480, c920)], plan: SnapPlan(fps: 30, size: "max"), fps: 30)
+        #expect(raw.map { [$0.width, $0.height, $0.recordEvery] } == [[1920, 1080, 6]])
+        var muxed = camera("a", "cam0", 640, 480, c920)
+        muxed.settings.codec = .mjpeg
+        let jpeg = try StillModeSwitch.switches([muxed], plan: SnapPlan(fps: 30, size: "max"), fps: 30)
+        #expect(jpeg.map { [$0.width, $0.height, $0.recordEvery] } == [[1920, 1080, 2]])  // 15 fps: 31 Mpx/s
+        // A webcam whose only mode at a size is JPEG has no raw still there.
+        let only = CameraCapabilities(name: "cam0", source: "v4l2", formats: [c920.formats[0], c920.formats[2]], codecs: [.ffv1, .mjpeg])
+        #expect(throws: SnapProblem("camera a/cam0 has no 1920x1080 mode (it offers 640x480).")) {
+            try StillModeSwitch.switches([camera("a", "cam0", 640, 480, only)], plan: SnapPlan(fps: 30, size: "1920x1080"), fps: 30)
+        }
+    }
+
     @Test func theLeadCoversTheSlowestRestartAndOneOfItsFrames() throws {
         let v4l2 = offering("cam1", source: "v4l2", sizes: [(640, 480), (1920, 1080)])
         let rig = [camera("a", "cam0", 640, 480, usb), camera("b", "cam1", 640, 480, v4l2)]
