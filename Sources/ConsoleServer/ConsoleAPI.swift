@@ -100,6 +100,16 @@ struct ConsoleAPI: APIProtocol {
         }
     }
 
+    func setPreviewTrain(_ input: Operations.SetPreviewTrain.Input) async throws -> Operations.SetPreviewTrain.Output {
+        guard case .json(let body) = input.body else { return .conflict(.init(body: .json(.init(error: "the body must be JSON: {\"on\": true} or {\"on\": false}.")))) }
+        do throws(LiveRig.Refusal) {
+            let train = try await rig.setPreviewTrain(on: body.on)
+            return .ok(.init(body: .json(.init(on: train.on, nodes: train.nodes))))
+        } catch {
+            return .conflict(.init(body: .json(.init(error: error.sentence))))
+        }
+    }
+
     func stopTake(_ input: Operations.StopTake.Input) async throws -> Operations.StopTake.Output {
         do throws(LiveRig.Refusal) {
             return .accepted(.init(body: .json(.init(try await rig.stopTake()))))

@@ -76,7 +76,7 @@ extension Components.Schemas.Rig {
                       takeControls: .init(c.takeControls), drops: c.drops, phaseErrorUs: c.phaseErrorUs)
             },
             // Said only when there is one: absent is none (a demo's).
-            rigFile: v.rigFile ? true : nil)
+            rigFile: v.rigFile ? true : nil, previewTrain: .init(on: v.previewTrain.on, nodes: v.previewTrain.nodes))
     }
 }
 

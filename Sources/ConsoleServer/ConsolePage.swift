@@ -50,6 +50,7 @@ enum ConsolePage {
         <button id="take-start" class="primary">Start</button>
         <button id="take-stop" class="danger" disabled>Stop</button>
         <button id="snap" title="one still from every camera on the next group the nodes can reach">Snap</button>
+        <button id="preview-train" aria-pressed="false" title="a free-running trigger pulse per preview group, so triggered cameras show frames for focusing">Trigger train: off</button>
       </div>
       <div class="row" style="margin-top:8px">
         <div><label for="snap-size">still size (WxH or max; empty: preview's)</label><input id="snap-size" placeholder="max"></div>
@@ -60,6 +61,7 @@ enum ConsolePage {
       <div id="take-state">no take running</div>
       <div id="take-message" class="message"></div>
       <div id="snap-message" class="message"></div>
+      <div id="preview-train-message" class="message"></div>
     </section>
     <section id="controls">
       <h2>Camera controls</h2>
@@ -247,6 +249,9 @@ function showRig(rig) {
   // Saving into the rig file needs one: a demo's console has none to save into.
   $("rig-save-part").hidden = !rig.rig_file;
   $("rig-file-note").hidden = !!rig.rig_file;
+  const train = rig.preview_train || { on: false, nodes: [] };
+  $("preview-train").setAttribute("aria-pressed", String(train.on));
+  $("preview-train").textContent = "Trigger train: " + (train.on ? "on" + (train.nodes.length ? " (" + train.nodes.join(", ") + ")" : ", waiting for the preview") : "off");
   const reachable = rig.nodes.filter((n) => n.reachable).length;
   $("rig-summary").textContent = reachable + "/" + rig.nodes.length + " nodes, " + rig.cameras.length + " cameras";
   for (const c of rig.cameras) {
@@ -405,6 +410,14 @@ $("control-apply-all").addEventListener("click", async () => {
     say("control-message", "applied to " + answer.cameras.length + " camera(s)");
     $("control-message").dataset.inForceFromGroup = Math.max(0, ...answer.cameras.map(c => c.in_force_from_group));
   } catch (e) { sayError("control-message", e); }
+});
+
+$("preview-train").addEventListener("click", async () => {
+  const on = $("preview-train").getAttribute("aria-pressed") !== "true";
+  try {
+    const train = await api("PUT", "/api/triggers/preview", { on });
+    say("preview-train-message", on ? "trigger train runs on " + train.nodes.join(", ") : "trigger train off");
+  } catch (e) { sayError("preview-train-message", e); }
 });
 
 $("rig-save").addEventListener("click", async () => {

@@ -22,6 +22,8 @@ public enum NodeRequest: Equatable, Sendable {
     case setControls(camera: String, controls: CameraControls)
     /// The console's Snap: keep these groups' frames of every previewing camera as lossless stills.
     case keepStills(shotID: String, groups: [Int64], format: SnapPlan.Format, modes: [StillModeSwitch.Mode] = [])
+    /// The operator's free-running trigger train on the preview's grid, on or off.
+    case previewTrain(on: Bool)
 
     /// An Arm: the take's grid (group 0 at `grid.t0`, rig timebase) and this node's clock mapping.
     public struct Arm: Equatable, Sendable {
@@ -81,6 +83,7 @@ public enum NodeRequest: Equatable, Sendable {
         case .startPreview: "startPreview"
         case .setControls: "setControls"
         case .keepStills: "keepStills"
+        case .previewTrain: "previewTrain"
         }
     }
 }
@@ -151,6 +154,8 @@ extension Wire {
                                        lease: .milliseconds(m.leaseMs)))
         case .setControls(let m):
             return .setControls(camera: m.camera, controls: CameraControls(wire: m.controls))
+        case .previewTrain(let m):
+            return .previewTrain(on: m.on)
         case .keepStills(let m):
             return .keepStills(shotID: m.shotID, groups: m.groups, format: try stillsFormat(m.format, shot: m.shotID),
                                modes: m.modes.map { .init(camera: $0.camera, width: Int($0.width), height: Int($0.height), recordEvery: Int($0.recordEvery)) })

@@ -147,6 +147,13 @@ public enum CoordRequest {
         return .keepStills(m)
     }
 
+    /// The operator's free-running trigger train while the node previews, on or off.
+    public static func previewTrain(on: Bool) -> Body {
+        var m = Coord_V1_PreviewTrain()
+        m.on = on
+        return .previewTrain(m)
+    }
+
     public static func setControls(camera: String, controls: CameraControls) -> Body {
         var m = Coord_V1_SetControls()
         m.camera = camera

@@ -126,6 +126,8 @@ public final class LiveRig: Sendable {
         var trackedNodes: [String] = []
         /// The rig file's text as this console loaded it (or last saved it): a file changed since is not saved over.
         var rigFileText: String?
+        /// The operator's preview trigger train (LiveRigTrain.swift).
+        var previewTrain = PreviewTrain()
     }
     /// The preview: tiles matched into sets by group, the newest complete set, and the JPEGs kept for `/preview`.
     struct Tiles {
@@ -307,7 +309,7 @@ public final class LiveRig: Sendable {
                                                              setHere: n.operatorControls[c.camera]),
                                   drops: progress?.drops ?? 0, phaseErrorUs: progress?.phase)
             }
-        }, rigFile: rigFile)
+        }, rigFile: rigFile, previewTrain: PreviewTrainView(s.previewTrain))
     }
 
     // MARK: Running

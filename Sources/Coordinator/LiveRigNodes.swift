@@ -184,7 +184,8 @@ extension LiveRig {
     func keepPreview() async {
         let busy = takeRoom.withLock { $0.session != nil }
         let nodes = state.withLock { $0.nodes }
-        guard !busy else { return }
+        // A take's Arm ended every preview train (the take's own replaces it); asked again once the preview resumes.
+        guard !busy else { state.withLock { $0.previewTrain.running = [] }; return }
         let reached = nodes.filter { $0.link != nil && !$0.cameras.isEmpty && $0.view.reachable }
         ensureTracker(reached)
         guard preview.isOn else { return }
@@ -205,6 +206,7 @@ extension LiveRig {
                     do {
                         _ = try await node.link!.request(.startPreview(m), timeout: 4, what: "the preview")
                         await self.readControls(node)
+                        await self.keepPreviewTrain(node)
                     } catch {
                         self.logger.warning("preview refused", metadata: ["node": "\(node.name)", "error": "\(error)"])
                     }

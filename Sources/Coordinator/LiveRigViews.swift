@@ -76,6 +76,8 @@ extension LiveRig {
         public var cameras: [CameraView]
         /// The console was started with a rig file it can save the controls into.
         public var rigFile = false
+        /// The operator's preview trigger train: asked for, and the nodes it runs on.
+        public var previewTrain = PreviewTrainView(on: false, nodes: [])
     }
     public struct TileView: Equatable, Sendable {
         public var node: String

@@ -101,6 +101,8 @@ enum NodeAgentState {
         var leaseUntil: Int64
         /// The grid the cameras are steered onto (a Snap's groups are on it).
         var grid: FrameGrid? = nil
+        /// The operator's free-running trigger train on the preview's grid (NodePreviewTrain.swift): ends with the run.
+        var train: [TriggerGenerator] = []
     }
 
     /// What a preview was opened for: a StartPreview asking the same renews it.

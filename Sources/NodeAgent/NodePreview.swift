@@ -60,11 +60,12 @@ extension NodeAgent {
 
     /// Closes the cameras opened for preview only (if any).
     func stopPreview() {
-        guard let run = previewRoom.withLock({ run -> [PreviewCamera]? in
+        guard let (run, train) = previewRoom.withLock({ run -> ([PreviewCamera], [TriggerGenerator])? in
             defer { run = nil }
-            return run?.cameras
+            return run.map { ($0.cameras, $0.train) }
         }) else { return }
         let deadline = DispatchTime.now() + .seconds(2)
+        endPreviewTrain(train, deadline: deadline)
         run.forEach { $0.stop(deadline: deadline) }
         logger.info("preview closed")
     }

@@ -51,7 +51,7 @@ extension NodeAgent {
             return .reply(Wire.error(id, error))
         }
         switch request {
-        case .hello, .arm, .startPreview, .setControls:
+        case .hello, .arm, .startPreview, .setControls, .previewTrain:
             return .deferred(.control) { [self] in respond(to: request, id, receivedLocal: receivedLocal) }
         case .fetchChunk(let fetch) where fetch.rawFrame:
             return .chunk { [self] in chunkReply(id, fetch) }
@@ -133,6 +133,8 @@ extension NodeAgent {
             return ack(id, try startPreview(start))
         case .setControls(let camera, let controls):
             return Wire.envelope(id, .controlsApplied(try setControls(camera: camera, controls)))
+        case .previewTrain(let on):
+            return ack(id, try previewTrain(on: on))
         case .keepStills(let shotID, let groups, let format, let modes):
             return ack(id, try keepStills(shotID: shotID, groups: groups, format: format, modes: modes))
         case .clockUpdate(let takeID, let clock):

@@ -91,7 +91,9 @@ extension NodeAgent {
     func startSnapPulses(shotID: String, groups: [Int64], cameras settings: [CameraSettings], grid: FrameGrid, clock: ClockMappingBox,
                          folder: URL) throws(NodeFailure) -> [String] {
         // The exposure the camera runs at places the pulse (delay + exposure/2 ahead), as the take's set exposure does.
-        let bound = settings.filter { configuration.cameraTriggers[$0.camera] != nil }.map { s in
+        // A camera the preview train pulses has a frame every group: its still is the train's frame of the group.
+        let trained = previewTrainCameras
+        let bound = settings.filter { configuration.cameraTriggers[$0.camera] != nil && !trained.contains($0.camera) }.map { s in
             var s = s
             let set = controlsRoom.withLock { $0.controls[s.camera]?.exposureMicroseconds }
             s.controls.exposureMicroseconds = stills.triggers.exposure(of: s.camera).map { Int($0) } ?? set ?? s.controls.exposureMicroseconds

@@ -26,6 +26,8 @@ public final class TriggerGenerator: Sendable {
     /// (more under load), a spin is exact but burns the core, so only this long.
     let spinMicroseconds: Int64
     private let state: Mutex<(schedule: TriggerSchedule, cancelled: Bool, edges: [TriggerEdge], failure: String?)>
+    /// Signalled once the thread has released the line (a train ended so a take or a Snap can open it).
+    private let released = DispatchSemaphore(value: 0)
 
     public init(output: TriggerOutput, line: any TriggerLine, schedule: TriggerSchedule, spinMicroseconds: Int64 = 100,
                 now: @escaping @Sendable () -> Int64 = MonotonicClock.now,
@@ -67,10 +69,14 @@ public final class TriggerGenerator: Sendable {
             ThreadPriority.raiseCurrentThread()
             pulses()
             line.close()
+            released.signal()
             onEnd()
         }
         thread.start()
     }
+
+    /// Waits until the thread has released the line, at most until `deadline`; false if it has not.
+    public func waitReleased(deadline: DispatchTime) -> Bool { released.wait(timeout: deadline) == .success }
 
     /// Ends the train within one sleep slice (an abort, a failed arm, the node shutting down without a stop group).
     public func cancel() { state.withLock { $0.cancelled = true } }

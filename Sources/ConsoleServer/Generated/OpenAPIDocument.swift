@@ -418,6 +418,60 @@ enum OpenAPIDocument {
     }
    }
   },
+  "/api/triggers/preview": {
+   "put": {
+    "tags": [
+     "api"
+    ],
+    "summary": "Turn the free-running trigger train for focusing on or off (CONTRACT §17)",
+    "description": "While the console previews, a hardware-triggered camera exposes nothing: on, every node with trigger outputs emits one pulse per group of the preview's grid on each output bound to a previewed camera, placed as a take's, until turned off, until the console goes away (the node ends it with the preview's lease), or while a take holds the outputs (the take's train replaces it; it resumes with the preview). A Snap meanwhile keeps the train's frame of its group. The rig's preview_train says whether it runs and on which nodes.",
+    "operationId": "setPreviewTrain",
+    "requestBody": {
+     "required": true,
+     "content": {
+      "application/json": {
+       "schema": {
+        "$ref": "#/components/schemas/PreviewTrainRequest"
+       }
+      }
+     }
+    },
+    "responses": {
+     "200": {
+      "description": "the train as it runs now",
+      "content": {
+       "application/json": {
+        "schema": {
+         "$ref": "#/components/schemas/PreviewTrain"
+        }
+       }
+      }
+     },
+     "409": {
+      "description": "a take is recording, or no node could run it (each node's sentence, e.g. one with no trigger outputs)",
+      "content": {
+       "application/json": {
+        "schema": {
+         "$ref": "#/components/schemas/Error"
+        }
+       }
+      }
+     },
+     "413": {
+      "$ref": "#/components/responses/TooLarge"
+     },
+     "401": {
+      "$ref": "#/components/responses/Unauthorized"
+     },
+     "403": {
+      "$ref": "#/components/responses/Forbidden"
+     },
+     "415": {
+      "$ref": "#/components/responses/NotJSON"
+     }
+    }
+   }
+  },
   "/api/controls": {
    "put": {
     "tags": [
@@ -1190,6 +1244,40 @@ enum OpenAPIDocument {
      "rig_file": {
       "type": "boolean",
       "description": "true when the console was started with a rig file, so POST /api/rig/save can write into it; absent when it was not (a demo without one)"
+     },
+     "preview_train": {
+      "$ref": "#/components/schemas/PreviewTrain"
+     }
+    }
+   },
+   "PreviewTrainRequest": {
+    "type": "object",
+    "required": [
+     "on"
+    ],
+    "properties": {
+     "on": {
+      "type": "boolean"
+     }
+    }
+   },
+   "PreviewTrain": {
+    "type": "object",
+    "required": [
+     "on",
+     "nodes"
+    ],
+    "properties": {
+     "on": {
+      "type": "boolean",
+      "description": "the operator asked for the preview train"
+     },
+     "nodes": {
+      "type": "array",
+      "items": {
+       "type": "string"
+      },
+      "description": "the nodes whose train runs now"
      }
     }
    },

@@ -434,25 +434,73 @@ extension Components {
             ///
             /// - Remark: Generated from `#/components/schemas/Rig/rig_file`.
             internal var rigFile: Swift.Bool?
+            /// - Remark: Generated from `#/components/schemas/Rig/preview_train`.
+            internal var previewTrain: Components.Schemas.PreviewTrain?
             /// Creates a new `Rig`.
             ///
             /// - Parameters:
             ///   - nodes:
             ///   - cameras:
             ///   - rigFile: true when the console was started with a rig file, so POST /api/rig/save can write into it; absent when it was not (a demo without one)
+            ///   - previewTrain:
             internal init(
                 nodes: [Components.Schemas.Node],
                 cameras: [Components.Schemas.Camera],
-                rigFile: Swift.Bool? = nil
+                rigFile: Swift.Bool? = nil,
+                previewTrain: Components.Schemas.PreviewTrain? = nil
             ) {
                 self.nodes = nodes
                 self.cameras = cameras
                 self.rigFile = rigFile
+                self.previewTrain = previewTrain
             }
             internal enum CodingKeys: String, CodingKey {
                 case nodes
                 case cameras
                 case rigFile = "rig_file"
+                case previewTrain = "preview_train"
+            }
+        }
+        /// - Remark: Generated from `#/components/schemas/PreviewTrainRequest`.
+        internal struct PreviewTrainRequest: Codable, Hashable, Sendable {
+            /// - Remark: Generated from `#/components/schemas/PreviewTrainRequest/on`.
+            internal var on: Swift.Bool
+            /// Creates a new `PreviewTrainRequest`.
+            ///
+            /// - Parameters:
+            ///   - on:
+            internal init(on: Swift.Bool) {
+                self.on = on
+            }
+            internal enum CodingKeys: String, CodingKey {
+                case on
+            }
+        }
+        /// - Remark: Generated from `#/components/schemas/PreviewTrain`.
+        internal struct PreviewTrain: Codable, Hashable, Sendable {
+            /// the operator asked for the preview train
+            ///
+            /// - Remark: Generated from `#/components/schemas/PreviewTrain/on`.
+            internal var on: Swift.Bool
+            /// the nodes whose train runs now
+            ///
+            /// - Remark: Generated from `#/components/schemas/PreviewTrain/nodes`.
+            internal var nodes: [Swift.String]
+            /// Creates a new `PreviewTrain`.
+            ///
+            /// - Parameters:
+            ///   - on: the operator asked for the preview train
+            ///   - nodes: the nodes whose train runs now
+            internal init(
+                on: Swift.Bool,
+                nodes: [Swift.String]
+            ) {
+                self.on = on
+                self.nodes = nodes
+            }
+            internal enum CodingKeys: String, CodingKey {
+                case on
+                case nodes
             }
         }
         /// - Remark: Generated from `#/components/schemas/Tile`.

@@ -29,6 +29,13 @@ internal protocol APIProtocol: Sendable {
     /// - Remark: HTTP `PUT /api/cameras/{node}/{camera}/controls`.
     /// - Remark: Generated from `#/paths//api/cameras/{node}/{camera}/controls/put(setControls)`.
     func setControls(_ input: Operations.SetControls.Input) async throws -> Operations.SetControls.Output
+    /// Turn the free-running trigger train for focusing on or off (CONTRACT §17)
+    ///
+    /// While the console previews, a hardware-triggered camera exposes nothing: on, every node with trigger outputs emits one pulse per group of the preview's grid on each output bound to a previewed camera, placed as a take's, until turned off, until the console goes away (the node ends it with the preview's lease), or while a take holds the outputs (the take's train replaces it; it resumes with the preview). A Snap meanwhile keeps the train's frame of its group. The rig's preview_train says whether it runs and on which nodes.
+    ///
+    /// - Remark: HTTP `PUT /api/triggers/preview`.
+    /// - Remark: Generated from `#/paths//api/triggers/preview/put(setPreviewTrain)`.
+    func setPreviewTrain(_ input: Operations.SetPreviewTrain.Input) async throws -> Operations.SetPreviewTrain.Output
     /// Apply the same controls to every camera
     ///
     /// - Remark: HTTP `PUT /api/controls`.
@@ -102,6 +109,21 @@ extension APIProtocol {
     ) async throws -> Operations.SetControls.Output {
         try await setControls(Operations.SetControls.Input(
             path: path,
+            headers: headers,
+            body: body
+        ))
+    }
+    /// Turn the free-running trigger train for focusing on or off (CONTRACT §17)
+    ///
+    /// While the console previews, a hardware-triggered camera exposes nothing: on, every node with trigger outputs emits one pulse per group of the preview's grid on each output bound to a previewed camera, placed as a take's, until turned off, until the console goes away (the node ends it with the preview's lease), or while a take holds the outputs (the take's train replaces it; it resumes with the preview). A Snap meanwhile keeps the train's frame of its group. The rig's preview_train says whether it runs and on which nodes.
+    ///
+    /// - Remark: HTTP `PUT /api/triggers/preview`.
+    /// - Remark: Generated from `#/paths//api/triggers/preview/put(setPreviewTrain)`.
+    internal func setPreviewTrain(
+        headers: Operations.SetPreviewTrain.Input.Headers = .init(),
+        body: Operations.SetPreviewTrain.Input.Body
+    ) async throws -> Operations.SetPreviewTrain.Output {
+        try await setPreviewTrain(Operations.SetPreviewTrain.Input(
             headers: headers,
             body: body
         ))

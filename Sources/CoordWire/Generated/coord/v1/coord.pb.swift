@@ -338,6 +338,14 @@ public nonisolated struct Coord_V1_Envelope: Sendable {
     set {body = .keepStills(newValue)}
   }
 
+  public var previewTrain: Coord_V1_PreviewTrain {
+    get {
+      if case .previewTrain(let v)? = body {return v}
+      return Coord_V1_PreviewTrain()
+    }
+    set {body = .previewTrain(newValue)}
+  }
+
   public var unknownFields = SwiftProtobuf.UnknownStorage()
 
   public nonisolated enum OneOf_Body: Equatable, Sendable {
@@ -367,6 +375,7 @@ public nonisolated struct Coord_V1_Envelope: Sendable {
     case setControls(Coord_V1_SetControls)
     case controlsApplied(Coord_V1_ControlsApplied)
     case keepStills(Coord_V1_KeepStills)
+    case previewTrain(Coord_V1_PreviewTrain)
 
   }
 
@@ -1142,6 +1151,22 @@ public nonisolated struct Coord_V1_KeepStills: Sendable {
   /// Cameras whose stills are at another size than they preview at: each is switched to that mode for the shot
   /// (its stream ended, reopened at the size and restarted on the grid, one group in record_every), then back.
   public var modes: [Coord_V1_StillMode] = []
+
+  public var unknownFields = SwiftProtobuf.UnknownStorage()
+
+  public init() {}
+}
+
+/// The operator's free-running trigger train while the node previews (CONTRACT §17): one pulse per group of the
+/// preview's grid on every output bound to a previewed camera, placed as a take's, until `on` is false, the preview
+/// ends (its lease runs out: a console gone), or a take arms. Answered with an Ack; refused while a take holds the
+/// cameras, while the node does not preview, or by a node with no trigger outputs.
+public nonisolated struct Coord_V1_PreviewTrain: Sendable {
+  // SwiftProtobuf.Message conformance is added in an extension below. See the
+  // `Message` and `Message+*Additions` files in the SwiftProtobuf library for
+  // methods supported on all messages.
+
+  public var on: Bool = false
 
   public var unknownFields = SwiftProtobuf.UnknownStorage()
 
@@ -1990,7 +2015,7 @@ nonisolated extension Coord_V1_PressureLevel: SwiftProtobuf._ProtoNameProviding 
 
 nonisolated extension Coord_V1_Envelope: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
   public static let protoMessageName: String = _protobuf_package + ".Envelope"
-  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{3}protocol_version\0\u{3}request_id\0\u{2}\u{8}hello\0\u{3}hello_reply\0\u{1}configure\0\u{1}arm\0\u{1}armed\0\u{3}start_at\0\u{3}stop_at\0\u{1}abort\0\u{3}status_request\0\u{1}status\0\u{3}clock_probe\0\u{3}clock_probe_reply\0\u{3}list_files\0\u{3}file_list\0\u{3}fetch_chunk\0\u{1}chunk\0\u{3}confirm_collected\0\u{1}ack\0\u{1}error\0\u{3}clock_update\0\u{3}adjust_camera\0\u{3}start_preview\0\u{3}preview_frame\0\u{3}set_controls\0\u{3}controls_applied\0\u{3}keep_stills\0")
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{3}protocol_version\0\u{3}request_id\0\u{2}\u{8}hello\0\u{3}hello_reply\0\u{1}configure\0\u{1}arm\0\u{1}armed\0\u{3}start_at\0\u{3}stop_at\0\u{1}abort\0\u{3}status_request\0\u{1}status\0\u{3}clock_probe\0\u{3}clock_probe_reply\0\u{3}list_files\0\u{3}file_list\0\u{3}fetch_chunk\0\u{1}chunk\0\u{3}confirm_collected\0\u{1}ack\0\u{1}error\0\u{3}clock_update\0\u{3}adjust_camera\0\u{3}start_preview\0\u{3}preview_frame\0\u{3}set_controls\0\u{3}controls_applied\0\u{3}keep_stills\0\u{3}preview_train\0")
 
   public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
     while let fieldNumber = try decoder.nextFieldNumber() {
@@ -2338,6 +2363,19 @@ nonisolated extension Coord_V1_Envelope: SwiftProtobuf.Message, SwiftProtobuf._M
           self.body = .keepStills(v)
         }
       }()
+      case 36: try {
+        var v: Coord_V1_PreviewTrain?
+        var hadOneofValue = false
+        if let current = self.body {
+          hadOneofValue = true
+          if case .previewTrain(let m) = current {v = m}
+        }
+        try decoder.decodeSingularMessageField(value: &v)
+        if let v = v {
+          if hadOneofValue {try decoder.handleConflictingOneOf()}
+          self.body = .previewTrain(v)
+        }
+      }()
       default: break
       }
     }
@@ -2458,6 +2496,10 @@ nonisolated extension Coord_V1_Envelope: SwiftProtobuf.Message, SwiftProtobuf._M
     case .keepStills?: try {
       guard case .keepStills(let v)? = self.body else { preconditionFailure() }
       try visitor.visitSingularMessageField(value: v, fieldNumber: 35)
+    }()
+    case .previewTrain?: try {
+      guard case .previewTrain(let v)? = self.body else { preconditionFailure() }
+      try visitor.visitSingularMessageField(value: v, fieldNumber: 36)
     }()
     case nil: break
     }
@@ -3877,6 +3919,36 @@ nonisolated extension Coord_V1_KeepStills: SwiftProtobuf.Message, SwiftProtobuf.
     if lhs.groups != rhs.groups {return false}
     if lhs.format != rhs.format {return false}
     if lhs.modes != rhs.modes {return false}
+    if lhs.unknownFields != rhs.unknownFields {return false}
+    return true
+  }
+}
+
+nonisolated extension Coord_V1_PreviewTrain: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
+  public static let protoMessageName: String = _protobuf_package + ".PreviewTrain"
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}on\0")
+
+  public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
+    while let fieldNumber = try decoder.nextFieldNumber() {
+      // The use of inline closures is to circumvent an issue where the compiler
+      // allocates stack space for every case branch when no optimizations are
+      // enabled. https://github.com/apple/swift-protobuf/issues/1034
+      switch fieldNumber {
+      case 1: try { try decoder.decodeSingularBoolField(value: &self.on) }()
+      default: break
+      }
+    }
+  }
+
+  public func traverse<V: SwiftProtobuf.Visitor>(visitor: inout V) throws {
+    if self.on != false {
+      try visitor.visitSingularBoolField(value: self.on, fieldNumber: 1)
+    }
+    try unknownFields.traverse(visitor: &visitor)
+  }
+
+  public static func ==(lhs: Coord_V1_PreviewTrain, rhs: Coord_V1_PreviewTrain) -> Bool {
+    if lhs.on != rhs.on {return false}
     if lhs.unknownFields != rhs.unknownFields {return false}
     return true
   }

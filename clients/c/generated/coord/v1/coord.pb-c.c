@@ -1177,6 +1177,51 @@ void   coord__v1__keep_stills__free_unpacked
   assert(message->base.descriptor == &coord__v1__keep_stills__descriptor);
   protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
 }
+void   coord__v1__preview_train__init
+                     (Coord__V1__PreviewTrain         *message)
+{
+  static const Coord__V1__PreviewTrain init_value = COORD__V1__PREVIEW_TRAIN__INIT;
+  *message = init_value;
+}
+size_t coord__v1__preview_train__get_packed_size
+                     (const Coord__V1__PreviewTrain *message)
+{
+  assert(message->base.descriptor == &coord__v1__preview_train__descriptor);
+  return protobuf_c_message_get_packed_size ((const ProtobufCMessage*)(message));
+}
+size_t coord__v1__preview_train__pack
+                     (const Coord__V1__PreviewTrain *message,
+                      uint8_t       *out)
+{
+  assert(message->base.descriptor == &coord__v1__preview_train__descriptor);
+  return protobuf_c_message_pack ((const ProtobufCMessage*)message, out);
+}
+size_t coord__v1__preview_train__pack_to_buffer
+                     (const Coord__V1__PreviewTrain *message,
+                      ProtobufCBuffer *buffer)
+{
+  assert(message->base.descriptor == &coord__v1__preview_train__descriptor);
+  return protobuf_c_message_pack_to_buffer ((const ProtobufCMessage*)message, buffer);
+}
+Coord__V1__PreviewTrain *
+       coord__v1__preview_train__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data)
+{
+  return (Coord__V1__PreviewTrain *)
+     protobuf_c_message_unpack (&coord__v1__preview_train__descriptor,
+                                allocator, len, data);
+}
+void   coord__v1__preview_train__free_unpacked
+                     (Coord__V1__PreviewTrain *message,
+                      ProtobufCAllocator *allocator)
+{
+  if(!message)
+    return;
+  assert(message->base.descriptor == &coord__v1__preview_train__descriptor);
+  protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
+}
 void   coord__v1__still_mode__init
                      (Coord__V1__StillMode         *message)
 {
@@ -2212,7 +2257,7 @@ void   coord__v1__announcement__free_unpacked
   assert(message->base.descriptor == &coord__v1__announcement__descriptor);
   protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
 }
-static const ProtobufCFieldDescriptor coord__v1__envelope__field_descriptors[28] =
+static const ProtobufCFieldDescriptor coord__v1__envelope__field_descriptors[29] =
 {
   {
     "protocol_version",
@@ -2550,6 +2595,18 @@ static const ProtobufCFieldDescriptor coord__v1__envelope__field_descriptors[28]
     0 | PROTOBUF_C_FIELD_FLAG_ONEOF,             /* flags */
     0,NULL,NULL    /* reserved1,reserved2, etc */
   },
+  {
+    "preview_train",
+    36,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_MESSAGE,
+    offsetof(Coord__V1__Envelope, body_case),
+    offsetof(Coord__V1__Envelope, preview_train),
+    &coord__v1__preview_train__descriptor,
+    NULL,
+    0 | PROTOBUF_C_FIELD_FLAG_ONEOF,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
 };
 static const unsigned coord__v1__envelope__field_indices_by_name[] = {
   9,   /* field[9] = abort */
@@ -2572,6 +2629,7 @@ static const unsigned coord__v1__envelope__field_indices_by_name[] = {
   27,   /* field[27] = keep_stills */
   14,   /* field[14] = list_files */
   24,   /* field[24] = preview_frame */
+  28,   /* field[28] = preview_train */
   0,   /* field[0] = protocol_version */
   1,   /* field[1] = request_id */
   25,   /* field[25] = set_controls */
@@ -2585,7 +2643,7 @@ static const ProtobufCIntRange coord__v1__envelope__number_ranges[2 + 1] =
 {
   { 1, 0 },
   { 10, 2 },
-  { 0, 28 }
+  { 0, 29 }
 };
 const ProtobufCMessageDescriptor coord__v1__envelope__descriptor =
 {
@@ -2595,7 +2653,7 @@ const ProtobufCMessageDescriptor coord__v1__envelope__descriptor =
   "Coord__V1__Envelope",
   "coord.v1",
   sizeof(Coord__V1__Envelope),
-  28,
+  29,
   coord__v1__envelope__field_descriptors,
   coord__v1__envelope__field_indices_by_name,
   2,  coord__v1__envelope__number_ranges,
@@ -5075,6 +5133,44 @@ const ProtobufCMessageDescriptor coord__v1__keep_stills__descriptor =
   coord__v1__keep_stills__field_indices_by_name,
   1,  coord__v1__keep_stills__number_ranges,
   (ProtobufCMessageInit) coord__v1__keep_stills__init,
+  NULL,NULL,NULL    /* reserved[123] */
+};
+static const ProtobufCFieldDescriptor coord__v1__preview_train__field_descriptors[1] =
+{
+  {
+    "on",
+    1,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_BOOL,
+    0,   /* quantifier_offset */
+    offsetof(Coord__V1__PreviewTrain, on),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+};
+static const unsigned coord__v1__preview_train__field_indices_by_name[] = {
+  0,   /* field[0] = on */
+};
+static const ProtobufCIntRange coord__v1__preview_train__number_ranges[1 + 1] =
+{
+  { 1, 0 },
+  { 0, 1 }
+};
+const ProtobufCMessageDescriptor coord__v1__preview_train__descriptor =
+{
+  PROTOBUF_C__MESSAGE_DESCRIPTOR_MAGIC,
+  "coord.v1.PreviewTrain",
+  "PreviewTrain",
+  "Coord__V1__PreviewTrain",
+  "coord.v1",
+  sizeof(Coord__V1__PreviewTrain),
+  1,
+  coord__v1__preview_train__field_descriptors,
+  coord__v1__preview_train__field_indices_by_name,
+  1,  coord__v1__preview_train__number_ranges,
+  (ProtobufCMessageInit) coord__v1__preview_train__init,
   NULL,NULL,NULL    /* reserved[123] */
 };
 static const ProtobufCFieldDescriptor coord__v1__still_mode__field_descriptors[4] =

@@ -41,6 +41,7 @@ typedef struct Coord__V1__PreviewSettings Coord__V1__PreviewSettings;
 typedef struct Coord__V1__StartPreview Coord__V1__StartPreview;
 typedef struct Coord__V1__PreviewFrame Coord__V1__PreviewFrame;
 typedef struct Coord__V1__KeepStills Coord__V1__KeepStills;
+typedef struct Coord__V1__PreviewTrain Coord__V1__PreviewTrain;
 typedef struct Coord__V1__StillMode Coord__V1__StillMode;
 typedef struct Coord__V1__ControlValues Coord__V1__ControlValues;
 typedef struct Coord__V1__SetControls Coord__V1__SetControls;
@@ -183,7 +184,8 @@ typedef enum {
   COORD__V1__ENVELOPE__BODY_PREVIEW_FRAME = 32,
   COORD__V1__ENVELOPE__BODY_SET_CONTROLS = 33,
   COORD__V1__ENVELOPE__BODY_CONTROLS_APPLIED = 34,
-  COORD__V1__ENVELOPE__BODY_KEEP_STILLS = 35
+  COORD__V1__ENVELOPE__BODY_KEEP_STILLS = 35,
+  COORD__V1__ENVELOPE__BODY_PREVIEW_TRAIN = 36
     PROTOBUF_C__FORCE_ENUM_TO_BE_INT_SIZE(COORD__V1__ENVELOPE__BODY__CASE)
 } Coord__V1__Envelope__BodyCase;
 
@@ -226,6 +228,7 @@ struct  Coord__V1__Envelope
     Coord__V1__SetControls *set_controls;
     Coord__V1__ControlsApplied *controls_applied;
     Coord__V1__KeepStills *keep_stills;
+    Coord__V1__PreviewTrain *preview_train;
   };
 };
 #define COORD__V1__ENVELOPE__INIT \
@@ -863,6 +866,22 @@ struct  Coord__V1__KeepStills
 #define COORD__V1__KEEP_STILLS__INIT \
  { PROTOBUF_C_MESSAGE_INIT (&coord__v1__keep_stills__descriptor) \
     , (char *)protobuf_c_empty_string, 0,NULL, (char *)protobuf_c_empty_string, 0,NULL }
+
+
+/*
+ * The operator's free-running trigger train while the node previews (CONTRACT §17): one pulse per group of the
+ * preview's grid on every output bound to a previewed camera, placed as a take's, until `on` is false, the preview
+ * ends (its lease runs out: a console gone), or a take arms. Answered with an Ack; refused while a take holds the
+ * cameras, while the node does not preview, or by a node with no trigger outputs.
+ */
+struct  Coord__V1__PreviewTrain
+{
+  ProtobufCMessage base;
+  protobuf_c_boolean on;
+};
+#define COORD__V1__PREVIEW_TRAIN__INIT \
+ { PROTOBUF_C_MESSAGE_INIT (&coord__v1__preview_train__descriptor) \
+    , 0 }
 
 
 /*
@@ -1900,6 +1919,25 @@ Coord__V1__KeepStills *
 void   coord__v1__keep_stills__free_unpacked
                      (Coord__V1__KeepStills *message,
                       ProtobufCAllocator *allocator);
+/* Coord__V1__PreviewTrain methods */
+void   coord__v1__preview_train__init
+                     (Coord__V1__PreviewTrain         *message);
+size_t coord__v1__preview_train__get_packed_size
+                     (const Coord__V1__PreviewTrain   *message);
+size_t coord__v1__preview_train__pack
+                     (const Coord__V1__PreviewTrain   *message,
+                      uint8_t             *out);
+size_t coord__v1__preview_train__pack_to_buffer
+                     (const Coord__V1__PreviewTrain   *message,
+                      ProtobufCBuffer     *buffer);
+Coord__V1__PreviewTrain *
+       coord__v1__preview_train__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data);
+void   coord__v1__preview_train__free_unpacked
+                     (Coord__V1__PreviewTrain *message,
+                      ProtobufCAllocator *allocator);
 /* Coord__V1__StillMode methods */
 void   coord__v1__still_mode__init
                      (Coord__V1__StillMode         *message);
@@ -2417,6 +2455,9 @@ typedef void (*Coord__V1__PreviewFrame_Closure)
 typedef void (*Coord__V1__KeepStills_Closure)
                  (const Coord__V1__KeepStills *message,
                   void *closure_data);
+typedef void (*Coord__V1__PreviewTrain_Closure)
+                 (const Coord__V1__PreviewTrain *message,
+                  void *closure_data);
 typedef void (*Coord__V1__StillMode_Closure)
                  (const Coord__V1__StillMode *message,
                   void *closure_data);
@@ -2521,6 +2562,7 @@ extern const ProtobufCMessageDescriptor coord__v1__preview_settings__descriptor;
 extern const ProtobufCMessageDescriptor coord__v1__start_preview__descriptor;
 extern const ProtobufCMessageDescriptor coord__v1__preview_frame__descriptor;
 extern const ProtobufCMessageDescriptor coord__v1__keep_stills__descriptor;
+extern const ProtobufCMessageDescriptor coord__v1__preview_train__descriptor;
 extern const ProtobufCMessageDescriptor coord__v1__still_mode__descriptor;
 extern const ProtobufCMessageDescriptor coord__v1__control_values__descriptor;
 extern const ProtobufCMessageDescriptor coord__v1__set_controls__descriptor;
