@@ -117,6 +117,35 @@ def snap(console: Console, name: str, **burst):
         time.sleep(0.2)
 
 
+def preview_train(console: Console, log: Path) -> dict:
+    """The operator's preview train: on for 60 preview groups with a Snap among them, off, on again, then the
+    console killed. The scripted line appends a train's rises when its line is released, so the log read after each
+    step holds that train's whole pulses."""
+    out: dict = {"before": len(log.read_text().splitlines())}
+    out["on"] = console.call("PUT", "/api/triggers/preview", {"on": True})
+    out["on_at"] = time.monotonic()
+    out["rig"] = console.call("GET", "/api/rig")[1].get("preview_train")
+    wait_previews(console, cameras=4, groups=30)
+    out["snap"] = snap(console, "trained")
+    wait_previews(console, cameras=4, groups=30)
+    out["multiview"] = console.call("GET", "/api/multiview")
+    out["off"] = console.call("PUT", "/api/triggers/preview", {"on": False})
+    out["off_at"] = time.monotonic()
+    out["first_train"] = log.read_text().splitlines()[out["before"]:]
+    out["again"] = console.call("PUT", "/api/triggers/preview", {"on": True})
+    out["again_at"] = time.monotonic()
+    wait_previews(console, cameras=4, groups=15)
+    console.proc.kill()
+    out["killed_at"] = time.monotonic()
+    # The node ends the train with the preview once the console's lease (5 s) runs out: its rises land in the log.
+    deadline, before = time.monotonic() + 20, out["before"] + len(out["first_train"])
+    while time.monotonic() < deadline and len(log.read_text().splitlines()) == before:
+        time.sleep(0.2)
+    out["ended_at"] = time.monotonic()
+    out["second_train"] = log.read_text().splitlines()[before:]
+    return out
+
+
 @pytest.fixture(scope="module")
 def shots(tmp_path_factory):
     d = tmp_path_factory.mktemp("snap-triggered")
@@ -153,7 +182,8 @@ def shots(tmp_path_factory):
         second = snap(console, "part")
         n2.proc.send_signal(signal.SIGCONT)
         frozen = False
-        yield d / "takes", first, second, rises_after_first, (d / "n1" / "node.stderr"), (cold, d / "cold", cold_rises), exposure, (burst, burst_rises)
+        train = preview_train(console, log)
+        yield d / "takes", first, second, rises_after_first, (d / "n1" / "node.stderr"), (cold, d / "cold", cold_rises), exposure, (burst, burst_rises), train
     finally:
         if frozen:
             n2.proc.send_signal(signal.SIGCONT)
@@ -167,7 +197,7 @@ def shots(tmp_path_factory):
 
 
 def test_a_triggered_cameras_still_is_its_one_pulses_frame_at_the_shots_group(shots):
-    takes, (status, shot), _, rises, node_log, _, exposure, _ = shots
+    takes, (status, shot), _, rises, node_log, _, exposure, _, _ = shots
     assert status == 200, shot
     assert shot["status"] == "complete", (shot, node_log.read_text()[-3000:])
     directory = takes / shot["take_id"]
@@ -202,7 +232,7 @@ def test_a_triggered_cameras_still_is_its_one_pulses_frame_at_the_shots_group(sh
 
 
 def test_a_node_that_never_takes_the_snap_makes_a_partial_shot_naming_it_and_the_rest_is_sealed(shots):
-    takes, _, (status, shot), _, _, _, _, _ = shots
+    takes, _, (status, shot), _, _, _, _, _, _ = shots
     assert status == 200, shot
     assert shot["status"] == "partial", shot
     directory = takes / shot["take_id"]
@@ -222,7 +252,7 @@ def test_a_node_that_never_takes_the_snap_makes_a_partial_shot_naming_it_and_the
 
 
 def test_coord_snap_keeps_the_frame_of_the_shots_pulse_and_says_the_camera_was_triggered(shots):
-    *_, (cold, takes, rises), _, _ = shots
+    *_, (cold, takes, rises), _, _, _ = shots
     assert cold.returncode == 0, cold.stdout + cold.stderr
     [directory] = [p for p in takes.iterdir() if p.is_dir()]
     manifest = json.loads((directory / "manifest.json").read_text())
@@ -246,7 +276,7 @@ def test_coord_snap_keeps_the_frame_of_the_shots_pulse_and_says_the_camera_was_t
 
 
 def test_a_burst_from_the_console_is_one_pulse_per_shot_each_still_its_own_pulses_frame(shots):
-    takes, *_, exposure, ((status, shot), rises) = shots
+    takes, *_, exposure, ((status, shot), rises), _ = shots
     assert status == 200 and shot["status"] == "complete", shot
     manifest = json.loads((takes / shot["take_id"] / "manifest.json").read_text())
     groups = shot["groups"]
@@ -258,3 +288,36 @@ def test_a_burst_from_the_console_is_one_pulse_per_shot_each_still_its_own_pulse
         assert abs(still["center_us"] - rise - DELAY_US - exposure / 2) <= CLOCK_US + 100, (still, rise)
     t = {(c["node"], c["camera"]): c for c in manifest["cameras"]}[("n1", "cam0")]["trigger"]
     assert (t["output"], t["pulses"]) == ("sync", 3), t
+
+
+PERIOD_US = 1_000_000 / 30
+
+
+def test_the_operators_preview_train_pulses_every_group_until_off_and_ends_with_a_lost_console(shots):
+    takes, *_, t = shots
+    # On: n1 runs it (n2 has no trigger outputs and is not named as running), and the rig view says so.
+    assert t["on"] == (200, {"on": True, "nodes": ["n1"]}), t["on"]
+    assert t["rig"] == {"on": True, "nodes": ["n1"]}, t["rig"]
+    status, mv = t["multiview"]
+    assert status == 200 and ("n1", "cam0") in {(x["node"], x["camera"]) for x in mv["tiles"]}, mv
+    # About one rise per preview group while it ran, a period apart, none after off.
+    rises = [int(r.split()[1]) for r in t["first_train"]]
+    assert t["off"] == (200, {"on": False, "nodes": []}), t["off"]
+    assert rises and all(r.split()[0] == "sync" for r in t["first_train"]), t["first_train"]
+    expected = (t["off_at"] - t["on_at"]) * 30
+    assert 0.8 * expected <= len(rises) <= 1.1 * expected + 5, (len(rises), expected)
+    gaps = [b - a for a, b in zip(rises, rises[1:])]
+    # One per group: no second pulse of a group (a Snap's own pulse), at most a rare skipped group under load.
+    assert min(gaps) > PERIOD_US / 2 and sorted(gaps)[len(gaps) // 2] == pytest.approx(PERIOD_US, abs=1_000), gaps
+    assert rises[0] >= t["on_at"] * 1e6 - 500_000 and rises[-1] <= t["off_at"] * 1e6, (rises[0], rises[-1], t)
+    # A Snap while the train runs keeps the train's frame of the shot's group: no pulse of its own.
+    status, shot = t["snap"]
+    assert status == 200 and shot["status"] == "complete", shot
+    manifest = json.loads((takes / shot["take_id"] / "manifest.json").read_text())
+    assert {(s["node"], s["camera"], s["group"]) for s in manifest["stills"]} >= {("n1", "cam0", shot["group"])}, manifest["stills"]
+    # Again on, then the console killed: the node's rises stop with the preview's lease, within a few seconds.
+    assert t["again"][0] == 200, t["again"]
+    again = [int(r.split()[1]) for r in t["second_train"]]
+    assert again, f"the train never ended after the console was killed ({t['ended_at'] - t['killed_at']:.1f} s waited)"
+    assert again[0] >= t["again_at"] * 1e6 - 500_000, (again[0], t["again_at"])
+    assert again[-1] - t["killed_at"] * 1e6 < 8_000_000, (again[-1], t["killed_at"])
