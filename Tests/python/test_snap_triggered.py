@@ -12,6 +12,8 @@ assertion:
 - a burst of 3: exactly 3 pulses, each still its own pulse's frame;
 - the last: n2 is frozen (SIGSTOP) as the Snap is asked, so it never takes it: the shot is partial, names n2's
   cameras in one sentence each, and n1's stills are collected and sealed (`ascmhl verify`).
+- then the operator's preview train (issue 38): on, about one rise per preview group (a Snap among them adding no
+  pulse of its own), off with no rise after, on again and the console killed: the node's rises stop with the lease.
 
 The scripted webcam free-runs on the grid (it has no trigger input): its stripes are not the pulses' truth, so the
 triggered still is checked against the pulse log, the synthetic stills against their stripes."""
