@@ -101,9 +101,10 @@ struct ConsoleAPI: APIProtocol {
     }
 
     func setPreviewTrain(_ input: Operations.SetPreviewTrain.Input) async throws -> Operations.SetPreviewTrain.Output {
-        guard case .json(let body) = input.body else { return .conflict(.init(body: .json(.init(error: "the body must be JSON: {\"on\": true} or {\"on\": false}.")))) }
+        let on: Bool
+        switch input.body { case .json(let body): on = body.on }
         do throws(LiveRig.Refusal) {
-            let train = try await rig.setPreviewTrain(on: body.on)
+            let train = try await rig.setPreviewTrain(on: on)
             return .ok(.init(body: .json(.init(on: train.on, nodes: train.nodes))))
         } catch {
             return .conflict(.init(body: .json(.init(error: error.sentence))))
