@@ -76,7 +76,9 @@ extension Components.Schemas.Rig {
                       takeControls: .init(c.takeControls), drops: c.drops, phaseErrorUs: c.phaseErrorUs)
             },
             // Said only when there is one: absent is none (a demo's).
-            rigFile: v.rigFile ? true : nil, previewTrain: .init(on: v.previewTrain.on, nodes: v.previewTrain.nodes))
+            rigFile: v.rigFile ? true : nil,
+            // Said only while asked for or running: absent is off.
+            previewTrain: v.previewTrain.on || !v.previewTrain.nodes.isEmpty ? .init(on: v.previewTrain.on, nodes: v.previewTrain.nodes) : nil)
     }
 }
 
