@@ -235,6 +235,16 @@ final class PreviewPublisher: Sendable {
 /// One camera opened for preview only (no take, no files): its frames steered onto the preview grid as a
 /// recording's are, each offered to the preview.
 final class PreviewCamera: Sendable {
+    /// The group a frame stands for in a Snap: a sensor running one group in `every` (a still's mode) shoots groups
+    /// n·every, and a free-running one (a webcam that takes no interval while streaming) lands up to half its frame
+    /// off: its frame nearest a shot's group is that group's still, its phase error stated, never a missed shot.
+    static func stillGroup(_ group: Int64, every: Int) -> Int64 {
+        guard every > 1 else { return group }
+        let k = Int64(every)
+        let shifted = group + k / 2  // groups are never negative here; floor for safety
+        return (shifted >= 0 ? shifted / k : -((-shifted + k - 1) / k)) * k
+    }
+
     let settings: CameraSettings
     /// Used by this camera's thread only, after `start`.
     private let source: any CameraSource & Sendable
@@ -338,8 +348,9 @@ final class PreviewCamera: Sendable {
                                                                 center: Int64(mapping.rig(fromLocal: capture.stampedCenterLocal).rounded()),
                                                                 exposureMicroseconds: capture.exposureMicroseconds) {
                 carryOut(decisions, stills: stills, payload: capture.payload)
-            } else if stills?.offer(camera: settings.camera, group: placed.group, center: placed.center, payload: capture.payload) == true {
-                settling.append((placed.group, estimate, framesSeen + settleFrames))
+            } else if stills?.offer(camera: settings.camera, group: Self.stillGroup(placed.group, every: settings.recordEvery),
+                                    center: placed.center, payload: capture.payload) == true {
+                settling.append((Self.stillGroup(placed.group, every: settings.recordEvery), estimate, framesSeen + settleFrames))
             }
             while let next = settling.first, framesSeen >= next.due {
                 settling.removeFirst()
