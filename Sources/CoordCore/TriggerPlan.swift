@@ -186,6 +186,18 @@ public struct TriggerFigures: Codable, Equatable, Sendable {
         self.output = output; self.source = source; self.pulses = pulses; self.error = error
     }
 
+    /// Why figures a node wrote for a shot (`<camera>.trigger.json`) cannot go into the manifest, as a sentence
+    /// naming `file`; nil when they can: named output and source, a count and errors that are not negative, errors
+    /// under a second (a pulse that late exposed another frame).
+    public func problem(file: String) -> String? {
+        let named = { (s: String) in !s.isEmpty && s.utf8.count <= 64 && s.unicodeScalars.allSatisfy { !$0.properties.isWhitespace && $0.value >= 0x21 && $0.value != 0x7F } }
+        guard named(output), named(source) else { return "\(file) names no trigger output or source." }
+        guard pulses >= 0, [error.p50, error.p99, error.max].allSatisfy({ (0..<1_000_000).contains($0) }) else {
+            return "\(file) states \(pulses) pulses with errors p50 \(error.p50), p99 \(error.p99), max \(error.max) µs: a count or error below 0, or an error of a second or more."
+        }
+        return nil
+    }
+
     /// The sync report's line for the camera: "node-1/mv0: triggered by sync on Line0, 900 pulses, error p50 12 µs, p99 40 µs, max 95 µs".
     public func reportLine(node: String, camera: String) -> String {
         "\(node)/\(camera): triggered by \(output) on \(source), \(pulses) pulses, error p50 \(error.p50) µs, p99 \(error.p99) µs, max \(error.max) µs"

@@ -201,8 +201,17 @@ extension LiveRig {
                 camera.centerUncertaintyMicroseconds = node.centerUncertainty[settings.camera].map { ($0 * 10).rounded() / 10 }
                 let rows = writer.rows(csvPath: table(node.name, settings.camera))
                 // A triggered camera's pulse for the shot (its node's `<camera>.trigger.json`, CONTRACT §17's block).
-                camera.trigger = (try? Data(contentsOf: directory.appendingPathComponent(pulses(node.name, settings.camera))))
-                    .flatMap { try? JSONDecoder().decode(TriggerFigures.self, from: $0) }
+                // Read where it enters: a file that does not decode, or states impossible figures, is said, not kept.
+                let pulsesFile = pulses(node.name, settings.camera)
+                if let data = try? Data(contentsOf: directory.appendingPathComponent(pulsesFile)) {
+                    let figures = try? JSONDecoder().decode(TriggerFigures.self, from: data)
+                    if let why = figures.map({ $0.problem(file: pulsesFile) }) ?? "\(pulsesFile) is not the node's trigger figures." {
+                        events.append(.init(tMicroseconds: grid.instant(ofGroup: group), node: node.name, camera: settings.camera, kind: .incomplete,
+                                            detail: "camera \(node.name)/\(settings.camera): \(why)"))
+                    } else {
+                        camera.trigger = figures
+                    }
+                }
                 for (shot, wanted) in plan.groups.enumerated() {
                     let path = plan.path(node: node.name, camera: settings.camera, shot: shot)
                     if let row = rows.first(where: { $0.group == wanted }), outcome.verified[path] != nil {

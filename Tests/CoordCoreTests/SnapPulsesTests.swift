@@ -76,3 +76,19 @@ import Testing
         #expect(p.isDone && p.idle(rigNow: .max) == [])
     }
 }
+
+/// A shot's `<camera>.trigger.json` as a node wrote it: held to what a pulse can be before the manifest takes it.
+@Suite struct ShotTriggerFiguresTests {
+    @Test func impossibleFiguresAreOneSentenceNamingTheFile() {
+        let good = TriggerFigures(output: "sync", source: "Line0", pulses: 1, error: TriggerTiming(p50: 12, p99: 12, max: 12))
+        #expect(good.problem(file: "n1/cam0.trigger.json") == nil)
+        for bad in [TriggerFigures(output: "", source: "Line0", pulses: 1, error: good.error),
+                    TriggerFigures(output: "a b\n", source: "Line0", pulses: 1, error: good.error),
+                    TriggerFigures(output: "sync", source: "Line0", pulses: -1, error: good.error),
+                    TriggerFigures(output: "sync", source: "Line0", pulses: 1, error: TriggerTiming(p50: -5, p99: 0, max: 0)),
+                    TriggerFigures(output: "sync", source: "Line0", pulses: 1, error: TriggerTiming(p50: 0, p99: 0, max: .max))] {
+            let why = bad.problem(file: "n1/cam0.trigger.json")
+            #expect(why?.hasPrefix("n1/cam0.trigger.json ") == true && why?.contains("\n") == false, "\(bad)")
+        }
+    }
+}
