@@ -147,8 +147,10 @@ public final class NodeLink: Sendable {
         var warming: [UInt64: Outgoing] = [:]
         defer {
             socket.close()
+            // Closing from here on, however the loop ended: a request asked later is refused at once, never queued
+            // for a thread that is gone (its caller would wait forever).
             let left = state.withLock { state in
-                defer { state.outgoing.removeAll() }
+                defer { state.outgoing.removeAll(); state.closing = true }
                 return state.outgoing
             }
             for o in left { o.continuation.resume(throwing: CoordError(.failure, "link to \(who) closed before \(o.what) was sent.", node: named)) }

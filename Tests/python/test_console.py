@@ -72,15 +72,24 @@ class ConsoleDemo:
 
     def wait_multiview(self, after_group=None, take_id=None, timeout=30.0):
         deadline = time.monotonic() + timeout
+        said = "a set of an earlier group"
         while time.monotonic() < deadline:
             try:
                 mv = self.get("/api/multiview")
                 if (after_group is None or mv["group"] != after_group) and (take_id is None or mv.get("take_id") == take_id):
                     return mv
-            except urllib.error.HTTPError:
-                pass
+            except urllib.error.HTTPError as e:
+                said = f"{e.code} {e.read().decode(errors='replace')}"
             time.sleep(0.05)
-        raise AssertionError(f"no new complete set within {timeout} s")
+        # What the console said last, and its log's end: enough to tell a silent node from groups that never match.
+        log = self.stderr.read_text(errors="replace").splitlines()[-25:] if self.stderr.exists() else []
+        try:
+            nodes = [{k: n.get(k) for k in ("name", "reachable", "state", "message", "clock_uncertainty_us")}
+                     for n in self.get("/api/rig")["nodes"]]
+        except Exception as e:   # noqa: BLE001 - the diagnosis must not hide the failure
+            nodes = repr(e)
+        raise AssertionError(f"no new complete set within {timeout} s; the console last answered {said}; "
+                             f"its nodes: {nodes}; its log ends:\n" + "\n".join(log))
 
     def wait_take(self, states, timeout=60.0):
         deadline = time.monotonic() + timeout

@@ -201,8 +201,16 @@ class Lab:
         log_text = ""
         for attempt in range(1 + ARMING_RETRIES):
             before = set(takes_dir.iterdir())
-            result = (subprocess.run(cmd, capture_output=True, text=True, timeout=timeout) if on_line is None
-                      else usb.run_watching(cmd, on_line, timeout))
+            try:
+                result = (subprocess.run(cmd, capture_output=True, text=True, timeout=timeout) if on_line is None
+                          else usb.run_watching(cmd, on_line, timeout))
+            except subprocess.TimeoutExpired as e:
+                # The guests' side of a take that never ended goes with the VMs: keep it with the failure.
+                said = e.stderr.decode(errors="replace") if isinstance(e.stderr, bytes) else (e.stderr or "")
+                journals = self.journals()
+                (self.dir / "start-take.log").write_text(log_text + said + "\n" + journals)
+                raise LabError(f"coord start-take did not end within {timeout:.0f} s; it said: {said[-1500:]}\n"
+                               f"{journals[-6000:]}") from None
             new = [p for p in set(takes_dir.iterdir()) - before if p.is_dir() and TAKE_ID.match(p.name)]
             log_text += result.stdout + result.stderr
             (self.dir / "start-take.log").write_text(log_text)
@@ -216,6 +224,17 @@ class Lab:
                 vm.sh("[ \"$(cat /sys/kernel/tracing/tracing_on 2>/dev/null)\" = 1 ] && echo > /sys/kernel/tracing/trace;"
                       " true")
         return result.returncode, (new[0] if len(new) == 1 else None), result.stderr
+
+    def journals(self, lines: int = 60) -> str:
+        """The end of every guest's coord-node journal (what a hung or failed take looked like from the nodes)."""
+        parts = []
+        for vm in self.vms:
+            try:
+                text = vm.sh(f"journalctl -u coord-node -n {lines} --no-pager -o short-monotonic 2>&1; true", timeout=60)
+            except Exception as e:   # noqa: BLE001 - a guest that no longer answers is named, not raised past the failure
+                text = f"(its journal could not be read: {e})"
+            parts.append(f"--- {vm.name}: coord-node's journal, last {lines} lines\n{text}")
+        return "\n".join(parts)
 
     def systemd(self, vm: VM) -> dict:
         out = vm.sh("systemctl show coord-node -p " + ",".join(SYSTEMD_FIELDS))
