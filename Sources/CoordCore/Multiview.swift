@@ -92,6 +92,12 @@ public struct MultiviewAssembler: Sendable {
     private var pending: [Int64: [CameraKey: PreviewTile]] = [:]
     public private(set) var lastShown: Int64?
     public private(set) var lateTiles = 0
+    /// Tiles refused because their exposure centre lay in the future of the rig's clock: a frame cannot be from
+    /// the future, and one such tile's group, taken as the newest, would show every later set incomplete until the
+    /// grid reached it (hours, for a wild stamp).
+    public private(set) var futureTiles = 0
+    /// How far ahead of the rig's clock a tile's centre may be (the clock mappings' error, a frame's half period).
+    public static let futureSlackMicroseconds: Int64 = 1_000_000
     static let maxPending = 64
 
     public init(cameras: [CameraKey], patienceGroups: Int64) {
@@ -110,9 +116,14 @@ public struct MultiviewAssembler: Sendable {
         lastShown = nil
     }
 
-    /// Takes one tile; returns the sets it makes ready, oldest first.
-    public mutating func add(_ tile: PreviewTile) -> [MultiviewSet] {
+    /// Takes one tile arriving at `rigNow` (rig timebase, µs; nil: not checked); returns the sets it makes ready,
+    /// oldest first.
+    public mutating func add(_ tile: PreviewTile, rigNow: Int64? = nil) -> [MultiviewSet] {
         guard cameras.contains(tile.key) else { return [] }
+        if let rigNow, tile.centerMicroseconds > rigNow &+ Self.futureSlackMicroseconds {
+            futureTiles += 1
+            return []
+        }
         if let lastShown, tile.group <= lastShown {
             lateTiles += 1
             return []

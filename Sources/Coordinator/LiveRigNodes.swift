@@ -256,7 +256,7 @@ extension LiveRig {
     // MARK: Tiles
 
     func received(_ r: PreviewReceiver.Received) {
-        let (sets, phase): ([MultiviewView], Int64?) = tileRoom.withLock { s in
+        let (sets, phase, future): ([MultiviewView], Int64?, (count: Int, ahead: Int64)?) = tileRoom.withLock { s in
             let now = MonotonicClock.now()
             if s.grid.switched(to: r.takeID, now: now) {
                 // A take's grid numbers its groups afresh: sets never mix the idle grid's tiles with a take's.
@@ -274,11 +274,19 @@ extension LiveRig {
             s.lastTiles[r.tile.key] = r.tile
             s.tileArrivedAt[r.tile.key] = now
             let grid = s.grid
-            return (s.assembler.add(r.tile).map { set in
+            let refusedBefore = s.assembler.futureTiles
+            let sets = s.assembler.add(r.tile, rigNow: now).map { set in
                 let view = Self.view(of: set, takeID: r.takeID, lastTiles: s.lastTiles, grid: grid)
                 if set.complete { s.newestComplete = view; s.newestCompleteAt = now }
                 return view
-            }, phase)
+            }
+            let refused = s.assembler.futureTiles
+            return (sets, phase, refused > refusedBefore ? (refused, r.tile.centerMicroseconds - now) : nil)
+        }
+        // Named the first time and every hundredth after: a node whose stamps run ahead of its clock mapping.
+        if let future, future.count % 100 == 1 {
+            event("preview", node: r.tile.key.node, camera: r.tile.key.camera,
+                  "a tile of \(r.tile.key) is stamped \(String(format: "%.1f", Double(future.ahead) / 1e6)) s in the future of the rig's clock and is not shown (\(future.count) such tile(s) so far).")
         }
         state.withLock { s in
             if let i = s.nodes.firstIndex(where: { $0.name == r.tile.key.node }) {

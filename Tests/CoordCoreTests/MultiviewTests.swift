@@ -65,6 +65,21 @@ struct MultiviewTests {
         #expect(assembler.add(tile(a, 0)).map(\.group) == [0])
     }
 
+    @Test func aTileFromTheFutureIsRefusedAndCannotHoldBackEveryLaterSet() {
+        var assembler = MultiviewAssembler(cameras: [a, b], patienceGroups: 12)
+        let now = tile(a, 600).centerMicroseconds
+        // A wild stamp a day ahead: taken as the newest group, every later set would be shown incomplete.
+        #expect(assembler.add(tile(a, 600 + 2_592_000), rigNow: now).isEmpty)
+        #expect(assembler.futureTiles == 1)
+        #expect(assembler.add(tile(a, 594), rigNow: now).isEmpty)
+        let sets = assembler.add(tile(b, 594), rigNow: now)
+        #expect(sets.map(\.group) == [594])
+        #expect(sets.allSatisfy { $0.complete })
+        // Within the slack (a mapping's error, half a period) a tile is taken.
+        #expect(assembler.add(tile(a, 600), rigNow: now - 500_000).isEmpty)
+        #expect(assembler.futureTiles == 1)
+    }
+
     @Test func tilesOfCamerasNotInTheRigAreIgnored() {
         var assembler = MultiviewAssembler(cameras: [a], patienceGroups: 18)
         #expect(assembler.add(tile(b, 6)).isEmpty)
