@@ -163,7 +163,7 @@ let package = Package(
         .testTarget(name: "RigMetricsTests", dependencies: ["RigMetrics", "CoordCore"]),
         // The console's gate (CONTRACT §6b): Host, Origin, token and JSON-only decisions.
         .testTarget(name: "ConsoleServerTests", dependencies: [
-            "ConsoleServer", "Coordinator", "CoordCore", .product(name: "HummingbirdTesting", package: "hummingbird"),
+            "ConsoleServer", "Coordinator", "CoordCore", "ZeroMQ", .product(name: "HummingbirdTesting", package: "hummingbird"),
         ]),
         // V4L2: the camera tests drive V4L2Camera through the scripted driver.
         .testTarget(name: "MediaTests", dependencies: ["Capture", "LibAV", "Pixels", "ScriptedCameras", "V4L2", "V4L2Simulator", "CoordCore"]),

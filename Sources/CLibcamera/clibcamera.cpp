@@ -61,7 +61,7 @@ struct clc_camera {
     clc_frame_callback callback = nullptr;
     void *context = nullptr;
     bool running = false;
-    std::mutex run_lock;  // a requeue from the recorder's thread against a stop: queued only while running
+    std::mutex run_lock;  // a requeue (from the completion callback) against a stop: queued only while running
 
     std::mutex lock;  // guards the three below: the Swift side sets them, libcamera's thread reads them
     std::optional<int64_t> next_duration;
@@ -319,9 +319,14 @@ void clc_camera_set_controls(clc_camera *camera, int32_t exposure_us, float anal
 }
 
 void clc_camera_stop(clc_camera *camera) {
-    std::lock_guard<std::mutex> guard(camera->run_lock);
-    if (!camera->running) return;
-    camera->running = false;
+    {
+        std::lock_guard<std::mutex> guard(camera->run_lock);
+        if (!camera->running) return;
+        camera->running = false;
+    }
+    // Not under run_lock: Camera::stop() waits for the pipeline handler's thread, which may be completing a request
+    // at this moment and asking run_lock to requeue it. Held, each waited for the other for ever (a take whose
+    // camera never finished); released, that requeue sees `running` false and returns at once.
     camera->camera->stop();
     camera->camera->requestCompleted.disconnect(camera, &clc_camera::completed);
 }

@@ -249,17 +249,25 @@ public final class DemoRig: Sendable {
     }
 
     /// A free loopback port for each node, so a node restarted with the same arguments comes back where the rig
-    /// (and a console following it) looks for it. Bound all at once (so no two are the same), then let go before the
+    /// (and a console following it) looks for it, with the port after it free too: a node publishes its preview
+    /// there, and with it taken (by anything: another node's control port, a test's socket) it records without
+    /// one and the console never completes a set. Bound all at once (so no two overlap), then let go before the
     /// nodes bind them; nil (each node picks its own) if they cannot be had.
     static func loopbackPorts(_ count: Int) -> [Int]? {
         let context = ZMQContext()
         var sockets: [ZMQSocket] = []
         defer { sockets.forEach { $0.close() } }
         var ports: [Int] = []
-        for _ in 0..<count {
-            guard let socket = try? context.makeSocket(.router), let bound = try? socket.bind("tcp://127.0.0.1:*"),
+        var tries = 0
+        while ports.count < count {
+            tries += 1
+            guard tries <= 64 * count, let socket = try? context.makeSocket(.router), let bound = try? socket.bind("tcp://127.0.0.1:*"),
                   let port = bound.split(separator: ":").last.flatMap({ Int($0) }) else { return nil }
             sockets.append(socket)
+            guard port < 65535, let beside = try? context.makeSocket(.router) else { continue }
+            sockets.append(beside)
+            // Taken: this port stays held (never picked again) and another is tried.
+            guard (try? beside.bind("tcp://127.0.0.1:\(port + 1)")) != nil else { continue }
             ports.append(port)
         }
         return ports

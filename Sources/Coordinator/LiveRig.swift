@@ -250,10 +250,18 @@ public final class LiveRig: Sendable {
     public static let multiviewFreshSeconds = 3.0
     /// The newest complete set if it is current; else one sentence: how old it is and which cameras are silent.
     public var currentMultiview: Result<MultiviewView, Refusal> {
-        let cameras = state.withLock { s in s.nodes.flatMap { n in n.cameras.map { CameraKey(node: n.name, camera: $0.camera) } } }
+        let (cameras, unpublished) = state.withLock { s in
+            (s.nodes.flatMap { n in n.cameras.map { CameraKey(node: n.name, camera: $0.camera) } },
+             s.nodes.filter { !$0.cameras.isEmpty && !$0.previewSubscribed }.map(\.name))
+        }
         return tileRoom.withLock { s in
             guard let set = s.newestComplete else {
-                return .failure(Refusal(.notFound, "no complete frame-matched set yet: every camera must deliver a tile of one group."))
+                // Which cameras hold it back: a node that publishes no preview (its log says why), a camera silent.
+                let silent = cameras.filter { s.tileArrivedAt[$0] == nil && !unpublished.contains($0.node) }
+                var why = unpublished.map { "node \($0) publishes no preview" }
+                if !silent.isEmpty { why.append("no tile yet from \(silent.map(\.description).joined(separator: ", "))") }
+                let detail = why.isEmpty ? "" : " (\(why.joined(separator: "; ")))"
+                return .failure(Refusal(.notFound, "no complete frame-matched set yet: every camera must deliver a tile of one group\(detail)."))
             }
             let now = MonotonicClock.now()
             let age = Double(now - s.newestCompleteAt) / 1e6

@@ -1,6 +1,7 @@
 import CoordCore
 @testable import Coordinator
 import Testing
+import ZeroMQ
 
 /// The console's pure parts behind issue 35's page defects: a camera's phase while it settles onto a new grid,
 /// and how long a node's staging disk lasts.
@@ -48,5 +49,29 @@ import Testing
         runway.seen(takeID: "t2", recording: true, bytes: 0, now: 10_000_000)
         runway.seen(takeID: "t2", recording: true, bytes: 4_000_000, now: 12_000_000)
         #expect(runway.bytesPerSecond == 2_000_000)
+    }
+}
+
+/// The demo's nodes publish their preview on the port after their control port: both must be free, or a node
+/// records without a preview and the console never completes a set (CI saw it once a run in three).
+@Suite struct DemoPortTests {
+    @Test func everyNodesControlPortHasTheNextPortFreeAndNoTwoNodesOverlap() throws {
+        // Hold the port after a fresh one, as another process would: it is never chosen with its neighbour taken.
+        let context = ZMQContext()
+        let blocker = try context.makeSocket(.router)
+        defer { blocker.close() }
+        let taken = try #require(Int(try blocker.bind("tcp://127.0.0.1:*").split(separator: ":").last ?? ""))
+        let ports = try #require(DemoRig.loopbackPorts(12))
+        #expect(ports.count == 12)
+        let used = Set(ports + ports.map { $0 + 1 })
+        #expect(used.count == 24, "control and preview ports overlap: \(ports.sorted())")
+        #expect(!used.contains(taken))
+        for port in ports {
+            // Both are free once chosen: bind them now, as the node will.
+            let control = try context.makeSocket(.router), preview = try context.makeSocket(.router)
+            defer { control.close(); preview.close() }
+            _ = try control.bind("tcp://127.0.0.1:\(port)")
+            _ = try preview.bind("tcp://127.0.0.1:\(port + 1)")
+        }
     }
 }
