@@ -21,7 +21,7 @@ echo "== swift test"
 # about 35 s.
 swift test --skip-build --no-parallel
 echo "== python: protocol peer and end-to-end demo"
-# The .deb packages are built once per run (test_packages.py) and installed again by the VM tier (test_vmlab.py).
+# The .deb packages are built once per run (test_packages.py) and installed again by the VM tier (test_vmlab.py, test_vmlab_devices.py).
 export COORD_PACKAGES_DIR="${COORD_PACKAGES_DIR:-$PWD/.build/test-debs}"
 rm -rf "$PWD/.build/test-debs"
 # Their release build runs beside the Python tier at the lowest CPU and I/O priority: the demo takes leave most of

@@ -23,6 +23,9 @@ from pathlib import Path
 import pytest
 import zmq
 
+# The VM tier's one lab, shared by test_vmlab.py and test_vmlab_devices.py (booted once a session, when first asked).
+from vmlab_fixtures import first_take, lab  # noqa: E402,F401
+
 ROOT = Path(__file__).resolve().parents[2]
 PROTO_DIR = ROOT / "proto"
 PROTO_FILE = "coord/v1/coord.proto"
