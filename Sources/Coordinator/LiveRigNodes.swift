@@ -256,6 +256,9 @@ extension LiveRig {
     // MARK: Tiles
 
     func received(_ r: PreviewReceiver.Received) {
+        // A tile's centre is on this console's clock only on its own grids (the idle preview, a take started here):
+        // a take another coordinator runs is on that coordinator's clock, which may be anywhere.
+        let ownTake = r.takeID.isEmpty || takeRoom.withLock { $0.session?.takeID } == r.takeID
         let (sets, phase, future): ([MultiviewView], Int64?, (count: Int, ahead: Int64)?) = tileRoom.withLock { s in
             let now = MonotonicClock.now()
             if s.grid.switched(to: r.takeID, now: now) {
@@ -275,7 +278,7 @@ extension LiveRig {
             s.tileArrivedAt[r.tile.key] = now
             let grid = s.grid
             let refusedBefore = s.assembler.futureTiles
-            let sets = s.assembler.add(r.tile, rigNow: now).map { set in
+            let sets = s.assembler.add(r.tile, rigNow: ownTake ? now : nil).map { set in
                 let view = Self.view(of: set, takeID: r.takeID, lastTiles: s.lastTiles, grid: grid)
                 if set.complete { s.newestComplete = view; s.newestCompleteAt = now }
                 return view
